@@ -1,0 +1,37 @@
+//! `cairn`: the one binary of Cairn. It parses flags and calls into the
+//! library crates; logic lives there, not here.
+
+mod output;
+mod placement_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Cairn: distributed object, S3 and POSIX storage.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Placement: simulate PG distribution and data movement, balance, map objects.
+    #[command(subcommand)]
+    Placement(placement_cmd::PlacementCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Placement(command) => placement_cmd::run(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
