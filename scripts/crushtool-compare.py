@@ -446,6 +446,9 @@ def main() -> int:
         try:
             with open(a.cairn_json) as f:
                 cairn = json.load(f)
+            # `cairn placement simulate --json` reports per pool under "pools".
+            if isinstance(cairn, dict) and cairn.get("pools"):
+                cairn = {**cairn["pools"][0], "cluster": cairn.get("cluster")}
         except (OSError, json.JSONDecodeError) as e:
             return die(f"cannot read --cairn-json {a.cairn_json}: {e}")
 

@@ -454,6 +454,18 @@ fn print_simulation(report: &SimulateReport) {
             r.distribution.undersized_pgs
         );
         println!("{}", distribution_table(&r.distribution));
+        let domains = match p.failure_domain {
+            FailureDomain::Osd => r.distribution.per_osd.items,
+            FailureDomain::Host => r.distribution.per_host.items,
+            FailureDomain::Rack => r.distribution.per_rack.items,
+        };
+        if domains == p.size as usize {
+            println!(
+                "note: every PG spans all {domains} {}s, so their weights cannot be honoured; \
+                 add {}s or use a smaller rule to spread by weight",
+                p.failure_domain, p.failure_domain
+            );
+        }
         if !r.movement.is_empty() {
             println!(
                 "\nData movement (replicas whose OSD changes; optimal = the least any placement must move):"

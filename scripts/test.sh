@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, then every unit, property and
+# end-to-end test of the workspace (release mode: property tests map
+# thousands of PGs, and end-to-end tests run the real binary).
+# Installs what it needs; safe to run on a fresh Debian/Ubuntu with Rust.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --release --workspace --all-targets -- -D warnings
+echo "== cargo test"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# --all-targets: unit, property and end-to-end tests (there are no doc tests).
+set +e
+cargo test --release --workspace --all-targets 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+echo
+echo "cairn: ${passed} passed, ${failed} failed"
+exit "$status"
