@@ -252,21 +252,15 @@ struct ClusterSummary {
 }
 
 fn summarize(map: &ClusterMap) -> ClusterSummary {
-    let distinct = |f: fn(&cairn_placement::OsdInfo) -> &str| {
-        map.osds
-            .iter()
-            .map(f)
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    };
+    let tree = cairn_placement::Hierarchy::of(map);
     ClusterSummary {
         epoch: map.epoch.0,
         osds: map.osds.len(),
         osds_in: map.osds.iter().filter(|o| o.is_in).count(),
         osds_up: map.osds.iter().filter(|o| o.up).count(),
-        hosts: distinct(|o| o.host.as_str()),
-        racks: distinct(|o| o.rack.as_str()),
-        weight_total: map.osds.iter().map(|o| o.weight.as_f64()).sum(),
+        hosts: tree.host_count(),
+        racks: tree.racks.len(),
+        weight_total: tree.weight.as_f64(),
     }
 }
 

@@ -15,11 +15,13 @@
 
 pub mod balance;
 pub mod hash;
+pub mod hierarchy;
 pub mod limits;
 pub mod map;
 pub mod mapping;
 pub mod simulate;
 pub mod straw2;
 
+pub use hierarchy::Hierarchy;
 pub use map::{ClusterMap, FailureDomain, MapError, OsdInfo, Pool, Redundancy, Weight};
 pub use mapping::{PgMapping, Placement, PlacementError, Shard};
