@@ -15,11 +15,7 @@
 use cairn_types::{OsdId, PgId, PoolId};
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-/// The 64-bit hash of an object name.
-#[must_use]
-pub fn object_hash(name: &[u8]) -> u64 {
-    xxh3_64(name)
-}
+pub use cairn_types::{object_hash, object_hash32};
 
 /// Ceph's `ceph_stable_mod`: `x mod b`, arranged so that growing `b` by one
 /// moves only the inputs of one PG, to its new child.
@@ -41,9 +37,7 @@ pub fn stable_mod(x: u32, b: u32) -> u32 {
 #[must_use]
 pub fn object_pg(pool: PoolId, pg_num: u32, name: &[u8]) -> PgId {
     // Low 32 bits of the object hash: the same bits Ceph's `ps` carries.
-    #[allow(clippy::cast_possible_truncation)]
-    let ps = object_hash(name) as u32;
-    PgId::new(pool, stable_mod(ps, pg_num))
+    PgId::new(pool, stable_mod(object_hash32(name), pg_num))
 }
 
 /// The seed a PG's placement draws derive from. PGs that agree on

@@ -12,6 +12,22 @@
 
 pub mod envelope;
 
+/// The 64-bit hash of an object name: XXH3-64 with seed 0. Frozen: placement
+/// (object → PG) and the store's object order both derive from it.
+#[must_use]
+pub fn object_hash(name: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name)
+}
+
+/// The low 32 bits of [`object_hash`]: what PG seeds and collection splits
+/// use.
+#[must_use]
+pub fn object_hash32(name: &[u8]) -> u32 {
+    #[allow(clippy::cast_possible_truncation)]
+    let low = object_hash(name) as u32;
+    low
+}
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;

@@ -1,0 +1,639 @@
+//! [`DiskStore`]: the real store. Layout of its directory:
+//!
+//! - `meta/`: a fjall database with keyspaces `super` (the superblock),
+//!   `collections`, `objects` (object records), `omap` and `meta`
+//!   (collection key spaces). Every value is checksummed (`record.rs`).
+//! - `data`: one file of extents, allocated in 4 KiB units, written once.
+//!
+//! Writers: [`DiskStore::submit`] validates a transaction, checks space,
+//! writes payloads larger than the inline limit to fresh extents (the only
+//! write of those bytes), and queues it for the committer thread
+//! (`commit.rs`), which applies queued transactions in order and makes a
+//! whole batch durable with one data `fdatasync` and one metadata fsync.
+//! Readers go straight to fjall and the data file.
+
+use crate::alloc::{Allocator, Space};
+use crate::commit::{Committer, Job, Payload};
+use crate::record::{self, Data, Extent, ObjectRecord, Superblock};
+use crate::txn::{Op, Transaction};
+use crate::{
+    Capacity, CollectionId, Commit, ObjectKey, ObjectPage, ObjectStat, ObjectStore, ReadOptions,
+    StoreError, limits,
+};
+use bytes::Bytes;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+use std::thread::JoinHandle;
+
+/// Settings of a store; every field has a production default.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreConfig {
+    /// Share of the file system in use at which the store warns.
+    pub nearfull_ratio: f64,
+    /// Share of the file system in use above which writes are refused
+    /// (deletes still work: the rest is the reserve for them, metadata and
+    /// compaction).
+    pub full_ratio: f64,
+    /// Block cache of the metadata database.
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            nearfull_ratio: 0.85,
+            full_ratio: 0.95,
+            cache_bytes: 32 * 1024 * 1024,
+        }
+    }
+}
+
+/// Handles shared by readers, submitters and the committer.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub db: Database,
+    pub collections: Keyspace,
+    pub objects: Keyspace,
+    pub omap: Keyspace,
+    pub meta: Keyspace,
+    pub data: Arc<File>,
+    pub space: Space,
+    pub dir: PathBuf,
+    pub config: StoreConfig,
+}
+
+/// The on-disk object store.
+pub struct DiskStore {
+    shared: Shared,
+    queue: Option<SyncSender<Job>>,
+    committer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for DiskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskStore")
+            .field("dir", &self.shared.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiskStore {
+    /// Opens the store in `dir`, creating it if empty.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the directory or database cannot be opened,
+    /// [`StoreError::Corrupt`] if the superblock is damaged or names another
+    /// format.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<DiskStore, StoreError> {
+        if !(0.0 < config.nearfull_ratio
+            && config.nearfull_ratio <= config.full_ratio
+            && config.full_ratio <= 1.0)
+        {
+            return Err(StoreError::Invalid(format!(
+                "need 0 < nearfull_ratio ({}) <= full_ratio ({}) <= 1",
+                config.nearfull_ratio, config.full_ratio
+            )));
+        }
+        std::fs::create_dir_all(dir)?;
+        let db = Database::builder(dir.join("meta"))
+            .cache_size(config.cache_bytes)
+            .manual_journal_persist(true)
+            .open()?;
+        let keyspace = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default);
+        let superblock = keyspace("super")?;
+        check_superblock(&db, &superblock)?;
+        let data = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("data"))?;
+        let shared = Shared {
+            collections: keyspace("collections")?,
+            objects: keyspace("objects")?,
+            omap: keyspace("omap")?,
+            meta: keyspace("meta")?,
+            db,
+            data: Arc::new(data),
+            space: Space::new(Allocator::default()),
+            dir: dir.to_path_buf(),
+            config,
+        };
+        let shared = Shared {
+            space: Space::new(rebuild_allocator(&shared)?),
+            ..shared
+        };
+        punch_free_runs(&shared);
+        let (queue, jobs) = std::sync::mpsc::sync_channel(limits::COMMIT_QUEUE_MAX);
+        let committer = Committer::new(shared.clone());
+        let handle = std::thread::Builder::new()
+            .name("store-commit".into())
+            .spawn(move || committer.run(&jobs))?;
+        Ok(DiskStore {
+            shared,
+            queue: Some(queue),
+            committer: Some(handle),
+        })
+    }
+
+    /// Refuses writes that would take the file system past the full ratio.
+    fn check_space(&self, txn: &Transaction) -> Result<(), StoreError> {
+        if txn.only_frees_space() {
+            return Ok(());
+        }
+        let capacity = self.capacity()?;
+        let needed = txn.payload_bytes();
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let limit = (capacity.total_bytes as f64 * capacity.full_ratio) as u64;
+        if capacity.used_bytes.saturating_add(needed) > limit {
+            return Err(StoreError::Full {
+                used_bytes: capacity.used_bytes,
+                total_bytes: capacity.total_bytes,
+                full_ratio: capacity.full_ratio,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the large payloads of a transaction to fresh extents.
+    fn prewrite(&self, txn: &Transaction) -> Result<Vec<Payload>, StoreError> {
+        let mut payloads = Vec::with_capacity(txn.ops.len());
+        for op in &txn.ops {
+            let data = match op {
+                Op::Write { data, .. } | Op::WriteFull { data, .. } | Op::Append { data, .. } => {
+                    data
+                }
+                _ => {
+                    payloads.push(Payload::None);
+                    continue;
+                }
+            };
+            if data.len() as u64 <= limits::INLINE_SIZE_BYTES_MAX {
+                payloads.push(Payload::None);
+                continue;
+            }
+            match write_extents(&self.shared, data) {
+                Ok(extents) => payloads.push(Payload::Written(extents)),
+                Err(e) => {
+                    let written: Vec<Extent> = payloads
+                        .into_iter()
+                        .flat_map(Payload::into_extents)
+                        .collect();
+                    self.shared.space.release(&written);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(payloads)
+    }
+
+    fn record(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectRecord, StoreError> {
+        let key = record::object_key(c, o);
+        match self.shared.objects.get(&key)? {
+            Some(value) => ObjectRecord::decode(&key, &value, &format!("object {o} in {c}")),
+            None => {
+                if self
+                    .shared
+                    .collections
+                    .get(record::collection_prefix(c))?
+                    .is_none()
+                {
+                    return Err(StoreError::NoCollection(c));
+                }
+                Err(StoreError::NotFound {
+                    collection: c,
+                    object: o.clone(),
+                })
+            }
+        }
+    }
+
+    fn require_collection(&self, c: CollectionId) -> Result<(), StoreError> {
+        match self.shared.collections.get(record::collection_prefix(c))? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NoCollection(c)),
+        }
+    }
+}
+
+impl Drop for DiskStore {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(handle) = self.committer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn check_superblock(db: &Database, keyspace: &Keyspace) -> Result<(), StoreError> {
+    let current = Superblock::current();
+    match keyspace.get(record::SUPERBLOCK_KEY)? {
+        Some(value) => {
+            let body = record::open(record::SUPERBLOCK_KEY, &value, "superblock")?;
+            let found: Superblock = postcard::from_bytes(body)
+                .map_err(|e| StoreError::Corrupt(format!("superblock: {e}")))?;
+            if found != current {
+                return Err(StoreError::Corrupt(format!(
+                    "superblock {found:?} is not this build's format {current:?}"
+                )));
+            }
+        }
+        None => {
+            let body =
+                postcard::to_allocvec(&current).map_err(|e| StoreError::Io(e.to_string()))?;
+            let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+            batch.insert(
+                keyspace,
+                record::SUPERBLOCK_KEY,
+                record::seal(record::SUPERBLOCK_KEY, &body),
+            );
+            batch.commit()?;
+        }
+    }
+    Ok(())
+}
+
+/// Every extent any object record names is in use; the rest is free.
+/// Records that fail their checksum are reported by reads; their extents
+/// cannot be known, so a repair rewrites those objects.
+fn rebuild_allocator(shared: &Shared) -> Result<Allocator, StoreError> {
+    let mut used = Vec::new();
+    for item in shared.objects.iter() {
+        let (key, value) = item.into_inner()?;
+        if let Ok(rec) = ObjectRecord::decode(&key, &value, "object") {
+            if let Data::Extents { extents, .. } = rec.data {
+                used.extend(extents.iter().map(|e| (e.offset, e.allocated_bytes())));
+            }
+        }
+    }
+    Ok(Allocator::rebuild(used))
+}
+
+/// Gives free runs (left by deletes or by transactions a crash cut short)
+/// back to the file system.
+fn punch_free_runs(shared: &Shared) {
+    for (offset, length) in shared.space.allocator().free_runs() {
+        let _ = punch(&shared.data, offset, length);
+    }
+}
+
+pub(crate) fn punch(file: &File, offset: u64, length: u64) -> std::io::Result<()> {
+    use rustix::fs::{FallocateFlags, fallocate};
+    fallocate(
+        file,
+        FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+        offset,
+        length,
+    )?;
+    Ok(())
+}
+
+/// Allocates and writes `data` as extents of at most the extent limit.
+pub(crate) fn write_extents(shared: &Shared, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
+    let chunk = usize::try_from(limits::EXTENT_SIZE_BYTES_MAX).unwrap_or(usize::MAX);
+    let mut extents = Vec::new();
+    for piece in data.chunks(chunk) {
+        let length = piece.len() as u64;
+        let offset = shared.space.allocator().allocate(length);
+        let extent = Extent {
+            offset,
+            length,
+            csums: record::block_csums(piece),
+        };
+        if let Err(e) = shared.data.write_all_at(piece, offset) {
+            extents.push(extent);
+            shared.space.release(&extents);
+            return Err(e.into());
+        }
+        extents.push(extent);
+    }
+    Ok(extents)
+}
+
+/// Reads `[start, end)` of an object from its record, verifying checksums
+/// block by block. Bytes no piece covers are zeros.
+pub(crate) fn read_record(
+    data: &File,
+    rec: &ObjectRecord,
+    start: u64,
+    end: u64,
+    verify: bool,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<u8>, StoreError> {
+    let (extents, pieces) = match &rec.data {
+        Data::Inline(bytes) => return Ok(bytes[to_usize(start)..to_usize(end)].to_vec()),
+        Data::Extents { extents, pieces } => (extents, pieces),
+    };
+    let mut out = vec![0u8; to_usize(end - start)];
+    for p in pieces.iter().filter(|p| p.logical < end && p.end() > start) {
+        let from = start.max(p.logical);
+        let to = end.min(p.end());
+        let extent = &extents[p.extent as usize];
+        let within = p.offset + (from - p.logical);
+        let bytes = read_extent(data, extent, within, to - from, verify, what)?;
+        out[to_usize(from - start)..to_usize(to - start)].copy_from_slice(&bytes);
+    }
+    Ok(out)
+}
+
+/// Reads `length` bytes at `within` of an extent, checking every checksum
+/// block it touches.
+fn read_extent(
+    data: &File,
+    extent: &Extent,
+    within: u64,
+    length: u64,
+    verify: bool,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<u8>, StoreError> {
+    let block = limits::CSUM_BLOCK_BYTES;
+    let first = within / block;
+    let span_start = first * block;
+    let span_end = (within + length)
+        .div_ceil(block)
+        .saturating_mul(block)
+        .min(extent.length);
+    let mut span = vec![0u8; to_usize(span_end - span_start)];
+    data.read_exact_at(&mut span, extent.offset + span_start)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                StoreError::Corrupt(format!(
+                    "{}: data file too short for extent at {}",
+                    what(),
+                    extent.offset
+                ))
+            } else {
+                e.into()
+            }
+        })?;
+    if verify {
+        for (i, chunk) in span.chunks(to_usize(block)).enumerate() {
+            let index = to_usize(first) + i;
+            if extent.csums.get(index) != Some(&crc32c::crc32c(chunk)) {
+                let at = span_start + i as u64 * block;
+                return Err(StoreError::Corrupt(format!(
+                    "{}: checksum mismatch in extent bytes {}..{} (data file offset {})",
+                    what(),
+                    at,
+                    at + chunk.len() as u64,
+                    extent.offset + at
+                )));
+            }
+        }
+    }
+    let skip = to_usize(within - span_start);
+    span.drain(..skip);
+    span.truncate(to_usize(length));
+    Ok(span)
+}
+
+pub(crate) fn to_usize(n: u64) -> usize {
+    usize::try_from(n).expect("sizes are bounded by OBJECT_SIZE_BYTES_MAX")
+}
+
+/// Statistics of the file system under `dir`.
+fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
+    let s = rustix::fs::statvfs(dir)
+        .map_err(|e| StoreError::Io(format!("statvfs {}: {e}", dir.display())))?;
+    let total = s.f_blocks.saturating_mul(s.f_frsize);
+    let free = s.f_bfree.saturating_mul(s.f_frsize);
+    let available = s.f_bavail.saturating_mul(s.f_frsize);
+    Ok((total, total.saturating_sub(free), available))
+}
+
+impl ObjectStore for DiskStore {
+    fn submit(&self, txn: Transaction) -> Commit {
+        if let Err(e) = txn.validate().and_then(|()| self.check_space(&txn)) {
+            return Commit::done(Err(e));
+        }
+        let payloads = match self.prewrite(&txn) {
+            Ok(p) => p,
+            Err(e) => return Commit::done(Err(e)),
+        };
+        let (reply, commit) = Commit::channel();
+        let Some(queue) = &self.queue else {
+            return Commit::done(Err(StoreError::Closed));
+        };
+        if let Err(failed) = queue.send(Job {
+            txn,
+            payloads,
+            reply,
+        }) {
+            let extents: Vec<Extent> = failed
+                .0
+                .payloads
+                .into_iter()
+                .flat_map(Payload::into_extents)
+                .collect();
+            self.shared.space.release(&extents);
+            return Commit::done(Err(StoreError::Closed));
+        }
+        commit
+    }
+
+    fn read(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        options: ReadOptions,
+    ) -> Result<Bytes, StoreError> {
+        let _guard = self.shared.space.reader();
+        let rec = self.record(c, o)?;
+        let start = options.offset_bytes.min(rec.size);
+        let end = options
+            .length_bytes
+            .map_or(rec.size, |len| start.saturating_add(len).min(rec.size));
+        let what = || format!("object {o} in {c}, bytes {start}..{end}");
+        read_record(
+            &self.shared.data,
+            &rec,
+            start,
+            end,
+            options.verify_checksum,
+            &what,
+        )
+        .map(Bytes::from)
+    }
+
+    fn stat(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectStat, StoreError> {
+        let rec = self.record(c, o)?;
+        Ok(ObjectStat {
+            size_bytes: rec.size,
+            version: rec.version,
+        })
+    }
+
+    fn xattrs(&self, c: CollectionId, o: &ObjectKey) -> Result<BTreeMap<Bytes, Bytes>, StoreError> {
+        let rec = self.record(c, o)?;
+        Ok(rec
+            .xattrs
+            .into_iter()
+            .map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
+            .collect())
+    }
+
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.record(c, o)?;
+        let prefix = record::omap_prefix(c, o);
+        scan_after(
+            &self.shared.omap,
+            &prefix,
+            after,
+            limit.min(limits::PAGE_ITEMS_MAX),
+            "omap entry",
+        )
+    }
+
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        keys: &[Bytes],
+    ) -> Result<BTreeMap<Bytes, Bytes>, StoreError> {
+        self.record(c, o)?;
+        let prefix = record::omap_prefix(c, o);
+        let mut found = BTreeMap::new();
+        for key in keys {
+            let full = [prefix.as_slice(), key].concat();
+            if let Some(value) = self.shared.omap.get(&full)? {
+                let body = record::open(&full, &value, "omap entry")?;
+                found.insert(key.clone(), Bytes::copy_from_slice(body));
+            }
+        }
+        Ok(found)
+    }
+
+    fn list(
+        &self,
+        c: CollectionId,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> Result<ObjectPage, StoreError> {
+        self.require_collection(c)?;
+        let limit = limit.clamp(1, limits::PAGE_ITEMS_MAX);
+        let prefix = record::collection_prefix(c);
+        let start = match after {
+            Some(a) => {
+                let mut k = record::object_key(c, a);
+                k.push(0);
+                k
+            }
+            None => prefix.to_vec(),
+        };
+        let end = record::prefix_end(&prefix).unwrap_or_else(|| vec![0xff; 9]);
+        let mut keys = Vec::new();
+        for item in self.shared.objects.range(start..end) {
+            let key = item.key()?;
+            let (_, object) = record::parse_object_key(&key)
+                .ok_or_else(|| StoreError::Corrupt(format!("malformed object key {key:02x?}")))?;
+            keys.push(object);
+            if keys.len() > limit {
+                break;
+            }
+        }
+        let next = if keys.len() > limit {
+            keys.truncate(limit);
+            keys.last().cloned()
+        } else {
+            None
+        };
+        Ok(ObjectPage { keys, next })
+    }
+
+    fn collections(&self) -> Result<Vec<CollectionId>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.shared.collections.iter() {
+            let key = item.key()?;
+            let bytes: [u8; 8] = key
+                .as_ref()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt(format!("malformed collection key {key:02x?}")))?;
+            out.push(CollectionId(u64::from_be_bytes(bytes)));
+        }
+        Ok(out)
+    }
+
+    fn meta_get(&self, c: CollectionId, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        self.require_collection(c)?;
+        let full = record::meta_key(c, key);
+        match self.shared.meta.get(&full)? {
+            Some(value) => Ok(Some(Bytes::copy_from_slice(record::open(
+                &full,
+                &value,
+                "collection metadata",
+            )?))),
+            None => Ok(None),
+        }
+    }
+
+    fn meta_range(
+        &self,
+        c: CollectionId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        self.require_collection(c)?;
+        let prefix = record::collection_prefix(c);
+        scan_after(
+            &self.shared.meta,
+            &prefix,
+            after,
+            limit.min(limits::PAGE_ITEMS_MAX),
+            "collection metadata",
+        )
+    }
+
+    fn capacity(&self) -> Result<Capacity, StoreError> {
+        let (total, used, available) = statvfs(&self.shared.dir)?;
+        Ok(Capacity {
+            total_bytes: total,
+            used_bytes: used,
+            available_bytes: available,
+            stored_bytes: self.shared.space.allocator().allocated_bytes(),
+            nearfull_ratio: self.shared.config.nearfull_ratio,
+            full_ratio: self.shared.config.full_ratio,
+        })
+    }
+}
+
+/// Entries under `prefix` with suffix `> after`, suffix and checked value.
+fn scan_after(
+    keyspace: &Keyspace,
+    prefix: &[u8],
+    after: Option<&[u8]>,
+    limit: usize,
+    what: &str,
+) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+    let start = match after {
+        Some(a) => [prefix, a, &[0]].concat(),
+        None => prefix.to_vec(),
+    };
+    let Some(end) = record::prefix_end(prefix) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for item in keyspace.range(start..end).take(limit) {
+        let (key, value) = item.into_inner()?;
+        let body = record::open(&key, &value, what)?;
+        out.push((
+            Bytes::copy_from_slice(&key[prefix.len()..]),
+            Bytes::copy_from_slice(body),
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,348 @@
+//! The local object store under every OSD: collections of objects (data,
+//! xattrs, an ordered omap, a version) changed only by atomic transactions,
+//! every byte covered by a checksum that is checked on every read.
+//!
+//! It stores and retrieves; it knows nothing of placement, replication or the
+//! network. Two implementations share the [`ObjectStore`] trait: [`DiskStore`]
+//! (the real one) and [`MemStore`] (for tests and the simulator, able to
+//! "crash").
+//!
+//! The one design choice to know: **bulk data is written once**. Large
+//! payloads go to freshly allocated extents of one data file (never over live
+//! data), then one metadata commit in an embedded key-value store (fjall)
+//! points at them; a batch of concurrent transactions shares one data
+//! `fdatasync` and one metadata fsync (group commit). Small objects live
+//! inline in their metadata record. See `docs/store-format.md`.
+
+mod alloc;
+mod commit;
+mod disk;
+pub mod limits;
+mod mem;
+mod record;
+mod txn;
+
+pub use disk::{DiskStore, StoreConfig};
+pub use mem::MemStore;
+pub use txn::{Op, Transaction};
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A collection: the objects of one placement group (or of the OSD itself).
+/// Opaque to the store; the OSD derives it from the PG id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CollectionId(pub u64);
+
+impl CollectionId {
+    /// The collection of PG `seed` of pool `pool`.
+    #[must_use]
+    pub fn pg(pool: u32, seed: u32) -> CollectionId {
+        CollectionId((u64::from(pool) << 32) | u64::from(seed))
+    }
+}
+
+impl fmt::Display for CollectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:x}", self.0 >> 32, self.0 & 0xffff_ffff)
+    }
+}
+
+/// An object's identity within a collection: its name and the 32-bit hash
+/// of the name that placement uses. Objects are listed in `(hash, name)`
+/// order, the order recovery and scrub walk, and collections split by hash
+/// bits.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub hash: u32,
+    pub name: Bytes,
+}
+
+impl ObjectKey {
+    /// The key of `name`, hashed as placement hashes object names.
+    pub fn new(name: impl Into<Bytes>) -> ObjectKey {
+        let name = name.into();
+        ObjectKey {
+            hash: cairn_types::object_hash32(&name),
+            name,
+        }
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:08x}:{}",
+            self.hash,
+            String::from_utf8_lossy(&self.name)
+        )
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What to read. The default reads the whole object, verifying checksums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOptions {
+    pub offset_bytes: u64,
+    /// `None` reads to the end of the object.
+    pub length_bytes: Option<u64>,
+    pub verify_checksum: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            offset_bytes: 0,
+            length_bytes: None,
+            verify_checksum: true,
+        }
+    }
+}
+
+impl ReadOptions {
+    #[must_use]
+    pub fn range(offset_bytes: u64, length_bytes: u64) -> ReadOptions {
+        ReadOptions {
+            offset_bytes,
+            length_bytes: Some(length_bytes),
+            verify_checksum: true,
+        }
+    }
+}
+
+/// An object's size and version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectStat {
+    pub size_bytes: u64,
+    pub version: u64,
+}
+
+/// Space on the store's file system, and the thresholds in force.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Capacity {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    /// Bytes of object data held (allocated extents and inline data).
+    pub stored_bytes: u64,
+    pub nearfull_ratio: f64,
+    pub full_ratio: f64,
+}
+
+impl Capacity {
+    #[must_use]
+    pub fn used_ratio(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        if self.total_bytes == 0 {
+            0.0
+        } else {
+            self.used_bytes as f64 / self.total_bytes as f64
+        }
+    }
+
+    #[must_use]
+    pub fn is_nearfull(&self) -> bool {
+        self.used_ratio() >= self.nearfull_ratio
+    }
+
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        self.used_ratio() >= self.full_ratio
+    }
+}
+
+/// A page of object keys, and where the next page starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectPage {
+    pub keys: Vec<ObjectKey>,
+    /// Pass as `after` to get the next page; `None` at the end.
+    pub next: Option<ObjectKey>,
+}
+
+/// Operating errors of a store. None of them is a panic: bytes read from
+/// disk that fail their checksum are [`StoreError::Corrupt`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    #[error("object {object} not found in collection {collection}")]
+    NotFound {
+        collection: CollectionId,
+        object: ObjectKey,
+    },
+    #[error("collection {0} does not exist")]
+    NoCollection(CollectionId),
+    #[error("collection {0} already exists")]
+    CollectionExists(CollectionId),
+    #[error("collection {0} is not empty")]
+    CollectionNotEmpty(CollectionId),
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    #[error("store is full: {used_bytes} of {total_bytes} bytes used (full ratio {full_ratio})")]
+    Full {
+        used_bytes: u64,
+        total_bytes: u64,
+        full_ratio: f64,
+    },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("I/O error: {0}")]
+    Io(String),
+    #[error("the store crashed before this transaction was durable")]
+    Crashed,
+    #[error("the store is closed")]
+    Closed,
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(error: std::io::Error) -> StoreError {
+        if error.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) {
+            StoreError::Io(format!("no space left on device: {error}"))
+        } else {
+            StoreError::Io(error.to_string())
+        }
+    }
+}
+
+impl From<fjall::Error> for StoreError {
+    fn from(error: fjall::Error) -> StoreError {
+        StoreError::Io(format!("metadata store: {error}"))
+    }
+}
+
+/// The handle of a submitted transaction: wait on it to learn when it is
+/// durable (or why it failed).
+#[derive(Debug)]
+pub struct Commit(std::sync::mpsc::Receiver<Result<(), StoreError>>);
+
+impl Commit {
+    pub(crate) fn channel() -> (std::sync::mpsc::SyncSender<Result<(), StoreError>>, Commit) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        (tx, Commit(rx))
+    }
+
+    pub(crate) fn done(result: Result<(), StoreError>) -> Commit {
+        let (tx, commit) = Commit::channel();
+        let _ = tx.send(result);
+        commit
+    }
+
+    /// Blocks until the transaction is durable, or failed.
+    ///
+    /// # Errors
+    /// The transaction's error; [`StoreError::Closed`] if the store stopped.
+    pub fn wait(self) -> Result<(), StoreError> {
+        self.0.recv().unwrap_or(Err(StoreError::Closed))
+    }
+}
+
+/// The interface every OSD stores through.
+pub trait ObjectStore: Send + Sync {
+    /// Queues a transaction. It applies atomically, after every transaction
+    /// submitted before it, and is durable when the returned [`Commit`]
+    /// completes. Concurrent transactions share durable flushes.
+    fn submit(&self, txn: Transaction) -> Commit;
+
+    /// Submits and waits.
+    ///
+    /// # Errors
+    /// As [`Commit::wait`].
+    fn apply(&self, txn: Transaction) -> Result<(), StoreError> {
+        self.submit(txn).wait()
+    }
+
+    /// Reads object data, verifying checksums unless told not to.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`], [`StoreError::Corrupt`] naming the object
+    /// and range, or [`StoreError::Io`].
+    fn read(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        options: ReadOptions,
+    ) -> Result<Bytes, StoreError>;
+
+    /// Size and version of an object.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] and the like.
+    fn stat(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectStat, StoreError>;
+
+    /// All xattrs of an object.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] and the like.
+    fn xattrs(&self, c: CollectionId, o: &ObjectKey) -> Result<BTreeMap<Bytes, Bytes>, StoreError>;
+
+    /// Omap entries of an object with keys `> after` (or from the start),
+    /// in key order, at most `limit` of them.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] and the like.
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError>;
+
+    /// The values of the given omap keys that exist.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] and the like.
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        keys: &[Bytes],
+    ) -> Result<BTreeMap<Bytes, Bytes>, StoreError>;
+
+    /// Objects of a collection in `(hash, name)` order, after `after`.
+    ///
+    /// # Errors
+    /// [`StoreError::NoCollection`] and the like.
+    fn list(
+        &self,
+        c: CollectionId,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> Result<ObjectPage, StoreError>;
+
+    /// Every collection, in order.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn collections(&self) -> Result<Vec<CollectionId>, StoreError>;
+
+    /// A value of the collection's own key space (the OSD keeps its PG log
+    /// there).
+    ///
+    /// # Errors
+    /// [`StoreError::NoCollection`] and the like.
+    fn meta_get(&self, c: CollectionId, key: &[u8]) -> Result<Option<Bytes>, StoreError>;
+
+    /// Entries of the collection's key space with keys `> after`, at most
+    /// `limit`.
+    ///
+    /// # Errors
+    /// [`StoreError::NoCollection`] and the like.
+    fn meta_range(
+        &self,
+        c: CollectionId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError>;
+
+    /// Space used and free.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn capacity(&self) -> Result<Capacity, StoreError>;
+}

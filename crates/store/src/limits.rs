@@ -1,0 +1,53 @@
+//! Every bound of the store, named once. Format-affecting values (checksum
+//! block, allocation unit) are also recorded in `docs/store-format.md`.
+
+/// Bytes covered by one crc32c. 4 KiB matches the page and device block, so
+/// a small random read verifies (and reads) at most two extra partial
+/// blocks, and 4 bytes per 4 KiB costs 0.1% of metadata.
+pub const CSUM_BLOCK_BYTES: u64 = 4096;
+
+/// Unit of data-file allocation. Equal to the checksum block so freed space
+/// can be punched back to the file system in whole blocks.
+pub const ALLOC_UNIT_BYTES: u64 = 4096;
+
+/// Objects up to this size live inline in their metadata record: one
+/// journal write and no data-file allocation or flush. Larger ones live in
+/// data-file extents.
+pub const INLINE_SIZE_BYTES_MAX: u64 = 16 * 1024;
+
+/// Largest single extent; longer writes are split. Bounds the checksum list
+/// of one extent (16,384 crcs = 64 KiB).
+pub const EXTENT_SIZE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// Largest object.
+pub const OBJECT_SIZE_BYTES_MAX: u64 = 1 << 36;
+
+/// Longest object name (DESIGN: 2 KiB).
+pub const OBJECT_NAME_BYTES_MAX: usize = 2048;
+
+/// Longest xattr name and largest xattr value.
+pub const XATTR_NAME_BYTES_MAX: usize = 256;
+pub const XATTR_VALUE_BYTES_MAX: usize = 64 * 1024;
+
+/// Longest omap key, largest omap value, and most omap keys returned by one
+/// range call.
+pub const OMAP_KEY_BYTES_MAX: usize = 4096;
+pub const OMAP_VALUE_BYTES_MAX: usize = 1024 * 1024;
+
+/// Longest collection-metadata key, largest value.
+pub const META_KEY_BYTES_MAX: usize = 4096;
+pub const META_VALUE_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Most operations in one transaction.
+pub const TXN_OPS_MAX: usize = 4096;
+
+/// Transactions queued for the committer before submitters wait
+/// (backpressure).
+pub const COMMIT_QUEUE_MAX: usize = 1024;
+
+/// Transactions, and payload bytes, merged into one group commit.
+pub const BATCH_TXNS_MAX: usize = 256;
+pub const BATCH_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// Most keys a single list or range call returns.
+pub const PAGE_ITEMS_MAX: usize = 65_536;

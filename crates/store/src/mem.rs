@@ -1,0 +1,439 @@
+//! [`MemStore`]: the store's contract kept in memory, for fast tests, the
+//! simulator, and as the reference the real store is property-tested
+//! against. It can crash: with manual sync, transactions are applied but not
+//! durable until [`MemStore::sync`], and [`MemStore::crash`] drops all that
+//! were not. A transaction is atomic, so a write torn by a crash is one that
+//! never happened: that is the contract [`crate::DiskStore`] keeps on disk.
+
+use crate::txn::{Op, Transaction};
+use crate::{
+    Capacity, CollectionId, Commit, ObjectKey, ObjectPage, ObjectStat, ObjectStore, ReadOptions,
+    StoreError, limits,
+};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::mpsc::SyncSender;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct MemObject {
+    data: Vec<u8>,
+    version: u64,
+    xattrs: BTreeMap<Bytes, Bytes>,
+    omap: BTreeMap<Bytes, Bytes>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct MemCollection {
+    objects: BTreeMap<ObjectKey, MemObject>,
+    meta: BTreeMap<Bytes, Bytes>,
+}
+
+type State = BTreeMap<CollectionId, MemCollection>;
+
+#[derive(Debug, Default)]
+struct Inner {
+    durable: State,
+    current: State,
+    waiting: Vec<SyncSender<Result<(), StoreError>>>,
+}
+
+/// The in-memory store.
+#[derive(Debug, Default)]
+pub struct MemStore {
+    inner: Mutex<Inner>,
+    manual_sync: bool,
+}
+
+impl MemStore {
+    /// A store whose every transaction is durable when submitted.
+    #[must_use]
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    /// A store whose transactions become durable only at [`MemStore::sync`].
+    #[must_use]
+    pub fn with_manual_sync() -> MemStore {
+        MemStore {
+            manual_sync: true,
+            ..MemStore::default()
+        }
+    }
+
+    /// Makes every applied transaction durable and completes their commits.
+    pub fn sync(&self) {
+        let mut inner = self.lock();
+        inner.durable = inner.current.clone();
+        for waiter in inner.waiting.drain(..) {
+            let _ = waiter.send(Ok(()));
+        }
+    }
+
+    /// Loses everything not yet durable; their commits fail with
+    /// [`StoreError::Crashed`].
+    pub fn crash(&self) {
+        let mut inner = self.lock();
+        inner.current = inner.durable.clone();
+        for waiter in inner.waiting.drain(..) {
+            let _ = waiter.send(Err(StoreError::Crashed));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock already failed a test; the state
+        // is still the last consistent one, so keep serving it.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn with_object<T>(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        f: impl FnOnce(&MemObject) -> T,
+    ) -> Result<T, StoreError> {
+        let inner = self.lock();
+        let collection = inner.current.get(&c).ok_or(StoreError::NoCollection(c))?;
+        let object = collection
+            .objects
+            .get(o)
+            .ok_or_else(|| StoreError::NotFound {
+                collection: c,
+                object: o.clone(),
+            })?;
+        Ok(f(object))
+    }
+}
+
+/// Applies `txn` to a copy of what it touches and returns the copies; the
+/// caller installs them only if every operation succeeded.
+fn apply(
+    state: &State,
+    txn: &Transaction,
+) -> Result<BTreeMap<CollectionId, Option<MemCollection>>, StoreError> {
+    let c = txn.collection;
+    let mut touched: BTreeMap<CollectionId, Option<MemCollection>> = BTreeMap::new();
+    touched.insert(c, state.get(&c).cloned());
+    for op in &txn.ops {
+        match op {
+            Op::CreateCollection => {
+                if touched[&c].is_some() {
+                    return Err(StoreError::CollectionExists(c));
+                }
+                touched.insert(c, Some(MemCollection::default()));
+            }
+            Op::RemoveCollection => {
+                let coll = touched[&c].as_ref().ok_or(StoreError::NoCollection(c))?;
+                if !coll.objects.is_empty() {
+                    return Err(StoreError::CollectionNotEmpty(c));
+                }
+                touched.insert(c, None);
+            }
+            Op::SplitCollection { to, bits, value } => {
+                let mask = split_mask(*bits);
+                let target = touched
+                    .entry(*to)
+                    .or_insert_with(|| state.get(to).cloned())
+                    .take();
+                let mut target = target.unwrap_or_default();
+                let source = touched
+                    .get_mut(&c)
+                    .and_then(Option::as_mut)
+                    .ok_or(StoreError::NoCollection(c))?;
+                let moving: Vec<ObjectKey> = source
+                    .objects
+                    .keys()
+                    .filter(|k| k.hash & mask == *value)
+                    .cloned()
+                    .collect();
+                for key in moving {
+                    if let Some(object) = source.objects.remove(&key) {
+                        target.objects.insert(key, object);
+                    }
+                }
+                touched.insert(*to, Some(target));
+            }
+            other => {
+                let coll = touched
+                    .get_mut(&c)
+                    .and_then(Option::as_mut)
+                    .ok_or(StoreError::NoCollection(c))?;
+                apply_object_op(c, coll, other)?;
+            }
+        }
+    }
+    Ok(touched)
+}
+
+/// `hash & mask == value` selects a split's objects.
+pub(crate) fn split_mask(bits: u8) -> u32 {
+    if bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << bits) - 1
+    }
+}
+
+fn apply_object_op(c: CollectionId, coll: &mut MemCollection, op: &Op) -> Result<(), StoreError> {
+    let missing = |o: &ObjectKey| StoreError::NotFound {
+        collection: c,
+        object: o.clone(),
+    };
+    match op {
+        Op::MetaSet { key, value } => {
+            coll.meta.insert(key.clone(), value.clone());
+        }
+        Op::MetaRemove { key } => {
+            coll.meta.remove(key);
+        }
+        Op::Remove { object } => {
+            coll.objects.remove(object).ok_or_else(|| missing(object))?;
+        }
+        Op::Clone { from, to } => {
+            let source = coll.objects.get(from).ok_or_else(|| missing(from))?.clone();
+            coll.objects.insert(to.clone(), source);
+        }
+        Op::RemoveXattr { object, name } => {
+            coll.objects
+                .get_mut(object)
+                .ok_or_else(|| missing(object))?
+                .xattrs
+                .remove(name);
+        }
+        Op::OmapRemove { object, keys } => {
+            let o = coll
+                .objects
+                .get_mut(object)
+                .ok_or_else(|| missing(object))?;
+            for key in keys {
+                o.omap.remove(key);
+            }
+        }
+        Op::OmapRemoveRange { object, start, end } => {
+            let o = coll
+                .objects
+                .get_mut(object)
+                .ok_or_else(|| missing(object))?;
+            if start < end {
+                let doomed: Vec<Bytes> = o
+                    .omap
+                    .range(start.clone()..end.clone())
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in doomed {
+                    o.omap.remove(&key);
+                }
+            }
+        }
+        Op::OmapClear { object } => {
+            coll.objects
+                .get_mut(object)
+                .ok_or_else(|| missing(object))?
+                .omap
+                .clear();
+        }
+        creating => {
+            let object = creating
+                .object()
+                .ok_or_else(|| StoreError::Invalid("operation without object".into()))?;
+            let o = coll.objects.entry(object.clone()).or_default();
+            apply_creating_op(o, creating);
+        }
+    }
+    Ok(())
+}
+
+fn apply_creating_op(o: &mut MemObject, op: &Op) {
+    match op {
+        Op::Write { offset, data, .. } => write_at(&mut o.data, *offset, data),
+        Op::WriteFull { data, .. } => o.data = data.to_vec(),
+        Op::Append { data, .. } => o.data.extend_from_slice(data),
+        Op::Truncate { size, .. } => o.data.resize(usize_of(*size), 0),
+        Op::Zero { offset, length, .. } => {
+            let size = o.data.len() as u64;
+            let start = (*offset).min(size);
+            let end = offset.saturating_add(*length).min(size);
+            o.data[usize_of(start)..usize_of(end)].fill(0);
+        }
+        Op::SetVersion { version, .. } => o.version = *version,
+        Op::SetXattrs { xattrs, .. } => o
+            .xattrs
+            .extend(xattrs.iter().map(|(k, v)| (k.clone(), v.clone()))),
+        Op::OmapSet { entries, .. } => o
+            .omap
+            .extend(entries.iter().map(|(k, v)| (k.clone(), v.clone()))),
+        _ => {} // Touch: creation was all it asked.
+    }
+}
+
+fn usize_of(n: u64) -> usize {
+    usize::try_from(n).expect("object sizes are bounded by OBJECT_SIZE_BYTES_MAX")
+}
+
+fn write_at(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let start = usize_of(offset);
+    let end = start + bytes.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[start..end].copy_from_slice(bytes);
+}
+
+impl ObjectStore for MemStore {
+    fn submit(&self, txn: Transaction) -> Commit {
+        if let Err(e) = txn.validate() {
+            return Commit::done(Err(e));
+        }
+        let mut inner = self.lock();
+        let touched = match apply(&inner.current, &txn) {
+            Ok(touched) => touched,
+            Err(e) => return Commit::done(Err(e)),
+        };
+        for (id, coll) in touched {
+            match coll {
+                Some(coll) => inner.current.insert(id, coll),
+                None => inner.current.remove(&id),
+            };
+        }
+        if self.manual_sync {
+            let (tx, commit) = Commit::channel();
+            inner.waiting.push(tx);
+            commit
+        } else {
+            inner.durable = inner.current.clone();
+            Commit::done(Ok(()))
+        }
+    }
+
+    fn read(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        options: ReadOptions,
+    ) -> Result<Bytes, StoreError> {
+        self.with_object(c, o, |object| {
+            let size = object.data.len() as u64;
+            let start = options.offset_bytes.min(size);
+            let end = options
+                .length_bytes
+                .map_or(size, |len| start.saturating_add(len).min(size));
+            Bytes::copy_from_slice(&object.data[usize_of(start)..usize_of(end)])
+        })
+    }
+
+    fn stat(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectStat, StoreError> {
+        self.with_object(c, o, |object| ObjectStat {
+            size_bytes: object.data.len() as u64,
+            version: object.version,
+        })
+    }
+
+    fn xattrs(&self, c: CollectionId, o: &ObjectKey) -> Result<BTreeMap<Bytes, Bytes>, StoreError> {
+        self.with_object(c, o, |object| object.xattrs.clone())
+    }
+
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        let limit = limit.min(limits::PAGE_ITEMS_MAX);
+        self.with_object(c, o, |object| {
+            object
+                .omap
+                .iter()
+                .filter(|(k, _)| after.is_none_or(|a| k.as_ref() > a))
+                .take(limit)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+    }
+
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectKey,
+        keys: &[Bytes],
+    ) -> Result<BTreeMap<Bytes, Bytes>, StoreError> {
+        self.with_object(c, o, |object| {
+            keys.iter()
+                .filter_map(|k| object.omap.get(k).map(|v| (k.clone(), v.clone())))
+                .collect()
+        })
+    }
+
+    fn list(
+        &self,
+        c: CollectionId,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> Result<ObjectPage, StoreError> {
+        let limit = limit.clamp(1, limits::PAGE_ITEMS_MAX);
+        let inner = self.lock();
+        let coll = inner.current.get(&c).ok_or(StoreError::NoCollection(c))?;
+        let mut keys: Vec<ObjectKey> = coll
+            .objects
+            .keys()
+            .filter(|k| after.is_none_or(|a| *k > a))
+            .take(limit + 1)
+            .cloned()
+            .collect();
+        let next = if keys.len() > limit {
+            keys.truncate(limit);
+            keys.last().cloned()
+        } else {
+            None
+        };
+        Ok(ObjectPage { keys, next })
+    }
+
+    fn collections(&self) -> Result<Vec<CollectionId>, StoreError> {
+        Ok(self.lock().current.keys().copied().collect())
+    }
+
+    fn meta_get(&self, c: CollectionId, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        let inner = self.lock();
+        let coll = inner.current.get(&c).ok_or(StoreError::NoCollection(c))?;
+        Ok(coll.meta.get(key).cloned())
+    }
+
+    fn meta_range(
+        &self,
+        c: CollectionId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        let limit = limit.min(limits::PAGE_ITEMS_MAX);
+        let inner = self.lock();
+        let coll = inner.current.get(&c).ok_or(StoreError::NoCollection(c))?;
+        Ok(coll
+            .meta
+            .iter()
+            .filter(|(k, _)| after.is_none_or(|a| k.as_ref() > a))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn capacity(&self) -> Result<Capacity, StoreError> {
+        let inner = self.lock();
+        let stored: u64 = inner
+            .current
+            .values()
+            .flat_map(|c| c.objects.values())
+            .map(|o| o.data.len() as u64)
+            .sum();
+        Ok(Capacity {
+            total_bytes: u64::MAX,
+            used_bytes: stored,
+            available_bytes: u64::MAX - stored,
+            stored_bytes: stored,
+            nearfull_ratio: 0.85,
+            full_ratio: 0.95,
+        })
+    }
+}
