@@ -194,15 +194,11 @@ impl Batch<'_> {
         if payloads.iter().any(|p| matches!(p, Payload::Written(_))) {
             self.wrote_data = true;
         }
-        let payloads: Vec<Payload> = payloads
-            .into_iter()
-            .map(|p| {
-                if let Payload::Written(extents) = &p {
-                    ctx.allocated.extend(extents.iter().cloned());
-                }
-                p
-            })
-            .collect();
+        for p in &payloads {
+            if let Payload::Written(extents) = p {
+                ctx.allocated.extend(extents.iter().cloned());
+            }
+        }
         for (op, payload) in txn.ops.into_iter().zip(payloads) {
             self.apply_op(ctx, c, op, payload)?;
         }
@@ -709,18 +705,18 @@ impl DataWriter<'_> {
         payload: Payload,
     ) -> Result<(), StoreError> {
         let end = offset + data.len() as u64;
-        if let (Data::Inline(bytes), Payload::None) = (&mut rec.data, &payload) {
-            if end.max(rec.size) <= limits::INLINE_SIZE_BYTES_MAX {
-                let (start, stop) = (to_index(offset), to_index(end));
-                if bytes.len() < stop {
-                    bytes.resize(stop, 0);
-                }
-                bytes[start..stop].copy_from_slice(data);
-                rec.size = bytes.len() as u64;
-                return Ok(());
+        if let (Data::Inline(bytes), Payload::None) = (&mut rec.data, &payload)
+            && end.max(rec.size) <= limits::INLINE_SIZE_BYTES_MAX
+        {
+            let (start, stop) = (to_index(offset), to_index(end));
+            if bytes.len() < stop {
+                bytes.resize(stop, 0);
             }
+            bytes[start..stop].copy_from_slice(data);
+            rec.size = bytes.len() as u64;
+            return Ok(());
         }
-        self.to_extents(rec)?;
+        self.move_inline_to_extent(rec)?;
         let new = match payload {
             Payload::Written(extents) => extents,
             Payload::None if data.is_empty() => Vec::new(),
@@ -754,14 +750,14 @@ impl DataWriter<'_> {
     }
 
     fn truncate(&mut self, rec: &mut ObjectRecord, size: u64) -> Result<(), StoreError> {
-        if let Data::Inline(bytes) = &mut rec.data {
-            if size <= limits::INLINE_SIZE_BYTES_MAX {
-                bytes.resize(to_index(size), 0);
-                rec.size = size;
-                return Ok(());
-            }
+        if let Data::Inline(bytes) = &mut rec.data
+            && size <= limits::INLINE_SIZE_BYTES_MAX
+        {
+            bytes.resize(to_index(size), 0);
+            rec.size = size;
+            return Ok(());
         }
-        self.to_extents(rec)?;
+        self.move_inline_to_extent(rec)?;
         if let Data::Extents { pieces, .. } = &mut rec.data {
             punch_pieces(pieces, size, u64::MAX);
         }
@@ -784,7 +780,7 @@ impl DataWriter<'_> {
     }
 
     /// Moves inline data to an extent, so extents can be placed around it.
-    fn to_extents(&mut self, rec: &mut ObjectRecord) -> Result<(), StoreError> {
+    fn move_inline_to_extent(&mut self, rec: &mut ObjectRecord) -> Result<(), StoreError> {
         let Data::Inline(bytes) = &rec.data else {
             return Ok(());
         };
@@ -810,7 +806,7 @@ impl DataWriter<'_> {
     /// Makes `new` (consecutive extents) the object's bytes from `offset`.
     fn place(&mut self, rec: &mut ObjectRecord, offset: u64, new: Vec<Extent>) {
         let Data::Extents { extents, pieces } = &mut rec.data else {
-            unreachable!("to_extents ran first");
+            unreachable!("move_inline_to_extent ran first");
         };
         let total: u64 = new.iter().map(|e| e.length).sum();
         punch_pieces(pieces, offset, offset + total);

@@ -99,7 +99,7 @@ impl DiskStore {
                 config.nearfull_ratio, config.full_ratio
             )));
         }
-        std::fs::create_dir_all(dir)?;
+        create_dirs_durably(&dir.join("meta"))?;
         let db = Database::builder(dir.join("meta"))
             .cache_size(config.cache_bytes)
             .manual_journal_persist(true)
@@ -113,6 +113,9 @@ impl DiskStore {
             .create(true)
             .truncate(false)
             .open(dir.join("data"))?;
+        // A new data file's name must survive a power loss like its bytes.
+        data.sync_all()?;
+        File::open(dir)?.sync_all()?;
         let shared = Shared {
             collections: keyspace("collections")?,
             objects: keyspace("objects")?,
@@ -139,6 +142,20 @@ impl DiskStore {
             queue: Some(queue),
             committer: Some(handle),
         })
+    }
+
+    /// Moves every metadata memtable into on-disk tables (the journal still
+    /// makes commits durable; this bounds recovery work and lets tests reach
+    /// table files).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn flush_metadata(&self) -> Result<(), StoreError> {
+        let s = &self.shared;
+        for keyspace in [&s.collections, &s.objects, &s.omap, &s.meta] {
+            keyspace.rotate_memtable_and_wait()?;
+        }
+        Ok(())
     }
 
     /// Refuses writes that would take the file system past the full ratio.
@@ -234,6 +251,33 @@ impl Drop for DiskStore {
     }
 }
 
+/// Creates `path` and any missing parents, fsyncing each new directory's
+/// parent so the names survive a power loss (fjall does not do this for the
+/// directory it is given).
+fn create_dirs_durably(path: &Path) -> Result<(), StoreError> {
+    let mut missing = Vec::new();
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if p.exists() {
+            break;
+        }
+        missing.push(p);
+        at = p.parent();
+    }
+    for p in missing.into_iter().rev() {
+        std::fs::create_dir(p)?;
+        if let Some(parent) = p.parent() {
+            File::open(if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            })?
+            .sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 fn check_superblock(db: &Database, keyspace: &Keyspace) -> Result<(), StoreError> {
     let current = Superblock::current();
     match keyspace.get(record::SUPERBLOCK_KEY)? {
@@ -269,10 +313,12 @@ fn rebuild_allocator(shared: &Shared) -> Result<Allocator, StoreError> {
     let mut used = Vec::new();
     for item in shared.objects.iter() {
         let (key, value) = item.into_inner()?;
-        if let Ok(rec) = ObjectRecord::decode(&key, &value, "object") {
-            if let Data::Extents { extents, .. } = rec.data {
-                used.extend(extents.iter().map(|e| (e.offset, e.allocated_bytes())));
-            }
+        if let Ok(ObjectRecord {
+            data: Data::Extents { extents, .. },
+            ..
+        }) = ObjectRecord::decode(&key, &value, "object")
+        {
+            used.extend(extents.iter().map(|e| (e.offset, e.allocated_bytes())));
         }
     }
     Ok(Allocator::rebuild(used))

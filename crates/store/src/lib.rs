@@ -210,8 +210,23 @@ impl From<std::io::Error> for StoreError {
 }
 
 impl From<fjall::Error> for StoreError {
+    /// Damage the metadata database detects (its block checksums, tags,
+    /// trailers, journal recovery) is corruption; the rest is I/O.
     fn from(error: fjall::Error) -> StoreError {
-        StoreError::Io(format!("metadata store: {error}"))
+        use fjall::Error as F;
+        match error {
+            F::Storage(inner) => match inner {
+                lsm_tree::Error::Io(io) => StoreError::from(io),
+                other => StoreError::Corrupt(format!("metadata store: {other:?}")),
+            },
+            F::Io(io) => StoreError::from(io),
+            F::JournalRecovery(_)
+            | F::InvalidTrailer
+            | F::InvalidTag(_)
+            | F::Decompress(_)
+            | F::Unrecoverable => StoreError::Corrupt(format!("metadata store: {error:?}")),
+            other => StoreError::Io(format!("metadata store: {other:?}")),
+        }
     }
 }
 

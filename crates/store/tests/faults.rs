@@ -1,0 +1,333 @@
+//! Damaged and full disks: flipped bytes in the data file and in metadata
+//! files read as `Corrupt` naming the object (never wrong bytes, never a
+//! panic); a store on a small file system refuses writes with `Full` while
+//! deletes still work, frees space, and reopens cleanly.
+
+use bytes::Bytes;
+use cairn_store::{
+    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
+    Transaction,
+};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const C: CollectionId = CollectionId(1);
+
+fn temp(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .expect("tempdir")
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::new(Bytes::copy_from_slice(name.as_bytes()))
+}
+
+fn pattern(len: usize, tag: u8) -> Bytes {
+    Bytes::from((0..len).map(|i| tag ^ (i % 251) as u8).collect::<Vec<u8>>())
+}
+
+fn create(store: &DiskStore) {
+    store
+        .apply(Transaction::new(C).with(Op::CreateCollection))
+        .expect("create collection");
+}
+
+fn put(store: &DiskStore, name: &str, data: Bytes) {
+    store
+        .apply(Transaction::new(C).with(Op::WriteFull {
+            object: key(name),
+            data,
+        }))
+        .expect("write");
+}
+
+#[test]
+fn flipped_data_bytes_read_as_corrupt_naming_object_and_range() {
+    let dir = temp("cairn-corrupt-data-");
+    let big = pattern(1 << 20, 0x5a);
+    {
+        let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
+        create(&store);
+        put(&store, "big", big.clone());
+        put(&store, "other", pattern(200_000, 0x11));
+        put(&store, "small", pattern(100, 0x22));
+    }
+    // Flip one byte in the middle of the data file's first megabyte: inside
+    // "big" (written first, at offset 0).
+    let data = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("data"))
+        .expect("data file");
+    let mut byte = [0u8];
+    data.read_exact_at(&mut byte, 500_000).expect("read");
+    data.write_all_at(&[byte[0] ^ 0x01], 500_000)
+        .expect("write");
+    drop(data);
+
+    let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("reopen");
+    match store.read(C, &key("big"), ReadOptions::default()) {
+        Err(StoreError::Corrupt(why)) => {
+            assert!(
+                why.contains("big") && why.contains("499712..503808"),
+                "{why}"
+            );
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // Ranges that avoid the damaged block still read, and correctly.
+    let head = store
+        .read(C, &key("big"), ReadOptions::range(0, 400_000))
+        .expect("undamaged range");
+    assert_eq!(head, big.slice(..400_000));
+    let tail = store
+        .read(C, &key("big"), ReadOptions::range(600_000, 100_000))
+        .expect("undamaged range");
+    assert_eq!(tail, big.slice(600_000..700_000));
+    // Without verification the damage is visible, which is why it is on.
+    let raw = store
+        .read(
+            C,
+            &key("big"),
+            ReadOptions {
+                verify_checksum: false,
+                ..ReadOptions::default()
+            },
+        )
+        .expect("unverified read");
+    assert_ne!(raw, big);
+    assert_eq!(
+        store
+            .read(C, &key("other"), ReadOptions::default())
+            .expect("other"),
+        pattern(200_000, 0x11)
+    );
+    assert_eq!(
+        store
+            .read(C, &key("small"), ReadOptions::default())
+            .expect("small"),
+        pattern(100, 0x22)
+    );
+    // The damaged object can be rewritten: repair from a replica.
+    put(&store, "big", big.clone());
+    assert_eq!(
+        store
+            .read(C, &key("big"), ReadOptions::default())
+            .expect("repaired"),
+        big
+    );
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Flips a byte inside every occurrence of `needle` in the files under
+/// `dir` (skipping journals if `tables_only`); returns how many it flipped.
+fn flip_occurrences(dir: &Path, needle: &[u8], tables_only: bool) -> usize {
+    let mut flipped = 0;
+    for path in files_under(dir) {
+        if tables_only && path.extension().is_some_and(|e| e == "jnl") {
+            continue;
+        }
+        let mut bytes = std::fs::read(&path).expect("read file");
+        let mut changed = false;
+        let mut at = 0;
+        while let Some(pos) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+            let i = at + pos + needle.len() / 2;
+            bytes[i] ^= 0x20;
+            changed = true;
+            flipped += 1;
+            at = at + pos + needle.len();
+        }
+        if changed {
+            std::fs::write(&path, &bytes).expect("write file");
+        }
+    }
+    flipped
+}
+
+/// Where a metadata flip lands.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// The journal: recovery refuses to replay past a bad checksum.
+    Journal,
+    /// A table of object records: the store refuses to open, because it
+    /// cannot tell which extents are live (the OSD rebuilds from replicas).
+    ObjectTable,
+    /// A table of omap entries: the store opens and that read is `Corrupt`.
+    OmapTable,
+}
+
+/// Damage inside metadata is detected by fjall's checksums or the record's
+/// own, reported as `Corrupt` at open or at read, and never panics.
+#[test]
+fn flipped_metadata_bytes_read_as_corrupt() {
+    let needle = b"CAIRN-METADATA-PAYLOAD-0123456789-ABCDEFGHIJ";
+    for damage in [Damage::Journal, Damage::ObjectTable, Damage::OmapTable] {
+        let dir = temp("cairn-corrupt-meta-");
+        {
+            let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
+            create(&store);
+            let victim = match damage {
+                Damage::OmapTable => Op::OmapSet {
+                    object: key("victim"),
+                    entries: [(Bytes::from("k"), Bytes::from_static(needle))].into(),
+                },
+                _ => Op::WriteFull {
+                    object: key("victim"),
+                    data: Bytes::from_static(needle),
+                },
+            };
+            store
+                .apply(Transaction::new(C).with(victim))
+                .expect("write victim");
+            put(&store, "bystander", pattern(5000, 0x33));
+            if !matches!(damage, Damage::Journal) {
+                store.flush_metadata().expect("flush");
+            }
+        }
+        let tables_only = !matches!(damage, Damage::Journal);
+        assert!(
+            flip_occurrences(&dir.path().join("meta"), needle, tables_only) > 0,
+            "{damage:?}: payload not found"
+        );
+        let opened = DiskStore::open(dir.path(), StoreConfig::default());
+        match damage {
+            Damage::Journal | Damage::ObjectTable => match opened {
+                Err(StoreError::Corrupt(why)) => {
+                    assert!(why.contains("Checksum"), "{damage:?}: {why}")
+                }
+                other => panic!("{damage:?}: expected open to refuse with Corrupt, got {other:?}"),
+            },
+            Damage::OmapTable => {
+                let store = opened.expect("a damaged omap table does not stop the store");
+                match store.omap_range(C, &key("victim"), None, 10) {
+                    Err(StoreError::Corrupt(why)) => assert!(why.contains("Checksum"), "{why}"),
+                    other => panic!("expected Corrupt, got {other:?}"),
+                }
+                let bystander = store
+                    .read(C, &key("bystander"), ReadOptions::default())
+                    .expect("bystander");
+                assert_eq!(bystander, pattern(5000, 0x33));
+            }
+        }
+    }
+}
+
+/// Mounts a tmpfs of `size_mib` at a new directory; `None` when this
+/// process may not mount (not root), in which case the test says so.
+fn small_filesystem(size_mib: u64) -> Option<(tempfile::TempDir, TmpfsMount)> {
+    let dir = temp("cairn-full-");
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    let mount = TmpfsMount(dir.path().to_path_buf());
+    Some((dir, mount))
+}
+
+struct TmpfsMount(PathBuf);
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn full_disk_refuses_writes_allows_deletes_and_reopens() {
+    let Some((dir, _mount)) = small_filesystem(64) else {
+        eprintln!(
+            "SKIPPED: mounting a tmpfs needs root; run the suite as root to test a full disk"
+        );
+        return;
+    };
+    let root = dir.path().join("store");
+    let mut written = Vec::new();
+    {
+        let store = DiskStore::open(&root, StoreConfig::default()).expect("open");
+        create(&store);
+        let mut full = None;
+        for i in 0..200 {
+            let name = format!("obj-{i}");
+            let result = store.apply(Transaction::new(C).with(Op::WriteFull {
+                object: key(&name),
+                data: pattern(1 << 20, i as u8),
+            }));
+            match result {
+                Ok(()) => written.push(name),
+                Err(e) => {
+                    full = Some(e);
+                    break;
+                }
+            }
+        }
+        let error = full.expect("a 64 MiB file system fills up");
+        assert!(
+            matches!(error, StoreError::Full { .. }),
+            "expected Full, got {error:?}"
+        );
+        assert!(error.to_string().contains("store is full"));
+        let capacity = store.capacity().expect("capacity");
+        assert!(capacity.is_nearfull(), "{capacity:?}");
+        assert!(
+            written.len() >= 40,
+            "only {} MiB fit in 64 MiB",
+            written.len()
+        );
+        // Metadata-only writes are refused too; removals are not.
+        assert!(matches!(
+            store.apply(Transaction::new(C).with(Op::WriteFull {
+                object: key("more"),
+                data: pattern(1 << 20, 1)
+            })),
+            Err(StoreError::Full { .. })
+        ));
+        for name in written.drain(..10) {
+            store
+                .apply(Transaction::new(C).with(Op::Remove { object: key(&name) }))
+                .expect("delete on a full disk");
+        }
+        // Freed space comes back (after readers drain and holes are punched).
+        let mut fits = false;
+        for _ in 0..50 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if store
+                .apply(Transaction::new(C).with(Op::WriteFull {
+                    object: key("after-delete"),
+                    data: pattern(1 << 20, 7),
+                }))
+                .is_ok()
+            {
+                fits = true;
+                break;
+            }
+        }
+        assert!(fits, "deleting 10 MiB did not make room for 1 MiB");
+        written.push("after-delete".into());
+    }
+    let store = DiskStore::open(&root, StoreConfig::default()).expect("reopen after filling up");
+    for name in &written {
+        let data = store
+            .read(C, &key(name), ReadOptions::default())
+            .expect("acknowledged object reads back");
+        assert_eq!(data.len(), 1 << 20, "{name}");
+    }
+}
