@@ -1,6 +1,7 @@
 //! `cairn`: the one binary of Cairn. It parses flags and calls into the
 //! library crates; logic lives there, not here.
 
+mod bench_cmd;
 mod output;
 mod placement_cmd;
 
@@ -20,12 +21,16 @@ enum Command {
     /// Placement: simulate PG distribution and data movement, balance, map objects.
     #[command(subcommand)]
     Placement(placement_cmd::PlacementCommand),
+    /// Benchmarks: the local object store (more to come).
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Placement(command) => placement_cmd::run(command),
+        Command::Bench(command) => bench_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -162,16 +162,30 @@ impl Committer {
         }
     }
 
-    /// Punches and releases the extents no reader can still see.
+    /// Releases the extents no reader can still see. Large runs, and every
+    /// run once the disk is nearfull, are punched back to the file system;
+    /// small runs stay allocated in the data file, where the next small
+    /// write reuses them without the file system having to allocate (and
+    /// journal) blocks again: each of those costs a metadata commit in the
+    /// next `fdatasync`.
     fn reclaim(&self) {
         let ready = self.shared.space.reclaimable();
         if ready.is_empty() {
             return;
         }
+        let nearfull = crate::disk::statvfs(&self.shared.dir)
+            .map(|(total, used, _)| {
+                #[allow(clippy::cast_precision_loss)]
+                let ratio = used as f64 / total.max(1) as f64;
+                ratio >= self.shared.config.nearfull_ratio
+            })
+            .unwrap_or(true);
         for e in &ready {
-            // Best effort: a file system without hole punching keeps the
-            // space in the data file, where it is reused all the same.
-            let _ = punch(&self.shared.data, e.offset, e.allocated_bytes());
+            if nearfull || e.allocated_bytes() >= limits::PUNCH_BYTES_MIN {
+                // Best effort: without hole punching the space stays in
+                // the data file, where it is reused all the same.
+                let _ = punch(&self.shared.data, e.offset, e.allocated_bytes());
+            }
         }
         self.shared.space.release(&ready);
     }
@@ -360,7 +374,7 @@ impl Batch<'_> {
         let source = self.existing(ctx, c, from)?.clone();
         let omap = self.omap_entries(c, from)?;
         let what = || format!("clone source {from} in {c}");
-        let bytes = read_record(&self.shared.data, &source, 0, source.size, true, &what)?;
+        let bytes = read_record(self.shared, &source, 0, source.size, true, &what)?;
         let mut rec = ObjectRecord {
             version: source.version,
             size: 0,
@@ -617,7 +631,10 @@ impl Batch<'_> {
             self.shared.data.sync_data()?;
         }
         let s = self.shared;
-        let mut batch = s.db.batch().durability(Some(fjall::PersistMode::SyncAll));
+        // fdatasync suffices on Linux: it persists the metadata needed to
+        // read the data back (size, extent state of the preallocated
+        // journal); fsync would also journal inode times on every commit.
+        let mut batch = s.db.batch().durability(Some(fjall::PersistMode::SyncData));
         for (&c, &exists) in &self.overlay.collections {
             let key = record::collection_prefix(c);
             if exists {
@@ -797,7 +814,7 @@ impl DataWriter<'_> {
     }
 
     fn write_new(&mut self, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
-        let extents = write_extents(self.shared, data)?;
+        let extents = write_extents(self.shared, data, false)?;
         self.ctx.allocated.extend(extents.iter().cloned());
         self.wrote_data = true;
         Ok(extents)

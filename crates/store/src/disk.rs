@@ -62,7 +62,11 @@ pub(crate) struct Shared {
     pub omap: Keyspace,
     pub meta: Keyspace,
     pub data: Arc<File>,
+    /// The data file opened with `O_DIRECT`, for large payloads, if the file
+    /// system supports it; cleared at the first refusal.
+    pub data_direct: Arc<std::sync::RwLock<Option<File>>>,
     pub space: Space,
+    pub staging: Arc<Staging>,
     pub dir: PathBuf,
     pub config: StoreConfig,
 }
@@ -100,11 +104,19 @@ impl DiskStore {
             )));
         }
         create_dirs_durably(&dir.join("meta"))?;
+        // `max_write_buffer_size` is marked deprecated with the note "todo";
+        // it is the documented bound on all memtables, which we need.
+        #[allow(deprecated)]
         let db = Database::builder(dir.join("meta"))
             .cache_size(config.cache_bytes)
             .manual_journal_persist(true)
+            .max_write_buffer_size(Some(limits::META_WRITE_BUFFER_BYTES_MAX))
             .open()?;
-        let keyspace = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default);
+        let keyspace = |name: &str| {
+            db.keyspace(name, || {
+                KeyspaceCreateOptions::default().max_memtable_size(limits::META_MEMTABLE_BYTES_MAX)
+            })
+        };
         let superblock = keyspace("super")?;
         check_superblock(&db, &superblock)?;
         let data = OpenOptions::new()
@@ -116,7 +128,17 @@ impl DiskStore {
         // A new data file's name must survive a power loss like its bytes.
         data.sync_all()?;
         File::open(dir)?.sync_all()?;
+        let direct = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::DIRECT.bits().cast_signed())
+                .open(dir.join("data"))
+                .ok()
+        };
         let shared = Shared {
+            data_direct: Arc::new(std::sync::RwLock::new(direct)),
             collections: keyspace("collections")?,
             objects: keyspace("objects")?,
             omap: keyspace("omap")?,
@@ -124,6 +146,7 @@ impl DiskStore {
             db,
             data: Arc::new(data),
             space: Space::new(Allocator::default()),
+            staging: Arc::default(),
             dir: dir.to_path_buf(),
             config,
         };
@@ -198,7 +221,8 @@ impl DiskStore {
                 payloads.push(Payload::None);
                 continue;
             }
-            match write_extents(&self.shared, data) {
+            let direct = data.len() as u64 >= limits::DIRECT_WRITE_BYTES_MIN;
+            match write_extents(&self.shared, data, direct) {
                 Ok(extents) => payloads.push(Payload::Written(extents)),
                 Err(e) => {
                     let written: Vec<Extent> = payloads
@@ -343,8 +367,13 @@ pub(crate) fn punch(file: &File, offset: u64, length: u64) -> std::io::Result<()
     Ok(())
 }
 
-/// Allocates and writes `data` as extents of at most the extent limit.
-pub(crate) fn write_extents(shared: &Shared, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
+/// Allocates and writes `data` as extents of at most the extent limit;
+/// `direct` bypasses the page cache where the file system allows.
+pub(crate) fn write_extents(
+    shared: &Shared,
+    data: &[u8],
+    direct: bool,
+) -> Result<Vec<Extent>, StoreError> {
     let chunk = usize::try_from(limits::EXTENT_SIZE_BYTES_MAX).unwrap_or(usize::MAX);
     let mut extents = Vec::new();
     for piece in data.chunks(chunk) {
@@ -355,7 +384,12 @@ pub(crate) fn write_extents(shared: &Shared, data: &[u8]) -> Result<Vec<Extent>,
             length,
             csums: record::block_csums(piece),
         };
-        if let Err(e) = shared.data.write_all_at(piece, offset) {
+        let written = if direct {
+            write_direct(shared, piece, offset)
+        } else {
+            shared.data.write_all_at(piece, offset)
+        };
+        if let Err(e) = written {
             extents.push(extent);
             shared.space.release(&extents);
             return Err(e.into());
@@ -365,42 +399,101 @@ pub(crate) fn write_extents(shared: &Shared, data: &[u8]) -> Result<Vec<Extent>,
     Ok(extents)
 }
 
+/// Writes through the `O_DIRECT` handle from a 4 KiB-aligned copy (padded
+/// with zeros to whole blocks, inside the extent's allocation). Large
+/// writes so skip the kernel's page-cache copy, which costs more than this
+/// one. Falls back to a buffered write, for good, if the file system
+/// refuses.
+fn write_direct(shared: &Shared, data: &[u8], offset: u64) -> std::io::Result<()> {
+    let block = to_usize(limits::ALLOC_UNIT_BYTES);
+    let result = {
+        let guard = shared
+            .data_direct
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map(|file| {
+            let padded = data.len().div_ceil(block) * block;
+            let mut buffer = shared.staging.take(padded + block);
+            let shift = buffer.as_ptr().align_offset(block);
+            let aligned = &mut buffer[shift..shift + padded];
+            aligned[..data.len()].copy_from_slice(data);
+            aligned[data.len()..].fill(0);
+            let result = file.write_all_at(aligned, offset);
+            shared.staging.give_back(buffer);
+            result
+        })
+    };
+    match result {
+        Some(Ok(())) => Ok(()),
+        Some(Err(e)) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+            *shared
+                .data_direct
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            shared.data.write_all_at(data, offset)
+        }
+        Some(Err(e)) => Err(e),
+        None => shared.data.write_all_at(data, offset),
+    }
+}
+
 /// Reads `[start, end)` of an object from its record, verifying checksums
 /// block by block. Bytes no piece covers are zeros.
 pub(crate) fn read_record(
-    data: &File,
+    shared: &Shared,
     rec: &ObjectRecord,
     start: u64,
     end: u64,
     verify: bool,
     what: &dyn Fn() -> String,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<Bytes, StoreError> {
     let (extents, pieces) = match &rec.data {
-        Data::Inline(bytes) => return Ok(bytes[to_usize(start)..to_usize(end)].to_vec()),
+        Data::Inline(bytes) => {
+            return Ok(Bytes::copy_from_slice(
+                &bytes[to_usize(start)..to_usize(end)],
+            ));
+        }
         Data::Extents { extents, pieces } => (extents, pieces),
     };
+    let mut covering = pieces.iter().filter(|p| p.logical < end && p.end() > start);
+    // One piece covering the whole range (the usual large read): its bytes
+    // are the result, without assembling a copy.
+    if let (Some(p), None) = (covering.next(), covering.next())
+        && p.logical <= start
+        && p.end() >= end
+    {
+        let within = p.offset + (start - p.logical);
+        return read_extent(
+            shared,
+            &extents[p.extent as usize],
+            within,
+            end - start,
+            verify,
+            what,
+        );
+    }
     let mut out = vec![0u8; to_usize(end - start)];
     for p in pieces.iter().filter(|p| p.logical < end && p.end() > start) {
         let from = start.max(p.logical);
         let to = end.min(p.end());
         let extent = &extents[p.extent as usize];
         let within = p.offset + (from - p.logical);
-        let bytes = read_extent(data, extent, within, to - from, verify, what)?;
+        let bytes = read_extent(shared, extent, within, to - from, verify, what)?;
         out[to_usize(from - start)..to_usize(to - start)].copy_from_slice(&bytes);
     }
-    Ok(out)
+    Ok(Bytes::from(out))
 }
 
 /// Reads `length` bytes at `within` of an extent, checking every checksum
 /// block it touches.
 fn read_extent(
-    data: &File,
+    shared: &Shared,
     extent: &Extent,
     within: u64,
     length: u64,
     verify: bool,
     what: &dyn Fn() -> String,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<Bytes, StoreError> {
     let block = limits::CSUM_BLOCK_BYTES;
     let first = within / block;
     let span_start = first * block;
@@ -408,19 +501,22 @@ fn read_extent(
         .div_ceil(block)
         .saturating_mul(block)
         .min(extent.length);
-    let mut span = vec![0u8; to_usize(span_end - span_start)];
-    data.read_exact_at(&mut span, extent.offset + span_start)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                StoreError::Corrupt(format!(
-                    "{}: data file too short for extent at {}",
-                    what(),
-                    extent.offset
-                ))
-            } else {
-                e.into()
-            }
-        })?;
+    let span = read_span(
+        shared,
+        extent.offset + span_start,
+        to_usize(span_end - span_start),
+    )
+    .map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            StoreError::Corrupt(format!(
+                "{}: data file too short for extent at {}",
+                what(),
+                extent.offset
+            ))
+        } else {
+            e.into()
+        }
+    })?;
     if verify {
         for (i, chunk) in span.chunks(to_usize(block)).enumerate() {
             let index = to_usize(first) + i;
@@ -437,9 +533,70 @@ fn read_extent(
         }
     }
     let skip = to_usize(within - span_start);
-    span.drain(..skip);
-    span.truncate(to_usize(length));
-    Ok(span)
+    Ok(span.slice(skip..skip + to_usize(length)))
+}
+
+/// Reusable staging buffers for direct writes: a fresh multi-megabyte
+/// buffer per write costs a page fault per 4 KiB, more than the copy.
+/// Bounded in count and size.
+#[derive(Debug, Default)]
+pub(crate) struct Staging(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Staging {
+    fn take(&self, length: usize) -> Vec<u8> {
+        let mut pool = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match pool.iter().position(|b| b.len() >= length) {
+            Some(i) => pool.swap_remove(i),
+            None => vec![0u8; length],
+        }
+    }
+
+    fn give_back(&self, buffer: Vec<u8>) {
+        if buffer.len() as u64 > limits::STAGING_BUFFER_BYTES_MAX {
+            return;
+        }
+        let mut pool = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pool.len() < limits::STAGING_BUFFERS_MAX {
+            pool.push(buffer);
+        }
+    }
+}
+
+/// Spans at least this long are read with `O_DIRECT`, like the writes.
+const DIRECT_READ_BYTES_MIN: usize = 64 * 1024;
+
+/// Reads `length` bytes at `offset` (block-aligned) of the data file.
+fn read_span(shared: &Shared, offset: u64, length: usize) -> std::io::Result<Bytes> {
+    if length >= DIRECT_READ_BYTES_MIN {
+        let guard = shared
+            .data_direct
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(file) = guard.as_ref() {
+            let block = to_usize(limits::ALLOC_UNIT_BYTES);
+            let padded = length.div_ceil(block) * block;
+            let mut buffer = vec![0u8; padded + block];
+            let shift = buffer.as_ptr().align_offset(block);
+            match file.read_exact_at(&mut buffer[shift..shift + padded], offset) {
+                // The aligned buffer becomes the result without a copy.
+                Ok(()) => return Ok(Bytes::from(buffer).slice(shift..shift + length)),
+                // The padded tail of the file's last extent may lie past the
+                // end: fall back to a buffered read.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let mut span = vec![0u8; length];
+    shared.data.read_exact_at(&mut span, offset)?;
+    Ok(Bytes::from(span))
 }
 
 pub(crate) fn to_usize(n: u64) -> usize {
@@ -447,7 +604,7 @@ pub(crate) fn to_usize(n: u64) -> usize {
 }
 
 /// Statistics of the file system under `dir`.
-fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
+pub(crate) fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
     let s = rustix::fs::statvfs(dir)
         .map_err(|e| StoreError::Io(format!("statvfs {}: {e}", dir.display())))?;
     let total = s.f_blocks.saturating_mul(s.f_frsize);
@@ -500,14 +657,13 @@ impl ObjectStore for DiskStore {
             .map_or(rec.size, |len| start.saturating_add(len).min(rec.size));
         let what = || format!("object {o} in {c}, bytes {start}..{end}");
         read_record(
-            &self.shared.data,
+            &self.shared,
             &rec,
             start,
             end,
             options.verify_checksum,
             &what,
         )
-        .map(Bytes::from)
     }
 
     fn stat(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectStat, StoreError> {

@@ -15,6 +15,7 @@
 //! inline in their metadata record. See `docs/store-format.md`.
 
 mod alloc;
+pub mod bench;
 mod commit;
 mod disk;
 pub mod limits;

@@ -12,8 +12,18 @@ pub const ALLOC_UNIT_BYTES: u64 = 4096;
 
 /// Objects up to this size live inline in their metadata record: one
 /// journal write and no data-file allocation or flush. Larger ones live in
-/// data-file extents.
-pub const INLINE_SIZE_BYTES_MAX: u64 = 16 * 1024;
+/// data-file extents. Kept below one allocation unit: inline values are
+/// rewritten by every LSM compaction (measured: write amplification 4.6 and
+/// a third of the CPU for 4 KiB objects kept inline), while a 4 KiB extent
+/// is written once.
+pub const INLINE_SIZE_BYTES_MAX: u64 = 2 * 1024;
+
+/// Payloads at least this long are written by their submitter with
+/// `O_DIRECT`: no page-cache copy, and the device writes happen in parallel
+/// on the submitting threads instead of in the committer's `fdatasync`
+/// (measured: writeback inside `fdatasync` was the committer's largest
+/// cost for 4 KiB objects). Every pre-written payload qualifies.
+pub const DIRECT_WRITE_BYTES_MIN: u64 = INLINE_SIZE_BYTES_MAX;
 
 /// Largest single extent; longer writes are split. Bounds the checksum list
 /// of one extent (16,384 crcs = 64 KiB).
@@ -51,3 +61,17 @@ pub const BATCH_BYTES_MAX: u64 = 256 * 1024 * 1024;
 
 /// Most keys a single list or range call returns.
 pub const PAGE_ITEMS_MAX: usize = 65_536;
+
+/// Memory the metadata database may hold in memtables, in all and per
+/// keyspace: bounds resident memory while inline objects are overwritten.
+pub const META_WRITE_BUFFER_BYTES_MAX: u64 = 64 * 1024 * 1024;
+pub const META_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+/// Staging buffers kept for direct writes, and the largest kept (a
+/// 4 MiB write plus alignment): at most 32 MiB of idle memory.
+pub const STAGING_BUFFERS_MAX: usize = 4;
+pub const STAGING_BUFFER_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+/// Freed runs at least this long are punched back to the file system at
+/// once; shorter ones only when the disk is nearfull (they are reused).
+pub const PUNCH_BYTES_MIN: u64 = 1024 * 1024;

@@ -142,7 +142,7 @@ impl Piece {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Data {
     /// In the record itself (objects up to [`limits::INLINE_SIZE_BYTES_MAX`]).
-    Inline(Vec<u8>),
+    Inline(#[serde(with = "serde_bytes")] Vec<u8>),
     /// In data-file extents; bytes covered by no piece read as zeros.
     Extents {
         extents: Vec<Extent>,
@@ -156,7 +156,34 @@ pub struct ObjectRecord {
     pub version: u64,
     pub size: u64,
     pub data: Data,
+    #[serde(with = "byte_map")]
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// A map of byte strings, each encoded as one length-prefixed run (the
+/// same bytes postcard writes for a sequence of `u8`, but one copy instead
+/// of one call per byte).
+mod byte_map {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(
+        map: &BTreeMap<Vec<u8>, Vec<u8>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(map.iter().map(|(k, v)| (Bytes::new(k), Bytes::new(v))))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, D::Error> {
+        let map = BTreeMap::<ByteBuf, ByteBuf>::deserialize(d)?;
+        Ok(map
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect())
+    }
 }
 
 impl ObjectRecord {
