@@ -35,7 +35,7 @@ python3 - "$out" "$repeats" <<'PY'
 import json, statistics, sys, os
 out, n = sys.argv[1], int(sys.argv[2])
 def fio(kind, field): return [float(open(f"{out}/fio-{kind}-{i}").read().split()[field]) for i in range(1, n+1)]
-runs = [json.load(open(f"{out}/cairn-{i}.json")) for i in range(1, n+1)]
+runs = [json.load(open(f"{out}/cairn-{i}.json"))["store"] for i in range(1, n+1)]
 def cairn(phase, key): return [next(p for p in r["phases"] if p["name"] == phase)[key] for r in runs]
 med = statistics.median
 rows = [

@@ -29,12 +29,34 @@ pub struct StoreArgs {
     /// Length of each 4 KiB write phase (e.g. 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
-    /// Writer counts of the 4 KiB phases.
+    /// Writer counts of the small-object phases.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     writers: Vec<usize>,
+    /// Size of the small objects (e.g. 4K, 2K).
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    small_size: u64,
+    /// Also run fio's equivalents on the same directory first (direct I/O;
+    /// 4 KiB with --fsync=1 at queue depth 1) and print the ratios.
+    #[arg(long)]
+    fio: bool,
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
+}
+
+/// fio's figures for the same workloads.
+#[derive(Debug, serde::Serialize)]
+struct FioBaseline {
+    write_4m_mib_per_sec: f64,
+    read_4m_mib_per_sec: f64,
+    write_4k_fsync_qd1_iops: f64,
+    write_4k_fsync_16_jobs_iops: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Combined<'a> {
+    store: &'a BenchReport,
+    fio: Option<FioBaseline>,
 }
 
 pub fn run(command: BenchCommand) -> CliResult {
@@ -59,14 +81,151 @@ fn store(args: &StoreArgs) -> CliResult {
         large_concurrency: args.concurrency,
         small_duration: args.duration,
         small_writers: args.writers.clone(),
+        small_size_bytes: usize::try_from(args.small_size)
+            .map_err(|_| "--small-size is too large")?,
         config: StoreConfig::default(),
     };
+    let fio = if args.fio { Some(run_fio(args)?) } else { None };
     let report = bench::run(&options)?;
     if args.json {
-        return print_json(&report);
+        return print_json(&Combined {
+            store: &report,
+            fio,
+        });
     }
     print_report(&report);
+    if let Some(fio) = &fio {
+        print_comparison(&report, fio);
+    }
     Ok(())
+}
+
+/// One fio job on `dir`; returns (MiB/s, IOPS) of its read or write side.
+fn fio_job(dir: &std::path::Path, name: &str, args: &[String]) -> CliResult<(f64, f64)> {
+    let file = dir.join(format!("cairn-fio-{}-{name}", std::process::id()));
+    let output = std::process::Command::new("fio")
+        .arg(format!("--name={name}"))
+        .arg(format!("--filename={}", file.display()))
+        .args([
+            "--direct=1",
+            "--ioengine=psync",
+            "--group_reporting",
+            "--output-format=json",
+        ])
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run fio ({e}); install it with apt-get install fio"))?;
+    let _ = std::fs::remove_file(&file);
+    if !output.status.success() {
+        return Err(format!(
+            "fio {name} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let job = &json["jobs"][0];
+    let side = if job["write"]["io_bytes"].as_u64().unwrap_or(0) > 0 {
+        &job["write"]
+    } else {
+        &job["read"]
+    };
+    let mib = side["bw_bytes"].as_f64().unwrap_or(0.0) / 1_048_576.0;
+    Ok((mib, side["iops"].as_f64().unwrap_or(0.0)))
+}
+
+fn run_fio(args: &StoreArgs) -> CliResult<FioBaseline> {
+    let size = format!("--size={}", args.size);
+    let runtime = format!("--runtime={}", args.duration.as_secs().max(1));
+    let sequential = |rw: &str| vec![format!("--rw={rw}"), "--bs=4M".to_owned(), size.clone()];
+    let (write_4m, _) = fio_job(&args.dir, "seqwrite", &sequential("write"))?;
+    // fio lays the file out before reading it; the read itself is direct
+    // I/O, so the page cache is not involved (dropped anyway, as for ours).
+    drop_caches();
+    let (read_4m, _) = fio_job(&args.dir, "seqread", &sequential("read"))?;
+    let random = |jobs: usize| {
+        vec![
+            "--rw=randwrite".to_owned(),
+            "--bs=4k".to_owned(),
+            "--size=256M".to_owned(),
+            "--fsync=1".to_owned(),
+            "--time_based".to_owned(),
+            runtime.clone(),
+            format!("--numjobs={jobs}"),
+        ]
+    };
+    let (_, qd1) = fio_job(&args.dir, "randwrite1", &random(1))?;
+    let (_, jobs16) = fio_job(&args.dir, "randwrite16", &random(16))?;
+    Ok(FioBaseline {
+        write_4m_mib_per_sec: write_4m,
+        read_4m_mib_per_sec: read_4m,
+        write_4k_fsync_qd1_iops: qd1,
+        write_4k_fsync_16_jobs_iops: jobs16,
+    })
+}
+
+fn drop_caches() {
+    let _ = std::process::Command::new("sync").status();
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
+}
+
+fn print_comparison(report: &BenchReport, fio: &FioBaseline) {
+    let phase = |name: &str| report.phases.iter().find(|p| p.name == name);
+    let mib = |name: &str| phase(name).map_or(0.0, |p| p.mib_per_sec);
+    let iops = |name: &str| phase(name).map_or(0.0, |p| p.ops_per_sec);
+    let one = iops("write 4 KiB, 1 writer");
+    let sixteen = iops("write 4 KiB, 16 writers");
+    let row = |what: &str, baseline: String, ours: String, ratio: f64, goal: &str| {
+        vec![
+            what.to_owned(),
+            baseline,
+            ours,
+            format!("{ratio:.2}"),
+            goal.to_owned(),
+        ]
+    };
+    let rows = vec![
+        row(
+            "4 MiB durable writes (MiB/s)",
+            fixed(fio.write_4m_mib_per_sec, 0),
+            fixed(mib("write 4 MiB"), 0),
+            mib("write 4 MiB") / fio.write_4m_mib_per_sec,
+            ">= 0.90",
+        ),
+        row(
+            "4 MiB reads (MiB/s)",
+            fixed(fio.read_4m_mib_per_sec, 0),
+            fixed(mib("read 4 MiB"), 0),
+            mib("read 4 MiB") / fio.read_4m_mib_per_sec,
+            ">= 0.90",
+        ),
+        row(
+            "4 KiB durable writes, 16 writers vs fio qd1 (IOPS)",
+            fixed(fio.write_4k_fsync_qd1_iops, 0),
+            fixed(sixteen, 0),
+            sixteen / fio.write_4k_fsync_qd1_iops,
+            ">= 5",
+        ),
+        row(
+            "4 KiB durable writes, 16 writers vs fio 16 jobs (IOPS)",
+            fixed(fio.write_4k_fsync_16_jobs_iops, 0),
+            fixed(sixteen, 0),
+            sixteen / fio.write_4k_fsync_16_jobs_iops,
+            "-",
+        ),
+        row(
+            "4 KiB durable writes, 16 writers vs our 1 writer (IOPS)",
+            fixed(one, 0),
+            fixed(sixteen, 0),
+            sixteen / one.max(1.0),
+            ">= 5",
+        ),
+    ];
+    println!("\nNext to fio on the same directory (direct I/O; 4 KiB with --fsync=1):");
+    println!(
+        "{}",
+        table(&["workload", "baseline", "Cairn", "ratio", "goal"], rows)
+    );
 }
 
 fn print_report(report: &BenchReport) {

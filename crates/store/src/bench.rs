@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 const BENCH_COLLECTION: CollectionId = CollectionId(u64::MAX - 1);
 const LARGE_BYTES: usize = 4 << 20;
-const SMALL_BYTES: usize = 4 << 10;
 /// Distinct small objects each writer cycles through (overwrites after
 /// that, as a busy PG would).
 const SMALL_OBJECTS_PER_WRITER: u64 = 2000;
@@ -33,8 +32,10 @@ pub struct BenchOptions {
     pub large_concurrency: usize,
     /// How long each 4 KiB phase runs.
     pub small_duration: Duration,
-    /// Writer counts of the 4 KiB phases.
+    /// Writer counts of the small-object phases.
     pub small_writers: Vec<usize>,
+    /// Size of the small objects (4 KiB in the standard run).
+    pub small_size_bytes: usize,
     pub config: StoreConfig,
 }
 
@@ -95,7 +96,8 @@ fn run_in(dir: &Path, options: &BenchOptions) -> Result<BenchReport, StoreError>
     let large: Vec<Bytes> = (0..concurrency)
         .map(|w| payload(LARGE_BYTES, w as u64))
         .collect();
-    let small: Vec<Bytes> = (0..64).map(|i| payload(SMALL_BYTES, 1000 + i)).collect();
+    let small_bytes = options.small_size_bytes.max(1);
+    let small: Vec<Bytes> = (0..64).map(|i| payload(small_bytes, 1000 + i)).collect();
     phases.push(measure("write 4 MiB", concurrency, dir, true, || {
         run_workers(concurrency, large_count, None, |worker, i| {
             let data = large[worker].clone();
@@ -133,7 +135,7 @@ fn run_in(dir: &Path, options: &BenchOptions) -> Result<BenchReport, StoreError>
                     store.apply(
                         Transaction::new(BENCH_COLLECTION).with(Op::WriteFull { object, data }),
                     )?;
-                    Ok(SMALL_BYTES as u64)
+                    Ok(small_bytes as u64)
                 },
             )
         })?);

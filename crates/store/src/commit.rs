@@ -506,11 +506,9 @@ impl Batch<'_> {
         if !self.overlay.objects.contains_key(&id) {
             let key = record::object_key(c, o);
             let record = match self.shared.objects.get(&key)? {
-                Some(value) => Some(ObjectRecord::decode(
-                    &key,
-                    &value,
-                    &format!("object {o} in {c}"),
-                )?),
+                Some(value) => Some(ObjectRecord::decode(&key, &value, &|| {
+                    format!("object {o} in {c}")
+                })?),
                 None => None,
             };
             if ctx.touched_objects.insert(id.clone()) {

@@ -240,7 +240,7 @@ impl DiskStore {
     fn record(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectRecord, StoreError> {
         let key = record::object_key(c, o);
         match self.shared.objects.get(&key)? {
-            Some(value) => ObjectRecord::decode(&key, &value, &format!("object {o} in {c}")),
+            Some(value) => ObjectRecord::decode(&key, &value, &|| format!("object {o} in {c}")),
             None => {
                 if self
                     .shared
@@ -340,7 +340,7 @@ fn rebuild_allocator(shared: &Shared) -> Result<Allocator, StoreError> {
         if let Ok(ObjectRecord {
             data: Data::Extents { extents, .. },
             ..
-        }) = ObjectRecord::decode(&key, &value, "object")
+        }) = ObjectRecord::decode(&key, &value, &|| "object".into())
         {
             used.extend(extents.iter().map(|e| (e.offset, e.allocated_bytes())));
         }
@@ -542,6 +542,25 @@ fn read_extent(
 #[derive(Debug, Default)]
 pub(crate) struct Staging(std::sync::Mutex<Vec<Vec<u8>>>);
 
+/// A staging buffer lent out as the bytes of a read; dropping the last
+/// `Bytes` that refers to it returns it to the pool.
+struct PooledBuffer {
+    buffer: Vec<u8>,
+    pool: Arc<Staging>,
+}
+
+impl AsRef<[u8]> for PooledBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.buffer
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        self.pool.give_back(std::mem::take(&mut self.buffer));
+    }
+}
+
 impl Staging {
     fn take(&self, length: usize) -> Vec<u8> {
         let mut pool = self
@@ -581,11 +600,20 @@ fn read_span(shared: &Shared, offset: u64, length: usize) -> std::io::Result<Byt
         if let Some(file) = guard.as_ref() {
             let block = to_usize(limits::ALLOC_UNIT_BYTES);
             let padded = length.div_ceil(block) * block;
-            let mut buffer = vec![0u8; padded + block];
+            // A pooled buffer: a fresh multi-megabyte one costs page faults
+            // and zeroing, more than the read itself on a fast disk.
+            let mut buffer = shared.staging.take(padded + block);
             let shift = buffer.as_ptr().align_offset(block);
             match file.read_exact_at(&mut buffer[shift..shift + padded], offset) {
-                // The aligned buffer becomes the result without a copy.
-                Ok(()) => return Ok(Bytes::from(buffer).slice(shift..shift + length)),
+                // The aligned buffer becomes the result without a copy, and
+                // returns to the pool when the caller drops it.
+                Ok(()) => {
+                    let owner = PooledBuffer {
+                        buffer,
+                        pool: Arc::clone(&shared.staging),
+                    };
+                    return Ok(Bytes::from_owner(owner).slice(shift..shift + length));
+                }
                 // The padded tail of the file's last extent may lie past the
                 // end: fall back to a buffered read.
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}

@@ -202,20 +202,27 @@ impl ObjectRecord {
         seal(key, &body)
     }
 
+    /// `what` names the record in an error; it is only called on one.
+    ///
     /// # Errors
     /// [`StoreError::Corrupt`] naming `what`.
-    pub fn decode(key: &[u8], value: &[u8], what: &str) -> Result<ObjectRecord, StoreError> {
-        let body = open(key, value, what)?;
+    pub fn decode(
+        key: &[u8],
+        value: &[u8],
+        what: &dyn Fn() -> String,
+    ) -> Result<ObjectRecord, StoreError> {
+        let body = open(key, value, "object record")
+            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", what())))?;
         let record: ObjectRecord = postcard::from_bytes(body)
-            .map_err(|e| StoreError::Corrupt(format!("{what}: undecodable record: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("{}: undecodable record: {e}", what())))?;
         record.check(what)?;
         Ok(record)
     }
 
     /// Structural checks a checksum cannot give: pieces in order, inside
     /// their extents and the object; extents' checksum counts right.
-    fn check(&self, what: &str) -> Result<(), StoreError> {
-        let bad = |why: &str| Err(StoreError::Corrupt(format!("{what}: {why}")));
+    fn check(&self, what: &dyn Fn() -> String) -> Result<(), StoreError> {
+        let bad = |why: &str| Err(StoreError::Corrupt(format!("{}: {why}", what())));
         match &self.data {
             Data::Inline(bytes) => {
                 if bytes.len() as u64 != self.size {
@@ -319,14 +326,17 @@ mod tests {
             ]
         );
         let value = record.encode(b"key");
-        assert_eq!(ObjectRecord::decode(b"key", &value, "test"), Ok(record));
+        assert_eq!(
+            ObjectRecord::decode(b"key", &value, &|| "test".into()),
+            Ok(record)
+        );
     }
 
     #[test]
     fn damaged_or_misplaced_values_are_corrupt() {
         let value = ObjectRecord::empty().encode(b"key");
         assert!(matches!(
-            ObjectRecord::decode(b"other", &value, "x"),
+            ObjectRecord::decode(b"other", &value, &|| "x".into()),
             Err(StoreError::Corrupt(_))
         ));
         for i in 0..value.len() {
@@ -334,7 +344,7 @@ mod tests {
             bad[i] ^= 0x40;
             assert!(
                 matches!(
-                    ObjectRecord::decode(b"key", &bad, "x"),
+                    ObjectRecord::decode(b"key", &bad, &|| "x".into()),
                     Err(StoreError::Corrupt(_))
                 ),
                 "byte {i}"
