@@ -437,3 +437,75 @@ impl ObjectStore for MemStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c() -> CollectionId {
+        CollectionId(1)
+    }
+
+    fn write(name: &str, data: &'static [u8]) -> Transaction {
+        Transaction::new(c()).with(Op::WriteFull {
+            object: ObjectKey::new(Bytes::from(name.to_owned())),
+            data: Bytes::from_static(data),
+        })
+    }
+
+    /// With manual sync, a crash loses exactly the transactions not yet
+    /// synced, fails their commits, and keeps everything synced.
+    #[test]
+    fn crash_drops_only_what_was_not_synced() {
+        let store = MemStore::with_manual_sync();
+        let create = store.submit(Transaction::new(c()).with(Op::CreateCollection));
+        let first = store.submit(write("a", b"one"));
+        store.sync();
+        assert_eq!(create.wait(), Ok(()));
+        assert_eq!(first.wait(), Ok(()));
+        let lost = store.submit(write("a", b"two"));
+        let lost_new = store.submit(write("b", b"new"));
+        // Applied (readable) before it is durable, like a page cache.
+        let key = ObjectKey::new(Bytes::from_static(b"a"));
+        assert_eq!(
+            store.read(c(), &key, ReadOptions::default()),
+            Ok(Bytes::from_static(b"two"))
+        );
+        store.crash();
+        assert_eq!(lost.wait(), Err(StoreError::Crashed));
+        assert_eq!(lost_new.wait(), Err(StoreError::Crashed));
+        assert_eq!(
+            store.read(c(), &key, ReadOptions::default()),
+            Ok(Bytes::from_static(b"one"))
+        );
+        let b = ObjectKey::new(Bytes::from_static(b"b"));
+        assert!(matches!(
+            store.stat(c(), &b),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+
+    /// A failing transaction changes nothing, even when earlier operations
+    /// in it succeeded.
+    #[test]
+    fn failed_transactions_are_atomic() {
+        let store = MemStore::new();
+        store
+            .apply(Transaction::new(c()).with(Op::CreateCollection))
+            .expect("create");
+        let key = ObjectKey::new(Bytes::from_static(b"x"));
+        let txn = Transaction::new(c())
+            .with(Op::WriteFull {
+                object: key.clone(),
+                data: Bytes::from_static(b"data"),
+            })
+            .with(Op::Remove {
+                object: ObjectKey::new(Bytes::from_static(b"missing")),
+            });
+        assert!(matches!(store.apply(txn), Err(StoreError::NotFound { .. })));
+        assert!(matches!(
+            store.stat(c(), &key),
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+}
