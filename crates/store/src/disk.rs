@@ -798,13 +798,7 @@ impl ObjectStore for DiskStore {
                 break;
             }
         }
-        let next = if keys.len() > limit {
-            keys.truncate(limit);
-            keys.last().cloned()
-        } else {
-            None
-        };
-        Ok(ObjectPage { keys, next })
+        Ok(ObjectPage::from_overfetched(keys, limit))
     }
 
     fn collections(&self) -> Result<Vec<CollectionId>, StoreError> {

@@ -167,6 +167,20 @@ pub struct ObjectPage {
     pub next: Option<ObjectKey>,
 }
 
+impl ObjectPage {
+    /// A page of at most `limit` keys from keys listed in order, fetched one
+    /// past the limit so that a further page is known to exist.
+    pub(crate) fn from_overfetched(mut keys: Vec<ObjectKey>, limit: usize) -> ObjectPage {
+        let next = if keys.len() > limit {
+            keys.truncate(limit);
+            keys.last().cloned()
+        } else {
+            None
+        };
+        ObjectPage { keys, next }
+    }
+}
+
 /// Operating errors of a store. None of them is a panic: bytes read from
 /// disk that fail their checksum are [`StoreError::Corrupt`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -375,20 +375,14 @@ impl ObjectStore for MemStore {
         let limit = limit.clamp(1, limits::PAGE_ITEMS_MAX);
         let inner = self.lock();
         let coll = inner.current.get(&c).ok_or(StoreError::NoCollection(c))?;
-        let mut keys: Vec<ObjectKey> = coll
+        let keys: Vec<ObjectKey> = coll
             .objects
             .keys()
             .filter(|k| after.is_none_or(|a| *k > a))
             .take(limit + 1)
             .cloned()
             .collect();
-        let next = if keys.len() > limit {
-            keys.truncate(limit);
-            keys.last().cloned()
-        } else {
-            None
-        };
-        Ok(ObjectPage { keys, next })
+        Ok(ObjectPage::from_overfetched(keys, limit))
     }
 
     fn collections(&self) -> Result<Vec<CollectionId>, StoreError> {
