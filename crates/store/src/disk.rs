@@ -701,10 +701,7 @@ impl ObjectStore for DiskStore {
     ) -> Result<Bytes, StoreError> {
         let _guard = self.shared.space.reader();
         let rec = self.record(c, o)?;
-        let start = options.offset_bytes.min(rec.size);
-        let end = options
-            .length_bytes
-            .map_or(rec.size, |len| start.saturating_add(len).min(rec.size));
+        let (start, end) = options.span(rec.size)?;
         let what = || format!("object {o} in {c}, bytes {start}..{end}");
         read_record(
             &self.shared,

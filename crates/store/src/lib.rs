@@ -108,6 +108,26 @@ impl Default for ReadOptions {
 }
 
 impl ReadOptions {
+    /// The byte range `[start, end)` this reads of an object of `size`
+    /// bytes.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] if it exceeds [`limits::READ_BYTES_MAX`].
+    pub fn span(&self, size: u64) -> Result<(u64, u64), StoreError> {
+        let start = self.offset_bytes.min(size);
+        let end = self
+            .length_bytes
+            .map_or(size, |len| start.saturating_add(len).min(size));
+        if end - start > limits::READ_BYTES_MAX {
+            return Err(StoreError::Invalid(format!(
+                "a read of {} bytes exceeds the {}-byte limit; read in ranges",
+                end - start,
+                limits::READ_BYTES_MAX
+            )));
+        }
+        Ok((start, end))
+    }
+
     #[must_use]
     pub fn range(offset_bytes: u64, length_bytes: u64) -> ReadOptions {
         ReadOptions {

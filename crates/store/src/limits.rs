@@ -29,8 +29,12 @@ pub const DIRECT_WRITE_BYTES_MIN: u64 = INLINE_SIZE_BYTES_MAX;
 /// of one extent (16,384 crcs = 64 KiB).
 pub const EXTENT_SIZE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
-/// Largest object.
-pub const OBJECT_SIZE_BYTES_MAX: u64 = 1 << 36;
+/// Largest object (Ceph's default `osd_max_object_size` is 128 MiB).
+pub const OBJECT_SIZE_BYTES_MAX: u64 = 1 << 32;
+
+/// Most bytes one read returns; larger objects are read in ranges. Bounds
+/// the memory a single request can make the store allocate.
+pub const READ_BYTES_MAX: u64 = 1 << 30;
 
 /// Longest object name (DESIGN: 2 KiB).
 pub const OBJECT_NAME_BYTES_MAX: usize = 2048;

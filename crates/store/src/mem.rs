@@ -314,13 +314,11 @@ impl ObjectStore for MemStore {
         options: ReadOptions,
     ) -> Result<Bytes, StoreError> {
         self.with_object(c, o, |object| {
-            let size = object.data.len() as u64;
-            let start = options.offset_bytes.min(size);
-            let end = options
-                .length_bytes
-                .map_or(size, |len| start.saturating_add(len).min(size));
-            Bytes::copy_from_slice(&object.data[usize_of(start)..usize_of(end)])
-        })
+            let (start, end) = options.span(object.data.len() as u64)?;
+            Ok(Bytes::copy_from_slice(
+                &object.data[usize_of(start)..usize_of(end)],
+            ))
+        })?
     }
 
     fn stat(&self, c: CollectionId, o: &ObjectKey) -> Result<ObjectStat, StoreError> {

@@ -223,6 +223,9 @@ impl ObjectRecord {
     /// their extents and the object; extents' checksum counts right.
     fn check(&self, what: &dyn Fn() -> String) -> Result<(), StoreError> {
         let bad = |why: &str| Err(StoreError::Corrupt(format!("{}: {why}", what())));
+        if self.size > limits::OBJECT_SIZE_BYTES_MAX {
+            return bad("size beyond the object limit");
+        }
         match &self.data {
             Data::Inline(bytes) => {
                 if bytes.len() as u64 != self.size {
@@ -352,6 +355,23 @@ mod tests {
         }
         assert!(matches!(
             open(b"k", &[1, 2], "x"),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    /// A record whose checksum is right but whose sizes are impossible is
+    /// still refused, before anything is sized by it.
+    #[test]
+    fn impossible_sizes_are_corrupt() {
+        let mut record = ObjectRecord::empty();
+        record.size = limits::OBJECT_SIZE_BYTES_MAX + 1;
+        record.data = Data::Extents {
+            extents: Vec::new(),
+            pieces: Vec::new(),
+        };
+        let value = record.encode(b"k");
+        assert!(matches!(
+            ObjectRecord::decode(b"k", &value, &|| "x".into()),
             Err(StoreError::Corrupt(_))
         ));
     }

@@ -331,3 +331,27 @@ fn full_disk_refuses_writes_allows_deletes_and_reopens() {
         assert_eq!(data.len(), 1 << 20, "{name}");
     }
 }
+
+/// A read can only make the store allocate a bounded amount: a 2 GiB sparse
+/// object is refused whole with a clear error and read in ranges.
+#[test]
+fn oversized_reads_are_refused_not_allocated() {
+    let dir = temp("cairn-bigread-");
+    let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
+    create(&store);
+    let big = key("sparse");
+    store
+        .apply(Transaction::new(C).with(Op::Truncate {
+            object: big.clone(),
+            size: 2 << 30,
+        }))
+        .expect("a 2 GiB sparse object");
+    match store.read(C, &big, ReadOptions::default()) {
+        Err(StoreError::Invalid(why)) => assert!(why.contains("read in ranges"), "{why}"),
+        other => panic!("expected Invalid, got {:?}", other.map(|b| b.len())),
+    }
+    let middle = store
+        .read(C, &big, ReadOptions::range(1 << 30, 8192))
+        .expect("ranged read");
+    assert_eq!(middle, vec![0u8; 8192]);
+}
