@@ -1,0 +1,520 @@
+//! One frame: its byte layout, its encoder and its incremental decoder.
+//!
+//! The layout is documented byte for byte in the crate docs and frozen by
+//! the golden-bytes test in `tests/golden.rs`.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::WireError;
+use crate::limits::{BODY_SIZE_BYTES_MAX, DATA_SIZE_BYTES_MAX, HEADER_SIZE_BYTES};
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"CRN1";
+
+/// The protocol version this build writes and the only one it reads.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Flags bit 0: this frame answers the request with the same id.
+pub const FLAG_RESPONSE: u32 = 1;
+
+/// Every flag bit this version defines; any other set bit is malformed.
+const FLAGS_KNOWN: u32 = FLAG_RESPONSE;
+
+/// Bytes of header covered by the checksum (all but the checksum itself).
+const HEADER_CHECKED_SIZE_BYTES: usize = 28;
+
+/// A typed message: a serde body plus the message-type number that names it
+/// on the wire. The numbers are assigned by the crates that define messages;
+/// this crate never interprets them.
+pub trait Message: Serialize + DeserializeOwned {
+    /// The message type written in header bytes 6..8.
+    const KIND: u16;
+}
+
+/// One frame as the application sees it.
+///
+/// `body` and `data` of a received frame are zero-copy slices of the
+/// connection's read buffer: holding one keeps that buffer's allocation
+/// alive, so copy out anything kept for long.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Message type, opaque to this crate.
+    pub kind: u16,
+    /// Matches a response to its request; 0 for an unsolicited message.
+    pub request_id: u64,
+    /// Whether this frame answers request `request_id`.
+    pub is_response: bool,
+    /// Postcard-encoded message body, at most [`BODY_SIZE_BYTES_MAX`].
+    pub body: Bytes,
+    /// Raw data segment, at most [`DATA_SIZE_BYTES_MAX`]; never passes
+    /// through serde.
+    pub data: Bytes,
+}
+
+impl std::fmt::Debug for Frame {
+    // Lengths, not contents: a data segment can be 256 MiB.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frame")
+            .field("kind", &self.kind)
+            .field("request_id", &self.request_id)
+            .field("is_response", &self.is_response)
+            .field("body_size_bytes", &self.body.len())
+            .field("data_size_bytes", &self.data.len())
+            .finish()
+    }
+}
+
+/// A frame ready for the socket: header and body in one buffer, the data
+/// segment separate so it is written without being copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedFrame {
+    /// The 32-byte header followed by the body.
+    pub head: Bytes,
+    /// The data segment, shared with the [`Frame`] it came from.
+    pub data: Bytes,
+}
+
+impl EncodedFrame {
+    /// The whole frame in one contiguous buffer (copies the data; for tests
+    /// and small frames).
+    #[must_use]
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head.len() + self.data.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.data);
+        out
+    }
+
+    /// Total bytes this frame occupies on the wire.
+    #[must_use]
+    pub fn size_bytes(&self) -> usize {
+        self.head.len() + self.data.len()
+    }
+}
+
+impl Frame {
+    /// An unsolicited message or a request (the connection assigns the id).
+    ///
+    /// # Errors
+    /// [`WireError::Encode`] if serde refuses `msg`, [`WireError::TooLarge`]
+    /// if its body or `data` exceeds the limits.
+    pub fn request<M: Message>(msg: &M, data: Bytes) -> Result<Frame, WireError> {
+        Ok(Frame {
+            kind: M::KIND,
+            request_id: 0,
+            is_response: false,
+            body: encode_body(msg)?,
+            data,
+        })
+    }
+
+    /// The response to request `request_id`. The server also stamps the id
+    /// and response flag itself, so a handler cannot misroute a reply.
+    ///
+    /// # Errors
+    /// As for [`Frame::request`].
+    pub fn response<M: Message>(request_id: u64, msg: &M, data: Bytes) -> Result<Frame, WireError> {
+        Ok(Frame {
+            kind: M::KIND,
+            request_id,
+            is_response: true,
+            body: encode_body(msg)?,
+            data,
+        })
+    }
+
+    /// Decodes the body as `M`, checking the message type first.
+    ///
+    /// # Errors
+    /// [`WireError::UnexpectedKind`] if the frame is not an `M`;
+    /// [`WireError::Body`] if the body does not decode or has trailing bytes.
+    pub fn decode_body<M: Message>(&self) -> Result<M, WireError> {
+        if self.kind != M::KIND {
+            return Err(WireError::UnexpectedKind {
+                expected: M::KIND,
+                found: self.kind,
+            });
+        }
+        let (msg, rest) = postcard::take_from_bytes::<M>(&self.body)
+            .map_err(|e| WireError::Body(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(WireError::Body(format!(
+                "{} trailing bytes after the message",
+                rest.len()
+            )));
+        }
+        Ok(msg)
+    }
+
+    /// Lays the frame out for the wire and computes its checksum.
+    ///
+    /// # Errors
+    /// [`WireError::TooLarge`] if `body` or `data` exceeds its limit.
+    pub fn encode(&self) -> Result<EncodedFrame, WireError> {
+        let body_size_bytes = check_size("body", self.body.len(), BODY_SIZE_BYTES_MAX)?;
+        let data_size_bytes = check_size("data", self.data.len(), DATA_SIZE_BYTES_MAX)?;
+        let flags = if self.is_response { FLAG_RESPONSE } else { 0 };
+        let mut head = BytesMut::with_capacity(HEADER_SIZE_BYTES + self.body.len());
+        head.put_slice(&MAGIC);
+        head.put_u16_le(PROTOCOL_VERSION);
+        head.put_u16_le(self.kind);
+        head.put_u64_le(self.request_id);
+        head.put_u32_le(body_size_bytes);
+        head.put_u32_le(data_size_bytes);
+        head.put_u32_le(flags);
+        debug_assert_eq!(head.len(), HEADER_CHECKED_SIZE_BYTES);
+        let crc = frame_crc(&head, &self.body, &self.data);
+        head.put_u32_le(crc);
+        head.put_slice(&self.body);
+        assert_eq!(head.len(), HEADER_SIZE_BYTES + self.body.len());
+        Ok(EncodedFrame {
+            head: head.freeze(),
+            data: self.data.clone(),
+        })
+    }
+}
+
+fn encode_body<M: Serialize>(msg: &M) -> Result<Bytes, WireError> {
+    let body = postcard::to_allocvec(msg).map_err(|e| WireError::Encode(e.to_string()))?;
+    check_size("body", body.len(), BODY_SIZE_BYTES_MAX)?;
+    Ok(Bytes::from(body))
+}
+
+fn check_size(field: &'static str, size_bytes: usize, limit_bytes: u32) -> Result<u32, WireError> {
+    u32::try_from(size_bytes)
+        .ok()
+        .filter(|&n| n <= limit_bytes)
+        .ok_or(WireError::TooLarge {
+            field,
+            size_bytes: size_bytes as u64,
+            limit_bytes: u64::from(limit_bytes),
+        })
+}
+
+/// crc32c over header bytes 0..28, then the body, then the data.
+fn frame_crc(header_checked: &[u8], body: &[u8], data: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(header_checked);
+    let crc = crc32c::crc32c_append(crc, body);
+    crc32c::crc32c_append(crc, data)
+}
+
+/// A header whose fields passed every check that needs no payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    kind: u16,
+    request_id: u64,
+    body_size_bytes: usize,
+    data_size_bytes: usize,
+    flags: u32,
+    crc: u32,
+}
+
+impl Header {
+    fn frame_size_bytes(&self) -> usize {
+        HEADER_SIZE_BYTES + self.body_size_bytes + self.data_size_bytes
+    }
+}
+
+/// Parses and validates the fixed header. `bytes` holds at least
+/// [`HEADER_SIZE_BYTES`].
+fn parse_header(mut bytes: &[u8]) -> Result<Header, WireError> {
+    let mut magic = [0u8; 4];
+    bytes.copy_to_slice(&mut magic);
+    if magic != MAGIC {
+        return Err(WireError::malformed(format!("bad magic {magic:02x?}")));
+    }
+    let version = bytes.get_u16_le();
+    if version != PROTOCOL_VERSION {
+        return Err(WireError::Version(version));
+    }
+    let kind = bytes.get_u16_le();
+    let request_id = bytes.get_u64_le();
+    let body_size_bytes = bytes.get_u32_le();
+    let data_size_bytes = bytes.get_u32_le();
+    let flags = bytes.get_u32_le();
+    let crc = bytes.get_u32_le();
+    if flags & !FLAGS_KNOWN != 0 {
+        return Err(WireError::malformed(format!("unknown flags {flags:#010x}")));
+    }
+    // Checked before anything is reserved for the payload.
+    let body_size_bytes = check_size("body", body_size_bytes as usize, BODY_SIZE_BYTES_MAX)?;
+    let data_size_bytes = check_size("data", data_size_bytes as usize, DATA_SIZE_BYTES_MAX)?;
+    Ok(Header {
+        kind,
+        request_id,
+        body_size_bytes: body_size_bytes as usize,
+        data_size_bytes: data_size_bytes as usize,
+        flags,
+        crc,
+    })
+}
+
+/// Incremental frame decoder over a growing read buffer.
+///
+/// Feed it the `BytesMut` that `read_buf` fills; it consumes whole frames
+/// from the front. After it returns an error the stream is out of sync and
+/// the connection must be closed.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
+    /// The header of the frame being received, once it has arrived and
+    /// passed its checks, so it is parsed once however the bytes trickle in.
+    header: Option<Header>,
+}
+
+impl FrameDecoder {
+    #[must_use]
+    pub fn new() -> FrameDecoder {
+        FrameDecoder::default()
+    }
+
+    /// Takes one whole frame off the front of `buf`: `Ok(None)` until its
+    /// bytes have all arrived.
+    ///
+    /// # Errors
+    /// A protocol violation: bad magic, unsupported version, unknown flags,
+    /// oversize lengths (detected from the header alone) or a checksum
+    /// mismatch.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
+        let header = match self.header {
+            Some(header) => header,
+            None if buf.len() < HEADER_SIZE_BYTES => return Ok(None),
+            None => *self.header.insert(parse_header(&buf[..HEADER_SIZE_BYTES])?),
+        };
+        let frame_size_bytes = header.frame_size_bytes();
+        if buf.len() < frame_size_bytes {
+            return Ok(None);
+        }
+        self.header = None;
+        // Zero-copy: the frame, body and data share `buf`'s allocation.
+        let bytes = buf.split_to(frame_size_bytes).freeze();
+        let body_end = HEADER_SIZE_BYTES + header.body_size_bytes;
+        let body = bytes.slice(HEADER_SIZE_BYTES..body_end);
+        let data = bytes.slice(body_end..);
+        let computed = frame_crc(&bytes[..HEADER_CHECKED_SIZE_BYTES], &body, &data);
+        if computed != header.crc {
+            return Err(WireError::Checksum {
+                stored: header.crc,
+                computed,
+            });
+        }
+        Ok(Some(Frame {
+            kind: header.kind,
+            request_id: header.request_id,
+            is_response: header.flags & FLAG_RESPONSE != 0,
+            body,
+            data,
+        }))
+    }
+
+    /// Like [`FrameDecoder::decode`], for when the stream has ended: bytes
+    /// left over that do not form a whole frame are an error.
+    ///
+    /// # Errors
+    /// As for `decode`, plus [`WireError::Malformed`] for a truncated frame.
+    pub fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
+        match self.decode(buf)? {
+            Some(frame) => Ok(Some(frame)),
+            None if buf.is_empty() => Ok(None),
+            None => Err(WireError::malformed(format!(
+                "stream ended inside a frame ({} bytes of {} received)",
+                buf.len(),
+                self.bytes_wanted(buf.len()) + buf.len()
+            ))),
+        }
+    }
+
+    /// How many more bytes the next frame needs, given `buffered_bytes`
+    /// already received: the rest of the header, or of the whole frame once
+    /// its header is known. A hint for how much to reserve.
+    #[must_use]
+    pub fn bytes_wanted(&self, buffered_bytes: usize) -> usize {
+        let target = self
+            .header
+            .map_or(HEADER_SIZE_BYTES, |header| header.frame_size_bytes());
+        target.saturating_sub(buffered_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Ping {
+        seq: u32,
+        note: String,
+    }
+    impl Message for Ping {
+        const KIND: u16 = 7;
+    }
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Pong {
+        seq: u32,
+    }
+    impl Message for Pong {
+        const KIND: u16 = 8;
+    }
+
+    fn sample() -> Frame {
+        Frame {
+            kind: 3,
+            request_id: 42,
+            is_response: true,
+            body: Bytes::from_static(b"body"),
+            data: Bytes::from_static(b"the data segment"),
+        }
+    }
+
+    fn encoded(frame: &Frame) -> Vec<u8> {
+        frame.encode().map(|e| e.to_vec()).unwrap_or_default()
+    }
+
+    #[test]
+    fn round_trips_one_frame_and_consumes_exactly_it() {
+        let frame = sample();
+        let mut buf = BytesMut::from(&encoded(&frame)[..]);
+        buf.extend_from_slice(b"CRN"); // the start of a next frame stays put
+        let got = FrameDecoder::new().decode(&mut buf);
+        assert_eq!(got.ok().flatten(), Some(frame));
+        assert_eq!(&buf[..], b"CRN");
+    }
+
+    #[test]
+    fn decoded_body_and_data_alias_the_read_buffer() {
+        let frame = sample();
+        let mut buf = BytesMut::with_capacity(1024);
+        buf.extend_from_slice(&encoded(&frame));
+        let start = buf.as_ptr() as usize;
+        let range = start..start + buf.len();
+        let got = FrameDecoder::new().decode(&mut buf).ok().flatten();
+        let got = got.expect("a whole frame was buffered");
+        assert!(range.contains(&(got.body.as_ptr() as usize)));
+        assert!(range.contains(&(got.data.as_ptr() as usize)));
+    }
+
+    #[test]
+    fn waits_for_the_whole_frame() {
+        let bytes = encoded(&sample());
+        let mut decoder = FrameDecoder::new();
+        let mut buf = BytesMut::new();
+        for (i, byte) in bytes.iter().enumerate() {
+            assert!(matches!(decoder.decode(&mut buf), Ok(None)));
+            let target = if i < HEADER_SIZE_BYTES {
+                HEADER_SIZE_BYTES
+            } else {
+                bytes.len()
+            };
+            assert_eq!(decoder.bytes_wanted(buf.len()), target - i);
+            buf.put_u8(*byte);
+        }
+        assert_eq!(decoder.decode(&mut buf).ok().flatten(), Some(sample()));
+    }
+
+    #[test]
+    fn rejects_oversize_lengths_from_the_header_alone() {
+        let mut bytes = encoded(&sample());
+        bytes[20..24].copy_from_slice(&(DATA_SIZE_BYTES_MAX + 1).to_le_bytes());
+        let mut buf = BytesMut::from(&bytes[..HEADER_SIZE_BYTES]);
+        let err = FrameDecoder::new().decode(&mut buf);
+        assert!(matches!(
+            err,
+            Err(WireError::TooLarge { field: "data", .. })
+        ));
+        assert!(
+            buf.capacity() < 1024,
+            "nothing reserved for a rejected frame"
+        );
+
+        bytes[16..20].copy_from_slice(&(BODY_SIZE_BYTES_MAX + 1).to_le_bytes());
+        let mut buf = BytesMut::from(&bytes[..HEADER_SIZE_BYTES]);
+        let err = FrameDecoder::new().decode(&mut buf);
+        assert!(matches!(
+            err,
+            Err(WireError::TooLarge { field: "body", .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_magic_version_and_flags() {
+        let good = encoded(&sample());
+        type Expected = fn(&WireError) -> bool;
+        let cases: [(usize, u8, Expected); 3] = [
+            (0, b'X', |e| matches!(e, WireError::Malformed { .. })),
+            (4, 2, |e| matches!(e, WireError::Version(2))),
+            (24, 3, |e| matches!(e, WireError::Malformed { .. })),
+        ];
+        for (offset, value, expected) in cases {
+            let mut bytes = good.clone();
+            bytes[offset] = value;
+            let mut buf = BytesMut::from(&bytes[..]);
+            match FrameDecoder::new().decode(&mut buf) {
+                Err(e) => assert!(expected(&e), "offset {offset}: {e}"),
+                Ok(got) => panic!("offset {offset}: accepted {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn encode_refuses_oversize_segments() {
+        let mut frame = sample();
+        frame.body = Bytes::from(vec![0u8; BODY_SIZE_BYTES_MAX as usize + 1]);
+        assert!(matches!(
+            frame.encode(),
+            Err(WireError::TooLarge { field: "body", .. })
+        ));
+    }
+
+    #[test]
+    fn decode_eof_reports_a_truncated_frame() {
+        let bytes = encoded(&sample());
+        let mut buf = BytesMut::from(&bytes[..bytes.len() - 1]);
+        let mut decoder = FrameDecoder::new();
+        assert!(matches!(
+            decoder.decode_eof(&mut buf),
+            Err(WireError::Malformed { .. })
+        ));
+        let mut empty = BytesMut::new();
+        assert!(matches!(
+            FrameDecoder::new().decode_eof(&mut empty),
+            Ok(None)
+        ));
+    }
+
+    #[test]
+    fn typed_bodies_round_trip_and_check_their_kind() {
+        let ping = Ping {
+            seq: 9,
+            note: "hello".into(),
+        };
+        let frame = Frame::request(&ping, Bytes::new()).expect("small body encodes");
+        assert_eq!(frame.kind, Ping::KIND);
+        assert_eq!(frame.decode_body::<Ping>().ok(), Some(ping));
+        assert!(matches!(
+            frame.decode_body::<Pong>(),
+            Err(WireError::UnexpectedKind {
+                expected: 8,
+                found: 7
+            })
+        ));
+    }
+
+    #[test]
+    fn body_with_trailing_or_missing_bytes_is_a_body_error() {
+        let mut frame = Frame::response(1, &Pong { seq: 5 }, Bytes::new()).expect("encodes");
+        let mut body = frame.body.to_vec();
+        body.push(0);
+        frame.body = Bytes::from(body);
+        assert!(matches!(
+            frame.decode_body::<Pong>(),
+            Err(WireError::Body(_))
+        ));
+        frame.body = Bytes::new();
+        assert!(matches!(
+            frame.decode_body::<Pong>(),
+            Err(WireError::Body(_))
+        ));
+    }
+}
