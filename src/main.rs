@@ -2,6 +2,7 @@
 //! library crates; logic lives there, not here.
 
 mod bench_cmd;
+mod mon_cmd;
 mod output;
 mod placement_cmd;
 
@@ -24,6 +25,8 @@ enum Command {
     /// Benchmarks: the local object store (more to come).
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Run a monitor in the foreground (until Ctrl-C or SIGTERM).
+    Mon(mon_cmd::MonArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Placement(command) => placement_cmd::run(command),
         Command::Bench(command) => bench_cmd::run(command),
+        Command::Mon(args) => mon_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -610,11 +610,14 @@ impl ClusterMap {
     }
 }
 
-/// Binary format version 1 of the cluster map, field by field. Kept apart
-/// from the in-memory types so the serde attributes of the human form
-/// (defaults, tags, skipped fields) can never change the bytes; a golden
-/// test freezes them. See `docs/placement.md`.
-mod v1 {
+/// Binary format version 1 of the cluster map and of its OSD and pool
+/// records, field by field. Kept apart from the in-memory types so the serde
+/// attributes of the human form (defaults, an internally tagged enum that
+/// postcard cannot read, skipped fields) can never change the bytes; a
+/// golden test freezes them. Other binary records that carry OSDs or pools
+/// (the monitor's incrementals) use these same types. See
+/// `docs/placement.md`.
+pub mod v1 {
     use super::{ClusterMap, FailureDomain, OsdInfo, Pool, Redundancy, Weight};
     use cairn_types::{Epoch, OsdId, PgId, PoolId};
     use serde::{Deserialize, Serialize};
@@ -628,58 +631,101 @@ mod v1 {
         pg_upmap_items: Vec<(PgId, Vec<(u32, u32)>)>,
     }
 
-    #[derive(Serialize, Deserialize)]
-    struct OsdV1 {
-        id: u32,
-        host: String,
-        rack: String,
-        weight: u32,
-        device_class: String,
-        up: bool,
-        is_in: bool,
+    /// One OSD, binary v1.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OsdV1 {
+        pub id: u32,
+        pub host: String,
+        pub rack: String,
+        pub weight: u32,
+        pub device_class: String,
+        pub up: bool,
+        pub is_in: bool,
     }
 
-    #[derive(Serialize, Deserialize)]
-    struct PoolV1 {
-        id: u32,
-        name: String,
-        pg_num: u32,
-        pgp_num: u32,
-        redundancy: RedundancyV1,
-        failure_domain: FailureDomainV1,
-        device_class: Option<String>,
+    /// One pool, binary v1.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PoolV1 {
+        pub id: u32,
+        pub name: String,
+        pub pg_num: u32,
+        pub pgp_num: u32,
+        pub redundancy: RedundancyV1,
+        pub failure_domain: FailureDomainV1,
+        pub device_class: Option<String>,
     }
 
-    #[derive(Serialize, Deserialize)]
-    enum RedundancyV1 {
+    /// A redundancy rule, binary v1 (externally tagged).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum RedundancyV1 {
         Replicated { size: u32, min_size: u32 },
         Erasure { k: u32, m: u32 },
     }
 
-    #[derive(Serialize, Deserialize)]
-    enum FailureDomainV1 {
+    /// A failure domain, binary v1.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum FailureDomainV1 {
         Osd,
         Host,
         Rack,
+    }
+
+    impl From<&OsdInfo> for OsdV1 {
+        fn from(o: &OsdInfo) -> OsdV1 {
+            OsdV1 {
+                id: o.id.0,
+                host: o.host.clone(),
+                rack: o.rack.clone(),
+                weight: o.weight.0,
+                device_class: o.device_class.clone(),
+                up: o.up,
+                is_in: o.is_in,
+            }
+        }
+    }
+
+    impl From<OsdV1> for OsdInfo {
+        fn from(o: OsdV1) -> OsdInfo {
+            OsdInfo {
+                id: OsdId(o.id),
+                host: o.host,
+                rack: o.rack,
+                weight: Weight(o.weight),
+                device_class: o.device_class,
+                up: o.up,
+                is_in: o.is_in,
+            }
+        }
+    }
+
+    impl From<PoolV1> for Pool {
+        fn from(p: PoolV1) -> Pool {
+            Pool {
+                id: PoolId(p.id),
+                name: p.name,
+                pg_num: p.pg_num,
+                pgp_num: p.pgp_num,
+                redundancy: match p.redundancy {
+                    RedundancyV1::Replicated { size, min_size } => {
+                        Redundancy::Replicated { size, min_size }
+                    }
+                    RedundancyV1::Erasure { k, m } => Redundancy::Erasure { k, m },
+                },
+                failure_domain: match p.failure_domain {
+                    FailureDomainV1::Osd => FailureDomain::Osd,
+                    FailureDomainV1::Host => FailureDomain::Host,
+                    FailureDomainV1::Rack => FailureDomain::Rack,
+                },
+                device_class: p.device_class,
+            }
+        }
     }
 
     impl From<&ClusterMap> for MapV1 {
         fn from(map: &ClusterMap) -> MapV1 {
             MapV1 {
                 epoch: map.epoch.0,
-                osds: map
-                    .osds
-                    .iter()
-                    .map(|o| OsdV1 {
-                        id: o.id.0,
-                        host: o.host.clone(),
-                        rack: o.rack.clone(),
-                        weight: o.weight.0,
-                        device_class: o.device_class.clone(),
-                        up: o.up,
-                        is_in: o.is_in,
-                    })
-                    .collect(),
+                osds: map.osds.iter().map(OsdV1::from).collect(),
                 pools: map.pools.iter().map(PoolV1::from).collect(),
                 pg_temp: map
                     .pg_temp
@@ -722,41 +768,8 @@ mod v1 {
         fn from(m: MapV1) -> ClusterMap {
             ClusterMap {
                 epoch: Epoch(m.epoch),
-                osds: m
-                    .osds
-                    .into_iter()
-                    .map(|o| OsdInfo {
-                        id: OsdId(o.id),
-                        host: o.host,
-                        rack: o.rack,
-                        weight: Weight(o.weight),
-                        device_class: o.device_class,
-                        up: o.up,
-                        is_in: o.is_in,
-                    })
-                    .collect(),
-                pools: m
-                    .pools
-                    .into_iter()
-                    .map(|p| Pool {
-                        id: PoolId(p.id),
-                        name: p.name,
-                        pg_num: p.pg_num,
-                        pgp_num: p.pgp_num,
-                        redundancy: match p.redundancy {
-                            RedundancyV1::Replicated { size, min_size } => {
-                                Redundancy::Replicated { size, min_size }
-                            }
-                            RedundancyV1::Erasure { k, m } => Redundancy::Erasure { k, m },
-                        },
-                        failure_domain: match p.failure_domain {
-                            FailureDomainV1::Osd => FailureDomain::Osd,
-                            FailureDomainV1::Host => FailureDomain::Host,
-                            FailureDomainV1::Rack => FailureDomain::Rack,
-                        },
-                        device_class: p.device_class,
-                    })
-                    .collect(),
+                osds: m.osds.into_iter().map(OsdInfo::from).collect(),
+                pools: m.pools.into_iter().map(Pool::from).collect(),
                 pg_temp: m
                     .pg_temp
                     .into_iter()

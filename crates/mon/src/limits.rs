@@ -1,0 +1,34 @@
+//! Every bound and default of the monitor, in one place.
+
+/// Incrementals the monitor keeps (in memory and on disk). Peering walks the
+/// maps of past intervals and clients catch up by incrementals, so this must
+/// cover the epochs an OSD may lag behind; older epochs are answered with a
+/// full map.
+pub const INCREMENTALS_KEPT: usize = 500;
+
+/// A full map is stored every this many epochs, so a restart replays at most
+/// this many incrementals. Must stay below [`INCREMENTALS_KEPT`].
+pub const FULL_MAP_EVERY_EPOCHS: u64 = 50;
+
+/// Full maps kept on disk (the newest ones).
+pub const FULL_MAPS_KEPT: usize = 2;
+
+/// Incrementals sent in one `GetMap` reply; beyond this a full map is sent
+/// (frame bodies are bounded at 1 MiB).
+pub const INCREMENTALS_PER_REPLY_MAX: usize = 100;
+
+/// Default: an OSD silent for this long is marked down.
+pub const DOWN_GRACE_MS_DEFAULT: u64 = 20_000;
+
+/// Default: a down OSD is marked out after this long (Ceph's
+/// `mon_osd_down_out_interval`).
+pub const DOWN_OUT_MS_DEFAULT: u64 = 600_000;
+
+/// Default: distinct up reporters needed to mark a peer down.
+pub const REPORTERS_MIN_DEFAULT: usize = 2;
+
+/// Period of the daemon's `Tick`.
+pub const TICK_MS: u64 = 500;
+
+/// Events queued for the service actor.
+pub const EVENT_QUEUE_MAX: usize = 1024;

@@ -1,0 +1,492 @@
+//! [`MapService`]: the monitor's decisions as a sans-IO state machine.
+//!
+//! Events in, [`Effects`] out: at most one new epoch (one [`Incremental`])
+//! per event, to be persisted before the reply is sent and the epoch
+//! published. Time comes only from the events (`now_ms`), never a clock.
+
+use crate::error::MonError;
+use crate::incremental::{Incremental, MonState, OsdEndpoint};
+use crate::limits;
+use crate::proto::{MonCommand, Reply};
+use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
+use cairn_types::{Epoch, OsdId};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The failure-detection knobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Silence after which an up OSD is marked down; also the window in
+    /// which failure reports count.
+    pub down_grace_ms: u64,
+    /// Time down after which an OSD is marked out.
+    pub down_out_ms: u64,
+    /// Distinct up reporters needed to mark a peer down.
+    pub reporters_min: usize,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            down_grace_ms: limits::DOWN_GRACE_MS_DEFAULT,
+            down_out_ms: limits::DOWN_OUT_MS_DEFAULT,
+            reporters_min: limits::REPORTERS_MIN_DEFAULT,
+        }
+    }
+}
+
+/// What the service reacts to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Command(MonCommand),
+    /// An OSD's heartbeat to the monitor.
+    Heartbeat {
+        osd: OsdId,
+        now_ms: u64,
+    },
+    /// `reporter` says it cannot reach `target`.
+    FailureReport {
+        reporter: OsdId,
+        target: OsdId,
+        now_ms: u64,
+    },
+    Tick {
+        now_ms: u64,
+    },
+}
+
+/// What the shell must do, in this order: persist, then reply and publish.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    pub persist: Option<(Epoch, Incremental)>,
+    pub reply: Option<Result<Reply, MonError>>,
+    pub publish: Option<Epoch>,
+}
+
+/// The cluster-map service.
+#[derive(Debug)]
+pub struct MapService {
+    config: ServiceConfig,
+    state: MonState,
+    /// The newest incrementals, oldest first, at most `INCREMENTALS_KEPT`.
+    history: VecDeque<Incremental>,
+    /// Latest time seen in any event.
+    now_ms: u64,
+    last_heartbeat_ms: BTreeMap<OsdId, u64>,
+    down_since_ms: BTreeMap<OsdId, u64>,
+    /// target -> reporter -> time of its latest report.
+    reports: BTreeMap<OsdId, BTreeMap<OsdId, u64>>,
+}
+
+impl MapService {
+    /// A service over `state` with the incrementals that led to it (oldest
+    /// first; may be empty).
+    ///
+    /// # Panics
+    /// If `history` does not end at `state`'s epoch.
+    #[must_use]
+    pub fn new(config: ServiceConfig, state: MonState, history: Vec<Incremental>) -> MapService {
+        if let Some(last) = history.last() {
+            assert_eq!(last.epoch, state.map.epoch, "history must end at the map");
+        }
+        let mut history: VecDeque<Incremental> = history.into();
+        while history.len() > limits::INCREMENTALS_KEPT {
+            history.pop_front();
+        }
+        MapService {
+            config,
+            state,
+            history,
+            now_ms: 0,
+            last_heartbeat_ms: BTreeMap::new(),
+            down_since_ms: BTreeMap::new(),
+            reports: BTreeMap::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn state(&self) -> &MonState {
+        &self.state
+    }
+
+    #[must_use]
+    pub fn epoch(&self) -> Epoch {
+        self.state.map.epoch
+    }
+
+    /// The incrementals after `have`, if all are still held.
+    #[must_use]
+    pub fn incrementals_since(&self, have: Epoch) -> Option<Vec<Incremental>> {
+        if have >= self.epoch() {
+            return Some(Vec::new());
+        }
+        let first = self.history.front()?;
+        if first.epoch.0 > have.0 + 1 {
+            return None;
+        }
+        Some(
+            self.history
+                .iter()
+                .filter(|i| i.epoch > have)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// Handles one event.
+    pub fn handle(&mut self, event: Event) -> Effects {
+        match event {
+            Event::Command(command) => {
+                let result = self.command(command);
+                self.finish(result)
+            }
+            Event::Heartbeat { osd, now_ms } => {
+                self.advance(now_ms);
+                let reply = self.heartbeat(osd);
+                Effects {
+                    reply: Some(reply),
+                    ..Effects::default()
+                }
+            }
+            Event::FailureReport {
+                reporter,
+                target,
+                now_ms,
+            } => {
+                self.advance(now_ms);
+                let result = self.failure_report(reporter, target);
+                self.finish(result)
+            }
+            Event::Tick { now_ms } => {
+                self.advance(now_ms);
+                let inc = self.tick();
+                let mut effects = self.finish(Ok((inc, None)));
+                effects.reply = None;
+                effects
+            }
+        }
+    }
+
+    fn advance(&mut self, now_ms: u64) {
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+
+    /// Turns a decision into effects: commits a non-empty incremental as the
+    /// next epoch, and replies with `reply` or `Done` at the new epoch.
+    fn finish(&mut self, result: Result<(Incremental, Option<OsdId>), MonError>) -> Effects {
+        let (inc, booted) = match result {
+            Ok(decision) => decision,
+            Err(error) => {
+                return Effects {
+                    reply: Some(Err(error)),
+                    ..Effects::default()
+                };
+            }
+        };
+        let mut effects = Effects::default();
+        if !inc.is_empty() {
+            let epoch_before = self.epoch();
+            self.commit(inc.clone());
+            assert_eq!(self.epoch(), epoch_before.next());
+            effects.persist = Some((inc.epoch, inc));
+            effects.publish = Some(self.epoch());
+        }
+        let epoch = self.epoch();
+        effects.reply = Some(Ok(match booted {
+            Some(osd) => Reply::OsdBooted { osd, epoch },
+            None => Reply::Done { epoch },
+        }));
+        effects
+    }
+
+    fn commit(&mut self, inc: Incremental) {
+        self.state.apply(&inc);
+        self.history.push_back(inc);
+        while self.history.len() > limits::INCREMENTALS_KEPT {
+            self.history.pop_front();
+        }
+    }
+
+    /// Checks that the map after `inc` is valid, without committing it.
+    fn check(&self, inc: &Incremental) -> Result<MonState, MonError> {
+        let mut next = self.state.clone();
+        next.apply(inc);
+        next.map
+            .validate()
+            .map_err(|e| MonError::InvalidMap(e.to_string()))?;
+        Ok(next)
+    }
+
+    fn next_inc(&self) -> Incremental {
+        Incremental::new(self.epoch().next())
+    }
+
+    fn osd(&self, id: OsdId) -> Result<&OsdInfo, MonError> {
+        self.state.map.osd(id).ok_or(MonError::UnknownOsd(id))
+    }
+
+    fn pool_named(&self, name: &str) -> Result<&Pool, MonError> {
+        self.state
+            .map
+            .pool_by_name(name)
+            .ok_or_else(|| MonError::NoPool(name.to_owned()))
+    }
+
+    fn command(&mut self, command: MonCommand) -> Result<(Incremental, Option<OsdId>), MonError> {
+        match command {
+            MonCommand::OsdBoot {
+                id,
+                addr,
+                host,
+                rack,
+                device_class,
+                weight,
+                capacity_bytes,
+            } => {
+                let id = id.unwrap_or_else(|| self.next_osd_id());
+                let mut inc = self.next_inc();
+                let osd = match self.state.map.osd(id) {
+                    Some(old) => OsdInfo {
+                        host,
+                        rack,
+                        device_class,
+                        up: true,
+                        ..old.clone()
+                    },
+                    None => OsdInfo {
+                        id,
+                        host,
+                        rack,
+                        weight,
+                        device_class,
+                        up: true,
+                        is_in: true,
+                    },
+                };
+                inc.osd_upserts.push(osd);
+                inc.endpoint_upserts.push((
+                    id,
+                    OsdEndpoint {
+                        addr,
+                        capacity_bytes,
+                    },
+                ));
+                self.check(&inc)?;
+                self.last_heartbeat_ms.insert(id, self.now_ms);
+                self.down_since_ms.remove(&id);
+                self.reports.remove(&id);
+                Ok((inc, Some(id)))
+            }
+            MonCommand::OsdOut(id) => self.set_osd(id, |o| o.is_in = false),
+            MonCommand::OsdIn(id) => self.set_osd(id, |o| o.is_in = true),
+            MonCommand::OsdReweight(id, weight) => self.set_osd(id, |o| o.weight = weight),
+            MonCommand::PoolCreate {
+                name,
+                pg_num,
+                redundancy,
+                failure_domain,
+                device_class,
+            } => {
+                if self.state.map.pool_by_name(&name).is_some() {
+                    return Err(MonError::PoolExists(name));
+                }
+                let pool = Pool {
+                    id: self.state.map.next_pool_id(),
+                    name,
+                    pg_num,
+                    pgp_num: pg_num,
+                    redundancy: redundancy.into(),
+                    failure_domain: failure_domain.into(),
+                    device_class,
+                };
+                pool.validate()
+                    .map_err(|e| MonError::InvalidPool(e.to_string()))?;
+                Placement::new(&self.state.map)
+                    .check_pool(&pool)
+                    .map_err(|e| MonError::Unsatisfiable(e.to_string()))?;
+                let mut inc = self.next_inc();
+                inc.pool_upserts.push(pool);
+                self.check(&inc)?;
+                Ok((inc, None))
+            }
+            MonCommand::PoolDelete(name) => {
+                let id = self.pool_named(&name)?.id;
+                let mut inc = self.next_inc();
+                inc.pool_removals.push(id);
+                Ok((inc, None))
+            }
+            MonCommand::PoolSet {
+                name,
+                pg_num,
+                pgp_num,
+                min_size,
+            } => {
+                let pool = pool_set(self.pool_named(&name)?, pg_num, pgp_num, min_size)?;
+                let mut inc = self.next_inc();
+                if &pool != self.pool_named(&name)? {
+                    inc.pool_upserts.push(pool);
+                }
+                self.check(&inc)?;
+                Ok((inc, None))
+            }
+        }
+    }
+
+    fn next_osd_id(&self) -> OsdId {
+        OsdId(self.state.map.osds.last().map_or(0, |o| o.id.0 + 1))
+    }
+
+    /// Changes one OSD's fields; a change that changes nothing makes no epoch.
+    fn set_osd(
+        &self,
+        id: OsdId,
+        change: impl FnOnce(&mut OsdInfo),
+    ) -> Result<(Incremental, Option<OsdId>), MonError> {
+        let old = self.osd(id)?;
+        let mut osd = old.clone();
+        change(&mut osd);
+        let mut inc = self.next_inc();
+        if &osd != old {
+            inc.osd_upserts.push(osd);
+        }
+        self.check(&inc)?;
+        Ok((inc, None))
+    }
+
+    fn heartbeat(&mut self, osd: OsdId) -> Result<Reply, MonError> {
+        let up = self.osd(osd)?.up;
+        // A down OSD must boot again to come up: its heartbeat alone may come
+        // from a process that missed the maps in between.
+        if up {
+            self.last_heartbeat_ms.insert(osd, self.now_ms);
+        }
+        Ok(Reply::Heartbeat {
+            epoch: self.epoch(),
+            up,
+        })
+    }
+
+    fn failure_report(
+        &mut self,
+        reporter: OsdId,
+        target: OsdId,
+    ) -> Result<(Incremental, Option<OsdId>), MonError> {
+        let reporter_up = self.osd(reporter)?.up;
+        let target_up = self.osd(target)?.up;
+        let mut inc = self.next_inc();
+        if !reporter_up || !target_up || reporter == target {
+            return Ok((inc, None));
+        }
+        self.reports
+            .entry(target)
+            .or_default()
+            .insert(reporter, self.now_ms);
+        self.prune_reports();
+        let reporters = self.reports.get(&target).map_or(0, BTreeMap::len);
+        if reporters >= self.config.reporters_min.max(1) {
+            tracing::info!(osd = %target, reporters, "marking OSD down on failure reports");
+            self.mark_down(&mut inc, target);
+        }
+        Ok((inc, None))
+    }
+
+    /// Forgets reports older than the grace window and reports by OSDs that
+    /// are no longer up.
+    fn prune_reports(&mut self) {
+        let window_start_ms = self.now_ms.saturating_sub(self.config.down_grace_ms);
+        let map = &self.state.map;
+        for by_reporter in self.reports.values_mut() {
+            by_reporter.retain(|reporter, at_ms| {
+                *at_ms >= window_start_ms && map.osd(*reporter).is_some_and(|o| o.up)
+            });
+        }
+        self.reports
+            .retain(|_, by_reporter| !by_reporter.is_empty());
+    }
+
+    fn mark_down(&mut self, inc: &mut Incremental, id: OsdId) {
+        let Some(osd) = self.state.map.osd(id) else {
+            return;
+        };
+        let mut osd = osd.clone();
+        osd.up = false;
+        inc.osd_upserts.push(osd);
+        self.down_since_ms.insert(id, self.now_ms);
+        self.reports.remove(&id);
+        self.last_heartbeat_ms.remove(&id);
+    }
+
+    /// Marks silent OSDs down and long-down OSDs out, all in one epoch.
+    fn tick(&mut self) -> Incremental {
+        let now_ms = self.now_ms;
+        self.prune_reports();
+        let mut inc = self.next_inc();
+        let osds = self.state.map.osds.clone();
+        for osd in &osds {
+            if osd.up {
+                let last_ms = *self.last_heartbeat_ms.entry(osd.id).or_insert(now_ms);
+                if now_ms.saturating_sub(last_ms) > self.config.down_grace_ms {
+                    tracing::info!(osd = %osd.id, silent_ms = now_ms - last_ms, "marking OSD down: no heartbeat");
+                    self.mark_down(&mut inc, osd.id);
+                }
+            } else if osd.is_in {
+                let since_ms = *self.down_since_ms.entry(osd.id).or_insert(now_ms);
+                if now_ms.saturating_sub(since_ms) > self.config.down_out_ms {
+                    tracing::info!(osd = %osd.id, "marking OSD out: down too long");
+                    inc.osd_upserts.push(OsdInfo {
+                        is_in: false,
+                        ..osd.clone()
+                    });
+                }
+            }
+        }
+        inc
+    }
+}
+
+/// The pool after a `PoolSet`, or why not.
+fn pool_set(
+    pool: &Pool,
+    pg_num: Option<u32>,
+    pgp_num: Option<u32>,
+    min_size: Option<u32>,
+) -> Result<Pool, MonError> {
+    let fail = |why: String| {
+        Err(MonError::InvalidPool(format!(
+            "pool {:?}: {why}",
+            pool.name
+        )))
+    };
+    let mut next = pool.clone();
+    if let Some(pg_num) = pg_num {
+        if pg_num < pool.pg_num {
+            return fail(format!("pg_num only grows ({} -> {pg_num})", pool.pg_num));
+        }
+        next.pg_num = pg_num;
+    }
+    if let Some(pgp_num) = pgp_num {
+        if pgp_num < pool.pgp_num {
+            return fail(format!(
+                "pgp_num only grows ({} -> {pgp_num})",
+                pool.pgp_num
+            ));
+        }
+        next.pgp_num = pgp_num;
+    }
+    if next.pgp_num > next.pg_num {
+        return fail(format!(
+            "pgp_num {} exceeds pg_num {}",
+            next.pgp_num, next.pg_num
+        ));
+    }
+    if let Some(min_size) = min_size {
+        match &mut next.redundancy {
+            Redundancy::Replicated { min_size: m, .. } => *m = min_size,
+            Redundancy::Erasure { .. } => {
+                return fail("min_size is fixed at k + 1 for erasure-coded pools".into());
+            }
+        }
+    }
+    next.validate()
+        .map_err(|e| MonError::InvalidPool(e.to_string()))?;
+    Ok(next)
+}

@@ -1,0 +1,309 @@
+//! [`MonStore`]: the monitor's durable state in a redb database.
+//!
+//! Tables: `meta` (the fsid), `incrementals` (epoch → `CINC` envelope, the
+//! newest [`INCREMENTALS_KEPT`] only) and `full_maps` (epoch → a `CMON`
+//! envelope holding the binary cluster map and the endpoints, one every
+//! [`FULL_MAP_EVERY_EPOCHS`], the newest [`FULL_MAPS_KEPT`] only). A
+//! restart loads the newest full map and replays the incrementals after it.
+//! Every write commits with redb's default (immediate, fsynced) durability
+//! before the caller replies.
+
+use crate::error::MonError;
+use crate::incremental::{Incremental, MonState, OsdEndpoint};
+use crate::limits::{FULL_MAP_EVERY_EPOCHS, FULL_MAPS_KEPT, INCREMENTALS_KEPT};
+use cairn_placement::ClusterMap;
+use cairn_types::envelope;
+use cairn_types::{Epoch, OsdId};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const INCREMENTALS: TableDefinition<u64, &[u8]> = TableDefinition::new("incrementals");
+const FULL_MAPS: TableDefinition<u64, &[u8]> = TableDefinition::new("full_maps");
+
+const FSID_KEY: &str = "fsid";
+/// Envelope kind of a stored full monitor state.
+pub const FULL_MAGIC: [u8; 4] = *b"CMON";
+pub const FULL_FORMAT_VERSION: u16 = 1;
+/// The database file inside the data directory.
+pub const DB_FILE_NAME: &str = "mon.redb";
+
+#[derive(Serialize, Deserialize)]
+struct FullV1 {
+    /// `ClusterMap::encode` bytes.
+    map: Vec<u8>,
+    endpoints: Vec<(u32, String, u64)>,
+}
+
+fn store_err(error: impl std::fmt::Display) -> MonError {
+    MonError::Store(error.to_string())
+}
+
+/// The monitor's database.
+#[derive(Debug)]
+pub struct MonStore {
+    db: Database,
+    fsid: u128,
+}
+
+/// What [`MonStore::open`] recovered.
+#[derive(Debug)]
+pub struct Loaded {
+    pub state: MonState,
+    /// The stored incrementals, oldest first, ending at `state`'s epoch
+    /// (empty right after creation).
+    pub history: Vec<Incremental>,
+}
+
+impl MonStore {
+    /// Opens (or creates, with a fresh fsid and an empty map at epoch 1)
+    /// the store in `data_dir`.
+    ///
+    /// # Errors
+    /// [`MonError::Store`] / [`MonError::Io`] if the database cannot be
+    /// opened or holds damaged records.
+    pub fn open(data_dir: &Path) -> Result<(MonStore, Loaded), MonError> {
+        std::fs::create_dir_all(data_dir)?;
+        let db = Database::create(data_dir.join(DB_FILE_NAME)).map_err(store_err)?;
+        let existing = read_fsid(&db)?;
+        let fsid = match existing {
+            Some(fsid) => fsid,
+            None => create(&db)?,
+        };
+        let store = MonStore { db, fsid };
+        let loaded = store.load()?;
+        Ok((store, loaded))
+    }
+
+    #[must_use]
+    pub fn fsid(&self) -> u128 {
+        self.fsid
+    }
+
+    /// Durably stores `inc` (and, every `FULL_MAP_EVERY_EPOCHS`, the full
+    /// `state` it produced), pruning old records in the same transaction.
+    ///
+    /// # Errors
+    /// [`MonError::Store`]; nothing is stored then.
+    pub fn persist(&self, inc: &Incremental, state: &MonState) -> Result<(), MonError> {
+        assert_eq!(inc.epoch, state.map.epoch, "persist the state inc produced");
+        let bytes = inc.encode().map_err(store_err)?;
+        let txn = self.db.begin_write().map_err(store_err)?;
+        {
+            let mut table = txn.open_table(INCREMENTALS).map_err(store_err)?;
+            table
+                .insert(inc.epoch.0, bytes.as_slice())
+                .map_err(store_err)?;
+            let keep_from = inc.epoch.0.saturating_sub(INCREMENTALS_KEPT as u64 - 1);
+            table
+                .retain(|epoch, _| epoch >= keep_from)
+                .map_err(store_err)?;
+        }
+        if inc.epoch.0.is_multiple_of(FULL_MAP_EVERY_EPOCHS) {
+            write_full(&txn, state)?;
+        }
+        txn.commit().map_err(store_err)
+    }
+
+    fn load(&self) -> Result<Loaded, MonError> {
+        let txn = self.db.begin_read().map_err(store_err)?;
+        let fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
+        let (_, newest) = fulls
+            .last()
+            .map_err(store_err)?
+            .ok_or_else(|| store_err("no full map stored"))?;
+        let mut state = decode_full(newest.value())?;
+        let incs = txn.open_table(INCREMENTALS).map_err(store_err)?;
+        let mut history = Vec::new();
+        for entry in incs.iter().map_err(store_err)? {
+            let (epoch, bytes) = entry.map_err(store_err)?;
+            let inc = Incremental::decode(bytes.value()).map_err(store_err)?;
+            if inc.epoch.0 != epoch.value() {
+                return Err(store_err(format!(
+                    "incremental under key {} says epoch {}",
+                    epoch.value(),
+                    inc.epoch
+                )));
+            }
+            if inc.epoch > state.map.epoch {
+                if inc.epoch != state.map.epoch.next() {
+                    return Err(store_err(format!(
+                        "incremental {} missing after {}",
+                        state.map.epoch.next(),
+                        state.map.epoch
+                    )));
+                }
+                state.apply(&inc);
+            }
+            history.push(inc);
+        }
+        history.retain(|i| i.epoch <= state.map.epoch);
+        if history.last().is_some_and(|i| i.epoch != state.map.epoch) {
+            history.clear();
+        }
+        state
+            .map
+            .validate()
+            .map_err(|e| store_err(format!("stored map is invalid: {e}")))?;
+        Ok(Loaded { state, history })
+    }
+}
+
+fn read_fsid(db: &Database) -> Result<Option<u128>, MonError> {
+    let txn = db.begin_read().map_err(store_err)?;
+    let table = match txn.open_table(META) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(error) => return Err(store_err(error)),
+    };
+    let Some(value) = table.get(FSID_KEY).map_err(store_err)? else {
+        return Ok(None);
+    };
+    let bytes: [u8; 16] = value
+        .value()
+        .try_into()
+        .map_err(|_| store_err("fsid is not 16 bytes"))?;
+    Ok(Some(u128::from_le_bytes(bytes)))
+}
+
+/// A new cluster: a random fsid and an empty map at epoch 1, in one commit.
+fn create(db: &Database) -> Result<u128, MonError> {
+    let fsid = random_u128()?;
+    let state = MonState {
+        map: ClusterMap {
+            epoch: Epoch(1),
+            ..ClusterMap::default()
+        },
+        ..MonState::default()
+    };
+    let txn = db.begin_write().map_err(store_err)?;
+    {
+        let mut meta = txn.open_table(META).map_err(store_err)?;
+        meta.insert(FSID_KEY, fsid.to_le_bytes().as_slice())
+            .map_err(store_err)?;
+        txn.open_table(INCREMENTALS).map_err(store_err)?;
+    }
+    write_full(&txn, &state)?;
+    txn.commit().map_err(store_err)?;
+    tracing::info!(fsid = format_args!("{fsid:032x}"), "created a new cluster");
+    Ok(fsid)
+}
+
+fn write_full(txn: &redb::WriteTransaction, state: &MonState) -> Result<(), MonError> {
+    let full = FullV1 {
+        map: state.map.encode().map_err(store_err)?,
+        endpoints: state
+            .endpoints
+            .iter()
+            .map(|(id, e)| (id.0, e.addr.clone(), e.capacity_bytes))
+            .collect(),
+    };
+    let bytes = envelope::encode(FULL_MAGIC, FULL_FORMAT_VERSION, &full).map_err(store_err)?;
+    let mut table = txn.open_table(FULL_MAPS).map_err(store_err)?;
+    table
+        .insert(state.map.epoch.0, bytes.as_slice())
+        .map_err(store_err)?;
+    let count = table.len().map_err(store_err)?;
+    let excess = usize::try_from(count)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(FULL_MAPS_KEPT);
+    for _ in 0..excess {
+        table.pop_first().map_err(store_err)?;
+    }
+    Ok(())
+}
+
+fn decode_full(bytes: &[u8]) -> Result<MonState, MonError> {
+    let full: FullV1 =
+        envelope::decode(bytes, FULL_MAGIC, FULL_FORMAT_VERSION).map_err(store_err)?;
+    let map = ClusterMap::decode(&full.map).map_err(store_err)?;
+    let endpoints = full
+        .endpoints
+        .into_iter()
+        .map(|(id, addr, capacity_bytes)| {
+            (
+                OsdId(id),
+                OsdEndpoint {
+                    addr,
+                    capacity_bytes,
+                },
+            )
+        })
+        .collect();
+    Ok(MonState { map, endpoints })
+}
+
+/// 128 random bits from the OS.
+fn random_u128() -> Result<u128, MonError> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(u128::from_le_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Restarting on the same directory rebuilds the same map.
+    use super::*;
+    use crate::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
+    use crate::service::{Event, MapService, ServiceConfig};
+    use cairn_placement::Weight;
+
+    fn boot(i: u32) -> MonCommand {
+        MonCommand::OsdBoot {
+            id: None,
+            addr: format!("127.0.0.1:{}", 7000 + i),
+            host: format!("h{i}"),
+            rack: "r0".into(),
+            device_class: "hdd".into(),
+            weight: Weight::ONE,
+            capacity_bytes: 1 << 30,
+        }
+    }
+
+    #[test]
+    fn restart_rebuilds_the_same_map() {
+        let dir = tempfile::Builder::new()
+            .prefix("cairn-mon-store")
+            .tempdir_in("/var/tmp")
+            .expect("tempdir");
+        let (store, loaded) = MonStore::open(dir.path()).expect("open");
+        let fsid = store.fsid();
+        assert_eq!(loaded.state.map.epoch, Epoch(1));
+        let mut service = MapService::new(ServiceConfig::default(), loaded.state, loaded.history);
+        let mut commands: Vec<MonCommand> = (0..4).map(boot).collect();
+        commands.push(MonCommand::PoolCreate {
+            name: "data".into(),
+            pg_num: 16,
+            redundancy: RedundancySpec::Replicated {
+                size: 3,
+                min_size: 2,
+            },
+            failure_domain: FailureDomainSpec::Host,
+            device_class: None,
+        });
+        // Enough epochs to cross a full-map boundary and prune fulls.
+        for round in 0..60u32 {
+            commands.push(MonCommand::OsdReweight(
+                OsdId(round % 4),
+                Weight(0x1_0000 + round + 1),
+            ));
+        }
+        for command in commands {
+            let effects = service.handle(Event::Command(command));
+            if let Some((_, inc)) = &effects.persist {
+                store.persist(inc, service.state()).expect("persist");
+            }
+        }
+        let before = service.state().clone();
+        drop(store);
+        let (store, loaded) = MonStore::open(dir.path()).expect("reopen");
+        assert_eq!(store.fsid(), fsid);
+        assert_eq!(loaded.state, before);
+        assert_eq!(
+            loaded.history.last().map(|i| i.epoch),
+            Some(before.map.epoch)
+        );
+    }
+}
