@@ -23,6 +23,19 @@ pub struct OsdEndpoint {
     pub capacity_bytes: u64,
 }
 
+impl OsdEndpoint {
+    /// An endpoint from its binary v1 record `(osd, addr, capacity_bytes)`.
+    pub(crate) fn from_v1((id, addr, capacity_bytes): (u32, String, u64)) -> (OsdId, OsdEndpoint) {
+        (
+            OsdId(id),
+            OsdEndpoint {
+                addr,
+                capacity_bytes,
+            },
+        )
+    }
+}
+
 /// A PG's balancer remaps: each `(from, to)` replaces `from` with `to`.
 pub type UpmapItems = Vec<(OsdId, OsdId)>;
 
@@ -196,15 +209,7 @@ impl From<IncrementalV1> for Incremental {
             endpoint_upserts: i
                 .endpoint_upserts
                 .into_iter()
-                .map(|(id, addr, capacity_bytes)| {
-                    (
-                        OsdId(id),
-                        OsdEndpoint {
-                            addr,
-                            capacity_bytes,
-                        },
-                    )
-                })
+                .map(OsdEndpoint::from_v1)
                 .collect(),
             pool_upserts: i.pool_upserts.into_iter().map(Pool::from).collect(),
             pool_removals: i.pool_removals.into_iter().map(PoolId).collect(),

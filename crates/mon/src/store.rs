@@ -221,15 +221,7 @@ fn decode_full(bytes: &[u8]) -> Result<MonState, MonError> {
     let endpoints = full
         .endpoints
         .into_iter()
-        .map(|(id, addr, capacity_bytes)| {
-            (
-                OsdId(id),
-                OsdEndpoint {
-                    addr,
-                    capacity_bytes,
-                },
-            )
-        })
+        .map(OsdEndpoint::from_v1)
         .collect();
     Ok(MonState { map, endpoints })
 }
