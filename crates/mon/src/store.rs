@@ -13,7 +13,7 @@ use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits::{FULL_MAP_EVERY_EPOCHS, FULL_MAPS_KEPT, INCREMENTALS_KEPT};
 use cairn_placement::ClusterMap;
 use cairn_types::envelope;
-use cairn_types::{Epoch, OsdId};
+use cairn_types::Epoch;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
