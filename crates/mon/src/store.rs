@@ -238,6 +238,7 @@ fn random_u128() -> Result<u128, MonError> {
 mod tests {
     //! Restarting on the same directory rebuilds the same map.
     use super::*;
+    use cairn_types::OsdId;
     use crate::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
     use crate::service::{Event, MapService, ServiceConfig};
     use cairn_placement::Weight;
