@@ -12,8 +12,8 @@ use crate::error::MonError;
 use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits::{FULL_MAP_EVERY_EPOCHS, FULL_MAPS_KEPT, INCREMENTALS_KEPT};
 use cairn_placement::ClusterMap;
-use cairn_types::envelope;
 use cairn_types::Epoch;
+use cairn_types::envelope;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -238,10 +238,10 @@ fn random_u128() -> Result<u128, MonError> {
 mod tests {
     //! Restarting on the same directory rebuilds the same map.
     use super::*;
-    use cairn_types::OsdId;
     use crate::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
     use crate::service::{Event, MapService, ServiceConfig};
     use cairn_placement::Weight;
+    use cairn_types::OsdId;
 
     fn boot(i: u32) -> MonCommand {
         MonCommand::OsdBoot {
