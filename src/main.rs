@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod mon_cmd;
+mod osd_cmd;
 mod output;
 mod placement_cmd;
 
@@ -27,6 +28,8 @@ enum Command {
     Bench(bench_cmd::BenchCommand),
     /// Run a monitor in the foreground (until Ctrl-C or SIGTERM).
     Mon(mon_cmd::MonArgs),
+    /// Run an OSD in the foreground (until Ctrl-C or SIGTERM).
+    Osd(osd_cmd::OsdArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         Command::Placement(command) => placement_cmd::run(command),
         Command::Bench(command) => bench_cmd::run(command),
         Command::Mon(args) => mon_cmd::run(args),
+        Command::Osd(args) => osd_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -78,7 +78,7 @@ pub fn run(args: MonArgs) -> CliResult {
     Ok(())
 }
 
-async fn cancel_on_signal(shutdown: CancellationToken) {
+pub async fn cancel_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = match signal(SignalKind::terminate()) {
         Ok(stream) => stream,

@@ -3,8 +3,9 @@
 //! them to the acting set and answers clients only when every acting OSD has
 //! made a write durable.
 //!
-//! Not here yet: networking and the daemon shell, reads, erasure-coded
-//! pools, and peering/recovery (issue 5). The PG log is kept (bounded, in
+//! The [`daemon`] is the async shell around the PG cores (store, network,
+//! monitor); [`proto`] holds the client and peer messages. Not here yet:
+//! erasure-coded pools, and peering/recovery (issue 5). The PG log is kept (bounded, in
 //! memory and in the PG collection's metadata keys) so peering can compare
 //! histories; until then a write whose fate an interval change left open is
 //! neither answered nor re-applied (`RetryReason::AwaitingPeering`).
@@ -14,10 +15,13 @@
 //! send, replies to give — with no I/O, clock or async, so the daemon and the
 //! deterministic simulator drive the same code.
 
+pub mod daemon;
 pub mod limits;
 pub mod log;
 pub mod pg;
+pub mod proto;
 
+pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;
 pub use log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use pg::{

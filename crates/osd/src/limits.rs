@@ -32,3 +32,30 @@ impl Default for PgLimits {
         }
     }
 }
+
+/// How often the daemon tells the monitor it is alive; well under the
+/// monitor's default 20 s down grace, so one lost heartbeat is harmless.
+pub const HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often the daemon asks the monitor for map changes. A message or
+/// request naming a newer epoch triggers a fetch at once, so this only
+/// bounds how stale an idle OSD's map gets.
+pub const MAP_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Longest wait for one monitor call (boot, heartbeat, map fetch).
+pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a starting OSD keeps trying to reach the monitor and boot.
+pub const BOOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Longest a client write waits for durability on the acting set before the
+/// client is told `Timeout` (it may then resend with the same request id).
+pub const CLIENT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sub-writes a replica holds that arrived ahead of their predecessor (the
+/// wire server runs handlers concurrently, so one connection's frames may be
+/// handled out of order); beyond it they are dropped.
+pub const PARKED_SUB_WRITES_MAX: usize = INFLIGHT_MAX;
+
+/// Omap entries one `OmapGetRange` returns at most, whatever the client asks.
+pub const OMAP_RANGE_ENTRIES_MAX: u32 = 4096;

@@ -1,0 +1,1012 @@
+//! The OSD daemon: the async shell around the PG cores.
+//!
+//! It opens the local store, boots with the monitor (keeping the id it is
+//! given in `DATA_DIR/osd_id`), heartbeats, follows the map epoch by epoch,
+//! keeps a [`Pg`] for every PG of a replicated pool whose acting set holds
+//! this OSD, and serves [`crate::proto`] messages: client writes go through
+//! the PG core, whose [`Effects`] this shell executes (store transactions on
+//! two store threads, PG messages over one cached connection per peer,
+//! replies to waiting clients); client reads are served from the store by
+//! the primary of an active PG.
+//!
+//! Interval epochs must agree between primary and replicas, so the map is
+//! replayed one incremental at a time from genesis (epoch 1) and a PG's
+//! interval starts at the first epoch its acting set, primary or min_size
+//! took their current value. If the monitor no longer holds the
+//! incrementals, the full map is taken and changed PGs start their
+//! interval at its epoch (they then agree again at the next change).
+//!
+//! Restarts, until peering exists: a PG whose collection existed before
+//! this process started may have missed writes while the OSD was away, and
+//! the OSD cannot tell from the map alone whether its acting set changed
+//! meanwhile (it only sees maps from now on). So such a PG is *unpeered*:
+//! as primary it answers every client op `Retry`; as replica it still
+//! applies sub-writes (the primary's log decides what is current).
+
+use crate::PgLimits;
+use crate::limits::{
+    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, HEARTBEAT_INTERVAL, MAP_REFRESH_INTERVAL, MON_CALL_TIMEOUT,
+    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX,
+};
+use crate::log::{LogResult, ReqId, Version};
+use crate::pg::{Effects, Interval, Pg, PgEvent, PgMsg, Reply, StoreWrite, SubWrite};
+use crate::proto::{
+    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError, OpKind, OpOutput, PeerMsg,
+    decode_pg_msg, encode_pg_msg,
+};
+use bytes::Bytes;
+use cairn_mon::proto::MonCommand;
+use cairn_mon::{
+    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, Reply as MonReply,
+};
+use cairn_placement::{ClusterMap, Placement, Redundancy, Weight};
+use cairn_store::{
+    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
+    Transaction,
+};
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
+use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
+use serde_bytes::ByteBuf;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// How an OSD runs.
+#[derive(Clone, Debug)]
+pub struct OsdConfig {
+    /// Holds `store/` (the object store) and `osd_id`.
+    pub data_dir: PathBuf,
+    /// Address to serve on; also what the monitor tells clients and peers.
+    pub addr: SocketAddr,
+    pub mon_addr: String,
+    pub host: String,
+    pub rack: String,
+    pub device_class: String,
+    pub weight: Weight,
+    /// The id to boot as; `None` takes the one saved in the data dir, or a
+    /// new one from the monitor.
+    pub id: Option<OsdId>,
+}
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum OsdError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("monitor: {0}")]
+    Mon(#[from] MonError),
+    #[error("I/O on {path}: {error}")]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Runs the OSD until the process ends.
+///
+/// # Errors
+/// Start-up failures: the store does not open, the address is taken, the
+/// monitor cannot be reached to boot within [`BOOT_TIMEOUT`].
+pub async fn run(config: OsdConfig) -> Result<(), OsdError> {
+    run_until(config, CancellationToken::new()).await
+}
+
+/// Runs the OSD until `shutdown` is cancelled.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result<(), OsdError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| OsdError::Io { path, error }
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(io_err(&config.data_dir))?;
+    let store_dir = config.data_dir.join("store");
+    let store =
+        tokio::task::spawn_blocking(move || DiskStore::open(&store_dir, StoreConfig::default()))
+            .await
+            .map_err(|e| OsdError::Config(format!("store open task: {e}")))??;
+    let store = Arc::new(store);
+    let preexisting: HashSet<CollectionId> = store.collections()?.into_iter().collect();
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|error| OsdError::Io {
+            path: PathBuf::from(config.addr.to_string()),
+            error,
+        })?;
+    let mon = MonLink::new(config.mon_addr.clone());
+    let whoami = boot(&mon, &config, store.capacity()?.total_bytes).await?;
+    tracing::info!(osd = whoami.0, addr = %config.addr, "booted");
+    let (store_tx, commits) = start_store_threads(store.clone());
+    let osd = Arc::new(Osd {
+        whoami,
+        config,
+        store,
+        store_tx,
+        preexisting,
+        mon,
+        map: RwLock::new(MapView::genesis()),
+        map_fetch: tokio::sync::Mutex::new(()),
+        pgs: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashMap::new()),
+        peers: tokio::sync::Mutex::new(HashMap::new()),
+    });
+    if let Err(error) = osd.refresh_map().await {
+        tracing::warn!(%error, "first map fetch failed; retrying in the background");
+    }
+    let tasks = [
+        tokio::spawn(commit_loop(osd.clone(), commits)),
+        tokio::spawn(heartbeat_loop(osd.clone())),
+        tokio::spawn(map_loop(osd.clone())),
+    ];
+    let handler_osd = osd.clone();
+    let handler = move |frame: Frame| {
+        let osd = handler_osd.clone();
+        async move { osd.handle_frame(frame).await }
+    };
+    let options = ServeOptions {
+        shutdown,
+        ..ServeOptions::default()
+    };
+    cairn_wire::serve(listener, handler, options).await;
+    for task in tasks {
+        task.abort();
+    }
+    tracing::info!(osd = whoami.0, "stopped");
+    Ok(())
+}
+
+/// The id file: the monitor's id for this OSD, so a restart keeps it.
+fn id_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("osd_id")
+}
+
+fn load_id(data_dir: &Path) -> Result<Option<OsdId>, OsdError> {
+    let path = id_path(data_dir);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse::<u32>()
+            .map(|id| Some(OsdId(id)))
+            .map_err(|_| OsdError::Config(format!("{} holds no OSD id", path.display()))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(OsdError::Io { path, error }),
+    }
+}
+
+/// Writes the id durably (temp file, fsync, rename) so a crash leaves
+/// either no id or the whole id.
+fn save_id(data_dir: &Path, id: OsdId) -> Result<(), OsdError> {
+    let path = id_path(data_dir);
+    let tmp = data_dir.join("osd_id.tmp");
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, format!("{}\n", id.0).as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(data_dir)?.sync_all()
+    };
+    write().map_err(|error| OsdError::Io { path, error })
+}
+
+/// Boots with the monitor, retrying until [`BOOT_TIMEOUT`]; persists the id.
+async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<OsdId, OsdError> {
+    let saved = load_id(&config.data_dir)?;
+    if let (Some(saved), Some(asked)) = (saved, config.id)
+        && saved != asked
+    {
+        return Err(OsdError::Config(format!(
+            "data dir belongs to osd.{}, not osd.{}",
+            saved.0, asked.0
+        )));
+    }
+    let id = saved.or(config.id);
+    let command = MonCommand::OsdBoot {
+        id,
+        addr: config.addr.to_string(),
+        host: config.host.clone(),
+        rack: config.rack.clone(),
+        device_class: config.device_class.clone(),
+        weight: config.weight,
+        capacity_bytes,
+    };
+    let deadline = tokio::time::Instant::now() + BOOT_TIMEOUT;
+    let reply = loop {
+        match mon.command(command.clone()).await {
+            Ok(reply) => break reply,
+            Err(error @ MonError::Wire(_)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(%error, "monitor not reachable yet");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    let MonReply::OsdBooted { osd, .. } = reply else {
+        return Err(OsdError::Config(format!("unexpected boot reply {reply:?}")));
+    };
+    if id.is_some_and(|id| id != osd) {
+        return Err(OsdError::Config(format!(
+            "monitor booted us as osd.{}",
+            osd.0
+        )));
+    }
+    if saved != Some(osd) {
+        save_id(&config.data_dir, osd)?;
+    }
+    Ok(osd)
+}
+
+/// A monitor connection that reconnects after failures.
+#[derive(Debug)]
+struct MonLink {
+    addr: String,
+    client: tokio::sync::Mutex<Option<MonClient>>,
+}
+
+impl MonLink {
+    fn new(addr: String) -> MonLink {
+        MonLink {
+            addr,
+            client: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn client(&self) -> Result<MonClient, MonError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref() {
+            return Ok(client.clone());
+        }
+        let options = ConnectOptions {
+            connect_timeout: MON_CALL_TIMEOUT,
+            request_timeout: MON_CALL_TIMEOUT,
+            ..ConnectOptions::default()
+        };
+        let client = MonClient::connect_with(self.addr.as_str(), options).await?;
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets the connection after a transport error, so the next call
+    /// reconnects.
+    async fn check<T>(&self, result: Result<T, MonError>) -> Result<T, MonError> {
+        if matches!(result, Err(MonError::Wire(_))) {
+            *self.client.lock().await = None;
+        }
+        result
+    }
+
+    async fn command(&self, command: MonCommand) -> Result<MonReply, MonError> {
+        let result = match self.client().await {
+            Ok(client) => client.command(command).await,
+            Err(e) => Err(e),
+        };
+        self.check(result).await
+    }
+
+    async fn heartbeat(&self, osd: OsdId) -> Result<MonReply, MonError> {
+        let result = match self.client().await {
+            Ok(client) => client.heartbeat(osd).await,
+            Err(e) => Err(e),
+        };
+        self.check(result).await
+    }
+
+    async fn get_map(&self, have: Epoch) -> Result<MapFetch, MonError> {
+        let result = match self.client().await {
+            Ok(client) => client.get_map(have).await,
+            Err(e) => Err(e),
+        };
+        self.check(result).await
+    }
+}
+
+/// The map as this OSD follows it, with every replicated PG's interval.
+#[derive(Debug)]
+struct MapView {
+    state: MonState,
+    placement: Placement,
+    intervals: HashMap<PgId, Interval>,
+}
+
+impl MapView {
+    /// The monitor's first map: empty, epoch 1.
+    fn genesis() -> MapView {
+        let state = MonState {
+            map: ClusterMap {
+                epoch: Epoch(1),
+                ..ClusterMap::default()
+            },
+            ..MonState::default()
+        };
+        MapView {
+            placement: Placement::new(&state.map),
+            state,
+            intervals: HashMap::new(),
+        }
+    }
+
+    fn epoch(&self) -> Epoch {
+        self.state.map.epoch
+    }
+
+    /// Applies the next epoch's incremental; `false` if it is not the next.
+    fn advance(&mut self, inc: &Incremental) -> bool {
+        if inc.epoch != self.epoch().next() {
+            return false;
+        }
+        self.state.apply(inc);
+        self.recompute();
+        true
+    }
+
+    /// Jumps to a full map (history unavailable).
+    fn jump(&mut self, map: ClusterMap, endpoints: Vec<(OsdId, OsdEndpoint)>) {
+        self.state = MonState {
+            map,
+            endpoints: endpoints.into_iter().collect(),
+        };
+        self.recompute();
+    }
+
+    /// Recomputes intervals at the current epoch: an unchanged PG keeps its
+    /// start, a changed or new one starts now.
+    fn recompute(&mut self) {
+        self.placement = Placement::new(&self.state.map);
+        let epoch = self.epoch();
+        let mut intervals = HashMap::new();
+        for pool in &self.state.map.pools {
+            let Redundancy::Replicated { min_size, .. } = pool.redundancy else {
+                continue;
+            };
+            for seed in 0..pool.pg_num {
+                let pg = PgId::new(pool.id, seed);
+                let Ok(mapping) = self.placement.map_pg(pg) else {
+                    continue;
+                };
+                let now = Interval {
+                    epoch_started: epoch,
+                    acting: mapping.acting.iter().flatten().copied().collect(),
+                    primary: mapping.primary,
+                    min_size,
+                };
+                let interval = match self.intervals.get(&pg) {
+                    Some(old)
+                        if old.acting == now.acting
+                            && old.primary == now.primary
+                            && old.min_size == now.min_size =>
+                    {
+                        old.clone()
+                    }
+                    _ => now,
+                };
+                intervals.insert(pg, interval);
+            }
+        }
+        self.intervals = intervals;
+    }
+
+    fn redundancy(&self, pool: PoolId) -> Option<Redundancy> {
+        self.placement.pool(pool).map(|p| p.redundancy)
+    }
+}
+
+/// One PG this OSD holds, with the sub-writes that arrived early.
+#[derive(Debug)]
+struct PgSlot {
+    pg: Pg,
+    /// Sub-writes of the current interval waiting for their predecessor,
+    /// keyed by the version they follow.
+    parked: BTreeMap<Version, SubWrite>,
+    /// The collection predates this process: see the module docs.
+    unpeered: bool,
+}
+
+impl PgSlot {
+    fn handle(&mut self, event: PgEvent) -> Effects {
+        let event = match event {
+            PgEvent::SubWrite(write)
+                if write.interval_epoch == self.pg.interval().epoch_started
+                    && write.prior > self.pg.last_update() =>
+            {
+                if self.parked.len() < PARKED_SUB_WRITES_MAX {
+                    self.parked.insert(write.prior, write);
+                }
+                return Effects::default();
+            }
+            PgEvent::IntervalChange(interval) => {
+                self.parked.clear();
+                PgEvent::IntervalChange(interval)
+            }
+            other => other,
+        };
+        let mut fx = self.pg.handle(event);
+        while let Some(next) = self.parked.remove(&self.pg.last_update()) {
+            let more = self.pg.handle(PgEvent::SubWrite(next));
+            fx.store.extend(more.store);
+            fx.send.extend(more.send);
+            fx.replies.extend(more.replies);
+            fx.log.extend(more.log);
+        }
+        fx
+    }
+}
+
+/// What the store threads report: a PG's version is durable, or failed.
+type Committed = (PgId, Version, Result<(), StoreError>);
+
+/// Starts the store's submitter (submits in the order transactions were
+/// queued, which is version order per PG) and waiter (reports commits).
+/// The channels are unbounded: what is in them is bounded by each PG's
+/// in-flight limit (`PgLimits::inflight_max`), and a bounded queue here
+/// could block the PG lock against the commit loop that drains it.
+fn start_store_threads(
+    store: Arc<DiskStore>,
+) -> (
+    std::sync::mpsc::Sender<(PgId, StoreWrite)>,
+    mpsc::UnboundedReceiver<Committed>,
+) {
+    let (store_tx, store_rx) = std::sync::mpsc::channel::<(PgId, StoreWrite)>();
+    let (wait_tx, wait_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for (pg, write) in store_rx {
+            let commit = store.submit(write.txn);
+            if wait_tx.send((pg, write.version, commit)).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (pg, version, commit) in wait_rx {
+            if done_tx.send((pg, version, commit.wait())).is_err() {
+                break;
+            }
+        }
+    });
+    (store_tx, done_rx)
+}
+
+async fn commit_loop(osd: Arc<Osd>, mut commits: mpsc::UnboundedReceiver<Committed>) {
+    while let Some((pg, version, result)) = commits.recv().await {
+        match result {
+            Ok(()) => {
+                osd.feed(pg, PgEvent::LocalCommitted { version }).await;
+            }
+            // The write stays unacknowledged; its client times out.
+            Err(error) => tracing::error!(%pg, %version, %error, "store write failed"),
+        }
+    }
+}
+
+async fn heartbeat_loop(osd: Arc<Osd>) {
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    loop {
+        tick.tick().await;
+        match osd.mon.heartbeat(osd.whoami).await {
+            Ok(MonReply::Heartbeat { up: false, .. }) => {
+                tracing::warn!(osd = osd.whoami.0, "marked down; booting again");
+                let capacity = osd.store.capacity().map_or(0, |c| c.total_bytes);
+                if let Err(error) = boot(&osd.mon, &osd.config, capacity).await {
+                    tracing::warn!(%error, "re-boot failed");
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "heartbeat failed"),
+        }
+    }
+}
+
+async fn map_loop(osd: Arc<Osd>) {
+    let mut tick = tokio::time::interval(MAP_REFRESH_INTERVAL);
+    loop {
+        tick.tick().await;
+        if let Err(error) = osd.refresh_map().await {
+            tracing::warn!(%error, "map refresh failed");
+        }
+    }
+}
+
+type Waiters = HashMap<ReqId, Vec<oneshot::Sender<Reply>>>;
+
+/// The daemon's shared state.
+#[derive(Debug)]
+struct Osd {
+    whoami: OsdId,
+    config: OsdConfig,
+    store: Arc<DiskStore>,
+    store_tx: std::sync::mpsc::Sender<(PgId, StoreWrite)>,
+    preexisting: HashSet<CollectionId>,
+    mon: MonLink,
+    map: RwLock<MapView>,
+    /// One map fetch at a time.
+    map_fetch: tokio::sync::Mutex<()>,
+    pgs: Mutex<HashMap<PgId, PgSlot>>,
+    /// Clients waiting for a write's reply.
+    pending: Mutex<Waiters>,
+    peers: tokio::sync::Mutex<HashMap<String, Connection>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section leaves the data consistent; a panic elsewhere
+    // aborts the process anyway.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Osd {
+    fn map_epoch(&self) -> Epoch {
+        self.map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .epoch()
+    }
+
+    /// Fetches map changes, replays them, and brings the PGs up to date.
+    async fn refresh_map(&self) -> Result<(), OsdError> {
+        let _one = self.map_fetch.lock().await;
+        let have = self.map_epoch();
+        let fetch = tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have))
+            .await
+            .map_err(|_| MonError::Wire("map fetch timed out".into()))??;
+        {
+            let mut view = self.map.write().unwrap_or_else(PoisonError::into_inner);
+            match fetch {
+                MapFetch::Incrementals { incrementals, .. } => {
+                    for inc in &incrementals {
+                        if inc.epoch > view.epoch() && !view.advance(inc) {
+                            tracing::warn!(epoch = inc.epoch.0, "incremental out of order");
+                            break;
+                        }
+                    }
+                }
+                MapFetch::Full { map, endpoints, .. } => {
+                    if map.epoch > view.epoch() {
+                        tracing::info!(epoch = map.epoch.0, "history gone: took the full map");
+                        view.jump(map, endpoints);
+                    }
+                }
+            }
+        }
+        self.sync_pgs().await;
+        Ok(())
+    }
+
+    /// Creates the PGs this OSD newly acts for and tells existing ones of
+    /// interval changes.
+    async fn sync_pgs(&self) {
+        let intervals: Vec<(PgId, Interval)> = {
+            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            view.intervals
+                .iter()
+                .map(|(pg, interval)| (*pg, interval.clone()))
+                .collect()
+        };
+        for (pg, interval) in intervals {
+            let known = lock(&self.pgs)
+                .get(&pg)
+                .map(|s| s.pg.interval().epoch_started);
+            match known {
+                Some(started) if interval.epoch_started > started => {
+                    self.feed(pg, PgEvent::IntervalChange(interval)).await;
+                }
+                Some(_) => {}
+                None if interval.acting.contains(&self.whoami) => {
+                    if let Err(error) = self.create_pg(pg, interval).await {
+                        tracing::error!(%pg, %error, "cannot create PG");
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    async fn create_pg(&self, pg: PgId, interval: Interval) -> Result<(), OsdError> {
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if store.collections()?.contains(&collection) {
+                return Ok(());
+            }
+            store.apply(Transaction::new(collection).with(Op::CreateCollection))
+        })
+        .await
+        .map_err(|e| OsdError::Config(format!("create task: {e}")))??;
+        let core = Pg::new(pg, self.whoami, interval, PgLimits::default())
+            .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
+        let unpeered = self.preexisting.contains(&collection);
+        if unpeered {
+            tracing::warn!(%pg, "PG held data before this start; unpeered until peering exists");
+        }
+        lock(&self.pgs).entry(pg).or_insert(PgSlot {
+            pg: core,
+            parked: BTreeMap::new(),
+            unpeered,
+        });
+        Ok(())
+    }
+
+    /// Feeds one event to a PG and executes its effects; `false` if this OSD
+    /// holds no such PG.
+    async fn feed(&self, pg: PgId, event: PgEvent) -> bool {
+        let fx = {
+            let mut pgs = lock(&self.pgs);
+            let Some(slot) = pgs.get_mut(&pg) else {
+                return false;
+            };
+            let mut fx = slot.handle(event);
+            // Queued under the PG lock, so the store sees versions in order.
+            for write in fx.store.drain(..) {
+                if self.store_tx.send((pg, write)).is_err() {
+                    tracing::error!(%pg, "store threads stopped");
+                }
+            }
+            fx
+        };
+        self.execute(pg, fx).await;
+        true
+    }
+
+    async fn execute(&self, pg: PgId, fx: Effects) {
+        for ignored in fx.log {
+            tracing::debug!(%pg, %ignored, "PG ignored an input");
+        }
+        if !fx.replies.is_empty() {
+            let mut pending = lock(&self.pending);
+            for (req, reply) in fx.replies {
+                for waiter in pending.remove(&req).unwrap_or_default() {
+                    drop(waiter.send(reply.clone()));
+                }
+            }
+        }
+        for (osd, msg) in fx.send {
+            self.send_to_peer(osd, pg, &msg).await;
+        }
+    }
+
+    /// Sends a PG message, reconnecting once if the cached connection died.
+    /// A message that cannot be sent is dropped: the write it belongs to
+    /// waits for the next interval (logged).
+    async fn send_to_peer(&self, osd: OsdId, pg: PgId, msg: &PgMsg) {
+        let addr = {
+            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            view.state.endpoints.get(&osd).map(|e| e.addr.clone())
+        };
+        let Some(addr) = addr else {
+            tracing::warn!(%pg, osd = osd.0, "no endpoint for peer");
+            return;
+        };
+        let (body, data) = match encode_pg_msg(pg, msg) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                tracing::error!(%pg, %error, "cannot encode PG message");
+                return;
+            }
+        };
+        let mut last_error = None;
+        for _attempt in 0..2 {
+            match self.peer(&addr).await {
+                Ok(conn) => match conn.send(&body, data.clone()).await {
+                    Ok(()) => return,
+                    Err(error) => {
+                        self.peers.lock().await.remove(&addr);
+                        last_error = Some(error);
+                    }
+                },
+                Err(error) => last_error = Some(error),
+            }
+        }
+        if let Some(error) = last_error {
+            tracing::warn!(%pg, osd = osd.0, %addr, %error, "PG message to peer lost");
+        }
+    }
+
+    async fn peer(&self, addr: &str) -> Result<Connection, WireError> {
+        let mut peers = self.peers.lock().await;
+        if let Some(conn) = peers.get(addr).filter(|c| !c.is_closed()) {
+            return Ok(conn.clone());
+        }
+        let conn = Connection::connect(addr, ConnectOptions::default()).await?;
+        peers.insert(addr.to_owned(), conn.clone());
+        Ok(conn)
+    }
+
+    async fn handle_frame(&self, frame: Frame) -> Option<Frame> {
+        match frame.kind {
+            KIND_CLIENT_OP => {
+                let (reply, data) = match frame.decode_body::<ClientOp>() {
+                    Ok(op) => self.client_op(op, frame.data).await,
+                    Err(error) => (
+                        ClientReply::err(OpError::Invalid(error.to_string())),
+                        Bytes::new(),
+                    ),
+                };
+                Frame::response(frame.request_id, &reply, data).ok()
+            }
+            KIND_PEER_MSG => {
+                match frame.decode_body::<PeerMsg>() {
+                    Ok(msg) => match decode_pg_msg(msg, &frame.data) {
+                        Ok((pg, msg)) => self.peer_msg(pg, msg).await,
+                        Err(error) => tracing::warn!(%error, "malformed peer message"),
+                    },
+                    Err(error) => tracing::warn!(%error, "malformed peer message"),
+                }
+                None
+            }
+            kind => {
+                tracing::warn!(kind, "unknown message kind");
+                let reply = ClientReply::err(OpError::Invalid(format!("unknown kind {kind:#06x}")));
+                (frame.request_id != 0)
+                    .then(|| Frame::response(frame.request_id, &reply, Bytes::new()).ok())
+                    .flatten()
+            }
+        }
+    }
+
+    async fn peer_msg(&self, pg: PgId, msg: PgMsg) {
+        if let PgMsg::SubWrite(write) = &msg {
+            let started = lock(&self.pgs)
+                .get(&pg)
+                .map(|s| s.pg.interval().epoch_started);
+            if started.is_none_or(|s| s < write.interval_epoch)
+                && let Err(error) = self.refresh_map().await
+            {
+                tracing::warn!(%error, "map refresh for a newer sub-write failed");
+            }
+        }
+        if !self.feed(pg, msg.into()).await {
+            tracing::debug!(%pg, "message for a PG this OSD does not hold");
+        }
+    }
+
+    fn retry(&self, reason: impl Into<String>) -> (ClientReply, Bytes) {
+        let error = OpError::Retry {
+            epoch: self.map_epoch().0,
+            reason: reason.into(),
+        };
+        (ClientReply::err(error), Bytes::new())
+    }
+
+    async fn client_op(&self, op: ClientOp, data: Bytes) -> (ClientReply, Bytes) {
+        if op.epoch > self.map_epoch()
+            && let Err(error) = self.refresh_map().await
+        {
+            tracing::warn!(%error, "map refresh for a newer client failed");
+        }
+        let redundancy = self
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .redundancy(op.pg.pool);
+        match redundancy {
+            None => return self.retry(format!("pool {} not in this OSD's map", op.pg.pool.0)),
+            Some(Redundancy::Erasure { .. }) => {
+                let error = OpError::NotSupported("erasure-coded pools are not served yet".into());
+                return (ClientReply::err(error), Bytes::new());
+            }
+            Some(Redundancy::Replicated { .. }) => {}
+        }
+        if let Err(reason) = self.check_servable(op.pg, op.epoch, !op.op.is_write()) {
+            return self.retry(reason);
+        }
+        if op.op.is_write() {
+            (self.client_write(op, data).await, Bytes::new())
+        } else {
+            self.client_read(op).await
+        }
+    }
+
+    /// Whether this OSD may serve the PG now; the `Err` is the retry reason.
+    /// Reads need the primary of an interval the client knows; writes leave
+    /// that check to the PG core.
+    fn check_servable(&self, pg: PgId, client_epoch: Epoch, read: bool) -> Result<(), String> {
+        let pgs = lock(&self.pgs);
+        let Some(slot) = pgs.get(&pg) else {
+            return Err(format!("PG {pg} is not held by osd.{}", self.whoami.0));
+        };
+        let interval = slot.pg.interval();
+        if slot.unpeered && interval.primary == Some(self.whoami) {
+            return Err(format!("PG {pg} awaits peering after a restart"));
+        }
+        if read && interval.primary != Some(self.whoami) {
+            return Err(format!("osd.{} is not primary of {pg}", self.whoami.0));
+        }
+        if read && interval.epoch_started > client_epoch {
+            return Err(format!(
+                "PG {pg} interval started at {}, after the client's {client_epoch}",
+                interval.epoch_started
+            ));
+        }
+        Ok(())
+    }
+
+    async fn client_write(&self, op: ClientOp, data: Bytes) -> ClientReply {
+        let object = Bytes::from(op.object.into_vec());
+        let Some(ops) = op.op.store_ops(&object, data) else {
+            return ClientReply::err(OpError::Invalid("not a write".into()));
+        };
+        let req: ReqId = op.req.into();
+        let (waiter, reply) = oneshot::channel();
+        lock(&self.pending).entry(req).or_default().push(waiter);
+        let event = PgEvent::ClientWrite {
+            req,
+            client_epoch: op.epoch,
+            object,
+            ops,
+        };
+        if !self.feed(op.pg, event).await {
+            self.forget_waiters(req);
+            return self.retry(format!("PG {} is not held here", op.pg)).0;
+        }
+        match tokio::time::timeout(CLIENT_WRITE_TIMEOUT, reply).await {
+            Ok(Ok(reply)) => self.to_client_reply(reply),
+            _ => {
+                self.forget_waiters(req);
+                ClientReply::err(OpError::Timeout(format!(
+                    "write not durable on the acting set within {CLIENT_WRITE_TIMEOUT:?}"
+                )))
+            }
+        }
+    }
+
+    fn forget_waiters(&self, req: ReqId) {
+        let mut pending = lock(&self.pending);
+        if let Some(waiters) = pending.get_mut(&req) {
+            waiters.retain(|w| !w.is_closed());
+            if waiters.is_empty() {
+                pending.remove(&req);
+            }
+        }
+    }
+
+    fn to_client_reply(&self, reply: Reply) -> ClientReply {
+        let (result, version) = match reply {
+            Reply::Done {
+                version,
+                result: LogResult::Ok { object_version },
+            } => (
+                Ok(OpOutput::Written { object_version }),
+                Some(version.into()),
+            ),
+            Reply::Done {
+                version,
+                result: LogResult::Err { code },
+            } => (
+                Err(OpError::Store(format!("write failed with code {code}"))),
+                Some(version.into()),
+            ),
+            Reply::Retry { reason } => (
+                Err(OpError::Retry {
+                    epoch: self.map_epoch().0,
+                    reason: format!("{reason:?}"),
+                }),
+                None,
+            ),
+            Reply::Blocked {
+                acting_count,
+                min_size,
+            } => (
+                Err(OpError::Blocked {
+                    acting_count,
+                    min_size,
+                }),
+                None,
+            ),
+            Reply::Busy { inflight_max } => (
+                Err(OpError::Busy {
+                    inflight_max: u32::try_from(inflight_max).unwrap_or(u32::MAX),
+                }),
+                None,
+            ),
+            Reply::Invalid { reason } => (Err(OpError::Invalid(reason.to_string())), None),
+        };
+        ClientReply { result, version }
+    }
+
+    async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
+        let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
+        let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
+        let store = self.store.clone();
+        let kind = op.op;
+        let read =
+            tokio::task::spawn_blocking(move || read_op(&*store, collection, &key, kind)).await;
+        match read {
+            Ok(Ok((output, data))) => (
+                ClientReply {
+                    result: Ok(output),
+                    version: None,
+                },
+                data,
+            ),
+            Ok(Err(error)) => (ClientReply::err(error), Bytes::new()),
+            Err(error) => (
+                ClientReply::err(OpError::Store(format!("read task: {error}"))),
+                Bytes::new(),
+            ),
+        }
+    }
+}
+
+fn to_bufs(entries: impl IntoIterator<Item = (Bytes, Bytes)>) -> Vec<(ByteBuf, ByteBuf)> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
+        .collect()
+}
+
+/// Serves one read-only op from the store.
+fn read_op(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    kind: OpKind,
+) -> Result<(OpOutput, Bytes), OpError> {
+    let output = match kind {
+        OpKind::Read { offset, length } => {
+            let options = ReadOptions {
+                offset_bytes: offset,
+                length_bytes: length,
+                verify_checksum: true,
+            };
+            let data = store.read(collection, key, options).map_err(op_error)?;
+            return Ok((OpOutput::Data, data));
+        }
+        OpKind::Stat => {
+            let stat = store.stat(collection, key).map_err(op_error)?;
+            OpOutput::Stat {
+                size_bytes: stat.size_bytes,
+                version: stat.version,
+            }
+        }
+        OpKind::GetXattrs => {
+            OpOutput::Xattrs(to_bufs(store.xattrs(collection, key).map_err(op_error)?))
+        }
+        OpKind::OmapGetRange { after, limit } => {
+            let limit = usize::try_from(limit.min(OMAP_RANGE_ENTRIES_MAX)).unwrap_or(usize::MAX);
+            let entries = store
+                .omap_range(collection, key, after.as_deref().map(|a| &a[..]), limit)
+                .map_err(op_error)?;
+            OpOutput::Omap(to_bufs(entries))
+        }
+        write => return Err(OpError::Invalid(format!("{write:?} is not a read"))),
+    };
+    Ok((output, Bytes::new()))
+}
+
+fn op_error(error: StoreError) -> OpError {
+    match error {
+        StoreError::NotFound { .. } => OpError::NotFound,
+        StoreError::Invalid(why) => OpError::Invalid(why),
+        other => OpError::Store(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_file_round_trips_and_rejects_junk() {
+        let dir = std::env::temp_dir().join(format!("cairn-osd-id-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        assert!(matches!(load_id(&dir), Ok(None)));
+        save_id(&dir, OsdId(7)).expect("save");
+        assert!(matches!(load_id(&dir), Ok(Some(OsdId(7)))));
+        std::fs::write(id_path(&dir), "seven").expect("write");
+        assert!(matches!(load_id(&dir), Err(OsdError::Config(_))));
+        drop(std::fs::remove_dir_all(&dir));
+    }
+
+    #[test]
+    fn map_replay_takes_only_the_next_epoch() {
+        let mut view = MapView::genesis();
+        assert!(view.advance(&Incremental::new(Epoch(2))));
+        assert!(!view.advance(&Incremental::new(Epoch(9))), "gaps refused");
+        assert!(view.advance(&Incremental::new(Epoch(3))));
+        assert_eq!(view.epoch(), Epoch(3));
+        assert!(view.intervals.is_empty());
+    }
+}

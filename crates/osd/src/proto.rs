@@ -1,0 +1,555 @@
+//! The OSD's messages: client ↔ OSD operations and OSD ↔ OSD PG messages.
+//!
+//! Message kinds `0x0200..=0x02ff` belong to the OSD; they are frozen once
+//! assigned. Bulk object data never goes through serde: it travels in the
+//! frame's data segment (a write's payload, a read's result, a sub-write's
+//! payloads concatenated). Small values (xattrs, omap entries) ride in the
+//! postcard body, bounded by the wire's 1 MiB body limit.
+//!
+//! | kind | message | direction |
+//! |---|---|---|
+//! | `0x0200` | [`ClientOp`] | client → primary, request |
+//! | `0x0201` | [`ClientReply`] | primary → client, response (also to any malformed request) |
+//! | `0x0202` | [`PeerMsg`] | OSD → OSD, one-way (request id 0) |
+
+use crate::log::{LogEntry, ReqId, Version};
+use crate::pg::{PgMsg, SubWrite, SubWriteAck};
+use bytes::{Bytes, BytesMut};
+use cairn_store::{ObjectKey, Op};
+use cairn_types::{Epoch, OsdId, PgId};
+use cairn_wire::Message;
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+use std::collections::BTreeMap;
+
+pub const KIND_CLIENT_OP: u16 = 0x0200;
+pub const KIND_CLIENT_REPLY: u16 = 0x0201;
+pub const KIND_PEER_MSG: u16 = 0x0202;
+
+/// A client request's identity on the wire ([`ReqId`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReqIdWire {
+    pub client: u64,
+    pub tid: u64,
+}
+
+impl From<ReqId> for ReqIdWire {
+    fn from(r: ReqId) -> ReqIdWire {
+        ReqIdWire {
+            client: r.client,
+            tid: r.tid,
+        }
+    }
+}
+
+impl From<ReqIdWire> for ReqId {
+    fn from(r: ReqIdWire) -> ReqId {
+        ReqId {
+            client: r.client,
+            tid: r.tid,
+        }
+    }
+}
+
+/// A PG version on the wire ([`Version`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionWire {
+    pub epoch: u64,
+    pub seq: u64,
+}
+
+impl From<Version> for VersionWire {
+    fn from(v: Version) -> VersionWire {
+        VersionWire {
+            epoch: v.epoch.0,
+            seq: v.seq,
+        }
+    }
+}
+
+impl From<VersionWire> for Version {
+    fn from(v: VersionWire) -> Version {
+        Version::new(v.epoch, v.seq)
+    }
+}
+
+/// What a client asks of one object. Writes carry their payload in the
+/// frame's data segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpKind {
+    /// Replaces the whole object with the data segment.
+    WriteFull,
+    /// Writes the data segment at `offset`.
+    Write {
+        offset: u64,
+    },
+    /// Appends the data segment.
+    Append,
+    /// Reads `length` bytes (`None`: to the end) from `offset`.
+    Read {
+        offset: u64,
+        length: Option<u64>,
+    },
+    Stat,
+    Remove,
+    /// Sets xattr `name` to the data segment (creating the object).
+    SetXattr {
+        name: ByteBuf,
+    },
+    GetXattrs,
+    /// Sets omap entries (creating the object).
+    OmapSet {
+        entries: Vec<(ByteBuf, ByteBuf)>,
+    },
+    /// Omap entries with keys `> after`, at most `limit`.
+    OmapGetRange {
+        after: Option<ByteBuf>,
+        limit: u32,
+    },
+}
+
+impl OpKind {
+    /// Whether the op changes the object (goes through the PG's write path).
+    #[must_use]
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            OpKind::WriteFull
+                | OpKind::Write { .. }
+                | OpKind::Append
+                | OpKind::Remove
+                | OpKind::SetXattr { .. }
+                | OpKind::OmapSet { .. }
+        )
+    }
+
+    /// The store operations of a write on `object` with payload `data`;
+    /// `None` for reads.
+    #[must_use]
+    pub fn store_ops(&self, object: &Bytes, data: Bytes) -> Option<Vec<Op>> {
+        let object = ObjectKey::new(object.clone());
+        let touch = Op::Touch {
+            object: object.clone(),
+        };
+        Some(match self {
+            OpKind::WriteFull => vec![Op::WriteFull { object, data }],
+            OpKind::Write { offset } => vec![Op::Write {
+                object,
+                offset: *offset,
+                data,
+            }],
+            OpKind::Append => vec![Op::Append { object, data }],
+            OpKind::Remove => vec![Op::Remove { object }],
+            OpKind::SetXattr { name } => {
+                let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data)]);
+                vec![touch, Op::SetXattrs { object, xattrs }]
+            }
+            OpKind::OmapSet { entries } => {
+                let entries = entries
+                    .iter()
+                    .map(|(k, v)| (Bytes::from(k.to_vec()), Bytes::from(v.to_vec())))
+                    .collect();
+                vec![touch, Op::OmapSet { object, entries }]
+            }
+            OpKind::Read { .. }
+            | OpKind::Stat
+            | OpKind::GetXattrs
+            | OpKind::OmapGetRange { .. } => return None,
+        })
+    }
+}
+
+/// Request `KIND_CLIENT_OP`: one operation on one object of PG `pg`, sent
+/// to the PG's primary as the client's map at `epoch` computes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOp {
+    pub pg: PgId,
+    pub epoch: Epoch,
+    pub req: ReqIdWire,
+    pub object: ByteBuf,
+    pub op: OpKind,
+}
+
+impl Message for ClientOp {
+    const KIND: u16 = KIND_CLIENT_OP;
+}
+
+/// A successful answer. Read data is in the frame's data segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpOutput {
+    /// A write is durable on every acting OSD.
+    Written {
+        object_version: u64,
+    },
+    /// The data segment holds the bytes read.
+    Data,
+    Stat {
+        size_bytes: u64,
+        version: u64,
+    },
+    Xattrs(Vec<(ByteBuf, ByteBuf)>),
+    Omap(Vec<(ByteBuf, ByteBuf)>),
+}
+
+/// Why an operation failed. `Retry`, `Blocked` and `Busy` say nothing was
+/// done: refetch the map (Retry) or wait (Blocked, Busy) and resend with
+/// the same request id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum OpError {
+    /// Not primary, interval newer than the client's map, interval changed
+    /// mid-write, or PG not yet servable; `epoch` is the OSD's map epoch.
+    #[error("retry after refetching the map (OSD at epoch {epoch}): {reason}")]
+    Retry { epoch: u64, reason: String },
+    #[error("PG has {acting_count} acting OSDs, fewer than min_size {min_size}")]
+    Blocked { acting_count: u32, min_size: u32 },
+    #[error("PG busy ({inflight_max} writes in flight)")]
+    Busy { inflight_max: u32 },
+    #[error("object not found")]
+    NotFound,
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("not supported: {0}")]
+    NotSupported(String),
+    #[error("store error: {0}")]
+    Store(String),
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+/// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientReply {
+    pub result: Result<OpOutput, OpError>,
+    pub version: Option<VersionWire>,
+}
+
+impl Message for ClientReply {
+    const KIND: u16 = KIND_CLIENT_REPLY;
+}
+
+impl ClientReply {
+    #[must_use]
+    pub fn err(error: OpError) -> ClientReply {
+        ClientReply {
+            result: Err(error),
+            version: None,
+        }
+    }
+}
+
+/// One store operation of a sub-write, on the entry's object. Payload
+/// lengths index the data segment in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpWire {
+    WriteFull { len: u64 },
+    Write { offset: u64, len: u64 },
+    Append { len: u64 },
+    Truncate { size: u64 },
+    Zero { offset: u64, length: u64 },
+    Touch,
+    Remove,
+    SetVersion { version: u64 },
+    SetXattrs(Vec<(ByteBuf, ByteBuf)>),
+    RemoveXattr(ByteBuf),
+    OmapSet(Vec<(ByteBuf, ByteBuf)>),
+    OmapRemove(Vec<ByteBuf>),
+    OmapRemoveRange { start: ByteBuf, end: ByteBuf },
+    OmapClear,
+}
+
+/// Message `KIND_PEER_MSG`: a PG message between OSDs. A sub-write's
+/// payloads are the data segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerMsg {
+    SubWrite {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        /// [`LogEntry::encode`].
+        entry: ByteBuf,
+        ops: Vec<OpWire>,
+        prior: VersionWire,
+        committed_to: VersionWire,
+    },
+    SubWriteAck {
+        pg: PgId,
+        from: OsdId,
+        version: VersionWire,
+    },
+}
+
+impl Message for PeerMsg {
+    const KIND: u16 = KIND_PEER_MSG;
+}
+
+/// A peer message that does not decode into a PG message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeerDecodeError {
+    #[error("bad log entry: {0}")]
+    Entry(String),
+    #[error("payload lengths do not match the {0}-byte data segment")]
+    DataLength(usize),
+    #[error("op {0} cannot travel in a sub-write")]
+    Unsupported(String),
+}
+
+fn bufs(map: &BTreeMap<Bytes, Bytes>) -> Vec<(ByteBuf, ByteBuf)> {
+    map.iter()
+        .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
+        .collect()
+}
+
+fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect()
+}
+
+fn buf(b: &Bytes) -> ByteBuf {
+    ByteBuf::from(b.to_vec())
+}
+
+fn unbuf(b: ByteBuf) -> Bytes {
+    Bytes::from(b.into_vec())
+}
+
+/// Encodes a PG message for `pg`; returns the body and the data segment.
+///
+/// # Errors
+/// An op a client write never produces (collection or metadata ops).
+pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDecodeError> {
+    let write = match msg {
+        PgMsg::SubWriteAck(ack) => {
+            let body = PeerMsg::SubWriteAck {
+                pg,
+                from: ack.from,
+                version: ack.version.into(),
+            };
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::SubWrite(write) => write,
+    };
+    let mut payloads: Vec<Bytes> = Vec::new();
+    let mut ops = Vec::with_capacity(write.ops.len());
+    for op in &write.ops {
+        let len = |data: &Bytes| data.len() as u64;
+        ops.push(match op {
+            Op::WriteFull { data, .. } => {
+                payloads.push(data.clone());
+                OpWire::WriteFull { len: len(data) }
+            }
+            Op::Write { offset, data, .. } => {
+                payloads.push(data.clone());
+                OpWire::Write {
+                    offset: *offset,
+                    len: len(data),
+                }
+            }
+            Op::Append { data, .. } => {
+                payloads.push(data.clone());
+                OpWire::Append { len: len(data) }
+            }
+            Op::Truncate { size, .. } => OpWire::Truncate { size: *size },
+            Op::Zero { offset, length, .. } => OpWire::Zero {
+                offset: *offset,
+                length: *length,
+            },
+            Op::Touch { .. } => OpWire::Touch,
+            Op::Remove { .. } => OpWire::Remove,
+            Op::SetVersion { version, .. } => OpWire::SetVersion { version: *version },
+            Op::SetXattrs { xattrs, .. } => OpWire::SetXattrs(bufs(xattrs)),
+            Op::RemoveXattr { name, .. } => OpWire::RemoveXattr(buf(name)),
+            Op::OmapSet { entries, .. } => OpWire::OmapSet(bufs(entries)),
+            Op::OmapRemove { keys, .. } => OpWire::OmapRemove(keys.iter().map(buf).collect()),
+            Op::OmapRemoveRange { start, end, .. } => OpWire::OmapRemoveRange {
+                start: buf(start),
+                end: buf(end),
+            },
+            Op::OmapClear { .. } => OpWire::OmapClear,
+            other => return Err(PeerDecodeError::Unsupported(format!("{other:?}"))),
+        });
+    }
+    // One payload (the usual case) travels without a copy.
+    let data = match payloads.len() {
+        0 => Bytes::new(),
+        1 => payloads.swap_remove(0),
+        _ => {
+            let mut all = BytesMut::new();
+            for p in &payloads {
+                all.extend_from_slice(p);
+            }
+            all.freeze()
+        }
+    };
+    let body = PeerMsg::SubWrite {
+        pg,
+        from: write.from,
+        interval_epoch: write.interval_epoch,
+        entry: ByteBuf::from(write.entry.encode().to_vec()),
+        ops,
+        prior: write.prior.into(),
+        committed_to: write.committed_to.into(),
+    };
+    Ok((body, data))
+}
+
+/// Decodes a peer message and its data segment into the PG it is for and
+/// the PG message. Validates lengths; the PG core validates the rest.
+///
+/// # Errors
+/// [`PeerDecodeError`] for a malformed entry or mismatched payloads.
+pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecodeError> {
+    let (pg, from, interval_epoch, entry, wire_ops, prior, committed_to) = match msg {
+        PeerMsg::SubWriteAck { pg, from, version } => {
+            let ack = SubWriteAck {
+                from,
+                version: version.into(),
+            };
+            return Ok((pg, PgMsg::SubWriteAck(ack)));
+        }
+        PeerMsg::SubWrite {
+            pg,
+            from,
+            interval_epoch,
+            entry,
+            ops,
+            prior,
+            committed_to,
+        } => (pg, from, interval_epoch, entry, ops, prior, committed_to),
+    };
+    let entry = LogEntry::decode(&entry).map_err(|e| PeerDecodeError::Entry(e.to_string()))?;
+    let object = ObjectKey::new(entry.object.clone());
+    let mut at = 0usize;
+    let mut take = |len: u64| -> Result<Bytes, PeerDecodeError> {
+        let bad = || PeerDecodeError::DataLength(data.len());
+        let len = usize::try_from(len).map_err(|_| bad())?;
+        let end = at
+            .checked_add(len)
+            .filter(|e| *e <= data.len())
+            .ok_or_else(bad)?;
+        let slice = data.slice(at..end);
+        at = end;
+        Ok(slice)
+    };
+    let mut ops = Vec::with_capacity(wire_ops.len());
+    for op in wire_ops {
+        let object = object.clone();
+        ops.push(match op {
+            OpWire::WriteFull { len } => Op::WriteFull {
+                object,
+                data: take(len)?,
+            },
+            OpWire::Write { offset, len } => Op::Write {
+                object,
+                offset,
+                data: take(len)?,
+            },
+            OpWire::Append { len } => Op::Append {
+                object,
+                data: take(len)?,
+            },
+            OpWire::Truncate { size } => Op::Truncate { object, size },
+            OpWire::Zero { offset, length } => Op::Zero {
+                object,
+                offset,
+                length,
+            },
+            OpWire::Touch => Op::Touch { object },
+            OpWire::Remove => Op::Remove { object },
+            OpWire::SetVersion { version } => Op::SetVersion { object, version },
+            OpWire::SetXattrs(x) => Op::SetXattrs {
+                object,
+                xattrs: unbufs(x),
+            },
+            OpWire::RemoveXattr(name) => Op::RemoveXattr {
+                object,
+                name: unbuf(name),
+            },
+            OpWire::OmapSet(e) => Op::OmapSet {
+                object,
+                entries: unbufs(e),
+            },
+            OpWire::OmapRemove(keys) => Op::OmapRemove {
+                object,
+                keys: keys.into_iter().map(unbuf).collect(),
+            },
+            OpWire::OmapRemoveRange { start, end } => Op::OmapRemoveRange {
+                object,
+                start: unbuf(start),
+                end: unbuf(end),
+            },
+            OpWire::OmapClear => Op::OmapClear { object },
+        });
+    }
+    if at != data.len() {
+        return Err(PeerDecodeError::DataLength(data.len()));
+    }
+    let write = SubWrite {
+        from,
+        interval_epoch,
+        entry,
+        ops,
+        prior: prior.into(),
+        committed_to: committed_to.into(),
+    };
+    Ok((pg, PgMsg::SubWrite(write)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{LogKind, LogResult};
+    use cairn_types::PoolId;
+
+    #[test]
+    fn sub_write_round_trips_with_data_outside_the_body() {
+        let pg = PgId::new(PoolId(3), 5);
+        let object = Bytes::from_static(b"obj");
+        let payload = Bytes::from(vec![7u8; 4096]);
+        let mut ops = OpKind::WriteFull
+            .store_ops(&object, payload.clone())
+            .expect("a write");
+        ops.extend(
+            OpKind::SetXattr {
+                name: ByteBuf::from(b"k".to_vec()),
+            }
+            .store_ops(&object, Bytes::from_static(b"v"))
+            .expect("a write"),
+        );
+        let write = SubWrite {
+            from: OsdId(1),
+            interval_epoch: Epoch(9),
+            entry: LogEntry {
+                version: Version::new(9, 4),
+                object: object.clone(),
+                kind: LogKind::Write,
+                req: ReqId { client: 1, tid: 2 },
+                result: LogResult::Ok { object_version: 4 },
+            },
+            ops,
+            prior: Version::new(9, 3),
+            committed_to: Version::new(9, 2),
+        };
+        let msg = PgMsg::SubWrite(write);
+        let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
+        assert_eq!(data, payload, "the payload is the data segment, uncopied");
+        let bytes = postcard::to_allocvec(&body).expect("postcard");
+        assert!(bytes.len() < 200, "payload kept out of the body");
+        let back: PeerMsg = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(decode_pg_msg(back.clone(), &data), Ok((pg, msg)));
+        let short = data.slice(..100);
+        assert!(matches!(
+            decode_pg_msg(back, &short),
+            Err(PeerDecodeError::DataLength(100))
+        ));
+    }
+
+    #[test]
+    fn reads_have_no_store_ops() {
+        let object = Bytes::from_static(b"o");
+        assert!(OpKind::Stat.store_ops(&object, Bytes::new()).is_none());
+        assert!(!OpKind::GetXattrs.is_write());
+        assert!(OpKind::Append.is_write());
+    }
+}

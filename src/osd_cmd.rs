@@ -1,0 +1,69 @@
+//! `cairn osd`: runs an OSD in the foreground until Ctrl-C or SIGTERM.
+
+use crate::output::CliResult;
+use cairn_osd::OsdConfig;
+use cairn_placement::Weight;
+use cairn_types::OsdId;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `cairn osd`.
+#[derive(Debug, Args)]
+pub struct OsdArgs {
+    /// Directory of the OSD's store and id (created if missing).
+    #[arg(long = "data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Monitor address.
+    #[arg(long = "mon", value_name = "ADDR", default_value = "127.0.0.1:6789")]
+    mon_addr: String,
+    /// Address to serve on (told to the monitor, clients and peers).
+    #[arg(long, default_value = "127.0.0.1:6800")]
+    addr: SocketAddr,
+    /// Host name in the placement hierarchy.
+    #[arg(long, default_value = "localhost")]
+    host: String,
+    /// Rack name in the placement hierarchy.
+    #[arg(long, default_value = "rack0")]
+    rack: String,
+    /// Device class (hdd, ssd, nvme, ...).
+    #[arg(long = "class", default_value = "hdd")]
+    device_class: String,
+    /// Placement weight (1.0 per TiB is customary).
+    #[arg(long, default_value_t = 1.0)]
+    weight: f64,
+    /// Boot as this OSD id (default: the one saved in the data dir, or new).
+    #[arg(long)]
+    id: Option<u32>,
+}
+
+pub fn run(args: OsdArgs) -> CliResult {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let weight = Weight::from_f64(args.weight)?;
+    let config = OsdConfig {
+        data_dir: args.data_dir,
+        addr: args.addr,
+        mon_addr: args.mon_addr,
+        host: args.host,
+        rack: args.rack,
+        device_class: args.device_class,
+        weight,
+        id: args.id.map(OsdId),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(crate::mon_cmd::cancel_on_signal(shutdown.clone()));
+        cairn_osd::run_until(config, shutdown).await
+    })?;
+    Ok(())
+}
