@@ -1,0 +1,616 @@
+//! [`Client`]: the map follower and request executor.
+
+use crate::error::ClientError;
+use crate::limits::ClientOptions;
+use bytes::Bytes;
+use cairn_mon::proto::MapFetch;
+use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
+use cairn_osd::proto::{ClientOp, ClientReply, OpError, OpKind, OpOutput, ReqIdWire};
+use cairn_placement::{ClusterMap, Placement};
+use cairn_types::{Epoch, OsdId, PgId};
+use cairn_wire::{ConnectOptions, Connection};
+use serde_bytes::ByteBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// A request's identity, kept across its retries so OSDs deduplicate it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId {
+    /// Random per [`Client`].
+    pub client: u64,
+    /// Increments per request (not per attempt).
+    pub tid: u64,
+}
+
+/// Which bytes of an object to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadRange {
+    pub offset_bytes: u64,
+    /// `None`: to the end of the object.
+    pub length_bytes: Option<u64>,
+}
+
+/// What `stat` tells about an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectStat {
+    pub size_bytes: u64,
+    pub version: u64,
+}
+
+/// The map as last fetched, with what is derived from it.
+#[derive(Debug)]
+struct MapView {
+    map: Arc<ClusterMap>,
+    placement: Placement,
+    endpoints: HashMap<OsdId, OsdEndpoint>,
+    fetched_at: Instant,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mon_addr: String,
+    options: ClientOptions,
+    client_id: u64,
+    tid_next: AtomicU64,
+    mon: tokio::sync::Mutex<Option<MonClient>>,
+    view: Mutex<Option<Arc<MapView>>>,
+    /// One connection per OSD address.
+    connections: Mutex<HashMap<String, Connection>>,
+}
+
+/// A connection to a Cairn cluster; clone it freely (clones share the map,
+/// the connections and the request-id sequence).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// How one attempt ended.
+enum Attempt {
+    Done(OpOutput, Bytes),
+    /// Worth retrying; `refetch` asks for a fresh map first.
+    Again {
+        refetch: bool,
+        why: String,
+    },
+    Fail(ClientError),
+}
+
+fn random_u64() -> u64 {
+    // RandomState is seeded from the OS's randomness per process; mixing in
+    // time and pid keeps two clients in one process distinct too.
+    let mut hasher = std::hash::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section leaves the data consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Client {
+    /// Connects to the monitor at `mon_addr` and fetches the map.
+    ///
+    /// # Errors
+    /// [`ClientError::Mon`] if the monitor cannot be reached.
+    pub async fn connect(mon_addr: &str) -> Result<Client, ClientError> {
+        Client::connect_with(mon_addr, ClientOptions::default()).await
+    }
+
+    /// As [`Client::connect`], with explicit retry options.
+    ///
+    /// # Errors
+    /// [`ClientError::Mon`] if the monitor cannot be reached.
+    pub async fn connect_with(
+        mon_addr: &str,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        let client = Client {
+            inner: Arc::new(Inner {
+                mon_addr: mon_addr.to_owned(),
+                options,
+                client_id: random_u64(),
+                tid_next: AtomicU64::new(1),
+                mon: tokio::sync::Mutex::new(None),
+                view: Mutex::new(None),
+                connections: Mutex::new(HashMap::new()),
+            }),
+        };
+        client.refresh_map().await?;
+        Ok(client)
+    }
+
+    /// This client's random id (the `client` of every [`ReqId`]).
+    #[must_use]
+    pub fn id(&self) -> u64 {
+        self.inner.client_id
+    }
+
+    /// The map as last fetched.
+    ///
+    /// # Errors
+    /// [`ClientError::Mon`] if no map was ever fetched and fetching fails.
+    pub async fn map(&self) -> Result<Arc<ClusterMap>, ClientError> {
+        Ok(self.view(false).await?.map.clone())
+    }
+
+    /// Fetches the whole map from the monitor now.
+    ///
+    /// # Errors
+    /// [`ClientError::Mon`] on a monitor or transport failure.
+    pub async fn refresh_map(&self) -> Result<Arc<ClusterMap>, ClientError> {
+        Ok(self.view(true).await?.map.clone())
+    }
+
+    /// Runs a monitor command (pool create, OSD out, ...).
+    ///
+    /// # Errors
+    /// The command's error, or a transport error.
+    pub async fn mon_command(&self, command: MonCommand) -> Result<Reply, ClientError> {
+        let mon = self.mon().await?;
+        match mon.command(command).await {
+            Ok(reply) => Ok(reply),
+            Err(error) => {
+                if matches!(error, cairn_mon::MonError::Wire(_)) {
+                    *self.inner.mon.lock().await = None;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    async fn mon(&self) -> Result<MonClient, ClientError> {
+        let mut slot = self.inner.mon.lock().await;
+        if let Some(mon) = slot.as_ref() {
+            return Ok(mon.clone());
+        }
+        let options = ConnectOptions {
+            connect_timeout: self.inner.options.connect_timeout,
+            ..ConnectOptions::default()
+        };
+        let mon = MonClient::connect_with(self.inner.mon_addr.as_str(), options).await?;
+        *slot = Some(mon.clone());
+        Ok(mon)
+    }
+
+    /// The current map view; refetched if `force`, absent, or older than
+    /// the refresh interval.
+    async fn view(&self, force: bool) -> Result<Arc<MapView>, ClientError> {
+        let cached = lock(&self.inner.view).clone();
+        if let Some(view) = &cached {
+            let fresh = view.fetched_at.elapsed() < self.inner.options.map_refresh_interval;
+            if !force && fresh {
+                return Ok(view.clone());
+            }
+        }
+        let mon = self.mon().await?;
+        let fetched = match mon.get_map(Epoch(0)).await {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                *self.inner.mon.lock().await = None;
+                return Err(error.into());
+            }
+        };
+        let MapFetch::Full { map, endpoints, .. } = fetched else {
+            return Err(ClientError::Unexpected(
+                "monitor sent incrementals for a full-map request".into(),
+            ));
+        };
+        let view = Arc::new(MapView {
+            placement: Placement::new(&map),
+            map: Arc::new(map),
+            endpoints: endpoints.into_iter().collect(),
+            fetched_at: Instant::now(),
+        });
+        tracing::debug!(epoch = view.map.epoch.0, "map fetched");
+        *lock(&self.inner.view) = Some(view.clone());
+        Ok(view)
+    }
+
+    async fn connection(&self, addr: &str) -> Result<Connection, cairn_wire::WireError> {
+        if let Some(conn) = lock(&self.inner.connections)
+            .get(addr)
+            .filter(|c| !c.is_closed())
+        {
+            return Ok(conn.clone());
+        }
+        let options = ConnectOptions {
+            connect_timeout: self.inner.options.connect_timeout,
+            request_timeout: self.inner.options.op_deadline,
+            ..ConnectOptions::default()
+        };
+        let conn = Connection::connect(addr, options).await?;
+        lock(&self.inner.connections).insert(addr.to_owned(), conn.clone());
+        Ok(conn)
+    }
+
+    fn forget_connection(&self, addr: &str) {
+        if let Some(conn) = lock(&self.inner.connections).remove(addr) {
+            conn.close();
+        }
+    }
+
+    /// Runs `op` on `object` of `pool`, retrying until it succeeds, fails
+    /// for good, or the attempts or deadline run out.
+    async fn execute(
+        &self,
+        pool: &str,
+        object: &[u8],
+        op: OpKind,
+        data: Bytes,
+    ) -> Result<(OpOutput, Bytes), ClientError> {
+        let options = &self.inner.options;
+        let req = ReqId {
+            client: self.inner.client_id,
+            tid: self.inner.tid_next.fetch_add(1, Ordering::Relaxed),
+        };
+        let started = Instant::now();
+        let deadline = started + options.op_deadline;
+        let mut backoff = options.backoff_initial;
+        let mut refetch = false;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let outcome = match self.view(refetch).await {
+                Ok(view) => {
+                    self.attempt(&view, req, pool, object, &op, &data, deadline)
+                        .await
+                }
+                Err(error) => Attempt::Again {
+                    refetch: true,
+                    why: error.to_string(),
+                },
+            };
+            let why = match outcome {
+                Attempt::Done(output, bytes) => return Ok((output, bytes)),
+                Attempt::Fail(error) => return Err(error),
+                Attempt::Again {
+                    refetch: again,
+                    why,
+                } => {
+                    refetch = again;
+                    why
+                }
+            };
+            let now = Instant::now();
+            if attempts >= options.attempts_max || now + backoff >= deadline {
+                return Err(ClientError::GaveUp {
+                    attempts,
+                    elapsed_ms: millis(started.elapsed()),
+                    last: why,
+                });
+            }
+            tracing::debug!(tid = req.tid, attempts, %why, "retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(options.backoff_max);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        view: &MapView,
+        req: ReqId,
+        pool_name: &str,
+        object: &[u8],
+        op: &OpKind,
+        data: &Bytes,
+        deadline: Instant,
+    ) -> Attempt {
+        let Some(pool) = view.map.pool_by_name(pool_name) else {
+            // A pool just created may be missing from a stale map: refetch
+            // once before saying it does not exist.
+            if view.fetched_at.elapsed() > Duration::from_millis(200) {
+                return Attempt::Again {
+                    refetch: true,
+                    why: format!("pool {pool_name:?} not in map"),
+                };
+            }
+            return Attempt::Fail(ClientError::NoPool(pool_name.to_owned()));
+        };
+        let pg: PgId = cairn_placement::hash::object_pg(pool.id, pool.pg_num, object);
+        let primary = match view.placement.map_pg(pg) {
+            Ok(mapping) => mapping.primary,
+            Err(error) => {
+                return Attempt::Again {
+                    refetch: true,
+                    why: format!("PG {pg} cannot be placed: {error}"),
+                };
+            }
+        };
+        let Some(addr) = primary
+            .and_then(|osd| view.endpoints.get(&osd))
+            .map(|e| e.addr.clone())
+        else {
+            return Attempt::Again {
+                refetch: true,
+                why: format!("PG {pg} has no reachable primary"),
+            };
+        };
+        let request = ClientOp {
+            pg,
+            epoch: view.map.epoch,
+            req: ReqIdWire {
+                client: req.client,
+                tid: req.tid,
+            },
+            object: ByteBuf::from(object.to_vec()),
+            op: op.clone(),
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let call = async {
+            let conn = self.connection(&addr).await?;
+            conn.call::<ClientOp, ClientReply>(&request, data.clone())
+                .await
+        };
+        let (reply, bytes) = match tokio::time::timeout(remaining, call).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(error)) => {
+                self.forget_connection(&addr);
+                return Attempt::Again {
+                    refetch: true,
+                    why: format!("OSD {addr}: {error}"),
+                };
+            }
+            Err(_) => {
+                return Attempt::Again {
+                    refetch: true,
+                    why: format!("OSD {addr}: no answer before the deadline"),
+                };
+            }
+        };
+        classify(reply, bytes)
+    }
+
+    async fn write_op(
+        &self,
+        pool: &str,
+        object: &[u8],
+        op: OpKind,
+        data: Bytes,
+    ) -> Result<u64, ClientError> {
+        match self.execute(pool, object, op, data).await? {
+            (OpOutput::Written { object_version }, _) => Ok(object_version),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a write"))),
+        }
+    }
+
+    /// Replaces the whole object with `data`; returns the object's version.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn write_full(
+        &self,
+        pool: &str,
+        object: &[u8],
+        data: Bytes,
+    ) -> Result<u64, ClientError> {
+        self.write_op(pool, object, OpKind::WriteFull, data).await
+    }
+
+    /// Writes `data` at `offset_bytes`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn write(
+        &self,
+        pool: &str,
+        object: &[u8],
+        offset_bytes: u64,
+        data: Bytes,
+    ) -> Result<u64, ClientError> {
+        let op = OpKind::Write {
+            offset: offset_bytes,
+        };
+        self.write_op(pool, object, op, data).await
+    }
+
+    /// Appends `data`.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn append(&self, pool: &str, object: &[u8], data: Bytes) -> Result<u64, ClientError> {
+        self.write_op(pool, object, OpKind::Append, data).await
+    }
+
+    /// Reads `range` of the object.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn read(
+        &self,
+        pool: &str,
+        object: &[u8],
+        range: ReadRange,
+    ) -> Result<Bytes, ClientError> {
+        let op = OpKind::Read {
+            offset: range.offset_bytes,
+            length: range.length_bytes,
+        };
+        match self.execute(pool, object, op, Bytes::new()).await? {
+            (OpOutput::Data, bytes) => Ok(bytes),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a read"))),
+        }
+    }
+
+    /// The object's size and version.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn stat(&self, pool: &str, object: &[u8]) -> Result<ObjectStat, ClientError> {
+        match self
+            .execute(pool, object, OpKind::Stat, Bytes::new())
+            .await?
+        {
+            (
+                OpOutput::Stat {
+                    size_bytes,
+                    version,
+                },
+                _,
+            ) => Ok(ObjectStat {
+                size_bytes,
+                version,
+            }),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a stat"))),
+        }
+    }
+
+    /// Removes the object.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn remove(&self, pool: &str, object: &[u8]) -> Result<(), ClientError> {
+        self.write_op(pool, object, OpKind::Remove, Bytes::new())
+            .await
+            .map(drop)
+    }
+
+    /// Sets xattr `name` to `value` (creating the object).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn set_xattr(
+        &self,
+        pool: &str,
+        object: &[u8],
+        name: &[u8],
+        value: Bytes,
+    ) -> Result<u64, ClientError> {
+        let op = OpKind::SetXattr {
+            name: ByteBuf::from(name.to_vec()),
+        };
+        self.write_op(pool, object, op, value).await
+    }
+
+    /// Every xattr of the object, by name.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn get_xattrs(
+        &self,
+        pool: &str,
+        object: &[u8],
+    ) -> Result<BTreeMap<Bytes, Bytes>, ClientError> {
+        match self
+            .execute(pool, object, OpKind::GetXattrs, Bytes::new())
+            .await?
+        {
+            (OpOutput::Xattrs(entries), _) => Ok(unbufs(entries)),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for get_xattrs"))),
+        }
+    }
+
+    /// Sets omap entries (creating the object).
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn omap_set(
+        &self,
+        pool: &str,
+        object: &[u8],
+        entries: &BTreeMap<Bytes, Bytes>,
+    ) -> Result<u64, ClientError> {
+        let entries = entries
+            .iter()
+            .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
+            .collect();
+        self.write_op(pool, object, OpKind::OmapSet { entries }, Bytes::new())
+            .await
+    }
+
+    /// At most `limit` omap entries with keys after `after`, in key order.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn omap_range(
+        &self,
+        pool: &str,
+        object: &[u8],
+        after: Option<&[u8]>,
+        limit: u32,
+    ) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+        let op = OpKind::OmapGetRange {
+            after: after.map(|a| ByteBuf::from(a.to_vec())),
+            limit,
+        };
+        match self.execute(pool, object, op, Bytes::new()).await? {
+            (OpOutput::Omap(entries), _) => Ok(unbufs(entries).into_iter().collect()),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for omap_range"))),
+        }
+    }
+}
+
+fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect()
+}
+
+/// Sorts an OSD's answer into done, retry or fail.
+fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
+    match reply.result {
+        Ok(output) => Attempt::Done(output, bytes),
+        Err(error @ OpError::Retry { .. }) => Attempt::Again {
+            refetch: true,
+            why: error.to_string(),
+        },
+        Err(error @ (OpError::Blocked { .. } | OpError::Busy { .. } | OpError::Timeout(_))) => {
+            Attempt::Again {
+                refetch: false,
+                why: error.to_string(),
+            }
+        }
+        Err(OpError::NotFound) => Attempt::Fail(ClientError::NotFound),
+        Err(error) => Attempt::Fail(ClientError::Op(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_errors_are_retried_and_others_fail() {
+        let reply = |e| ClientReply::err(e);
+        let retry = OpError::Retry {
+            epoch: 3,
+            reason: "not primary".into(),
+        };
+        assert!(matches!(
+            classify(reply(retry), Bytes::new()),
+            Attempt::Again { refetch: true, .. }
+        ));
+        let busy = OpError::Busy { inflight_max: 1 };
+        assert!(matches!(
+            classify(reply(busy), Bytes::new()),
+            Attempt::Again { refetch: false, .. }
+        ));
+        assert!(matches!(
+            classify(reply(OpError::NotFound), Bytes::new()),
+            Attempt::Fail(ClientError::NotFound)
+        ));
+        assert!(matches!(
+            classify(reply(OpError::Invalid("x".into())), Bytes::new()),
+            Attempt::Fail(ClientError::Op(_))
+        ));
+    }
+
+    #[test]
+    fn client_ids_differ() {
+        assert_ne!(random_u64(), random_u64());
+    }
+}

@@ -1,0 +1,27 @@
+//! The client's one error type.
+
+use cairn_osd::proto::OpError;
+
+/// Why a client operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    #[error("object not found")]
+    NotFound,
+    #[error("pool {0:?} does not exist")]
+    NoPool(String),
+    /// The OSD refused the operation for a reason retrying cannot fix.
+    #[error("OSD refused the operation: {0}")]
+    Op(OpError),
+    #[error("monitor: {0}")]
+    Mon(#[from] cairn_mon::MonError),
+    #[error("gave up after {attempts} attempts in {elapsed_ms} ms; last error: {last}")]
+    GaveUp {
+        attempts: u32,
+        elapsed_ms: u64,
+        last: String,
+    },
+    #[error("unexpected reply: {0}")]
+    Unexpected(String),
+    #[error("client config: {0}")]
+    Config(String),
+}

@@ -1,0 +1,22 @@
+//! The Cairn client library: gets the cluster map from a monitor, computes
+//! each object's PG and primary itself with `cairn-placement`, and sends
+//! operations straight to the primary OSD, retrying through map changes.
+//! Everything that talks to a cluster (CLI, S3, file system, bench) is built
+//! on it. It does not run daemons and keeps no data of its own.
+//!
+//! The one design choice to know: a request keeps one [`ReqId`]
+//! (`client`, `tid`) across all of its retries, so an OSD that already
+//! applied a write answers the retry from its PG log instead of applying it
+//! twice. Retries are bounded by an attempt count and an overall deadline
+//! ([`ClientOptions`]).
+
+pub mod config;
+pub mod error;
+pub mod limits;
+
+mod client;
+
+pub use client::{Client, ObjectStat, ReadRange, ReqId};
+pub use config::{ClientConfig, config_path};
+pub use error::ClientError;
+pub use limits::ClientOptions;

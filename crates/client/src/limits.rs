@@ -1,0 +1,41 @@
+//! The client's bounds: retry backoff, attempts and deadlines.
+
+use std::time::Duration;
+
+/// Overall time one operation may take, across all its retries.
+pub const OP_DEADLINE_DEFAULT: Duration = Duration::from_secs(30);
+/// Attempts per operation before giving up even within the deadline.
+pub const ATTEMPTS_MAX_DEFAULT: u32 = 200;
+/// First wait after a retryable failure; doubles up to the maximum.
+pub const BACKOFF_INITIAL_DEFAULT: Duration = Duration::from_millis(20);
+/// Longest wait between attempts.
+pub const BACKOFF_MAX_DEFAULT: Duration = Duration::from_secs(1);
+/// A map older than this is refetched before the next operation, so a
+/// client notices map changes even when no OSD tells it to retry.
+pub const MAP_REFRESH_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// Time to open a TCP connection to a monitor or an OSD.
+pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How a [`crate::Client`] retries. Every field has a written-out default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub op_deadline: Duration,
+    pub attempts_max: u32,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    pub map_refresh_interval: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            op_deadline: OP_DEADLINE_DEFAULT,
+            attempts_max: ATTEMPTS_MAX_DEFAULT,
+            backoff_initial: BACKOFF_INITIAL_DEFAULT,
+            backoff_max: BACKOFF_MAX_DEFAULT,
+            map_refresh_interval: MAP_REFRESH_INTERVAL_DEFAULT,
+            connect_timeout: CONNECT_TIMEOUT_DEFAULT,
+        }
+    }
+}

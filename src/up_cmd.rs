@@ -1,0 +1,512 @@
+//! `cairn up` / `cairn down`: a whole local cluster (one monitor, N OSDs),
+//! each daemon a child process of this binary, supervised and restarted
+//! with backoff; `down` stops the supervisor, which stops its children.
+//!
+//! Layout under the data dir: `mon/`, `osd.N/`, `logs/*.log`, `run/*.pid`
+//! (children), `up.pid` (the supervisor), `up.ready` (written once the
+//! cluster serves; holds the summary), `cairn.toml` (the client config).
+
+use crate::output::CliResult;
+use cairn_client::{Client, ClientConfig, ClientError};
+use cairn_mon::MonCommand;
+use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
+use clap::Args;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Time for the cluster to come up (every OSD up in the map) before `up`
+/// gives up.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time `up --detach` waits for the background supervisor to report ready
+/// (the readiness timeout plus room to start processes).
+const DETACH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time children get to exit after SIGTERM before they are killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// Time `down` gives the supervisor (which itself waits `STOP_TIMEOUT`).
+const DOWN_TIMEOUT: Duration = Duration::from_secs(25);
+/// First restart delay of a crashed child; doubles up to the maximum.
+const RESTART_BACKOFF_INITIAL: Duration = Duration::from_millis(500);
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A child that ran this long before dying restarts with the initial delay.
+const RESTART_BACKOFF_RESET_AFTER: Duration = Duration::from_secs(60);
+/// How often the supervisor looks at its children.
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// Most OSDs one `cairn up` runs.
+const OSDS_MAX: u16 = 64;
+/// The pool created on first start.
+const DEFAULT_POOL: &str = "data";
+const DEFAULT_POOL_PG_NUM: u32 = 32;
+
+/// Flags of `cairn up`.
+#[derive(Debug, Args, Clone)]
+pub struct UpArgs {
+    /// Directory holding every daemon's data, logs and the client config.
+    #[arg(long = "data", value_name = "DIR", default_value = "/var/tmp/cairn")]
+    data_dir: PathBuf,
+    /// Number of OSDs.
+    #[arg(long, default_value_t = 3)]
+    osds: u16,
+    /// Run the supervisor in the background; return once the cluster is ready.
+    #[arg(long)]
+    detach: bool,
+    /// Leave a crashed daemon down instead of restarting it.
+    #[arg(long = "no-restart")]
+    no_restart: bool,
+    /// Monitor port; OSD N listens on base-port + 1 + N.
+    #[arg(long = "base-port", default_value_t = 6789)]
+    base_port: u16,
+    /// Internal: this process is the background supervisor of `--detach`.
+    #[arg(long, hide = true)]
+    supervise: bool,
+}
+
+/// Flags of `cairn down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The data dir `cairn up` ran with.
+    #[arg(long = "data", value_name = "DIR", default_value = "/var/tmp/cairn")]
+    data_dir: PathBuf,
+}
+
+impl UpArgs {
+    fn mon_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.base_port)
+    }
+
+    fn osd_addr(&self, index: u16) -> String {
+        let port = u32::from(self.base_port) + 1 + u32::from(index);
+        format!("127.0.0.1:{port}")
+    }
+
+    fn summary(&self) -> String {
+        let mut text = format!(
+            "cairn cluster up in {}\n  monitor  {}\n",
+            self.data_dir.display(),
+            self.mon_addr()
+        );
+        for index in 0..self.osds {
+            text.push_str(&format!("  osd.{index}    {}\n", self.osd_addr(index)));
+        }
+        text.push_str(&format!(
+            "  pool     {DEFAULT_POOL}\n  config   {}\n  logs     {}\n",
+            self.data_dir.join("cairn.toml").display(),
+            self.data_dir.join("logs").display()
+        ));
+        text
+    }
+}
+
+fn ready_file(dir: &Path) -> PathBuf {
+    dir.join("up.ready")
+}
+
+fn pid_file(dir: &Path) -> PathBuf {
+    dir.join("up.pid")
+}
+
+/// A pid from `path`, if the file holds one.
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` is a live (not zombie) `cairn` process; guards against
+/// signalling a process that reused a stale pid.
+fn is_live_cairn(pid: i32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let state_ok = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'));
+    state_ok && String::from_utf8_lossy(&cmdline).contains("cairn")
+}
+
+fn signal(pid: i32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        // ESRCH (already gone) is the outcome we want anyway.
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+pub fn run_up(args: UpArgs) -> CliResult {
+    if args.osds == 0 || args.osds > OSDS_MAX {
+        return Err(format!("--osds must be 1 to {OSDS_MAX}").into());
+    }
+    if u32::from(args.base_port) + u32::from(args.osds) > u32::from(u16::MAX) {
+        return Err("--base-port too high for that many OSDs".into());
+    }
+    std::fs::create_dir_all(args.data_dir.join("logs"))?;
+    std::fs::create_dir_all(args.data_dir.join("run"))?;
+    let running = read_pid(&pid_file(&args.data_dir)).filter(|p| is_live_cairn(*p));
+    if let Some(pid) = running.filter(|_| !args.supervise) {
+        let dir = args.data_dir.display();
+        return Err(format!(
+            "a cluster is already running in {dir} (supervisor pid {pid}); `cairn down --data {dir}` first"
+        )
+        .into());
+    }
+    drop(std::fs::remove_file(ready_file(&args.data_dir)));
+    if args.detach && !args.supervise {
+        return detach(&args);
+    }
+    std::fs::write(
+        pid_file(&args.data_dir),
+        format!("{}\n", std::process::id()),
+    )?;
+    let result = supervise(&args);
+    drop(std::fs::remove_file(pid_file(&args.data_dir)));
+    drop(std::fs::remove_file(ready_file(&args.data_dir)));
+    result
+}
+
+/// Starts the supervisor in the background and waits until it reports the
+/// cluster ready (or dies).
+fn detach(args: &UpArgs) -> CliResult {
+    let log = args.data_dir.join("logs").join("up.log");
+    let stderr = File::options().create(true).append(true).open(&log)?;
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg("up")
+        .arg("--supervise")
+        .arg("--data")
+        .arg(&args.data_dir)
+        .arg("--osds")
+        .arg(args.osds.to_string())
+        .arg("--base-port")
+        .arg(args.base_port.to_string());
+    if args.no_restart {
+        command.arg("--no-restart");
+    }
+    // Its own process group: the terminal's Ctrl-C does not reach it.
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(stderr.try_clone()?)
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()?;
+    let deadline = Instant::now() + DETACH_TIMEOUT;
+    loop {
+        if let Ok(summary) = std::fs::read_to_string(ready_file(&args.data_dir)) {
+            print!("{summary}");
+            println!("  supervisor pid {} (stop with `cairn down`)", child.id());
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            return Err(format!(
+                "supervisor exited ({status}) before the cluster was ready; see {}",
+                log.display()
+            )
+            .into());
+        }
+        if Instant::now() > deadline {
+            signal(
+                i32::try_from(child.id()).unwrap_or(0),
+                rustix::process::Signal::TERM,
+            );
+            return Err(format!(
+                "cluster not ready within {} s; see {}",
+                DETACH_TIMEOUT.as_secs(),
+                log.display()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One supervised child process.
+#[derive(Debug)]
+struct Daemon {
+    name: String,
+    args: Vec<String>,
+    child: Option<Child>,
+    started_at: Instant,
+    restart_at: Option<Instant>,
+    backoff: Duration,
+    restart_count: u32,
+}
+
+impl Daemon {
+    fn new(name: String, args: Vec<String>) -> Daemon {
+        Daemon {
+            name,
+            args,
+            child: None,
+            started_at: Instant::now(),
+            restart_at: None,
+            backoff: RESTART_BACKOFF_INITIAL,
+            restart_count: 0,
+        }
+    }
+
+    fn start(&mut self, dir: &Path) -> std::io::Result<()> {
+        let log_path = dir.join("logs").join(format!("{}.log", self.name));
+        let log = File::options().create(true).append(true).open(log_path)?;
+        // Own process group: a Ctrl-C reaches the supervisor only, which
+        // then stops the children in order.
+        let child = Command::new(std::env::current_exe()?)
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()?;
+        std::fs::write(
+            dir.join("run").join(format!("{}.pid", self.name)),
+            format!("{}\n", child.id()),
+        )?;
+        tracing::info!(daemon = %self.name, pid = child.id(), "started");
+        self.child = Some(child);
+        self.started_at = Instant::now();
+        self.restart_at = None;
+        Ok(())
+    }
+
+    /// Notices a dead child and schedules (or performs) its restart.
+    fn poll(&mut self, dir: &Path, restart: bool) {
+        if let Some(child) = &mut self.child {
+            match child.try_wait() {
+                Ok(None) => return,
+                Ok(Some(status)) => {
+                    tracing::warn!(daemon = %self.name, %status, "exited unexpectedly");
+                }
+                Err(error) => tracing::warn!(daemon = %self.name, %error, "cannot wait"),
+            }
+            self.child = None;
+            if !restart {
+                return;
+            }
+            if self.started_at.elapsed() > RESTART_BACKOFF_RESET_AFTER {
+                self.backoff = RESTART_BACKOFF_INITIAL;
+            }
+            self.restart_at = Some(Instant::now() + self.backoff);
+            self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+        }
+        if self.restart_at.is_some_and(|at| Instant::now() >= at) {
+            self.restart_count += 1;
+            tracing::info!(daemon = %self.name, restarts = self.restart_count, "restarting");
+            if let Err(error) = self.start(dir) {
+                tracing::warn!(daemon = %self.name, %error, "restart failed");
+                self.restart_at = Some(Instant::now() + self.backoff);
+            }
+        }
+    }
+}
+
+fn daemons(args: &UpArgs) -> Vec<Daemon> {
+    let dir = &args.data_dir;
+    let path = |p: PathBuf| p.display().to_string();
+    let mut list = vec![Daemon::new(
+        "mon".into(),
+        vec![
+            "mon".into(),
+            "--data".into(),
+            path(dir.join("mon")),
+            "--addr".into(),
+            args.mon_addr(),
+        ],
+    )];
+    for index in 0..args.osds {
+        list.push(Daemon::new(
+            format!("osd.{index}"),
+            vec![
+                "osd".into(),
+                "--data".into(),
+                path(dir.join(format!("osd.{index}"))),
+                "--mon".into(),
+                args.mon_addr(),
+                "--addr".into(),
+                args.osd_addr(index),
+            ],
+        ));
+    }
+    list
+}
+
+fn supervise(args: &UpArgs) -> CliResult {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut list = daemons(args);
+    let mut result = Ok(());
+    for daemon in &mut list {
+        if let Err(error) = daemon.start(&args.data_dir) {
+            result = Err(format!("cannot start {}: {error}", daemon.name).into());
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = runtime.block_on(supervise_loop(args, &mut list));
+    }
+    stop_all(&mut list, &args.data_dir);
+    result
+}
+
+async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(crate::mon_cmd::cancel_on_signal(shutdown.clone()));
+    let ready = wait_ready(args.clone());
+    tokio::pin!(ready);
+    let mut is_ready = false;
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            outcome = &mut ready, if !is_ready => {
+                outcome?;
+                is_ready = true;
+                let summary = args.summary();
+                std::fs::write(ready_file(&args.data_dir), &summary)?;
+                if !args.supervise {
+                    print!("{summary}");
+                    println!("  press Ctrl-C to stop");
+                }
+            }
+            _ = tick.tick() => {
+                for daemon in list.iter_mut() {
+                    daemon.poll(&args.data_dir, !args.no_restart);
+                }
+            }
+        }
+    }
+}
+
+/// Waits until every OSD is up, creates the default pool if missing and
+/// writes the client config.
+async fn wait_ready(args: UpArgs) -> CliResult {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mon_addr = args.mon_addr();
+    let not_ready = |what: String| -> CliResult {
+        Err(format!(
+            "cluster not ready within {} s: {what}",
+            READY_TIMEOUT.as_secs()
+        )
+        .into())
+    };
+    let client = loop {
+        match Client::connect(&mon_addr).await {
+            Ok(client) => break client,
+            Err(error) if Instant::now() > deadline => return not_ready(error.to_string()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let want = usize::from(args.osds);
+    loop {
+        let map = client.refresh_map().await?;
+        let up = map.osds.iter().filter(|o| o.up).count();
+        if up >= want {
+            break;
+        }
+        if Instant::now() > deadline {
+            return not_ready(format!("{up} of {want} OSDs up"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let map = client.refresh_map().await?;
+    if map.pool_by_name(DEFAULT_POOL).is_none() {
+        let size = u32::from(args.osds).min(3);
+        let command = MonCommand::PoolCreate {
+            name: DEFAULT_POOL.into(),
+            pg_num: DEFAULT_POOL_PG_NUM,
+            redundancy: RedundancySpec::Replicated {
+                size,
+                min_size: size.saturating_sub(1).max(1),
+            },
+            failure_domain: FailureDomainSpec::Osd,
+            device_class: None,
+        };
+        match client.mon_command(command).await {
+            Ok(_) | Err(ClientError::Mon(cairn_mon::MonError::PoolExists(_))) => {}
+            Err(error) => return Err(format!("creating pool {DEFAULT_POOL}: {error}").into()),
+        }
+    }
+    let config = ClientConfig { mon: mon_addr };
+    let path = args.data_dir.join("cairn.toml");
+    let temp = args.data_dir.join("cairn.toml.tmp");
+    std::fs::write(&temp, config.to_toml()?)?;
+    std::fs::rename(&temp, &path)?;
+    Ok(())
+}
+
+/// SIGTERM to every child (OSDs first, the monitor last), then SIGKILL to
+/// those still running after [`STOP_TIMEOUT`].
+fn stop_all(list: &mut [Daemon], dir: &Path) {
+    for daemon in list.iter_mut().rev() {
+        if let Some(child) = &daemon.child {
+            signal(
+                i32::try_from(child.id()).unwrap_or(0),
+                rustix::process::Signal::TERM,
+            );
+        }
+    }
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    for daemon in list.iter_mut().rev() {
+        let Some(mut child) = daemon.child.take() else {
+            continue;
+        };
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    tracing::warn!(daemon = %daemon.name, "ignored SIGTERM; killing");
+                    drop(child.kill());
+                    drop(child.wait());
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        drop(std::fs::remove_file(
+            dir.join("run").join(format!("{}.pid", daemon.name)),
+        ));
+        tracing::info!(daemon = %daemon.name, "stopped");
+    }
+}
+
+pub fn run_down(args: DownArgs) -> CliResult {
+    let dir = &args.data_dir;
+    match read_pid(&pid_file(dir)).filter(|p| is_live_cairn(*p)) {
+        Some(pid) => {
+            signal(pid, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + DOWN_TIMEOUT;
+            while is_live_cairn(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if is_live_cairn(pid) {
+                eprintln!("supervisor {pid} ignored SIGTERM; killing it");
+                signal(pid, rustix::process::Signal::KILL);
+            }
+            println!("cluster in {} stopped", dir.display());
+        }
+        None => println!("no cluster running in {}", dir.display()),
+    }
+    // Children the supervisor could not stop (it was killed): kill them by
+    // the pids it recorded.
+    if let Ok(entries) = std::fs::read_dir(dir.join("run")) {
+        for entry in entries.flatten() {
+            if let Some(pid) = read_pid(&entry.path()).filter(|p| is_live_cairn(*p)) {
+                eprintln!("killing leftover daemon pid {pid}");
+                signal(pid, rustix::process::Signal::KILL);
+            }
+            drop(std::fs::remove_file(entry.path()));
+        }
+    }
+    drop(std::fs::remove_file(pid_file(dir)));
+    drop(std::fs::remove_file(ready_file(dir)));
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `cairn up --detach` starts a real local cluster (a monitor and three
+//! OSDs as child processes); the CLI creates a pool, puts a 4 MiB object
+//! and small ones from files and stdin, gets them back byte-exact, sees
+//! three OSDs up in `status --json`; `cairn down` leaves no process behind.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `cairn down` and, failing that, kills every recorded pid when the
+/// test ends, also on panic.
+struct Cluster {
+    dir: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pids = recorded_pids(&self.dir);
+        drop(
+            Command::new(env!("CARGO_BIN_EXE_cairn"))
+                .arg("down")
+                .arg("--data")
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status(),
+        );
+        for pid in pids {
+            if is_running(pid) {
+                drop(
+                    Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status(),
+                );
+            }
+        }
+        drop(std::fs::remove_dir_all(&self.dir));
+    }
+}
+
+fn test_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = PathBuf::from(format!(
+        "/var/tmp/cairn-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
+
+/// The supervisor's pid and every daemon's, as `cairn up` recorded them.
+fn recorded_pids(dir: &Path) -> Vec<u32> {
+    let mut files = vec![dir.join("up.pid")];
+    if let Ok(entries) = std::fs::read_dir(dir.join("run")) {
+        files.extend(entries.flatten().map(|e| e.path()));
+    }
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (zombies count as gone).
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+/// Runs `cairn ARGS` with the cluster's config, bounded by [`WAIT`].
+fn cairn(conf: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .env("CAIRN_CONF", conf)
+        .env("RUST_LOG", "warn")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cairn");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        pipe.write_all(input).expect("write stdin");
+    }
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if !is_running(pid) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status(),
+        );
+    });
+    let output = child.wait_with_output().expect("wait");
+    drop(watchdog.join());
+    output
+}
+
+fn ok(output: Output, what: &str) -> Vec<u8> {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| u8::try_from(i % 251).unwrap_or(0) ^ seed)
+        .collect()
+}
+
+#[test]
+fn up_put_get_status_down() {
+    let dir = test_dir("cluster");
+    let cluster = Cluster { dir: dir.clone() };
+    let data = dir.display().to_string();
+    let conf = dir.join("cairn.toml");
+    let up = cairn(
+        &conf,
+        &[
+            "up",
+            "--detach",
+            "--data",
+            &data,
+            "--osds",
+            "3",
+            "--base-port",
+            "17100",
+        ],
+        None,
+    );
+    let summary = String::from_utf8_lossy(&ok(up, "cairn up")).into_owned();
+    assert!(summary.contains("127.0.0.1:17100"), "summary: {summary}");
+    assert!(conf.exists(), "cairn up writes the client config");
+    let pids = recorded_pids(&dir);
+    assert_eq!(pids.len(), 5, "supervisor, mon and 3 OSDs: {pids:?}");
+    assert!(pids.iter().all(|p| is_running(*p)));
+
+    let status = ok(cairn(&conf, &["status", "--json"], None), "status");
+    let status: serde_json::Value = serde_json::from_slice(&status).expect("json");
+    assert_eq!(status["osds_up"], 3, "{status}");
+    assert_eq!(status["osds_total"], 3, "{status}");
+    assert!(
+        status["pools"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "data")),
+        "default pool: {status}"
+    );
+
+    ok(
+        cairn(
+            &conf,
+            &["pool", "create", "objs", "--size", "3", "--pg-num", "16"],
+            None,
+        ),
+        "pool create",
+    );
+    let pools = ok(cairn(&conf, &["pool", "ls", "--json"], None), "pool ls");
+    let pools: serde_json::Value = serde_json::from_slice(&pools).expect("json");
+    assert!(
+        pools
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "objs"))
+    );
+
+    let objects: Vec<(String, Vec<u8>)> = [4usize << 20, 0, 1, 4096]
+        .iter()
+        .enumerate()
+        .map(|(i, size)| {
+            let seed = u8::try_from(i).unwrap_or(0);
+            (format!("obj-{size}"), pattern(*size, seed))
+        })
+        .collect();
+    for (name, bytes) in &objects {
+        let file = dir.join(format!("{name}.in"));
+        std::fs::write(&file, bytes).expect("write input");
+        let file = file.display().to_string();
+        ok(
+            cairn(
+                &conf,
+                &["object", "put", "--pool", "objs", name, &file],
+                None,
+            ),
+            "object put",
+        );
+    }
+    ok(
+        cairn(
+            &conf,
+            &["object", "put", "--pool", "objs", "from-stdin", "-"],
+            Some(b"hello"),
+        ),
+        "object put from stdin",
+    );
+    for (name, bytes) in &objects {
+        let out = dir.join(format!("{name}.out"));
+        let out_arg = out.display().to_string();
+        ok(
+            cairn(
+                &conf,
+                &["object", "get", "--pool", "objs", name, &out_arg],
+                None,
+            ),
+            "object get",
+        );
+        assert!(
+            std::fs::read(&out).expect("read output") == *bytes,
+            "{name} byte-exact"
+        );
+    }
+    let stdout = ok(
+        cairn(
+            &conf,
+            &["object", "get", "--pool", "objs", "from-stdin", "-"],
+            None,
+        ),
+        "object get to stdout",
+    );
+    assert_eq!(stdout, b"hello");
+    let stat = ok(
+        cairn(
+            &conf,
+            &["object", "stat", "--pool", "objs", "obj-4194304", "--json"],
+            None,
+        ),
+        "object stat",
+    );
+    let stat: serde_json::Value = serde_json::from_slice(&stat).expect("json");
+    assert_eq!(stat["size_bytes"], 4 << 20);
+    ok(
+        cairn(&conf, &["object", "rm", "--pool", "objs", "obj-1"], None),
+        "object rm",
+    );
+    let missing = cairn(&conf, &["object", "stat", "--pool", "objs", "obj-1"], None);
+    assert!(!missing.status.success(), "a removed object is gone");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+
+    let down = cairn(&conf, &["down", "--data", &data], None);
+    ok(down, "cairn down");
+    for pid in &pids {
+        assert!(
+            !is_running(*pid),
+            "pid {pid} still running after cairn down"
+        );
+    }
+    drop(cluster);
+}
