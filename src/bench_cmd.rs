@@ -12,6 +12,9 @@ pub enum BenchCommand {
     /// The local object store on a directory: durable 4 MiB writes, 4 MiB
     /// reads after dropping the page cache, durable 4 KiB writes.
     Store(StoreArgs),
+    /// A running cluster through the client library, like `rados bench`:
+    /// timed writes, then sequential or random reads of what was written.
+    Object(crate::bench_object::ObjectArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +65,7 @@ struct Combined<'a> {
 pub fn run(command: BenchCommand) -> CliResult {
     match command {
         BenchCommand::Store(args) => store(&args),
+        BenchCommand::Object(args) => crate::bench_object::run(&args),
     }
 }
 
@@ -273,7 +277,7 @@ fn print_report(report: &BenchReport) {
 }
 
 /// `1G`, `512M`, `64K`, or bytes.
-fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let (digits, unit) = text.trim().split_at(
         text.trim()
             .find(|c: char| !c.is_ascii_digit())
@@ -296,7 +300,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// `10s`, `500ms`, `2m`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let bad = || format!("{text:?} is not a duration like 10s, 500ms or 2m");
     let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);

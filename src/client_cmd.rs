@@ -1,8 +1,9 @@
-//! Client commands: `cairn status`, `cairn pool ...`, `cairn object ...`.
+//! Client commands: `cairn status`, `cairn df`, `cairn osd tree|out|in`,
+//! `cairn pool ...`, `cairn object ...`.
 //! Each finds the cluster through the client config: `--conf FILE`, else
 //! `CAIRN_CONF`, else `/var/tmp/cairn/cairn.toml`.
 
-use crate::output::{CliResult, print_json, table};
+use crate::output::{CliResult, fixed, print_json, table};
 use bytes::Bytes;
 use cairn_client::{Client, ClientConfig, ReadRange, config_path};
 use cairn_mon::MonCommand;
@@ -21,8 +22,13 @@ pub struct ConfArgs {
 }
 
 impl ConfArgs {
+    /// The config file these flags name.
+    pub fn path(&self) -> PathBuf {
+        config_path(self.conf.as_deref())
+    }
+
     fn load(&self) -> CliResult<ClientConfig> {
-        Ok(ClientConfig::load(&config_path(self.conf.as_deref()))?)
+        Ok(ClientConfig::load(&self.path())?)
     }
 }
 
@@ -67,6 +73,60 @@ pub enum PoolCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete a pool and all its objects.
+    Rm {
+        name: String,
+        /// Required: deleting a pool cannot be undone.
+        #[arg(long = "yes-i-really-mean-it")]
+        confirmed: bool,
+    },
+    /// Change a pool's PG counts (they only grow) or its min_size.
+    Set {
+        name: String,
+        #[arg(long = "pg-num")]
+        pg_num: Option<u32>,
+        #[arg(long = "pgp-num")]
+        pgp_num: Option<u32>,
+        #[arg(long = "min-size")]
+        min_size: Option<u32>,
+    },
+}
+
+/// `cairn osd tree|out|in` (the cluster-administration half of `cairn osd`).
+#[derive(Debug, Subcommand)]
+pub enum OsdAdminCommand {
+    /// The hierarchy rack → host → OSD with weights, up/down and in/out.
+    Tree {
+        #[command(flatten)]
+        conf: ConfArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark an OSD out: its data moves to the other OSDs.
+    Out {
+        #[command(flatten)]
+        conf: ConfArgs,
+        /// `osd.N` or `N`.
+        id: String,
+    },
+    /// Mark an OSD in again.
+    In {
+        #[command(flatten)]
+        conf: ConfArgs,
+        /// `osd.N` or `N`.
+        id: String,
+    },
+}
+
+/// Flags of `cairn df`.
+#[derive(Debug, Args)]
+pub struct DfArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `cairn object ...`.
@@ -110,13 +170,13 @@ pub enum ObjectCommand {
     },
 }
 
-fn runtime() -> CliResult<tokio::runtime::Runtime> {
+pub fn runtime() -> CliResult<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
 }
 
-async fn connect(conf: &ConfArgs) -> CliResult<Client> {
+pub async fn connect(conf: &ConfArgs) -> CliResult<Client> {
     let config = conf.load()?;
     Client::connect(&config.mon)
         .await
@@ -129,6 +189,7 @@ struct PoolSummary {
     name: String,
     redundancy: String,
     pg_num: u32,
+    pgp_num: u32,
     failure_domain: String,
 }
 
@@ -150,6 +211,7 @@ fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
             name: p.name.clone(),
             redundancy: p.redundancy.to_string(),
             pg_num: p.pg_num,
+            pgp_num: p.pgp_num,
             failure_domain: p.failure_domain.to_string(),
         })
         .collect()
@@ -214,6 +276,36 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                 };
                 client.mon_command(command).await?;
                 println!("pool {name} created");
+                Ok(())
+            }
+            PoolCommand::Rm { name, confirmed } => {
+                if !confirmed {
+                    return Err(format!(
+                        "deleting pool {name} destroys its objects; repeat with --yes-i-really-mean-it"
+                    )
+                    .into());
+                }
+                client.mon_command(MonCommand::PoolDelete(name.clone())).await?;
+                println!("pool {name} deleted");
+                Ok(())
+            }
+            PoolCommand::Set {
+                name,
+                pg_num,
+                pgp_num,
+                min_size,
+            } => {
+                if pg_num.is_none() && pgp_num.is_none() && min_size.is_none() {
+                    return Err("nothing to set: give --pg-num, --pgp-num or --min-size".into());
+                }
+                let command = MonCommand::PoolSet {
+                    name: name.clone(),
+                    pg_num,
+                    pgp_num,
+                    min_size,
+                };
+                client.mon_command(command).await?;
+                println!("pool {name} updated");
                 Ok(())
             }
             PoolCommand::Ls { json } => {
@@ -311,4 +403,264 @@ pub fn run_object(args: ObjectArgs) -> CliResult {
         }
         Ok(())
     })
+}
+
+/// One OSD of `cairn osd tree`.
+#[derive(Debug, Serialize)]
+struct TreeOsd {
+    id: u32,
+    name: String,
+    weight: f64,
+    up: bool,
+    #[serde(rename = "in")]
+    is_in: bool,
+    device_class: String,
+    addr: Option<String>,
+    capacity_bytes: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct TreeHost {
+    name: String,
+    weight: f64,
+    osds: Vec<TreeOsd>,
+}
+
+#[derive(Debug, Serialize)]
+struct TreeRack {
+    name: String,
+    weight: f64,
+    hosts: Vec<TreeHost>,
+}
+
+#[derive(Debug, Serialize)]
+struct Tree {
+    epoch: u64,
+    weight: f64,
+    racks: Vec<TreeRack>,
+}
+
+fn tree(
+    map: &cairn_placement::ClusterMap,
+    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_mon::OsdEndpoint>,
+) -> Tree {
+    let hierarchy = cairn_placement::Hierarchy::of(map);
+    let osd = |id: cairn_types::OsdId| {
+        let info = map.osd(id);
+        let endpoint = endpoints.get(&id);
+        TreeOsd {
+            id: id.0,
+            name: id.to_string(),
+            weight: info.map_or(0.0, |o| o.weight.as_f64()),
+            up: info.is_some_and(|o| o.up),
+            is_in: info.is_some_and(|o| o.is_in),
+            device_class: info.map(|o| o.device_class.clone()).unwrap_or_default(),
+            addr: endpoint.map(|e| e.addr.clone()),
+            capacity_bytes: endpoint.map(|e| e.capacity_bytes),
+        }
+    };
+    Tree {
+        epoch: map.epoch.0,
+        weight: hierarchy.weight.as_f64(),
+        racks: hierarchy
+            .racks
+            .iter()
+            .map(|rack| TreeRack {
+                name: rack.name.clone(),
+                weight: rack.weight.as_f64(),
+                hosts: rack
+                    .hosts
+                    .iter()
+                    .map(|host| TreeHost {
+                        name: host.name.clone(),
+                        weight: host.weight.as_f64(),
+                        osds: host.osds.iter().map(|id| osd(*id)).collect(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn print_tree(tree: &Tree) {
+    let mut rows = vec![vec![
+        "root".to_owned(),
+        fixed(tree.weight, 4),
+        String::new(),
+        String::new(),
+    ]];
+    for rack in &tree.racks {
+        rows.push(vec![
+            format!("  rack {}", rack.name),
+            fixed(rack.weight, 4),
+            String::new(),
+            String::new(),
+        ]);
+        for host in &rack.hosts {
+            rows.push(vec![
+                format!("    host {}", host.name),
+                fixed(host.weight, 4),
+                String::new(),
+                String::new(),
+            ]);
+            for osd in &host.osds {
+                rows.push(vec![
+                    format!("      {}", osd.name),
+                    fixed(osd.weight, 4),
+                    if osd.up { "up" } else { "down" }.to_owned(),
+                    if osd.is_in { "in" } else { "out" }.to_owned(),
+                ]);
+            }
+        }
+    }
+    println!("{}", table(&["name", "weight", "status", "in/out"], rows));
+}
+
+fn parse_osd_id(text: &str) -> CliResult<cairn_types::OsdId> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an OSD id (osd.N or N)").into())
+}
+
+pub fn run_osd_admin(command: OsdAdminCommand) -> CliResult {
+    runtime()?.block_on(async {
+        match command {
+            OsdAdminCommand::Tree { conf, json } => {
+                let client = connect(&conf).await?;
+                let map = client.refresh_map().await?;
+                let endpoints = client.endpoints().await?;
+                let tree = tree(&map, &endpoints);
+                if json {
+                    return print_json(&tree);
+                }
+                print_tree(&tree);
+            }
+            OsdAdminCommand::Out { conf, id } => {
+                let id = parse_osd_id(&id)?;
+                let client = connect(&conf).await?;
+                client.mon_command(MonCommand::OsdOut(id)).await?;
+                println!("marked {id} out");
+            }
+            OsdAdminCommand::In { conf, id } => {
+                let id = parse_osd_id(&id)?;
+                let client = connect(&conf).await?;
+                client.mon_command(MonCommand::OsdIn(id)).await?;
+                println!("marked {id} in");
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One pool of `cairn df`. Per-pool object counts and used bytes are not
+/// reported by OSDs yet, so `df` shows placement and an estimate of usable
+/// space: the raw capacity of up and in OSDs divided by the redundancy.
+#[derive(Debug, Serialize)]
+struct DfPool {
+    name: String,
+    id: u32,
+    pg_num: u32,
+    redundancy: String,
+    /// Raw capacity of up+in OSDs over the pool's raw-bytes-per-byte.
+    usable_bytes_max: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Df {
+    /// Capacity the OSDs reported at boot, all of them.
+    capacity_bytes_total: u64,
+    /// Of that, on OSDs that are up and in.
+    capacity_bytes_up_in: u64,
+    osds_total: usize,
+    osds_up_in: usize,
+    pools: Vec<DfPool>,
+}
+
+fn df(
+    map: &cairn_placement::ClusterMap,
+    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_mon::OsdEndpoint>,
+) -> Df {
+    let capacity = |id: cairn_types::OsdId| endpoints.get(&id).map_or(0, |e| e.capacity_bytes);
+    let up_in: Vec<_> = map.osds.iter().filter(|o| o.up && o.is_in).collect();
+    let capacity_bytes_up_in: u64 = up_in.iter().map(|o| capacity(o.id)).sum();
+    let pools = map
+        .pools
+        .iter()
+        .map(|pool| {
+            // Raw bytes per stored byte: `size` copies, or (k + m) / k.
+            let (numerator, denominator) = match pool.redundancy {
+                cairn_placement::Redundancy::Replicated { size, .. } => (1, u64::from(size)),
+                cairn_placement::Redundancy::Erasure { k, m } => {
+                    (u64::from(k), u64::from(k) + u64::from(m))
+                }
+            };
+            let usable = u128::from(capacity_bytes_up_in) * u128::from(numerator)
+                / u128::from(denominator.max(1));
+            DfPool {
+                name: pool.name.clone(),
+                id: pool.id.0,
+                pg_num: pool.pg_num,
+                redundancy: pool.redundancy.to_string(),
+                usable_bytes_max: u64::try_from(usable).unwrap_or(u64::MAX),
+            }
+        })
+        .collect();
+    Df {
+        capacity_bytes_total: map.osds.iter().map(|o| capacity(o.id)).sum(),
+        capacity_bytes_up_in,
+        osds_total: map.osds.len(),
+        osds_up_in: up_in.len(),
+        pools,
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    fixed(bytes as f64 / (1u64 << 30) as f64, 1)
+}
+
+pub fn run_df(args: DfArgs) -> CliResult {
+    let report = runtime()?.block_on(async {
+        let client = connect(&args.conf).await?;
+        let map = client.refresh_map().await?;
+        let endpoints = client.endpoints().await?;
+        CliResult::Ok(df(&map, &endpoints))
+    })?;
+    if args.json {
+        return print_json(&report);
+    }
+    println!(
+        "capacity  {} GiB raw on {} OSDs, {} GiB on the {} up and in",
+        gib(report.capacity_bytes_total),
+        report.osds_total,
+        gib(report.capacity_bytes_up_in),
+        report.osds_up_in
+    );
+    let rows = report
+        .pools
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.id.to_string(),
+                p.pg_num.to_string(),
+                p.redundancy.clone(),
+                "-".to_owned(),
+                gib(p.usable_bytes_max),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &[
+                "pool",
+                "id",
+                "pg_num",
+                "redundancy",
+                "objects",
+                "max avail GiB"
+            ],
+            rows
+        )
+    );
+    Ok(())
 }

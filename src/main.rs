@@ -2,6 +2,7 @@
 //! library crates; logic lives there, not here.
 
 mod bench_cmd;
+mod bench_object;
 mod client_cmd;
 mod mon_cmd;
 mod osd_cmd;
@@ -25,23 +26,36 @@ enum Command {
     /// Placement: simulate PG distribution and data movement, balance, map objects.
     #[command(subcommand)]
     Placement(placement_cmd::PlacementCommand),
-    /// Benchmarks: the local object store (more to come).
+    /// Benchmarks: the local object store, a running cluster's objects.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
     /// Run a monitor in the foreground (until Ctrl-C or SIGTERM).
     Mon(mon_cmd::MonArgs),
-    /// Run an OSD in the foreground (until Ctrl-C or SIGTERM).
-    Osd(osd_cmd::OsdArgs),
+    /// Run an OSD in the foreground (`cairn osd --data DIR ...`, until
+    /// Ctrl-C or SIGTERM), or administer OSDs (`tree`, `out`, `in`).
+    Osd(OsdTopArgs),
     /// Start a local cluster (a monitor and N OSDs), supervised.
     Up(up_cmd::UpArgs),
     /// Stop the cluster `cairn up` started.
     Down(up_cmd::DownArgs),
     /// Cluster summary: epoch, OSDs, pools, PGs.
     Status(client_cmd::StatusArgs),
-    /// Pools: create, list.
+    /// Capacity and pools: PGs, redundancy, estimated usable space.
+    Df(client_cmd::DfArgs),
+    /// Pools: create, list, set, rm.
     Pool(client_cmd::PoolArgs),
     /// Objects: put, get, stat, rm.
     Object(client_cmd::ObjectArgs),
+}
+
+/// `cairn osd`: either daemon flags or an admin subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct OsdTopArgs {
+    #[command(subcommand)]
+    admin: Option<client_cmd::OsdAdminCommand>,
+    #[command(flatten)]
+    daemon: Option<osd_cmd::OsdArgs>,
 }
 
 fn main() -> ExitCode {
@@ -50,10 +64,18 @@ fn main() -> ExitCode {
         Command::Placement(command) => placement_cmd::run(command),
         Command::Bench(command) => bench_cmd::run(command),
         Command::Mon(args) => mon_cmd::run(args),
-        Command::Osd(args) => osd_cmd::run(args),
+        Command::Osd(OsdTopArgs {
+            admin: Some(command),
+            ..
+        }) => client_cmd::run_osd_admin(command),
+        Command::Osd(OsdTopArgs {
+            daemon: Some(args), ..
+        }) => osd_cmd::run(args),
+        Command::Osd(_) => Err("cairn osd: give --data DIR to run an OSD, or tree/out/in".into()),
         Command::Up(args) => up_cmd::run_up(args),
         Command::Down(args) => up_cmd::run_down(args),
         Command::Status(args) => client_cmd::run_status(args),
+        Command::Df(args) => client_cmd::run_df(args),
         Command::Pool(args) => client_cmd::run_pool(args),
         Command::Object(args) => client_cmd::run_object(args),
     };

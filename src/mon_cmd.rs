@@ -26,7 +26,7 @@ pub struct MonArgs {
 }
 
 /// Parses `500ms`, `20s`, `10m`, `1h` or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("{text:?} is not a duration (e.g. 500ms, 20s, 10m, 1h)");
     let (digits, unit_ms) = if let Some(d) = text.strip_suffix("ms") {
         (d, 1)

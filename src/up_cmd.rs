@@ -59,6 +59,10 @@ pub struct UpArgs {
     /// Monitor port; OSD N listens on base-port + 1 + N.
     #[arg(long = "base-port", default_value_t = 6789)]
     base_port: u16,
+    /// Silence after which the monitor marks an OSD down (e.g. 2s); the
+    /// monitor's own default when absent.
+    #[arg(long = "down-grace", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
+    down_grace: Option<Duration>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -185,6 +189,11 @@ fn detach(args: &UpArgs) -> CliResult {
     if args.no_restart {
         command.arg("--no-restart");
     }
+    if let Some(grace) = args.down_grace {
+        command
+            .arg("--down-grace")
+            .arg(format!("{}ms", grace.as_millis()));
+    }
     // Its own process group: the terminal's Ctrl-C does not reach it.
     let mut child = command
         .stdin(Stdio::null())
@@ -304,16 +313,18 @@ impl Daemon {
 fn daemons(args: &UpArgs) -> Vec<Daemon> {
     let dir = &args.data_dir;
     let path = |p: PathBuf| p.display().to_string();
-    let mut list = vec![Daemon::new(
+    let mut mon_args = vec![
         "mon".into(),
-        vec![
-            "mon".into(),
-            "--data".into(),
-            path(dir.join("mon")),
-            "--addr".into(),
-            args.mon_addr(),
-        ],
-    )];
+        "--data".into(),
+        path(dir.join("mon")),
+        "--addr".into(),
+        args.mon_addr(),
+    ];
+    if let Some(grace) = args.down_grace {
+        mon_args.push("--down-grace".into());
+        mon_args.push(format!("{}ms", grace.as_millis()));
+    }
+    let mut list = vec![Daemon::new("mon".into(), mon_args)];
     for index in 0..args.osds {
         list.push(Daemon::new(
             format!("osd.{index}"),

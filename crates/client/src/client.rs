@@ -154,6 +154,20 @@ impl Client {
         Ok(self.view(true).await?.map.clone())
     }
 
+    /// Every OSD's endpoint (address and reported capacity) as of the last
+    /// map fetch, by OSD id.
+    ///
+    /// # Errors
+    /// [`ClientError::Mon`] if no map was ever fetched and fetching fails.
+    pub async fn endpoints(&self) -> Result<BTreeMap<OsdId, OsdEndpoint>, ClientError> {
+        let view = self.view(false).await?;
+        Ok(view
+            .endpoints
+            .iter()
+            .map(|(id, endpoint)| (*id, endpoint.clone()))
+            .collect())
+    }
+
     /// Runs a monitor command (pool create, OSD out, ...).
     ///
     /// # Errors

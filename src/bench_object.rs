@@ -1,0 +1,501 @@
+//! `cairn bench object`: a running cluster's object throughput and latency
+//! through the client library, like `rados bench`. `write` writes objects
+//! for a fixed time; `seq` reads them back in order (once each), `rand`
+//! reads random ones for a fixed time.
+//!
+//! Where the written names live: rados keeps them in a metadata object; we
+//! keep them in a local file, `bench-<pool>.txt` next to the client config
+//! (or `--list FILE`), one `name size_bytes` line per acknowledged write.
+//! `--cleanup` removes the objects (after the run) and the file.
+
+use crate::bench_cmd::{parse_duration, parse_size};
+use crate::client_cmd::{ConfArgs, connect};
+use crate::output::{CliResult, fixed, print_json};
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, ReadRange};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Most concurrent operations.
+const CONCURRENCY_MAX: usize = 1024;
+/// Largest object (the OSD's own limit may be lower).
+const OBJECT_SIZE_MAX_BYTES: u64 = 64 << 20;
+/// Latency samples kept; beyond it percentiles use the first ones.
+const LATENCY_SAMPLES_MAX: usize = 1 << 20;
+/// Interval of the live lines.
+const REPORT_INTERVAL: Duration = Duration::from_secs(1);
+const MIB: f64 = 1_048_576.0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Write,
+    Seq,
+    Rand,
+}
+
+/// Flags of `cairn bench object`.
+#[derive(Debug, Args)]
+pub struct ObjectArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// Pool to write to or read from.
+    #[arg(long)]
+    pool: String,
+    /// write: timed writes; seq: read what write wrote, in order, once;
+    /// rand: random reads of what write wrote, timed.
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// Size of each written object (e.g. 4M, 64K); reads use the recorded size.
+    #[arg(long = "object-size", default_value = "4M", value_parser = parse_size)]
+    object_size_bytes: u64,
+    /// Operations in flight at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// How long to start new operations (e.g. 30s, 500ms).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Remove the benchmark's objects and their list after the run.
+    #[arg(long)]
+    cleanup: bool,
+    /// File listing written objects (default: bench-<pool>.txt next to the config).
+    #[arg(long = "list", value_name = "FILE")]
+    list_file: Option<PathBuf>,
+    /// Print the summary as JSON (and no live lines).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One object of the list: its name and size.
+#[derive(Clone, Debug)]
+struct Listed {
+    name: String,
+    size_bytes: u64,
+}
+
+/// Counters shared by the workers and the reporter.
+#[derive(Debug, Default)]
+struct Stats {
+    started: AtomicU64,
+    finished: AtomicU64,
+    errors: AtomicU64,
+    bytes: AtomicU64,
+    latency_ns_sum: AtomicU64,
+    latency_ns_last: AtomicU64,
+    latency_ns_max: AtomicU64,
+    samples: Mutex<Vec<u64>>,
+    /// Objects written (write mode), for the list.
+    written: Mutex<Vec<Listed>>,
+    first_error: Mutex<Option<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section leaves the data consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Stats {
+    fn record_ok(&self, latency: Duration, bytes: u64) {
+        let ns = nanos(latency);
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.latency_ns_sum.fetch_add(ns, Ordering::Relaxed);
+        self.latency_ns_last.store(ns, Ordering::Relaxed);
+        self.latency_ns_max.fetch_max(ns, Ordering::Relaxed);
+        let mut samples = lock(&self.samples);
+        if samples.len() < LATENCY_SAMPLES_MAX {
+            samples.push(ns);
+        }
+    }
+
+    fn record_error(&self, what: String) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        lock(&self.first_error).get_or_insert(what);
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Serialize)]
+struct Summary {
+    mode: Mode,
+    pool: String,
+    concurrency: usize,
+    object_size_bytes: u64,
+    elapsed_secs: f64,
+    ops: u64,
+    errors: u64,
+    bytes_total: u64,
+    bandwidth_mib_per_sec: f64,
+    iops: f64,
+    latency_avg_secs: f64,
+    latency_p50_secs: f64,
+    latency_p99_secs: f64,
+    latency_max_secs: f64,
+    objects_removed: u64,
+    first_error: Option<String>,
+}
+
+pub fn run(args: &ObjectArgs) -> CliResult {
+    if args.concurrency == 0 || args.concurrency > CONCURRENCY_MAX {
+        return Err(format!("--concurrency must be 1 to {CONCURRENCY_MAX}").into());
+    }
+    if args.object_size_bytes > OBJECT_SIZE_MAX_BYTES {
+        return Err(format!("--object-size must be at most {OBJECT_SIZE_MAX_BYTES} bytes").into());
+    }
+    let list_path = args.list_file.clone().unwrap_or_else(|| {
+        let conf = args.conf.path();
+        let dir = conf.parent().map(PathBuf::from).unwrap_or_default();
+        dir.join(format!("bench-{}.txt", args.pool))
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let summary = runtime.block_on(async {
+        let client = connect(&args.conf).await?;
+        let map = client.refresh_map().await?;
+        if map.pool_by_name(&args.pool).is_none() {
+            return Err(ClientError::NoPool(args.pool.clone()).into());
+        }
+        let listed = match args.mode {
+            Mode::Write => Vec::new(),
+            Mode::Seq | Mode::Rand => read_list(&list_path)?,
+        };
+        let (stats, elapsed) = run_workers(args, &client, &listed).await;
+        let mut objects = Arc::try_unwrap(stats)
+            .map_err(|_| "benchmark workers still running")?
+            .into_summary(args, elapsed);
+        let written = std::mem::take(&mut objects.1);
+        let mut summary = objects.0;
+        if args.mode == Mode::Write {
+            write_list(&list_path, &written)?;
+        } else if let Some(first) = listed.first() {
+            // Reads use the sizes write recorded, not --object-size.
+            summary.object_size_bytes = first.size_bytes;
+        }
+        if args.cleanup {
+            let all = if args.mode == Mode::Write {
+                written
+            } else {
+                listed
+            };
+            summary.objects_removed = cleanup(&client, &args.pool, &all).await?;
+            drop(std::fs::remove_file(&list_path));
+        }
+        CliResult::Ok(summary)
+    })?;
+    if args.json {
+        return print_json(&summary);
+    }
+    print_summary(&summary, &list_path);
+    Ok(())
+}
+
+/// Runs the workers and, unless `--json`, the live lines; returns the
+/// counters and the time until the last operation finished.
+async fn run_workers(
+    args: &ObjectArgs,
+    client: &Client,
+    listed: &[Listed],
+) -> (Arc<Stats>, Duration) {
+    let stats = Arc::new(Stats::default());
+    let start = Instant::now();
+    let deadline = start + args.duration;
+    let next_index = Arc::new(AtomicU64::new(0));
+    let listed: Arc<[Listed]> = listed.into();
+    let payload = Bytes::from(pattern(args.object_size_bytes));
+    // A per-run prefix keeps two runs' objects apart.
+    let prefix = format!("bench-{:016x}", client.id());
+    let mut workers = tokio::task::JoinSet::new();
+    for worker_index in 0..args.concurrency {
+        let worker = Worker {
+            client: client.clone(),
+            pool: args.pool.clone(),
+            mode: args.mode,
+            stats: stats.clone(),
+            next_index: next_index.clone(),
+            listed: listed.clone(),
+            payload: payload.clone(),
+            prefix: prefix.clone(),
+            deadline,
+            rng: (0x9e37_79b9_7f4a_7c15 ^ (worker_index as u64 + 1) ^ client.id()) | 1,
+        };
+        workers.spawn(worker.run());
+    }
+    let reporter = (!args.json).then(|| tokio::spawn(report_live(stats.clone(), start)));
+    while workers.join_next().await.is_some() {}
+    let elapsed = start.elapsed();
+    if let Some(reporter) = reporter {
+        reporter.abort();
+        // Awaiting the aborted task drops its handle on the counters.
+        drop(reporter.await);
+    }
+    (stats, elapsed)
+}
+
+/// One of `--concurrency` loops, each with one operation in flight.
+struct Worker {
+    client: Client,
+    pool: String,
+    mode: Mode,
+    stats: Arc<Stats>,
+    next_index: Arc<AtomicU64>,
+    listed: Arc<[Listed]>,
+    payload: Bytes,
+    prefix: String,
+    deadline: Instant,
+    rng: u64,
+}
+
+impl Worker {
+    async fn run(mut self) {
+        while Instant::now() < self.deadline {
+            let Some((name, size_bytes)) = self.next_object() else {
+                return;
+            };
+            self.stats.started.fetch_add(1, Ordering::Relaxed);
+            let begin = Instant::now();
+            let outcome = match self.mode {
+                Mode::Write => self
+                    .client
+                    .write_full(&self.pool, name.as_bytes(), self.payload.clone())
+                    .await
+                    .map(|_| size_bytes),
+                Mode::Seq | Mode::Rand => self
+                    .client
+                    .read(&self.pool, name.as_bytes(), ReadRange::default())
+                    .await
+                    .map(|data| data.len() as u64),
+            };
+            match outcome {
+                Ok(bytes) if bytes == size_bytes => {
+                    self.stats.record_ok(begin.elapsed(), bytes);
+                    if self.mode == Mode::Write {
+                        lock(&self.stats.written).push(Listed { name, size_bytes });
+                    }
+                }
+                Ok(bytes) => self
+                    .stats
+                    .record_error(format!("{name}: {bytes} bytes, expected {size_bytes}")),
+                Err(error) => self.stats.record_error(format!("{name}: {error}")),
+            }
+        }
+    }
+
+    /// The next object to write or read; `None` when `seq` has read all.
+    fn next_object(&mut self) -> Option<(String, u64)> {
+        match self.mode {
+            Mode::Write => {
+                let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+                Some((
+                    format!("{}-{index}", self.prefix),
+                    self.payload.len() as u64,
+                ))
+            }
+            Mode::Seq => {
+                let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+                let entry = self.listed.get(usize::try_from(index).ok()?)?;
+                Some((entry.name.clone(), entry.size_bytes))
+            }
+            Mode::Rand => {
+                if self.listed.is_empty() {
+                    return None;
+                }
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                let index = (self.rng % self.listed.len() as u64) as usize;
+                let entry = &self.listed[index];
+                Some((entry.name.clone(), entry.size_bytes))
+            }
+        }
+    }
+}
+
+/// A recognisable, not all-zero payload.
+fn pattern(size_bytes: u64) -> Vec<u8> {
+    (0..size_bytes).map(|i| (i % 251) as u8).collect()
+}
+
+/// One line per second, like rados bench.
+async fn report_live(stats: Arc<Stats>, start: Instant) {
+    println!(
+        "{:>5} {:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11}",
+        "sec",
+        "cur ops",
+        "started",
+        "finished",
+        "cur MiB/s",
+        "avg MiB/s",
+        "last lat s",
+        "avg lat s"
+    );
+    let mut tick = tokio::time::interval(REPORT_INTERVAL);
+    tick.tick().await;
+    let mut bytes_before = 0u64;
+    let mut second = 0u64;
+    loop {
+        tick.tick().await;
+        second += 1;
+        let started = stats.started.load(Ordering::Relaxed);
+        let finished = stats.finished.load(Ordering::Relaxed);
+        let bytes = stats.bytes.load(Ordering::Relaxed);
+        let ok = finished.saturating_sub(stats.errors.load(Ordering::Relaxed));
+        let latency_avg = if ok == 0 {
+            0.0
+        } else {
+            stats.latency_ns_sum.load(Ordering::Relaxed) as f64 / ok as f64 / 1e9
+        };
+        println!(
+            "{second:>5} {:>8} {started:>9} {finished:>9} {:>10} {:>10} {:>11} {:>11}",
+            started.saturating_sub(finished),
+            fixed((bytes - bytes_before) as f64 / MIB, 2),
+            fixed(bytes as f64 / MIB / start.elapsed().as_secs_f64(), 2),
+            fixed(
+                stats.latency_ns_last.load(Ordering::Relaxed) as f64 / 1e9,
+                4
+            ),
+            fixed(latency_avg, 4),
+        );
+        bytes_before = bytes;
+    }
+}
+
+impl Stats {
+    fn into_summary(self, args: &ObjectArgs, elapsed: Duration) -> (Summary, Vec<Listed>) {
+        let mut samples = self
+            .samples
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        samples.sort_unstable();
+        let percentile = |p: f64| -> f64 {
+            if samples.is_empty() {
+                return 0.0;
+            }
+            let rank = ((samples.len() - 1) as f64 * p).round() as usize;
+            samples[rank.min(samples.len() - 1)] as f64 / 1e9
+        };
+        let errors = self.errors.into_inner();
+        let ops = self.finished.into_inner() - errors;
+        let bytes_total = self.bytes.into_inner();
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let summary = Summary {
+            mode: args.mode,
+            pool: args.pool.clone(),
+            concurrency: args.concurrency,
+            object_size_bytes: args.object_size_bytes,
+            elapsed_secs: secs,
+            ops,
+            errors,
+            bytes_total,
+            bandwidth_mib_per_sec: bytes_total as f64 / MIB / secs,
+            iops: ops as f64 / secs,
+            latency_avg_secs: if ops == 0 {
+                0.0
+            } else {
+                self.latency_ns_sum.into_inner() as f64 / ops as f64 / 1e9
+            },
+            latency_p50_secs: percentile(0.50),
+            latency_p99_secs: percentile(0.99),
+            latency_max_secs: self.latency_ns_max.into_inner() as f64 / 1e9,
+            objects_removed: 0,
+            first_error: self
+                .first_error
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        let written = self
+            .written
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (summary, written)
+    }
+}
+
+fn read_list(path: &PathBuf) -> CliResult<Vec<Listed>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "{}: {e}; run `cairn bench object --mode write` first",
+            path.display()
+        )
+    })?;
+    let mut listed = Vec::new();
+    for (line_index, line) in text.lines().enumerate() {
+        let parsed = line
+            .split_once(' ')
+            .and_then(|(name, size)| Some((name, size.parse().ok()?)));
+        let Some((name, size_bytes)) = parsed else {
+            return Err(format!("{}:{}: not `name size`", path.display(), line_index + 1).into());
+        };
+        listed.push(Listed {
+            name: name.to_owned(),
+            size_bytes,
+        });
+    }
+    if listed.is_empty() {
+        return Err(format!("{}: no objects listed", path.display()).into());
+    }
+    Ok(listed)
+}
+
+/// Writes the list atomically (temp file, then rename).
+fn write_list(path: &PathBuf, written: &[Listed]) -> CliResult {
+    let mut text = String::new();
+    for entry in written {
+        text.push_str(&format!("{} {}\n", entry.name, entry.size_bytes));
+    }
+    let temp = path.with_extension("txt.tmp");
+    std::fs::write(&temp, text)?;
+    std::fs::rename(&temp, path)?;
+    Ok(())
+}
+
+/// Removes `objects`; an object already gone counts as removed.
+async fn cleanup(client: &Client, pool: &str, objects: &[Listed]) -> CliResult<u64> {
+    let mut removed = 0u64;
+    for entry in objects {
+        match client.remove(pool, entry.name.as_bytes()).await {
+            Ok(()) | Err(ClientError::NotFound) => removed += 1,
+            Err(error) => return Err(format!("removing {}: {error}", entry.name).into()),
+        }
+    }
+    Ok(removed)
+}
+
+fn print_summary(summary: &Summary, list_path: &std::path::Path) {
+    println!(
+        "Total time run:        {} s",
+        fixed(summary.elapsed_secs, 3)
+    );
+    println!("Total ops:             {}", summary.ops);
+    println!("Errors:                {}", summary.errors);
+    println!("Object size:           {} bytes", summary.object_size_bytes);
+    println!(
+        "Bandwidth (MiB/s):     {}",
+        fixed(summary.bandwidth_mib_per_sec, 3)
+    );
+    println!("IOPS:                  {}", fixed(summary.iops, 1));
+    println!(
+        "Latency avg/p50/p99/max (s): {} / {} / {} / {}",
+        fixed(summary.latency_avg_secs, 4),
+        fixed(summary.latency_p50_secs, 4),
+        fixed(summary.latency_p99_secs, 4),
+        fixed(summary.latency_max_secs, 4)
+    );
+    if let Some(error) = &summary.first_error {
+        println!("First error:           {error}");
+    }
+    if summary.objects_removed > 0 {
+        println!("Removed objects:       {}", summary.objects_removed);
+    } else if summary.mode == Mode::Write {
+        println!("Object list:           {}", list_path.display());
+    }
+}

@@ -1,0 +1,175 @@
+//! Shared by the tests that start a real cluster with `cairn up --detach`:
+//! a guard that stops it (and kills every recorded pid) when the test
+//! ends, also on panic, and a bounded way to run `cairn`.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest any one `cairn` command may run.
+pub const COMMAND_WAIT: Duration = Duration::from_secs(120);
+
+/// A cluster `cairn up --detach` started in `dir`; dropping it runs
+/// `cairn down` and kills any recorded pid still alive.
+#[derive(Debug)]
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+}
+
+impl Cluster {
+    /// Starts `osds` OSDs with the monitor on `base_port`; `extra` flags go
+    /// to `cairn up`.
+    pub fn up(name: &str, osds: u16, base_port: u16, extra: &[&str]) -> Cluster {
+        let dir = test_dir(name);
+        let cluster = Cluster {
+            conf: dir.join("cairn.toml"),
+            dir,
+        };
+        let data = cluster.dir.display().to_string();
+        let osds = osds.to_string();
+        let port = base_port.to_string();
+        let mut args = vec![
+            "up",
+            "--detach",
+            "--data",
+            &data,
+            "--osds",
+            &osds,
+            "--base-port",
+            &port,
+        ];
+        args.extend_from_slice(extra);
+        ok(cluster.cairn(&args), "cairn up");
+        cluster
+    }
+
+    /// Runs `cairn ARGS` against this cluster, bounded by [`COMMAND_WAIT`].
+    pub fn cairn(&self, args: &[&str]) -> Output {
+        cairn(&self.conf, args)
+    }
+
+    /// The pid `cairn up` recorded for daemon `name` (`mon`, `osd.1`).
+    pub fn daemon_pid(&self, name: &str) -> u32 {
+        let path = self.dir.join("run").join(format!("{name}.pid"));
+        std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let pids = recorded_pids(&self.dir);
+        drop(
+            Command::new(env!("CARGO_BIN_EXE_cairn"))
+                .arg("down")
+                .arg("--data")
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status(),
+        );
+        for pid in pids {
+            if is_running(pid) {
+                drop(
+                    Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status(),
+                );
+            }
+        }
+        drop(std::fs::remove_dir_all(&self.dir));
+    }
+}
+
+pub fn test_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = PathBuf::from(format!(
+        "/var/tmp/cairn-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir
+}
+
+/// The supervisor's pid and every daemon's, as `cairn up` recorded them.
+pub fn recorded_pids(dir: &Path) -> Vec<u32> {
+    let mut files = vec![dir.join("up.pid")];
+    if let Ok(entries) = std::fs::read_dir(dir.join("run")) {
+        files.extend(entries.flatten().map(|e| e.path()));
+    }
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (zombies count as gone).
+pub fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+/// Runs `cairn ARGS` with config `conf`, killed after [`COMMAND_WAIT`].
+pub fn cairn(conf: &Path, args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .env("CAIRN_CONF", conf)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cairn");
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        let deadline = Instant::now() + COMMAND_WAIT;
+        while Instant::now() < deadline {
+            if !is_running(pid) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status(),
+        );
+    });
+    let output = child.wait_with_output().expect("wait");
+    drop(watchdog.join());
+    output
+}
+
+/// The command's stdout, after asserting it succeeded.
+pub fn ok(output: Output, what: &str) -> Vec<u8> {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// The command's stdout parsed as JSON, after asserting it succeeded.
+pub fn ok_json(output: Output, what: &str) -> serde_json::Value {
+    let stdout = ok(output, what);
+    serde_json::from_slice(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&stdout)
+        )
+    })
+}
