@@ -3,126 +3,15 @@
 //! and small ones from files and stdin, gets them back byte-exact, sees
 //! three OSDs up in `status --json`; `cairn down` leaves no process behind.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-const WAIT: Duration = Duration::from_secs(60);
+use common::{Cluster, is_running, ok, recorded_pids, test_dir};
+use std::path::Path;
+use std::process::Output;
 
-/// Runs `cairn down` and, failing that, kills every recorded pid when the
-/// test ends, also on panic.
-struct Cluster {
-    dir: PathBuf,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let pids = recorded_pids(&self.dir);
-        drop(
-            Command::new(env!("CARGO_BIN_EXE_cairn"))
-                .arg("down")
-                .arg("--data")
-                .arg(&self.dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status(),
-        );
-        for pid in pids {
-            if is_running(pid) {
-                drop(
-                    Command::new("kill")
-                        .args(["-KILL", &pid.to_string()])
-                        .status(),
-                );
-            }
-        }
-        drop(std::fs::remove_dir_all(&self.dir));
-    }
-}
-
-fn test_dir(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = PathBuf::from(format!(
-        "/var/tmp/cairn-{name}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    dir
-}
-
-/// The supervisor's pid and every daemon's, as `cairn up` recorded them.
-fn recorded_pids(dir: &Path) -> Vec<u32> {
-    let mut files = vec![dir.join("up.pid")];
-    if let Ok(entries) = std::fs::read_dir(dir.join("run")) {
-        files.extend(entries.flatten().map(|e| e.path()));
-    }
-    files
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok()?.trim().parse().ok())
-        .collect()
-}
-
-/// Whether `pid` is a live process (zombies count as gone).
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().to_owned())
-        })
-        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
-}
-
-/// Runs `cairn ARGS` with the cluster's config, bounded by [`WAIT`].
+/// Runs `cairn ARGS` with the cluster's config, bounded.
 fn cairn(conf: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(args)
-        .env("CAIRN_CONF", conf)
-        .env("RUST_LOG", "warn")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn cairn");
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().expect("stdin");
-        pipe.write_all(input).expect("write stdin");
-    }
-    let pid = child.id();
-    let watchdog = std::thread::spawn(move || {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if !is_running(pid) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        drop(
-            Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status(),
-        );
-    });
-    let output = child.wait_with_output().expect("wait");
-    drop(watchdog.join());
-    output
-}
-
-fn ok(output: Output, what: &str) -> Vec<u8> {
-    assert!(
-        output.status.success(),
-        "{what} failed: {}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
+    common::cairn_with_input(conf, args, stdin)
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -134,7 +23,10 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn up_put_get_status_down() {
     let dir = test_dir("cluster");
-    let cluster = Cluster { dir: dir.clone() };
+    let cluster = Cluster {
+        dir: dir.clone(),
+        conf: dir.join("cairn.toml"),
+    };
     let data = dir.display().to_string();
     let conf = dir.join("cairn.toml");
     let up = cairn(

@@ -123,15 +123,28 @@ pub fn is_running(pid: u32) -> bool {
 
 /// Runs `cairn ARGS` with config `conf`, killed after [`COMMAND_WAIT`].
 pub fn cairn(conf: &Path, args: &[&str]) -> Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    cairn_with_input(conf, args, None)
+}
+
+/// As [`cairn`], feeding `stdin` to the command when given.
+pub fn cairn_with_input(conf: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(args)
         .env("CAIRN_CONF", conf)
         .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn cairn");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut pipe, input).expect("write stdin");
+    }
     let pid = child.id();
     let watchdog = std::thread::spawn(move || {
         let deadline = Instant::now() + COMMAND_WAIT;
