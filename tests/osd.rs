@@ -124,6 +124,7 @@ impl Client {
                 req,
                 object: ByteBuf::from(object.to_vec()),
                 op: op.clone(),
+                guard: None,
             };
             let (reply, data_back): (ClientReply, Bytes) =
                 conn.call(&request, data.clone()).await.expect("OSD call");

@@ -5,7 +5,7 @@ use crate::limits::ClientOptions;
 use bytes::Bytes;
 use cairn_mon::proto::MapFetch;
 use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
-use cairn_osd::proto::{ClientOp, ClientReply, OpError, OpKind, OpOutput, ReqIdWire};
+use cairn_osd::proto::{ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, ReqIdWire};
 use cairn_placement::{ClusterMap, Placement};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};
@@ -38,6 +38,74 @@ pub struct ReadRange {
 pub struct ObjectStat {
     pub size_bytes: u64,
     pub version: u64,
+}
+
+/// A compare-and-set condition: a guarded write applies only if it holds
+/// (checked by the primary against the object's state, atomically with the
+/// write), and fails [`ClientError::CompareFailed`] otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// The object's version is this one (0: the object does not exist).
+    Version(u64),
+    /// Xattr `name` has this value (`None`: it is absent).
+    Xattr { name: Bytes, value: Option<Bytes> },
+}
+
+impl From<Guard> for GuardWire {
+    fn from(guard: Guard) -> GuardWire {
+        match guard {
+            Guard::Version(v) => GuardWire::Version(v),
+            Guard::Xattr { name, value } => GuardWire::Xattr {
+                name: ByteBuf::from(name.to_vec()),
+                value: value.map(|v| ByteBuf::from(v.to_vec())),
+            },
+        }
+    }
+}
+
+/// Where a listing continues: a PG of the pool and the last name seen in
+/// it. Valid while the pool's `pg_num` stays the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListCursor {
+    pub pg_seed: u32,
+    pub after: Option<Bytes>,
+}
+
+/// One page of a pool listing: names in (PG, hash, name) order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage {
+    pub names: Vec<Bytes>,
+    /// Pass back to continue; `None` once every PG was listed.
+    pub next: Option<ListCursor>,
+}
+
+/// What one operation addresses: an object, or a whole PG (listing).
+#[derive(Clone, Copy, Debug)]
+enum Target<'a> {
+    Object(&'a [u8]),
+    Pg(u32),
+}
+
+/// One operation as `execute` runs it.
+#[derive(Clone, Debug)]
+struct Request<'a> {
+    pool: &'a str,
+    target: Target<'a>,
+    op: OpKind,
+    data: Bytes,
+    guard: Option<GuardWire>,
+}
+
+impl<'a> Request<'a> {
+    fn object(pool: &'a str, object: &'a [u8], op: OpKind, data: Bytes) -> Request<'a> {
+        Request {
+            pool,
+            target: Target::Object(object),
+            op,
+            data,
+            guard: None,
+        }
+    }
 }
 
 /// The map as last fetched, with what is derived from it.
@@ -258,13 +326,7 @@ impl Client {
 
     /// Runs `op` on `object` of `pool`, retrying until it succeeds, fails
     /// for good, or the attempts or deadline run out.
-    async fn execute(
-        &self,
-        pool: &str,
-        object: &[u8],
-        op: OpKind,
-        data: Bytes,
-    ) -> Result<(OpOutput, Bytes), ClientError> {
+    async fn execute(&self, request: Request<'_>) -> Result<(OpOutput, Bytes), ClientError> {
         let options = &self.inner.options;
         let req = ReqId {
             client: self.inner.client_id,
@@ -278,10 +340,7 @@ impl Client {
         loop {
             attempts += 1;
             let outcome = match self.view(refetch).await {
-                Ok(view) => {
-                    self.attempt(&view, req, pool, object, &op, &data, deadline)
-                        .await
-                }
+                Ok(view) => self.attempt(&view, req, &request, deadline).await,
                 Err(error) => Attempt::Again {
                     refetch: true,
                     why: error.to_string(),
@@ -312,17 +371,14 @@ impl Client {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         view: &MapView,
         req: ReqId,
-        pool_name: &str,
-        object: &[u8],
-        op: &OpKind,
-        data: &Bytes,
+        request: &Request<'_>,
         deadline: Instant,
     ) -> Attempt {
+        let pool_name = request.pool;
         let Some(pool) = view.map.pool_by_name(pool_name) else {
             // A pool just created may be missing from a stale map: refetch
             // once before saying it does not exist.
@@ -334,7 +390,19 @@ impl Client {
             }
             return Attempt::Fail(ClientError::NoPool(pool_name.to_owned()));
         };
-        let pg: PgId = cairn_placement::hash::object_pg(pool.id, pool.pg_num, object);
+        let (pg, object): (PgId, &[u8]) = match request.target {
+            Target::Object(object) => (
+                cairn_placement::hash::object_pg(pool.id, pool.pg_num, object),
+                object,
+            ),
+            Target::Pg(seed) if seed < pool.pg_num => (PgId::new(pool.id, seed), &[]),
+            Target::Pg(seed) => {
+                return Attempt::Fail(ClientError::Unexpected(format!(
+                    "PG seed {seed} is past pool {pool_name:?}'s pg_num {} (it changed)",
+                    pool.pg_num
+                )));
+            }
+        };
         let primary = match view.placement.map_pg(pg) {
             Ok(mapping) => mapping.primary,
             Err(error) => {
@@ -353,7 +421,7 @@ impl Client {
                 why: format!("PG {pg} has no reachable primary"),
             };
         };
-        let request = ClientOp {
+        let op_frame = ClientOp {
             pg,
             epoch: view.map.epoch,
             req: ReqIdWire {
@@ -361,12 +429,13 @@ impl Client {
                 tid: req.tid,
             },
             object: ByteBuf::from(object.to_vec()),
-            op: op.clone(),
+            op: request.op.clone(),
+            guard: request.guard.clone(),
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let call = async {
             let conn = self.connection(&addr).await?;
-            conn.call::<ClientOp, ClientReply>(&request, data.clone())
+            conn.call::<ClientOp, ClientReply>(&op_frame, request.data.clone())
                 .await
         };
         let (reply, bytes) = match tokio::time::timeout(remaining, call).await {
@@ -395,7 +464,12 @@ impl Client {
         op: OpKind,
         data: Bytes,
     ) -> Result<u64, ClientError> {
-        match self.execute(pool, object, op, data).await? {
+        self.write_request(Request::object(pool, object, op, data))
+            .await
+    }
+
+    async fn write_request(&self, request: Request<'_>) -> Result<u64, ClientError> {
+        match self.execute(request).await? {
             (OpOutput::Written { object_version }, _) => Ok(object_version),
             (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a write"))),
         }
@@ -453,7 +527,10 @@ impl Client {
             offset: range.offset_bytes,
             length: range.length_bytes,
         };
-        match self.execute(pool, object, op, Bytes::new()).await? {
+        match self
+            .execute(Request::object(pool, object, op, Bytes::new()))
+            .await?
+        {
             (OpOutput::Data, bytes) => Ok(bytes),
             (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a read"))),
         }
@@ -465,7 +542,7 @@ impl Client {
     /// [`ClientError::NotFound`], or another [`ClientError`].
     pub async fn stat(&self, pool: &str, object: &[u8]) -> Result<ObjectStat, ClientError> {
         match self
-            .execute(pool, object, OpKind::Stat, Bytes::new())
+            .execute(Request::object(pool, object, OpKind::Stat, Bytes::new()))
             .await?
         {
             (
@@ -519,7 +596,12 @@ impl Client {
         object: &[u8],
     ) -> Result<BTreeMap<Bytes, Bytes>, ClientError> {
         match self
-            .execute(pool, object, OpKind::GetXattrs, Bytes::new())
+            .execute(Request::object(
+                pool,
+                object,
+                OpKind::GetXattrs,
+                Bytes::new(),
+            ))
             .await?
         {
             (OpOutput::Xattrs(entries), _) => Ok(unbufs(entries)),
@@ -560,11 +642,194 @@ impl Client {
             after: after.map(|a| ByteBuf::from(a.to_vec())),
             limit,
         };
-        match self.execute(pool, object, op, Bytes::new()).await? {
+        match self
+            .execute(Request::object(pool, object, op, Bytes::new()))
+            .await?
+        {
             (OpOutput::Omap(entries), _) => Ok(unbufs(entries).into_iter().collect()),
             (other, _) => Err(ClientError::Unexpected(format!("{other:?} for omap_range"))),
         }
     }
+
+    /// The values of those of `keys` the object's omap holds.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], or another [`ClientError`].
+    pub async fn omap_get(
+        &self,
+        pool: &str,
+        object: &[u8],
+        keys: &[Bytes],
+    ) -> Result<BTreeMap<Bytes, Bytes>, ClientError> {
+        let op = OpKind::OmapGet { keys: bufs(keys) };
+        match self
+            .execute(Request::object(pool, object, op, Bytes::new()))
+            .await?
+        {
+            (OpOutput::Omap(entries), _) => Ok(unbufs(entries)),
+            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for omap_get"))),
+        }
+    }
+
+    /// Removes omap `keys` (absent ones are fine).
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`] if the object does not exist, or another
+    /// [`ClientError`].
+    pub async fn omap_remove(
+        &self,
+        pool: &str,
+        object: &[u8],
+        keys: &[Bytes],
+    ) -> Result<u64, ClientError> {
+        let op = OpKind::OmapRemove { keys: bufs(keys) };
+        self.write_op(pool, object, op, Bytes::new()).await
+    }
+
+    /// Removes xattr `name`.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`] if the object does not exist, or another
+    /// [`ClientError`].
+    pub async fn remove_xattr(
+        &self,
+        pool: &str,
+        object: &[u8],
+        name: &[u8],
+    ) -> Result<u64, ClientError> {
+        let op = OpKind::RemoveXattr {
+            name: ByteBuf::from(name.to_vec()),
+        };
+        self.write_op(pool, object, op, Bytes::new()).await
+    }
+
+    /// Replaces the whole object with `data` if `guard` holds; returns the
+    /// new version.
+    ///
+    /// # Errors
+    /// [`ClientError::CompareFailed`] if the guard does not hold, or
+    /// another [`ClientError`].
+    pub async fn write_full_if(
+        &self,
+        pool: &str,
+        object: &[u8],
+        guard: Guard,
+        data: Bytes,
+    ) -> Result<u64, ClientError> {
+        let mut request = Request::object(pool, object, OpKind::WriteFull, data);
+        request.guard = Some(guard.into());
+        self.write_request(request).await
+    }
+
+    /// Sets xattr `name` to `value` if `guard` holds (with a guard on the
+    /// same xattr: a compare-and-swap of its value).
+    ///
+    /// # Errors
+    /// [`ClientError::CompareFailed`] if the guard does not hold, or
+    /// another [`ClientError`].
+    pub async fn set_xattr_if(
+        &self,
+        pool: &str,
+        object: &[u8],
+        guard: Guard,
+        name: &[u8],
+        value: Bytes,
+    ) -> Result<u64, ClientError> {
+        let op = OpKind::SetXattr {
+            name: ByteBuf::from(name.to_vec()),
+        };
+        let mut request = Request::object(pool, object, op, value);
+        request.guard = Some(guard.into());
+        self.write_request(request).await
+    }
+
+    /// Removes the object if `guard` holds.
+    ///
+    /// # Errors
+    /// [`ClientError::CompareFailed`], [`ClientError::NotFound`], or
+    /// another [`ClientError`].
+    pub async fn remove_if(
+        &self,
+        pool: &str,
+        object: &[u8],
+        guard: Guard,
+    ) -> Result<(), ClientError> {
+        let mut request = Request::object(pool, object, OpKind::Remove, Bytes::new());
+        request.guard = Some(guard.into());
+        self.write_request(request).await.map(drop)
+    }
+
+    /// Up to `limit` object names of `pool`, from `cursor` (`None`: the
+    /// start). Walks the pool's PGs in order, asking each PG's primary.
+    ///
+    /// # Errors
+    /// [`ClientError::NoPool`], or another [`ClientError`].
+    pub async fn list(
+        &self,
+        pool: &str,
+        cursor: Option<ListCursor>,
+        limit: u32,
+    ) -> Result<ListPage, ClientError> {
+        let pg_num = {
+            let view = self.view(false).await?;
+            match view.map.pool_by_name(pool) {
+                Some(p) => p.pg_num,
+                None => {
+                    self.view(true)
+                        .await?
+                        .map
+                        .pool_by_name(pool)
+                        .ok_or_else(|| ClientError::NoPool(pool.to_owned()))?
+                        .pg_num
+                }
+            }
+        };
+        let mut cursor = cursor.unwrap_or_default();
+        let mut names = Vec::new();
+        let limit = limit.max(1);
+        while cursor.pg_seed < pg_num {
+            let want = limit - u32::try_from(names.len()).unwrap_or(limit);
+            if want == 0 {
+                return Ok(ListPage {
+                    names,
+                    next: Some(cursor),
+                });
+            }
+            let op = OpKind::List {
+                after: cursor.after.as_ref().map(|a| ByteBuf::from(a.to_vec())),
+                limit: want,
+            };
+            let request = Request {
+                pool,
+                target: Target::Pg(cursor.pg_seed),
+                op,
+                data: Bytes::new(),
+                guard: None,
+            };
+            let (page, next) = match self.execute(request).await? {
+                (OpOutput::List { names, next }, _) => (names, next),
+                (other, _) => {
+                    return Err(ClientError::Unexpected(format!("{other:?} for a listing")));
+                }
+            };
+            names.extend(page.into_iter().map(|n| Bytes::from(n.into_vec())));
+            cursor = match next {
+                Some(after) => ListCursor {
+                    pg_seed: cursor.pg_seed,
+                    after: Some(Bytes::from(after.into_vec())),
+                },
+                None => ListCursor {
+                    pg_seed: cursor.pg_seed + 1,
+                    after: None,
+                },
+            };
+        }
+        Ok(ListPage { names, next: None })
+    }
+}
+
+fn bufs(items: &[Bytes]) -> Vec<ByteBuf> {
+    items.iter().map(|b| ByteBuf::from(b.to_vec())).collect()
 }
 
 fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
@@ -582,13 +847,18 @@ fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
             refetch: true,
             why: error.to_string(),
         },
-        Err(error @ (OpError::Blocked { .. } | OpError::Busy { .. } | OpError::Timeout(_))) => {
-            Attempt::Again {
-                refetch: false,
-                why: error.to_string(),
-            }
-        }
+        Err(
+            error @ (OpError::Blocked { .. }
+            | OpError::Busy { .. }
+            | OpError::ObjectBusy
+            | OpError::Timeout(_)),
+        ) => Attempt::Again {
+            refetch: false,
+            why: error.to_string(),
+        },
         Err(OpError::NotFound) => Attempt::Fail(ClientError::NotFound),
+        Err(OpError::CompareFailed(why)) => Attempt::Fail(ClientError::CompareFailed(why)),
+        Err(OpError::Full(why)) => Attempt::Fail(ClientError::Full(why)),
         Err(error) => Attempt::Fail(ClientError::Op(error)),
     }
 }

@@ -7,6 +7,12 @@ use cairn_osd::proto::OpError;
 pub enum ClientError {
     #[error("object not found")]
     NotFound,
+    /// A guarded write's guard did not hold; nothing was changed.
+    #[error("compare failed: {0}")]
+    CompareFailed(String),
+    /// The cluster is too full for writes; removes still work.
+    #[error("cluster full: {0}")]
+    Full(String),
     #[error("pool {0:?} does not exist")]
     NoPool(String),
     /// The OSD refused the operation for a reason retrying cannot fix.

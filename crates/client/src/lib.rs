@@ -16,7 +16,7 @@ pub mod limits;
 
 mod client;
 
-pub use client::{Client, ObjectStat, ReadRange, ReqId};
+pub use client::{Client, Guard, ListCursor, ListPage, ObjectStat, ReadRange, ReqId};
 pub use config::{ClientConfig, config_path};
 pub use error::ClientError;
 pub use limits::ClientOptions;

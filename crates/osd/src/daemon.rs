@@ -25,11 +25,14 @@
 
 use crate::PgLimits;
 use crate::limits::{
-    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, HEARTBEAT_INTERVAL, MAP_REFRESH_INTERVAL, MON_CALL_TIMEOUT,
-    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX,
+    BOOT_TIMEOUT, CAPACITY_CACHE_TTL, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL,
+    LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MON_CALL_TIMEOUT, OMAP_RANGE_ENTRIES_MAX,
+    PARKED_SUB_WRITES_MAX,
 };
-use crate::log::{LogResult, ReqId, Version};
-use crate::pg::{Effects, Interval, Pg, PgEvent, PgMsg, Reply, StoreWrite, SubWrite};
+use crate::log::{LogResult, ReqId, Version, err_code};
+use crate::pg::{
+    Effects, Guard, GuardCheck, Interval, Pg, PgEvent, PgMsg, Reply, StoreWrite, SubWrite,
+};
 use crate::proto::{
     ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError, OpKind, OpOutput, PeerMsg,
     decode_pg_msg, encode_pg_msg,
@@ -41,8 +44,8 @@ use cairn_mon::{
 };
 use cairn_placement::{ClusterMap, Placement, Redundancy, Weight};
 use cairn_store::{
-    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
-    Transaction,
+    Capacity, CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig,
+    StoreError, Transaction,
 };
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
@@ -135,6 +138,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         pgs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
         peers: tokio::sync::Mutex::new(HashMap::new()),
+        capacity: Mutex::new(None),
     });
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
@@ -529,6 +533,8 @@ struct Osd {
     /// Clients waiting for a write's reply.
     pending: Mutex<Waiters>,
     peers: tokio::sync::Mutex<HashMap<String, Connection>>,
+    /// The last capacity reading and when it was taken.
+    capacity: Mutex<Option<(std::time::Instant, Capacity)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -632,10 +638,25 @@ impl Osd {
     /// Feeds one event to a PG and executes its effects; `false` if this OSD
     /// holds no such PG.
     async fn feed(&self, pg: PgId, event: PgEvent) -> bool {
+        self.feed_with(pg, |_| Ok::<_, std::convert::Infallible>(event))
+            .await
+            .is_some()
+    }
+
+    /// Like [`Osd::feed`], with the event made under the PG lock (so what
+    /// `make` reads from the store cannot change before the PG sees it);
+    /// `None` if this OSD holds no such PG, `Some(Err)` if `make` failed.
+    async fn feed_with<E>(
+        &self,
+        pg: PgId,
+        make: impl FnOnce(&PgSlot) -> Result<PgEvent, E>,
+    ) -> Option<Result<(), E>> {
         let fx = {
             let mut pgs = lock(&self.pgs);
-            let Some(slot) = pgs.get_mut(&pg) else {
-                return false;
+            let slot = pgs.get_mut(&pg)?;
+            let event = match make(slot) {
+                Ok(event) => event,
+                Err(error) => return Some(Err(error)),
             };
             let mut fx = slot.handle(event);
             // Queued under the PG lock, so the store sees versions in order.
@@ -647,7 +668,7 @@ impl Osd {
             fx
         };
         self.execute(pg, fx).await;
-        true
+        Some(Ok(()))
     }
 
     async fn execute(&self, pg: PgId, fx: Effects) {
@@ -828,18 +849,40 @@ impl Osd {
         let Some(ops) = op.op.store_ops(&object, data) else {
             return ClientReply::err(OpError::Invalid("not a write".into()));
         };
+        if !frees_space(&op.op)
+            && let Err(error) = self.check_not_full()
+        {
+            return ClientReply::err(error);
+        }
         let req: ReqId = op.req.into();
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
-        let event = PgEvent::ClientWrite {
-            req,
-            client_epoch: op.epoch,
-            object,
-            ops,
+        let guard: Option<Guard> = op.guard.map(Into::into);
+        let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
+        let store = &self.store;
+        let make = |_: &PgSlot| -> Result<PgEvent, OpError> {
+            let guard = match guard {
+                Some(guard) => Some(observe(&**store, collection, &object, guard)?),
+                None => None,
+            };
+            Ok(PgEvent::ClientWrite {
+                req,
+                client_epoch: op.epoch,
+                object: object.clone(),
+                ops,
+                guard,
+            })
         };
-        if !self.feed(op.pg, event).await {
-            self.forget_waiters(req);
-            return self.retry(format!("PG {} is not held here", op.pg)).0;
+        match self.feed_with(op.pg, make).await {
+            Some(Ok(())) => {}
+            Some(Err(error)) => {
+                self.forget_waiters(req);
+                return ClientReply::err(error);
+            }
+            None => {
+                self.forget_waiters(req);
+                return self.retry(format!("PG {} is not held here", op.pg)).0;
+            }
         }
         match tokio::time::timeout(CLIENT_WRITE_TIMEOUT, reply).await {
             Ok(Ok(reply)) => self.to_client_reply(reply),
@@ -875,9 +918,10 @@ impl Osd {
                 version,
                 result: LogResult::Err { code },
             } => (
-                Err(OpError::Store(format!("write failed with code {code}"))),
+                Err(OpError::CompareFailed(err_code::describe(code).into())),
                 Some(version.into()),
             ),
+            Reply::ObjectBusy => (Err(OpError::ObjectBusy), None),
             Reply::Retry { reason } => (
                 Err(OpError::Retry {
                     epoch: self.map_epoch().0,
@@ -904,6 +948,31 @@ impl Osd {
             Reply::Invalid { reason } => (Err(OpError::Invalid(reason.to_string())), None),
         };
         ClientReply { result, version }
+    }
+
+    /// `Full` if the store's file system is past [`FULL_RATIO`]; the
+    /// reading is reused for [`CAPACITY_CACHE_TTL`].
+    fn check_not_full(&self) -> Result<(), OpError> {
+        let capacity = self.capacity_cached().map_err(op_error)?;
+        if capacity.used_ratio() < FULL_RATIO {
+            return Ok(());
+        }
+        Err(OpError::Full(format!(
+            "osd.{}: {} of {} bytes used, over the full ratio {FULL_RATIO}",
+            self.whoami.0, capacity.used_bytes, capacity.total_bytes
+        )))
+    }
+
+    fn capacity_cached(&self) -> Result<Capacity, StoreError> {
+        let mut cached = lock(&self.capacity);
+        if let Some((at, capacity)) = *cached
+            && at.elapsed() < CAPACITY_CACHE_TTL
+        {
+            return Ok(capacity);
+        }
+        let capacity = self.store.capacity()?;
+        *cached = Some((std::time::Instant::now(), capacity));
+        Ok(capacity)
     }
 
     async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
@@ -971,15 +1040,78 @@ fn read_op(
                 .map_err(op_error)?;
             OpOutput::Omap(to_bufs(entries))
         }
+        OpKind::OmapGet { keys } => {
+            let keys: Vec<Bytes> = keys
+                .into_iter()
+                .map(|k| Bytes::from(k.into_vec()))
+                .collect();
+            let entries = store.omap_get(collection, key, &keys).map_err(op_error)?;
+            OpOutput::Omap(to_bufs(entries))
+        }
+        OpKind::List { after, limit } => {
+            if !key.name.is_empty() {
+                return Err(OpError::Invalid("a listing names no object".into()));
+            }
+            let limit = usize::try_from(limit.clamp(1, LIST_NAMES_MAX)).unwrap_or(1);
+            let after = after.map(|a| ObjectKey::new(Bytes::from(a.into_vec())));
+            let page = store
+                .list(collection, after.as_ref(), limit)
+                .map_err(op_error)?;
+            OpOutput::List {
+                names: page
+                    .keys
+                    .into_iter()
+                    .map(|k| ByteBuf::from(k.name.to_vec()))
+                    .collect(),
+                next: page.next.map(|k| ByteBuf::from(k.name.to_vec())),
+            }
+        }
         write => return Err(OpError::Invalid(format!("{write:?} is not a read"))),
     };
     Ok((output, Bytes::new()))
+}
+
+/// Whether a write only shrinks what is stored, so it passes on a full OSD.
+fn frees_space(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Remove | OpKind::RemoveXattr { .. } | OpKind::OmapRemove { .. }
+    )
+}
+
+/// Reads what `guard` compares: the object's version (0 if absent) and the
+/// named xattr.
+fn observe(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    object: &Bytes,
+    guard: Guard,
+) -> Result<GuardCheck, OpError> {
+    let key = ObjectKey::new(object.clone());
+    let version = match store.stat(collection, &key) {
+        Ok(stat) => stat.version,
+        Err(StoreError::NotFound { .. }) => 0,
+        Err(error) => return Err(op_error(error)),
+    };
+    let xattr = match &guard {
+        Guard::Xattr { name, .. } if version > 0 => store
+            .xattrs(collection, &key)
+            .map_err(op_error)?
+            .remove(name),
+        _ => None,
+    };
+    Ok(GuardCheck {
+        guard,
+        version,
+        xattr,
+    })
 }
 
 fn op_error(error: StoreError) -> OpError {
     match error {
         StoreError::NotFound { .. } => OpError::NotFound,
         StoreError::Invalid(why) => OpError::Invalid(why),
+        full @ StoreError::Full { .. } => OpError::Full(full.to_string()),
         other => OpError::Store(other.to_string()),
     }
 }

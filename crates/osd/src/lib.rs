@@ -25,6 +25,6 @@ pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;
 pub use log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use pg::{
-    Effects, Ignored, Interval, IntervalError, InvalidWrite, Pg, PgEvent, PgMsg, Reply,
-    RetryReason, StoreWrite, SubWrite, SubWriteAck,
+    Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite, Pg, PgEvent, PgMsg,
+    Reply, RetryReason, StoreWrite, SubWrite, SubWriteAck,
 };

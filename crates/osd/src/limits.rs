@@ -59,3 +59,22 @@ pub const PARKED_SUB_WRITES_MAX: usize = INFLIGHT_MAX;
 
 /// Omap entries one `OmapGetRange` returns at most, whatever the client asks.
 pub const OMAP_RANGE_ENTRIES_MAX: u32 = 4096;
+
+/// Object names one `List` page returns at most: names are up to 2 KiB, so
+/// a full page stays under half the wire's 1 MiB body limit.
+pub const LIST_NAMES_MAX: u32 = 256;
+
+/// Used fraction of the store's file system at which the OSD refuses client
+/// writes (`Full`; removes still pass). Below the store's own hard refusal
+/// (0.95), so writes already admitted, replica sub-writes and metadata
+/// still fit while the refusal takes effect (Ceph keeps the same margin
+/// between `full_ratio` and `failsafe_full_ratio`).
+pub const FULL_RATIO: f64 = 0.92;
+
+/// Used fraction at which the OSD reports itself nearly full (a health
+/// warning in `cairn status`).
+pub const NEARFULL_RATIO: f64 = 0.85;
+
+/// How long a capacity reading is reused before `statvfs` is asked again:
+/// the full check runs on every client write.
+pub const CAPACITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_millis(500);

@@ -66,6 +66,27 @@ pub enum LogKind {
     Write,
     /// Removed the object.
     Remove,
+    /// Changed nothing: the request was refused (a compare-and-set guard
+    /// failed) and is logged only so a retry gets the same answer.
+    Refused,
+}
+
+/// [`LogResult::Err`] codes. Frozen: they are stored in PG logs.
+pub mod err_code {
+    /// The object's version was not the one the request expected.
+    pub const VERSION_MISMATCH: u32 = 1;
+    /// An xattr's value was not the one the request expected.
+    pub const XATTR_MISMATCH: u32 = 2;
+
+    /// What a code means, for the client's error message.
+    #[must_use]
+    pub fn describe(code: u32) -> &'static str {
+        match code {
+            VERSION_MISMATCH => "object version differs from the expected one",
+            XATTR_MISMATCH => "xattr value differs from the expected one",
+            _ => "unknown error code",
+        }
+    }
 }
 
 /// The recorded result of a logged request, returned again to a retry.
@@ -106,7 +127,7 @@ const LOG_ENTRY_FORMAT: u8 = 1;
 impl LogEntry {
     /// The entry as stored under [`Version::log_key`]: format version 1,
     /// then little-endian fields: epoch u64, seq u64, client u64, tid u64,
-    /// kind u8 (0 write, 1 remove), result u8 (0 ok, 1 err) and u64 object
+    /// kind u8 (0 write, 1 remove, 2 refused), result u8 (0 ok, 1 err) and u64 object
     /// version or u32 code, object name length u32 and the name.
     #[must_use]
     pub fn encode(&self) -> Bytes {
@@ -123,6 +144,7 @@ impl LogEntry {
         out.push(match self.kind {
             LogKind::Write => 0,
             LogKind::Remove => 1,
+            LogKind::Refused => 2,
         });
         match self.result {
             LogResult::Ok { object_version } => {
@@ -158,6 +180,7 @@ impl LogEntry {
         let kind = match reader.u8()? {
             0 => LogKind::Write,
             1 => LogKind::Remove,
+            2 => LogKind::Refused,
             tag => return Err(LogDecodeError::BadTag { what: "kind", tag }),
         };
         let result = match reader.u8()? {
@@ -285,7 +308,7 @@ impl PgLog {
         self.entries.get(index)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &LogEntry> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &LogEntry> {
         self.entries.iter()
     }
 
@@ -350,6 +373,28 @@ mod tests {
         golden.extend_from_slice(&[1, 0]);
         golden.extend_from_slice(&5u64.to_le_bytes());
         golden.extend_from_slice(&[2, 0, 0, 0, b'a', b'b']);
+        assert_eq!(bytes.as_ref(), golden.as_slice());
+        assert_eq!(LogEntry::decode(&bytes), Ok(entry));
+    }
+
+    #[test]
+    fn refused_entry_golden_bytes_round_trip() {
+        let entry = LogEntry {
+            version: Version::new(2, 6),
+            object: Bytes::from_static(b"c"),
+            kind: LogKind::Refused,
+            req: ReqId { client: 1, tid: 10 },
+            result: LogResult::Err {
+                code: err_code::XATTR_MISMATCH,
+            },
+        };
+        let bytes = entry.encode();
+        let mut golden = vec![1u8];
+        for word in [2u64, 6, 1, 10] {
+            golden.extend_from_slice(&word.to_le_bytes());
+        }
+        golden.extend_from_slice(&[2, 1, 2, 0, 0, 0]);
+        golden.extend_from_slice(&[1, 0, 0, 0, b'c']);
         assert_eq!(bytes.as_ref(), golden.as_slice());
         assert_eq!(LogEntry::decode(&bytes), Ok(entry));
     }

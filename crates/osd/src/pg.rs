@@ -13,7 +13,7 @@
 //! write, which then waits, unacknowledged, for the next interval.
 
 use crate::limits::PgLimits;
-use crate::log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
+use crate::log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
 use bytes::Bytes;
 use cairn_store::{CollectionId, ObjectKey, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -98,6 +98,42 @@ pub enum PgMsg {
     SubWriteAck(SubWriteAck),
 }
 
+/// A compare-and-set condition: the write applies only if its object's
+/// state before it matches; otherwise it is refused (and logged as refused,
+/// so a retry gets the same answer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// The object's version is this one (0: the object does not exist).
+    Version(u64),
+    /// The xattr `name` has this value (`None`: it is absent).
+    Xattr { name: Bytes, value: Option<Bytes> },
+}
+
+/// A guard with the state of its object as the shell read it from the
+/// store, under the same lock as the event, so no write slips between.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardCheck {
+    pub guard: Guard,
+    /// The object's version, 0 if it does not exist.
+    pub version: u64,
+    /// The value of the xattr the guard names, if it names one and it is set.
+    pub xattr: Option<Bytes>,
+}
+
+impl GuardCheck {
+    /// The refusal code if the guard does not hold.
+    fn failure(&self) -> Option<u32> {
+        match &self.guard {
+            Guard::Version(expected) => {
+                (*expected != self.version).then_some(err_code::VERSION_MISMATCH)
+            }
+            Guard::Xattr { value, .. } => {
+                (*value != self.xattr).then_some(err_code::XATTR_MISMATCH)
+            }
+        }
+    }
+}
+
 /// What happens to a PG.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PgEvent {
@@ -107,6 +143,7 @@ pub enum PgEvent {
         client_epoch: Epoch,
         object: Bytes,
         ops: Vec<Op>,
+        guard: Option<GuardCheck>,
     },
     /// A new map changed this PG's acting set or primary.
     IntervalChange(Interval),
@@ -176,6 +213,9 @@ pub enum Reply {
     Busy {
         inflight_max: usize,
     },
+    /// A guarded write found writes to its object not yet durable on the
+    /// acting set, so the object's state is not settled; resend later.
+    ObjectBusy,
     Invalid {
         reason: InvalidWrite,
     },
@@ -225,6 +265,13 @@ pub struct Effects {
     pub send: Vec<(OsdId, PgMsg)>,
     pub replies: Vec<(ReqId, Reply)>,
     pub log: Vec<Ignored>,
+}
+
+/// A client write as the PG receives it.
+struct NewWrite {
+    req: ReqId,
+    object: Bytes,
+    ops: Vec<Op>,
 }
 
 #[derive(Debug)]
@@ -303,8 +350,10 @@ impl Pg {
                 client_epoch,
                 object,
                 ops,
+                guard,
             } => {
-                self.on_client_write(req, client_epoch, object, ops, &mut fx);
+                let write = NewWrite { req, object, ops };
+                self.on_client_write(write, client_epoch, guard, &mut fx);
                 Ok(())
             }
             PgEvent::IntervalChange(interval) => self.on_interval_change(interval, &mut fx),
@@ -320,12 +369,12 @@ impl Pg {
 
     fn on_client_write(
         &mut self,
-        req: ReqId,
+        write: NewWrite,
         client_epoch: Epoch,
-        object: Bytes,
-        ops: Vec<Op>,
+        guard: Option<GuardCheck>,
         fx: &mut Effects,
     ) {
+        let req = write.req;
         if let Err(reason) = self.check_primary(client_epoch) {
             fx.replies.push((req, Reply::Retry { reason }));
             return;
@@ -338,9 +387,28 @@ impl Pg {
                 return;
             }
         }
-        if let Err(reply) = self.start_write(req, object, ops, fx) {
+        let refusal = match guard {
+            Some(_) if self.object_unsettled(&write.object) => {
+                fx.replies.push((req, Reply::ObjectBusy));
+                return;
+            }
+            Some(check) => check.failure(),
+            None => None,
+        };
+        if let Err(reply) = self.start_write(write, refusal, fx) {
             fx.replies.push((req, reply));
         }
+    }
+
+    /// Whether a logged write to `object` is not yet known durable on the
+    /// acting set (in flight, or awaiting peering): its outcome could still
+    /// change what a guard sees.
+    fn object_unsettled(&self, object: &Bytes) -> bool {
+        self.log
+            .iter()
+            .rev()
+            .take_while(|entry| entry.version > self.committed_to)
+            .any(|entry| entry.object == *object && entry.kind != LogKind::Refused)
     }
 
     /// Rule: refuse only if this OSD is not primary or the interval began
@@ -380,14 +448,19 @@ impl Pg {
         }
     }
 
-    /// Admits, logs and issues a new write; the `Err` is the reply.
+    /// Admits, logs and issues a new write (or, with a `refusal` code, logs
+    /// its refusal and changes nothing); the `Err` is the reply.
     fn start_write(
         &mut self,
-        req: ReqId,
-        object: Bytes,
-        ops: Vec<Op>,
+        write: NewWrite,
+        refusal: Option<u32>,
         fx: &mut Effects,
     ) -> Result<(), Reply> {
+        let NewWrite {
+            req,
+            object,
+            mut ops,
+        } = write;
         let min_size = self.interval.min_size;
         if self.interval.acting_count() < min_size {
             return Err(Reply::Blocked {
@@ -406,6 +479,28 @@ impl Pg {
             .seq
             .checked_add(1)
             .expect("PG seq overflow");
+        let (kind, result) = match refusal {
+            Some(code) => {
+                ops.clear();
+                (LogKind::Refused, LogResult::Err { code })
+            }
+            None => {
+                if kind == LogKind::Write {
+                    // The object's version is the PG sequence of its last
+                    // write: it only grows, and guards compare against it.
+                    ops.push(Op::SetVersion {
+                        object: ObjectKey::new(object.clone()),
+                        version: seq,
+                    });
+                }
+                (
+                    kind,
+                    LogResult::Ok {
+                        object_version: seq,
+                    },
+                )
+            }
+        };
         let version = Version {
             epoch: self.interval.epoch_started,
             seq,
@@ -419,9 +514,7 @@ impl Pg {
             object,
             kind,
             req,
-            result: LogResult::Ok {
-                object_version: seq,
-            },
+            result,
         };
         let txn = self
             .log_txn(ops.clone(), &entry)
@@ -547,6 +640,12 @@ impl Pg {
                 "committed_to {} not below {version}",
                 msg.committed_to
             ));
+        }
+        if msg.entry.kind == LogKind::Refused {
+            return match (msg.ops.is_empty(), msg.entry.result) {
+                (true, LogResult::Err { .. }) => Ok(()),
+                _ => malformed(format!("refusal with {} ops", msg.ops.len())),
+            };
         }
         let expected = LogResult::Ok {
             object_version: version.seq,

@@ -106,6 +106,48 @@ pub enum OpKind {
         after: Option<ByteBuf>,
         limit: u32,
     },
+    /// Removes xattr `name` (the object must exist).
+    RemoveXattr {
+        name: ByteBuf,
+    },
+    /// Removes omap keys (the object must exist; absent keys are fine).
+    OmapRemove {
+        keys: Vec<ByteBuf>,
+    },
+    /// The values of these omap keys (absent keys are left out).
+    OmapGet {
+        keys: Vec<ByteBuf>,
+    },
+    /// Names of the PG's objects in (hash, name) order after `after`, at
+    /// most `limit`; the request's object name must be empty.
+    List {
+        after: Option<ByteBuf>,
+        limit: u32,
+    },
+}
+
+/// A compare-and-set condition on the object's state before a write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GuardWire {
+    /// The object's version is this one (0: it does not exist).
+    Version(u64),
+    /// Xattr `name` has this value (`None`: it is absent).
+    Xattr {
+        name: ByteBuf,
+        value: Option<ByteBuf>,
+    },
+}
+
+impl From<GuardWire> for crate::pg::Guard {
+    fn from(g: GuardWire) -> crate::pg::Guard {
+        match g {
+            GuardWire::Version(v) => crate::pg::Guard::Version(v),
+            GuardWire::Xattr { name, value } => crate::pg::Guard::Xattr {
+                name: unbuf(name),
+                value: value.map(unbuf),
+            },
+        }
+    }
 }
 
 impl OpKind {
@@ -120,6 +162,8 @@ impl OpKind {
                 | OpKind::Remove
                 | OpKind::SetXattr { .. }
                 | OpKind::OmapSet { .. }
+                | OpKind::RemoveXattr { .. }
+                | OpKind::OmapRemove { .. }
         )
     }
 
@@ -151,10 +195,20 @@ impl OpKind {
                     .collect();
                 vec![touch, Op::OmapSet { object, entries }]
             }
+            OpKind::RemoveXattr { name } => vec![Op::RemoveXattr {
+                object,
+                name: Bytes::from(name.to_vec()),
+            }],
+            OpKind::OmapRemove { keys } => vec![Op::OmapRemove {
+                object,
+                keys: keys.iter().map(|k| Bytes::from(k.to_vec())).collect(),
+            }],
             OpKind::Read { .. }
             | OpKind::Stat
             | OpKind::GetXattrs
-            | OpKind::OmapGetRange { .. } => return None,
+            | OpKind::OmapGetRange { .. }
+            | OpKind::OmapGet { .. }
+            | OpKind::List { .. } => return None,
         })
     }
 }
@@ -168,6 +222,8 @@ pub struct ClientOp {
     pub req: ReqIdWire,
     pub object: ByteBuf,
     pub op: OpKind,
+    /// Writes only: apply only if this holds, else fail `CompareFailed`.
+    pub guard: Option<GuardWire>,
 }
 
 impl Message for ClientOp {
@@ -189,6 +245,12 @@ pub enum OpOutput {
     },
     Xattrs(Vec<(ByteBuf, ByteBuf)>),
     Omap(Vec<(ByteBuf, ByteBuf)>),
+    /// A page of object names; `next` continues the listing, `None` at the
+    /// PG's end.
+    List {
+        names: Vec<ByteBuf>,
+        next: Option<ByteBuf>,
+    },
 }
 
 /// Why an operation failed. `Retry`, `Blocked` and `Busy` say nothing was
@@ -214,6 +276,15 @@ pub enum OpError {
     Store(String),
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A guard did not hold; nothing was changed.
+    #[error("compare failed: {0}")]
+    CompareFailed(String),
+    /// A guarded write's object has writes not yet settled; resend.
+    #[error("object has writes in flight; retry the guarded write")]
+    ObjectBusy,
+    /// The OSD's store is too full for writes (removes still work).
+    #[error("full: {0}")]
+    Full(String),
 }
 
 /// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.

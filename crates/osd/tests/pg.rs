@@ -5,8 +5,8 @@
 
 use bytes::Bytes;
 use cairn_osd::{
-    Effects, Ignored, Interval, LogResult, Pg, PgEvent, PgLimits, PgMsg, Reply, ReqId, RetryReason,
-    StoreWrite, SubWrite, Version,
+    Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, Pg, PgEvent, PgLimits,
+    PgMsg, Reply, ReqId, RetryReason, StoreWrite, SubWrite, Version,
 };
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -95,8 +95,26 @@ impl Harness {
             client_epoch: Epoch(epoch),
             object: Bytes::copy_from_slice(name.as_bytes()),
             ops: write_full(name, &format!("data {tid}")),
+            guard: None,
         };
         self.event(OsdId(osd), event);
+    }
+
+    /// A write of `name` guarded by `guard`, whose object the shell saw at
+    /// `version`.
+    fn guarded_write(&mut self, tid: u64, name: &str, guard: Guard, version: u64) {
+        let event = PgEvent::ClientWrite {
+            req: req(tid),
+            client_epoch: Epoch(5),
+            object: Bytes::copy_from_slice(name.as_bytes()),
+            ops: write_full(name, &format!("data {tid}")),
+            guard: Some(GuardCheck {
+                guard,
+                version,
+                xattr: None,
+            }),
+        };
+        self.event(OsdId(1), event);
     }
 
     /// Delivers every queued message (FIFO per link) until none is left.
@@ -239,6 +257,57 @@ fn retried_request_applies_once() {
     assert_eq!(h.replies[0], h.replies[1], "same result from the log");
     assert_eq!(h.stored[&OsdId(1)].len(), 1, "one transaction only");
     assert_eq!(h.pg(1).last_update(), Version::new(5, 1));
+}
+
+#[test]
+fn guarded_writes_refuse_on_mismatch_wait_on_unsettled_and_log_the_outcome() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    h.guarded_write(2, "a", Guard::Version(0), 0);
+    assert_eq!(
+        h.replies,
+        vec![(req(2), Reply::ObjectBusy)],
+        "a is unsettled"
+    );
+    h.replies.clear();
+    h.run();
+    h.replies.clear();
+    h.guarded_write(3, "a", Guard::Version(7), 1);
+    h.run();
+    let refused = Reply::Done {
+        version: Version::new(5, 2),
+        result: LogResult::Err { code: 1 },
+    };
+    assert_eq!(h.replies, vec![(req(3), refused.clone())]);
+    for osd in [1, 2, 3] {
+        let last = h.pg(osd).log().iter().last().expect("entries");
+        assert_eq!(last.kind, LogKind::Refused, "osd {osd} logged the refusal");
+    }
+    let ops_of = |h: &Harness, osd: u32| -> Vec<usize> {
+        h.stored[&OsdId(osd)]
+            .iter()
+            .map(|w| w.txn.ops.len())
+            .collect()
+    };
+    assert_eq!(
+        ops_of(&h, 2),
+        vec![3, 1],
+        "write+version+log, then log only"
+    );
+    h.guarded_write(3, "a", Guard::Version(1), 1);
+    assert_eq!(
+        h.replies.last(),
+        Some(&(req(3), refused)),
+        "retry: same answer"
+    );
+    h.guarded_write(4, "a", Guard::Version(1), 1);
+    h.run();
+    let applied = Reply::Done {
+        version: Version::new(5, 3),
+        result: LogResult::Ok { object_version: 3 },
+    };
+    assert_eq!(h.replies.last(), Some(&(req(4), applied)));
+    assert_eq!(ops_of(&h, 3), vec![3, 1, 3]);
 }
 
 #[test]
