@@ -27,21 +27,12 @@ impl ConfArgs {
         config_path(self.conf.as_deref())
     }
 
-    fn load(&self) -> CliResult<ClientConfig> {
+    pub fn load(&self) -> CliResult<ClientConfig> {
         Ok(ClientConfig::load(&self.path())?)
     }
 }
 
 /// Flags of `cairn status`.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    #[command(flatten)]
-    conf: ConfArgs,
-    /// Print JSON instead of a summary.
-    #[arg(long)]
-    json: bool,
-}
-
 /// `cairn pool ...`.
 #[derive(Debug, Args)]
 pub struct PoolArgs {
@@ -255,7 +246,7 @@ pub async fn connect(conf: &ConfArgs) -> CliResult<Client> {
 }
 
 #[derive(Debug, Serialize)]
-struct PoolSummary {
+pub struct PoolSummary {
     id: u32,
     name: String,
     redundancy: String,
@@ -264,17 +255,7 @@ struct PoolSummary {
     failure_domain: String,
 }
 
-#[derive(Debug, Serialize)]
-struct Status {
-    epoch: u64,
-    osds_total: usize,
-    osds_up: usize,
-    osds_in: usize,
-    pools: Vec<PoolSummary>,
-    pg_count: u64,
-}
-
-fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
+pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
     map.pools
         .iter()
         .map(|p| PoolSummary {
@@ -286,33 +267,6 @@ fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
             failure_domain: p.failure_domain.to_string(),
         })
         .collect()
-}
-
-pub fn run_status(args: StatusArgs) -> CliResult {
-    let map = runtime()?.block_on(async {
-        let client = connect(&args.conf).await?;
-        let map: CliResult<std::sync::Arc<cairn_placement::ClusterMap>> =
-            Ok(client.refresh_map().await?);
-        map
-    })?;
-    let status = Status {
-        epoch: map.epoch.0,
-        osds_total: map.osds.len(),
-        osds_up: map.osds.iter().filter(|o| o.up).count(),
-        osds_in: map.osds.iter().filter(|o| o.is_in).count(),
-        pools: pool_summaries(&map),
-        pg_count: map.pools.iter().map(|p| u64::from(p.pg_num)).sum(),
-    };
-    if args.json {
-        return print_json(&status);
-    }
-    println!("epoch  {}", status.epoch);
-    println!(
-        "osds   {} total, {} up, {} in",
-        status.osds_total, status.osds_up, status.osds_in
-    );
-    println!("pools  {} ({} PGs)", status.pools.len(), status.pg_count);
-    Ok(())
 }
 
 fn failure_domain(text: &str) -> CliResult<FailureDomainSpec> {

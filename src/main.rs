@@ -4,10 +4,12 @@
 mod bench_cmd;
 mod bench_object;
 mod client_cmd;
+mod daemon_cmd;
 mod mon_cmd;
 mod osd_cmd;
 mod output;
 mod placement_cmd;
+mod status_cmd;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -38,8 +40,12 @@ enum Command {
     Up(up_cmd::UpArgs),
     /// Stop the cluster `cairn up` started.
     Down(up_cmd::DownArgs),
+    /// Hold one daemon of a `cairn up` cluster down (`stop mon|osd.N`), or
+    /// start it again (`start`).
+    #[command(subcommand)]
+    Daemon(daemon_cmd::DaemonCommand),
     /// Cluster summary: epoch, OSDs, pools, PGs.
-    Status(client_cmd::StatusArgs),
+    Status(status_cmd::StatusArgs),
     /// Capacity and pools: PGs, redundancy, estimated usable space.
     Df(client_cmd::DfArgs),
     /// Pools: create, list, set, rm.
@@ -74,7 +80,8 @@ fn main() -> ExitCode {
         Command::Osd(_) => Err("cairn osd: give --data DIR to run an OSD, or tree/out/in".into()),
         Command::Up(args) => up_cmd::run_up(args),
         Command::Down(args) => up_cmd::run_down(args),
-        Command::Status(args) => client_cmd::run_status(args),
+        Command::Daemon(command) => daemon_cmd::run(command),
+        Command::Status(args) => status_cmd::run_status(args),
         Command::Df(args) => client_cmd::run_df(args),
         Command::Pool(args) => client_cmd::run_pool(args),
         Command::Object(args) => client_cmd::run_object(args),

@@ -3,8 +3,14 @@
 //! with backoff; `down` stops the supervisor, which stops its children.
 //!
 //! Layout under the data dir: `mon/`, `osd.N/`, `logs/*.log`, `run/*.pid`
-//! (children), `up.pid` (the supervisor), `up.ready` (written once the
-//! cluster serves; holds the summary), `cairn.toml` (the client config).
+//! (children), `run/NAME.hold` (`cairn daemon stop`: keep NAME down),
+//! `run/NAME.start` (`cairn daemon start`: start NAME now), `up.pid` (the
+//! supervisor), `up.daemons` (the names it supervises, one a line),
+//! `up.ready` (written once the cluster serves; holds the summary),
+//! `cairn.toml` (the client config).
+//!
+//! The supervisor and `cairn daemon` talk through those files only, so
+//! `daemon stop|start` works on a detached supervisor without a socket.
 
 use crate::output::CliResult;
 use cairn_client::{Client, ClientConfig, ClientError};
@@ -25,7 +31,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// (the readiness timeout plus room to start processes).
 const DETACH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time children get to exit after SIGTERM before they are killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// Time `down` gives the supervisor (which itself waits `STOP_TIMEOUT`).
 const DOWN_TIMEOUT: Duration = Duration::from_secs(25);
 /// First restart delay of a crashed child; doubles up to the maximum.
@@ -108,18 +114,40 @@ fn ready_file(dir: &Path) -> PathBuf {
     dir.join("up.ready")
 }
 
-fn pid_file(dir: &Path) -> PathBuf {
+/// The supervisor's pid.
+pub(crate) fn pid_file(dir: &Path) -> PathBuf {
     dir.join("up.pid")
 }
 
+/// The names of the daemons the supervisor runs, one a line.
+pub(crate) fn roster_file(dir: &Path) -> PathBuf {
+    dir.join("up.daemons")
+}
+
+/// Daemon `name`'s pid, while the supervisor runs it.
+pub(crate) fn daemon_pid_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("run").join(format!("{name}.pid"))
+}
+
+/// Present while `cairn daemon stop` holds `name` down.
+pub(crate) fn hold_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("run").join(format!("{name}.hold"))
+}
+
+/// A request from `cairn daemon start` to start `name` now if it is not
+/// running (also under `--no-restart`, also during a restart backoff).
+pub(crate) fn start_request_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("run").join(format!("{name}.start"))
+}
+
 /// A pid from `path`, if the file holds one.
-fn read_pid(path: &Path) -> Option<i32> {
+pub(crate) fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 /// Whether `pid` is a live (not zombie) `cairn` process; guards against
 /// signalling a process that reused a stale pid.
-fn is_live_cairn(pid: i32) -> bool {
+pub(crate) fn is_live_cairn(pid: i32) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
@@ -133,7 +161,7 @@ fn is_live_cairn(pid: i32) -> bool {
     state_ok && String::from_utf8_lossy(&cmdline).contains("cairn")
 }
 
-fn signal(pid: i32, sig: rustix::process::Signal) {
+pub(crate) fn signal(pid: i32, sig: rustix::process::Signal) {
     if let Some(pid) = rustix::process::Pid::from_raw(pid) {
         // ESRCH (already gone) is the outcome we want anyway.
         let _ = rustix::process::kill_process(pid, sig);
@@ -167,6 +195,7 @@ pub fn run_up(args: UpArgs) -> CliResult {
     )?;
     let result = supervise(&args);
     drop(std::fs::remove_file(pid_file(&args.data_dir)));
+    drop(std::fs::remove_file(roster_file(&args.data_dir)));
     drop(std::fs::remove_file(ready_file(&args.data_dir)));
     result
 }
@@ -241,6 +270,9 @@ struct Daemon {
     restart_at: Option<Instant>,
     backoff: Duration,
     restart_count: u32,
+    /// Down because of a hold marker (not a crash): starts as soon as the
+    /// marker goes, without backoff, also under `--no-restart`.
+    held: bool,
 }
 
 impl Daemon {
@@ -253,6 +285,7 @@ impl Daemon {
             restart_at: None,
             backoff: RESTART_BACKOFF_INITIAL,
             restart_count: 0,
+            held: false,
         }
     }
 
@@ -269,7 +302,7 @@ impl Daemon {
             .process_group(0)
             .spawn()?;
         std::fs::write(
-            dir.join("run").join(format!("{}.pid", self.name)),
+            daemon_pid_file(dir, &self.name),
             format!("{}\n", child.id()),
         )?;
         tracing::info!(daemon = %self.name, pid = child.id(), "started");
@@ -279,25 +312,25 @@ impl Daemon {
         Ok(())
     }
 
-    /// Notices a dead child and schedules (or performs) its restart.
+    /// One supervisor tick: notices a dead child, honours the hold marker
+    /// and start requests of `cairn daemon`, and schedules (or performs)
+    /// restarts.
     fn poll(&mut self, dir: &Path, restart: bool) {
-        if let Some(child) = &mut self.child {
-            match child.try_wait() {
-                Ok(None) => return,
-                Ok(Some(status)) => {
-                    tracing::warn!(daemon = %self.name, %status, "exited unexpectedly");
-                }
-                Err(error) => tracing::warn!(daemon = %self.name, %error, "cannot wait"),
-            }
-            self.child = None;
-            if !restart {
-                return;
-            }
-            if self.started_at.elapsed() > RESTART_BACKOFF_RESET_AFTER {
-                self.backoff = RESTART_BACKOFF_INITIAL;
-            }
-            self.restart_at = Some(Instant::now() + self.backoff);
-            self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
+        let is_held = hold_file(dir, &self.name).exists();
+        if self.child.is_some() {
+            self.poll_child(dir, restart, is_held);
+            return;
+        }
+        if is_held {
+            self.held = true;
+            self.restart_at = None;
+            return;
+        }
+        let is_requested = std::fs::remove_file(start_request_file(dir, &self.name)).is_ok();
+        if is_requested || std::mem::take(&mut self.held) {
+            // Deliberate, not a crash: no backoff.
+            self.backoff = RESTART_BACKOFF_INITIAL;
+            self.restart_at = Some(Instant::now());
         }
         if self.restart_at.is_some_and(|at| Instant::now() >= at) {
             self.restart_count += 1;
@@ -307,6 +340,40 @@ impl Daemon {
                 self.restart_at = Some(Instant::now() + self.backoff);
             }
         }
+    }
+
+    /// Checks the running child; once it has exited, either records it as
+    /// held down (`cairn daemon stop` asked for that) or schedules a
+    /// restart after the backoff.
+    fn poll_child(&mut self, dir: &Path, restart: bool, is_held: bool) {
+        let Some(child) = &mut self.child else {
+            return;
+        };
+        let status = match child.try_wait() {
+            Ok(None) => {
+                // Already running: a start request is fulfilled.
+                drop(std::fs::remove_file(start_request_file(dir, &self.name)));
+                return;
+            }
+            Ok(Some(status)) => status.to_string(),
+            Err(error) => format!("cannot wait: {error}"),
+        };
+        self.child = None;
+        if is_held {
+            tracing::info!(daemon = %self.name, %status, "held down");
+            self.held = true;
+            drop(std::fs::remove_file(daemon_pid_file(dir, &self.name)));
+            return;
+        }
+        tracing::warn!(daemon = %self.name, %status, "exited unexpectedly");
+        if !restart {
+            return;
+        }
+        if self.started_at.elapsed() > RESTART_BACKOFF_RESET_AFTER {
+            self.backoff = RESTART_BACKOFF_INITIAL;
+        }
+        self.restart_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(RESTART_BACKOFF_MAX);
     }
 }
 
@@ -354,6 +421,7 @@ fn supervise(args: &UpArgs) -> CliResult {
         .enable_all()
         .build()?;
     let mut list = daemons(args);
+    write_roster(&args.data_dir, &list)?;
     let mut result = Ok(());
     for daemon in &mut list {
         if let Err(error) = daemon.start(&args.data_dir) {
@@ -366,6 +434,18 @@ fn supervise(args: &UpArgs) -> CliResult {
     }
     stop_all(&mut list, &args.data_dir);
     result
+}
+
+/// Records which daemons this supervisor runs (for `cairn daemon`) and
+/// clears the hold markers and start requests of an earlier run, so a
+/// fresh `up` starts everything.
+fn write_roster(dir: &Path, list: &[Daemon]) -> std::io::Result<()> {
+    for daemon in list {
+        drop(std::fs::remove_file(hold_file(dir, &daemon.name)));
+        drop(std::fs::remove_file(start_request_file(dir, &daemon.name)));
+    }
+    let names: String = list.iter().map(|d| format!("{}\n", d.name)).collect();
+    std::fs::write(roster_file(dir), names)
 }
 
 async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
@@ -482,9 +562,7 @@ fn stop_all(list: &mut [Daemon], dir: &Path) {
                 Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-        drop(std::fs::remove_file(
-            dir.join("run").join(format!("{}.pid", daemon.name)),
-        ));
+        drop(std::fs::remove_file(daemon_pid_file(dir, &daemon.name)));
         tracing::info!(daemon = %daemon.name, "stopped");
     }
 }
@@ -507,7 +585,8 @@ pub fn run_down(args: DownArgs) -> CliResult {
         None => println!("no cluster running in {}", dir.display()),
     }
     // Children the supervisor could not stop (it was killed): kill them by
-    // the pids it recorded.
+    // the pids it recorded. Hold markers and start requests hold no pid
+    // and go too: the next `up` starts every daemon.
     if let Ok(entries) = std::fs::read_dir(dir.join("run")) {
         for entry in entries.flatten() {
             if let Some(pid) = read_pid(&entry.path()).filter(|p| is_live_cairn(*p)) {
@@ -518,6 +597,7 @@ pub fn run_down(args: DownArgs) -> CliResult {
         }
     }
     drop(std::fs::remove_file(pid_file(dir)));
+    drop(std::fs::remove_file(roster_file(dir)));
     drop(std::fs::remove_file(ready_file(dir)));
     Ok(())
 }

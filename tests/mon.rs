@@ -125,7 +125,10 @@ async fn monitor_survives_sigkill_and_garbage() {
     let duplicate = client.command(boot(9)).await.expect("boot 4th");
     assert!(matches!(duplicate, Reply::OsdBooted { .. }));
     assert!(matches!(
-        client.heartbeat(OsdId(0)).await.expect("heartbeat"),
+        client
+            .heartbeat(OsdId(0), cairn_mon::OsdStats::default())
+            .await
+            .expect("heartbeat"),
         Reply::Heartbeat { up: true, .. }
     ));
     match client.get_map(Epoch(4)).await.expect("incrementals") {

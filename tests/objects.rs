@@ -23,6 +23,23 @@ fn mon_addr(cluster: &Cluster) -> String {
     line.split('"').nth(1).expect("quoted address").to_owned()
 }
 
+/// `cairn status --json` once `done` holds of it (OSD statistics arrive
+/// with heartbeats, once a second), or a panic after 20 s.
+fn wait_status(cluster: &Cluster, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "status never got there: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -81,6 +98,16 @@ fn listing_xattrs_omap_and_guards() {
     let missing = cluster.cairn(&["object", "ls", "--pool", "nope"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("does not exist"));
+
+    // Status: every PG active+clean, healthy, client writes seen.
+    let status = wait_status(&cluster, |s| {
+        s["pgs_by_state"]["active+clean"] == 32 && s["health"]["status"] == "HEALTH_OK"
+    });
+    assert_eq!(status["pgs_by_state"].as_object().map(|m| m.len()), Some(1));
+    assert!(
+        status["usage"]["total_bytes"].as_u64() > Some(0),
+        "{status}"
+    );
 
     // Xattrs and omap through the CLI.
     let run = |args: &[&str]| text(ok(cluster.cairn(args), &args.join(" ")));
@@ -215,4 +242,89 @@ fn listing_xattrs_omap_and_guards() {
         "every successful compare-and-set counted exactly once"
     );
     assert_eq!(total, writers * increments);
+}
+
+/// A tmpfs mounted for the test, unmounted (and its directory removed)
+/// when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        drop(std::process::Command::new("umount").arg(&self.0).status());
+        drop(std::fs::remove_dir_all(&self.0));
+    }
+}
+
+#[test]
+fn a_full_cluster_refuses_writes_clearly_and_still_removes() {
+    let dir = common::test_dir("full");
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=192m", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        mounted,
+        "mounting a tmpfs needs root (the suite runs as root in CI)"
+    );
+    let _mount = Tmpfs(dir.clone());
+    let cluster = Cluster::up_at(dir, 3, 17950, &[]);
+    let rt = runtime();
+    let client = rt
+        .block_on(Client::connect(&mon_addr(&cluster)))
+        .expect("connect");
+    let object = Bytes::from(vec![0x5a; 1 << 20]);
+    let mut written = Vec::new();
+    let full = rt.block_on(async {
+        for i in 0..400 {
+            let name = format!("fill-{i}");
+            match client
+                .write_full("data", name.as_bytes(), object.clone())
+                .await
+            {
+                Ok(_) => written.push(name),
+                Err(error) => return error,
+            }
+        }
+        panic!("192 MiB never filled with 3 copies of 400 MiB");
+    });
+    assert!(matches!(full, ClientError::Full(_)), "{full:?}");
+    assert!(full.to_string().contains("full"), "{full}");
+    assert!(written.len() > 20, "filled too early: {}", written.len());
+    let cli = cluster.cairn(&["object", "put", "--pool", "data", "more", "/etc/hostname"]);
+    assert!(!cli.status.success(), "a put on a full cluster succeeded");
+    assert!(
+        String::from_utf8_lossy(&cli.stderr).contains("full"),
+        "stderr: {}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let status = wait_status(&cluster, |s| s["health"]["status"] == "HEALTH_ERR");
+    let checks = status["health"]["checks"].to_string();
+    assert!(checks.contains("full osd"), "{status}");
+    assert!(status["usage"]["used_bytes"].as_u64() > Some(0), "{status}");
+    let text = text(ok(cluster.cairn(&["status"]), "status"));
+    assert!(
+        text.contains("HEALTH_ERR") && text.contains("full"),
+        "{text}"
+    );
+    // Everything acknowledged before the refusal reads back, and removes
+    // free space until writes pass again.
+    rt.block_on(async {
+        for name in &written {
+            let data = client
+                .read("data", name.as_bytes(), ReadRange::default())
+                .await
+                .expect("read back");
+            assert!(data == object, "{name} changed");
+        }
+        for name in written.iter().take(written.len() / 2) {
+            client
+                .remove("data", name.as_bytes())
+                .await
+                .expect("remove");
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    rt.block_on(client.write_full("data", b"after", Bytes::from("ok")))
+        .expect("writes pass again after removes");
 }

@@ -23,7 +23,12 @@ impl Cluster {
     /// Starts `osds` OSDs with the monitor on `base_port`; `extra` flags go
     /// to `cairn up`.
     pub fn up(name: &str, osds: u16, base_port: u16, extra: &[&str]) -> Cluster {
-        let dir = test_dir(name);
+        Cluster::up_at(test_dir(name), osds, base_port, extra)
+    }
+
+    /// As [`Cluster::up`], in an existing directory `dir` (a mount point,
+    /// say); it is emptied, not removed, at the end if it cannot be.
+    pub fn up_at(dir: PathBuf, osds: u16, base_port: u16, extra: &[&str]) -> Cluster {
         let cluster = Cluster {
             conf: dir.join("cairn.toml"),
             dir,

@@ -253,6 +253,24 @@ impl Client {
         }
     }
 
+    /// Every OSD's latest statistics (space, client I/O rates, PG states)
+    /// as the monitor last heard them.
+    ///
+    /// # Errors
+    /// A monitor or transport error.
+    pub async fn osd_stats(&self) -> Result<Vec<cairn_mon::OsdStatsReport>, ClientError> {
+        let mon = self.mon().await?;
+        match mon.stats().await {
+            Ok(reports) => Ok(reports),
+            Err(error) => {
+                if matches!(error, cairn_mon::MonError::Wire(_)) {
+                    *self.inner.mon.lock().await = None;
+                }
+                Err(error.into())
+            }
+        }
+    }
+
     async fn mon(&self) -> Result<MonClient, ClientError> {
         let mut slot = self.inner.mon.lock().await;
         if let Some(mon) = slot.as_ref() {

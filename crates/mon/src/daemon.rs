@@ -4,20 +4,33 @@
 //! at a time, so each epoch is persisted (fsynced) before its reply leaves
 //! and before the next event is decided. Connections (via
 //! [`cairn_wire::serve`]) and a 500 ms ticker only feed it events.
+//!
+//! The actor publishes each committed epoch on a `watch` channel. Held
+//! `Subscribe` requests (long polls) wait on it in their own handler tasks,
+//! never in the actor: the wire server runs a connection's requests
+//! concurrently, so a held subscription does not delay other requests on
+//! the same connection, and the actor stays free to decide.
+//!
+//! OSD statistics (space, client I/O counters) ride on heartbeats and are
+//! kept here in the shell, in memory: they are observations, not map state,
+//! so they need no consensus and are not persisted (like Ceph's mgr).
 
 use crate::error::MonError;
-use crate::limits::{EVENT_QUEUE_MAX, INCREMENTALS_PER_REPLY_MAX, TICK_MS};
+use crate::limits::{EVENT_QUEUE_MAX, INCREMENTALS_PER_REPLY_MAX, SUBSCRIBE_WAIT_MS_MAX, TICK_MS};
 use crate::proto::{
-    CommandRequest, FailureReport, GetMap, Heartbeat, KIND_COMMAND, KIND_FAILURE_REPORT,
-    KIND_GET_MAP, KIND_HEARTBEAT, MapReply, MapUpdate, MonReply, Reply,
+    CommandRequest, FailureReport, GetMap, Heartbeat, IoRates, KIND_COMMAND, KIND_FAILURE_REPORT,
+    KIND_GET_MAP, KIND_GET_STATS, KIND_HEARTBEAT, KIND_SUBSCRIBE, MapReply, MapUpdate, MonReply,
+    OsdStats, OsdStatsReport, Reply, StatsReply, Subscribe,
 };
 use crate::service::{Event, MapService, ServiceConfig};
 use crate::store::MonStore;
 use bytes::Bytes;
-use cairn_types::Epoch;
+use cairn_types::{Epoch, OsdId};
 use cairn_wire::{Frame, ServeOptions};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +54,52 @@ enum Request {
         have_epoch: Epoch,
         reply: oneshot::Sender<Result<(MapReply, Bytes), MonError>>,
     },
+}
+
+/// What every request handler shares: the way to the actor, the daemon's
+/// clock, the newest committed epoch and the shutdown signal.
+#[derive(Clone)]
+struct Shell {
+    events: mpsc::Sender<Request>,
+    started: Instant,
+    /// The newest epoch the actor has persisted; held subscriptions wait on
+    /// it. Closed when the actor ends.
+    published: watch::Receiver<Epoch>,
+    /// Cancelled when the daemon stops; held subscriptions then answer at
+    /// once rather than hold up the connection drain.
+    shutdown: CancellationToken,
+    /// The latest statistics of each OSD (not map state: in memory only).
+    stats: Arc<Mutex<BTreeMap<OsdId, StatsSlot>>>,
+}
+
+/// One OSD's last report, when it came, and the rates since the one before.
+#[derive(Clone, Debug)]
+struct StatsSlot {
+    stats: OsdStats,
+    at: Instant,
+    rates: IoRates,
+}
+
+impl StatsSlot {
+    /// The slot after `stats` arrived at `at`; rates are zero after an OSD
+    /// restart (counters went back) or without an earlier report.
+    fn next(previous: Option<&StatsSlot>, stats: OsdStats, at: Instant) -> StatsSlot {
+        let rates = previous
+            .filter(|p| at > p.at && stats.client_write_ops >= p.stats.client_write_ops)
+            .filter(|p| stats.client_read_ops >= p.stats.client_read_ops)
+            .map_or_else(IoRates::default, |p| {
+                let seconds = (at - p.at).as_secs_f64();
+                #[allow(clippy::cast_precision_loss)]
+                let per_s = |now: u64, then: u64| now.saturating_sub(then) as f64 / seconds;
+                IoRates {
+                    read_ops_per_s: per_s(stats.client_read_ops, p.stats.client_read_ops),
+                    read_bytes_per_s: per_s(stats.client_read_bytes, p.stats.client_read_bytes),
+                    write_ops_per_s: per_s(stats.client_write_ops, p.stats.client_write_ops),
+                    write_bytes_per_s: per_s(stats.client_write_bytes, p.stats.client_write_bytes),
+                }
+            });
+        StatsSlot { stats, at, rates }
+    }
 }
 
 /// Runs the monitor until the process ends.
@@ -72,16 +131,21 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
         "monitor serving"
     );
     let (events, queue) = mpsc::channel(EVENT_QUEUE_MAX);
-    let (published, _) = watch::channel(service.epoch());
+    let (published, published_epochs) = watch::channel(service.epoch());
     let actor = tokio::task::spawn_blocking(move || run_actor(service, store, queue, published));
     let started = Instant::now();
     let ticker = tokio::spawn(run_ticker(events.clone(), started, shutdown.clone()));
-    let handler_events = events.clone();
-    let handler = move |frame: Frame| {
-        let events = handler_events.clone();
-        async move { Some(handle_frame(frame, &events, started).await) }
+    let shell = Shell {
+        events,
+        started,
+        published: published_epochs,
+        shutdown: shutdown.clone(),
+        stats: Arc::new(Mutex::new(BTreeMap::new())),
     };
-    drop(events);
+    let handler = move |frame: Frame| {
+        let shell = shell.clone();
+        async move { Some(handle_frame(frame, &shell).await) }
+    };
     let options = ServeOptions {
         shutdown: shutdown.clone(),
         ..ServeOptions::default()
@@ -204,10 +268,15 @@ fn map_reply(
 
 /// Answers one request frame; malformed or unknown requests get a
 /// `BadRequest` reply rather than silence.
-async fn handle_frame(frame: Frame, events: &mpsc::Sender<Request>, started: Instant) -> Frame {
+async fn handle_frame(frame: Frame, shell: &Shell) -> Frame {
+    let (events, started) = (&shell.events, shell.started);
     let answer = match frame.kind {
         KIND_GET_MAP => match frame.decode_body::<GetMap>() {
-            Ok(request) => return get_map(request, events).await,
+            Ok(request) => return get_map(request.have_epoch, events).await,
+            Err(error) => Err(MonError::BadRequest(error.to_string())),
+        },
+        KIND_SUBSCRIBE => match frame.decode_body::<Subscribe>() {
+            Ok(request) => return subscribe(request, shell).await,
             Err(error) => Err(MonError::BadRequest(error.to_string())),
         },
         KIND_COMMAND => match frame.decode_body::<CommandRequest>() {
@@ -215,7 +284,8 @@ async fn handle_frame(frame: Frame, events: &mpsc::Sender<Request>, started: Ins
             Err(error) => Err(MonError::BadRequest(error.to_string())),
         },
         KIND_HEARTBEAT => match frame.decode_body::<Heartbeat>() {
-            Ok(Heartbeat { osd }) => {
+            Ok(Heartbeat { osd, stats }) => {
+                shell.record_stats(osd, stats);
                 let event = Event::Heartbeat {
                     osd,
                     now_ms: now_ms(started),
@@ -235,11 +305,35 @@ async fn handle_frame(frame: Frame, events: &mpsc::Sender<Request>, started: Ins
             }
             Err(error) => Err(MonError::BadRequest(error.to_string())),
         },
+        KIND_GET_STATS => {
+            let reply = StatsReply(Ok(shell.stats_reports()));
+            return respond(&reply, Bytes::new());
+        }
         other => Err(MonError::BadRequest(format!(
             "message kind {other:#06x} is not a monitor request"
         ))),
     };
     respond(&MonReply(answer), Bytes::new())
+}
+
+impl Shell {
+    fn record_stats(&self, osd: OsdId, stats: OsdStats) {
+        let mut all = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = StatsSlot::next(all.get(&osd), stats, Instant::now());
+        all.insert(osd, slot);
+    }
+
+    fn stats_reports(&self) -> Vec<OsdStatsReport> {
+        let all = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter()
+            .map(|(osd, slot)| OsdStatsReport {
+                osd: *osd,
+                stats: slot.stats.clone(),
+                age_ms: u64::try_from(slot.at.elapsed().as_millis()).unwrap_or(u64::MAX),
+                rates: slot.rates,
+            })
+            .collect()
+    }
 }
 
 async fn submit(events: &mpsc::Sender<Request>, event: Event) -> Result<Reply, MonError> {
@@ -255,14 +349,9 @@ async fn submit(events: &mpsc::Sender<Request>, event: Event) -> Result<Reply, M
     answer.await.map_err(|_| MonError::ShuttingDown)?
 }
 
-async fn get_map(request: GetMap, events: &mpsc::Sender<Request>) -> Frame {
+async fn get_map(have_epoch: Epoch, events: &mpsc::Sender<Request>) -> Frame {
     let (reply, answer) = oneshot::channel();
-    let sent = events
-        .send(Request::GetMap {
-            have_epoch: request.have_epoch,
-            reply,
-        })
-        .await;
+    let sent = events.send(Request::GetMap { have_epoch, reply }).await;
     let result = match sent {
         Ok(()) => answer.await.unwrap_or(Err(MonError::ShuttingDown)),
         Err(_) => Err(MonError::ShuttingDown),
@@ -270,6 +359,33 @@ async fn get_map(request: GetMap, events: &mpsc::Sender<Request>) -> Frame {
     match result {
         Ok((reply, data)) => respond(&reply, data),
         Err(error) => respond(&MonReply(Err(error)), Bytes::new()),
+    }
+}
+
+/// Holds a subscription until an epoch after `have_epoch` is published or
+/// `wait_ms` passes, then answers as `GetMap` does at that moment (so a
+/// timeout yields no incrementals, unless an epoch raced in).
+async fn subscribe(request: Subscribe, shell: &Shell) -> Frame {
+    let Subscribe {
+        have_epoch,
+        wait_ms,
+    } = request;
+    let wait = Duration::from_millis(u64::from(wait_ms.min(SUBSCRIBE_WAIT_MS_MAX)));
+    let mut published = shell.published.clone();
+    // `wait_for` checks the current epoch first, so a subscriber behind is
+    // answered at once. Its guard is dropped here, inside: held across the
+    // actor round trip below it would block the actor's next publish.
+    let newer = async move {
+        published
+            .wait_for(|epoch| *epoch > have_epoch)
+            .await
+            .map(drop)
+    };
+    tokio::select! {
+        // A new epoch, time up, or the actor gone (then `get_map` says
+        // `ShuttingDown`): in each case the answer is what `GetMap` gives.
+        _ = tokio::time::timeout(wait, newer) => get_map(have_epoch, &shell.events).await,
+        () = shell.shutdown.cancelled() => respond(&MonReply(Err(MonError::ShuttingDown)), Bytes::new()),
     }
 }
 

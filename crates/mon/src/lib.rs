@@ -1,7 +1,8 @@
 //! The Cairn monitor: keeps the authoritative cluster map, turns operator
 //! commands, OSD boots, heartbeats and failure reports into new map epochs,
 //! stores every epoch durably and hands maps (or the incrementals since a
-//! client's epoch) to whoever asks.
+//! client's epoch) to whoever asks, or, to subscribers (a long poll), as
+//! soon as a newer epoch is committed.
 //!
 //! It is never on the data path and does not place data itself (that is
 //! `cairn-placement`'s pure function, which it only calls to refuse pools the
@@ -26,6 +27,6 @@ pub use client::MonClient;
 pub use daemon::{MonConfig, run, run_until};
 pub use error::MonError;
 pub use incremental::{Incremental, MonState, OsdEndpoint};
-pub use proto::{MapFetch, MonCommand, Reply};
+pub use proto::{IoRates, MapFetch, MonCommand, OsdStats, OsdStatsReport, Reply};
 pub use service::{Effects, Event, MapService, ServiceConfig};
 pub use store::MonStore;

@@ -32,3 +32,13 @@ pub const TICK_MS: u64 = 500;
 
 /// Events queued for the service actor.
 pub const EVENT_QUEUE_MAX: usize = 1024;
+
+/// The longest a `Subscribe` request is held waiting for a new epoch; a
+/// larger `wait_ms` is clamped to it. Subscribers then ask again, so this
+/// also bounds how long a dead subscriber's request lingers.
+pub const SUBSCRIBE_WAIT_MS_MAX: u32 = 30_000;
+
+/// How much longer than its `wait_ms` a subscriber waits for the answer
+/// before calling the monitor unreachable: room for the reply's trip and a
+/// busy monitor actor.
+pub const SUBSCRIBE_REPLY_MARGIN_MS: u32 = 5_000;

@@ -3,7 +3,26 @@
 //! Message kinds `0x0100..=0x01ff` belong to the monitor; client and OSD
 //! crates reuse these types. Every request gets an answer: a [`MonReply`]
 //! (commands, heartbeats, failure reports, and any malformed request) or a
-//! [`MapReply`] (for [`GetMap`]). Kinds are frozen once assigned.
+//! [`MapReply`] (for [`GetMap`] and [`Subscribe`]). Kinds are frozen once
+//! assigned:
+//!
+//! | kind | message | direction | answered by |
+//! |---|---|---|---|
+//! | `0x0100` | [`GetMap`] | request | [`MapReply`] |
+//! | `0x0101` | [`MapReply`] | reply | – |
+//! | `0x0102` | [`CommandRequest`] | request | [`MonReply`] |
+//! | `0x0103` | [`MonReply`] | reply | – |
+//! | `0x0104` | [`Heartbeat`] | request | [`MonReply`] |
+//! | `0x0105` | [`FailureReport`] | request | [`MonReply`] |
+//! | `0x0106` | [`Subscribe`] | request, held up to `wait_ms` | [`MapReply`] |
+//! | `0x0107` | [`GetStats`] | request | [`StatsReply`] |
+//! | `0x0108` | [`StatsReply`] | reply | – |
+//!
+//! Map distribution is a long poll: a subscriber keeps one [`Subscribe`]
+//! outstanding, the monitor holds it until an epoch after `have_epoch` is
+//! committed (or `wait_ms` passes) and the subscriber asks again with the
+//! epoch it now has. The wire has no server-initiated messages; this needs
+//! none, and a lost reply costs at most one `wait_ms`.
 
 use crate::error::MonError;
 use crate::incremental::{Incremental, OsdEndpoint};
@@ -18,6 +37,9 @@ pub const KIND_COMMAND: u16 = 0x0102;
 pub const KIND_MON_REPLY: u16 = 0x0103;
 pub const KIND_HEARTBEAT: u16 = 0x0104;
 pub const KIND_FAILURE_REPORT: u16 = 0x0105;
+pub const KIND_SUBSCRIBE: u16 = 0x0106;
+pub const KIND_GET_STATS: u16 = 0x0107;
+pub const KIND_STATS_REPLY: u16 = 0x0108;
 
 /// An operator or OSD command that may change the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,11 +141,70 @@ impl Message for MonReply {
     const KIND: u16 = KIND_MON_REPLY;
 }
 
-/// Request `KIND_HEARTBEAT`: an OSD tells the monitor it is alive. The
-/// monitor stamps it with its own clock.
+/// Request `KIND_HEARTBEAT`: an OSD tells the monitor it is alive, with its
+/// latest statistics. The monitor stamps it with its own clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub osd: OsdId,
+    pub stats: OsdStats,
+}
+
+/// What an OSD reports with each heartbeat: its store's space (of the
+/// file system it is on) and client I/O counters since the OSD started.
+/// Not part of the map: the monitor keeps the latest in memory only, for
+/// `cairn status` and `cairn df`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdStats {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub available_bytes: u64,
+    /// Object data the store holds.
+    pub stored_bytes: u64,
+    /// Past the OSD's full ratio: client writes are refused.
+    pub full: bool,
+    /// Past the nearfull ratio: a health warning.
+    pub nearfull: bool,
+    pub client_read_ops: u64,
+    pub client_read_bytes: u64,
+    pub client_write_ops: u64,
+    pub client_write_bytes: u64,
+    /// PGs this OSD is primary of, by state (`active+clean`, ...).
+    pub pg_states: Vec<(String, u32)>,
+}
+
+/// Request `KIND_GET_STATS`: the latest statistics of every OSD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetStats;
+
+impl Message for GetStats {
+    const KIND: u16 = KIND_GET_STATS;
+}
+
+/// Client I/O rates of one OSD between its last two heartbeats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IoRates {
+    pub read_ops_per_s: f64,
+    pub read_bytes_per_s: f64,
+    pub write_ops_per_s: f64,
+    pub write_bytes_per_s: f64,
+}
+
+/// One OSD's latest report as the monitor holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OsdStatsReport {
+    pub osd: OsdId,
+    pub stats: OsdStats,
+    /// Time since the report arrived.
+    pub age_ms: u64,
+    pub rates: IoRates,
+}
+
+/// Reply `KIND_STATS_REPLY`, in OSD order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatsReply(pub Result<Vec<OsdStatsReport>, MonError>);
+
+impl Message for StatsReply {
+    const KIND: u16 = KIND_STATS_REPLY;
 }
 
 impl Message for Heartbeat {
@@ -151,6 +232,24 @@ impl Message for GetMap {
     const KIND: u16 = KIND_GET_MAP;
 }
 
+/// Request `KIND_SUBSCRIBE`: the map since `have_epoch`, like [`GetMap`],
+/// but held until the monitor's epoch is after `have_epoch`, for at most
+/// `wait_ms` (clamped to [`crate::limits::SUBSCRIBE_WAIT_MS_MAX`]). Answered
+/// by a [`MapReply`]: incrementals (or a full map) as soon as there is a
+/// newer epoch; if none comes in time, an empty
+/// [`MapUpdate::Incrementals`] at the current epoch ("no change"). A
+/// monitor shutting down answers held requests at once with
+/// [`MonError::ShuttingDown`] in a [`MonReply`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscribe {
+    pub have_epoch: Epoch,
+    pub wait_ms: u32,
+}
+
+impl Message for Subscribe {
+    const KIND: u16 = KIND_SUBSCRIBE;
+}
+
 /// Reply `KIND_MAP_REPLY`. With `Full`, the data segment holds the map in
 /// its binary form ([`ClusterMap::encode`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,7 +274,9 @@ pub enum MapUpdate {
     Incrementals(Vec<Incremental>),
 }
 
-/// A decoded map reply, as [`crate::MonClient::get_map`] returns it.
+/// A decoded map reply, as [`crate::MonClient::get_map`] and
+/// [`crate::MonClient::subscribe`] return it. `Incrementals` with an empty
+/// list means nothing is newer than the epoch asked about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapFetch {
     Full {
@@ -187,4 +288,25 @@ pub enum MapFetch {
         fsid: u128,
         incrementals: Vec<Incremental>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use cairn_wire::Frame;
+
+    /// Freezes the `Subscribe` request body: postcard varints, epoch then
+    /// `wait_ms`, under kind 0x0106.
+    #[test]
+    fn subscribe_golden_bytes_v1() {
+        let request = Subscribe {
+            have_epoch: Epoch(7),
+            wait_ms: 30_000,
+        };
+        let frame = Frame::request(&request, Bytes::new()).expect("encodes");
+        assert_eq!(frame.kind, 0x0106);
+        assert_eq!(frame.body.as_ref(), [0x07, 0xb0, 0xea, 0x01]);
+        assert_eq!(frame.decode_body::<Subscribe>().expect("decodes"), request);
+    }
 }

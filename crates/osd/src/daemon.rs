@@ -25,9 +25,9 @@
 
 use crate::PgLimits;
 use crate::limits::{
-    BOOT_TIMEOUT, CAPACITY_CACHE_TTL, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL,
-    LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MON_CALL_TIMEOUT, OMAP_RANGE_ENTRIES_MAX,
-    PARKED_SUB_WRITES_MAX,
+    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
+    MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
+    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX,
 };
 use crate::log::{LogResult, ReqId, Version, err_code};
 use crate::pg::{
@@ -40,12 +40,12 @@ use crate::proto::{
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
 use cairn_mon::{
-    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, Reply as MonReply,
+    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, OsdStats, Reply as MonReply,
 };
 use cairn_placement::{ClusterMap, Placement, Redundancy, Weight};
 use cairn_store::{
-    Capacity, CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig,
-    StoreError, Transaction,
+    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
+    Transaction,
 };
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
@@ -53,6 +53,7 @@ use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -138,7 +139,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         pgs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
         peers: tokio::sync::Mutex::new(HashMap::new()),
-        capacity: Mutex::new(None),
+        io: IoCounters::default(),
     });
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
@@ -292,9 +293,17 @@ impl MonLink {
         self.check(result).await
     }
 
-    async fn heartbeat(&self, osd: OsdId) -> Result<MonReply, MonError> {
+    async fn heartbeat(&self, osd: OsdId, stats: OsdStats) -> Result<MonReply, MonError> {
         let result = match self.client().await {
-            Ok(client) => client.heartbeat(osd).await,
+            Ok(client) => client.heartbeat(osd, stats).await,
+            Err(e) => Err(e),
+        };
+        self.check(result).await
+    }
+
+    async fn subscribe(&self, have: Epoch) -> Result<MapFetch, MonError> {
+        let result = match self.client().await {
+            Ok(client) => client.subscribe(have, MAP_SUBSCRIBE_WAIT).await,
             Err(e) => Err(e),
         };
         self.check(result).await
@@ -491,7 +500,7 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
     loop {
         tick.tick().await;
-        match osd.mon.heartbeat(osd.whoami).await {
+        match osd.mon.heartbeat(osd.whoami, osd.stats()).await {
             Ok(MonReply::Heartbeat { up: false, .. }) => {
                 tracing::warn!(osd = osd.whoami.0, "marked down; booting again");
                 let capacity = osd.store.capacity().map_or(0, |c| c.total_bytes);
@@ -505,12 +514,21 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
     }
 }
 
+/// Follows the map by subscription: the monitor answers as soon as an
+/// epoch after ours is committed. After a failed call it waits
+/// [`MAP_REFRESH_INTERVAL`] and fetches the plain way before subscribing
+/// again, so a monitor without subscriptions is still followed.
 async fn map_loop(osd: Arc<Osd>) {
-    let mut tick = tokio::time::interval(MAP_REFRESH_INTERVAL);
     loop {
-        tick.tick().await;
-        if let Err(error) = osd.refresh_map().await {
-            tracing::warn!(%error, "map refresh failed");
+        match osd.mon.subscribe(osd.map_epoch()).await {
+            Ok(fetch) => osd.apply_fetch(fetch).await,
+            Err(error) => {
+                tracing::warn!(%error, "map subscription failed");
+                tokio::time::sleep(MAP_REFRESH_INTERVAL).await;
+                if let Err(error) = osd.refresh_map().await {
+                    tracing::warn!(%error, "map refresh failed");
+                }
+            }
         }
     }
 }
@@ -533,8 +551,16 @@ struct Osd {
     /// Clients waiting for a write's reply.
     pending: Mutex<Waiters>,
     peers: tokio::sync::Mutex<HashMap<String, Connection>>,
-    /// The last capacity reading and when it was taken.
-    capacity: Mutex<Option<(std::time::Instant, Capacity)>>,
+    io: IoCounters,
+}
+
+/// Client operations served since start, for the monitor's I/O rates.
+#[derive(Debug, Default)]
+struct IoCounters {
+    read_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_ops: AtomicU64,
+    write_bytes: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -553,11 +579,18 @@ impl Osd {
 
     /// Fetches map changes, replays them, and brings the PGs up to date.
     async fn refresh_map(&self) -> Result<(), OsdError> {
-        let _one = self.map_fetch.lock().await;
         let have = self.map_epoch();
         let fetch = tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have))
             .await
             .map_err(|_| MonError::Wire("map fetch timed out".into()))??;
+        self.apply_fetch(fetch).await;
+        Ok(())
+    }
+
+    /// Replays fetched map changes (skipping epochs already applied) and
+    /// brings the PGs up to date; one application at a time.
+    async fn apply_fetch(&self, fetch: MapFetch) {
+        let _one = self.map_fetch.lock().await;
         {
             let mut view = self.map.write().unwrap_or_else(PoisonError::into_inner);
             match fetch {
@@ -578,7 +611,67 @@ impl Osd {
             }
         }
         self.sync_pgs().await;
-        Ok(())
+    }
+
+    /// What the heartbeat tells the monitor.
+    fn stats(&self) -> OsdStats {
+        let io = &self.io;
+        let mut stats = OsdStats {
+            client_read_ops: io.read_ops.load(Ordering::Relaxed),
+            client_read_bytes: io.read_bytes.load(Ordering::Relaxed),
+            client_write_ops: io.write_ops.load(Ordering::Relaxed),
+            client_write_bytes: io.write_bytes.load(Ordering::Relaxed),
+            ..OsdStats::default()
+        };
+        match self.store.capacity() {
+            Ok(capacity) => {
+                stats.total_bytes = capacity.total_bytes;
+                stats.used_bytes = capacity.used_bytes;
+                stats.available_bytes = capacity.available_bytes;
+                stats.stored_bytes = capacity.stored_bytes;
+                stats.full = capacity.used_ratio() >= FULL_RATIO;
+                stats.nearfull = capacity.used_ratio() >= NEARFULL_RATIO;
+            }
+            Err(error) => tracing::warn!(%error, "cannot read store capacity"),
+        }
+        stats.pg_states = self.pg_states().into_iter().collect();
+        stats
+    }
+
+    /// The PGs this OSD is primary of, counted by state, named as Ceph
+    /// combines them: `active` (serving) or `inactive` (below min_size, or
+    /// awaiting peering after a restart), `clean` when the acting set is
+    /// the pool's full size, `undersized+degraded` when it is smaller.
+    fn pg_states(&self) -> BTreeMap<String, u32> {
+        let sizes: HashMap<PoolId, u32> = {
+            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            view.state
+                .map
+                .pools
+                .iter()
+                .map(|p| (p.id, p.redundancy.shard_count()))
+                .collect()
+        };
+        let mut counts = BTreeMap::new();
+        for (pg, slot) in lock(&self.pgs).iter() {
+            let interval = slot.pg.interval();
+            if interval.primary != Some(self.whoami) {
+                continue;
+            }
+            let Some(size) = sizes.get(&pg.pool) else {
+                continue;
+            };
+            let acting = u32::try_from(interval.acting.len()).unwrap_or(u32::MAX);
+            let active = !slot.unpeered && acting >= interval.min_size;
+            let state = match (active, acting >= *size) {
+                (true, true) => "active+clean",
+                (true, false) => "active+undersized+degraded",
+                (false, true) => "inactive",
+                (false, false) => "inactive+undersized+degraded",
+            };
+            *counts.entry(state.to_owned()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// Creates the PGs this OSD newly acts for and tells existing ones of
@@ -813,11 +906,22 @@ impl Osd {
         if let Err(reason) = self.check_servable(op.pg, op.epoch, !op.op.is_write()) {
             return self.retry(reason);
         }
-        if op.op.is_write() {
+        let write = op.op.is_write();
+        let bytes_in = u64::try_from(data.len()).unwrap_or(0);
+        let (reply, out) = if write {
             (self.client_write(op, data).await, Bytes::new())
         } else {
             self.client_read(op).await
-        }
+        };
+        let (ops, bytes, count) = if write {
+            (&self.io.write_ops, &self.io.write_bytes, bytes_in)
+        } else {
+            let bytes_out = u64::try_from(out.len()).unwrap_or(0);
+            (&self.io.read_ops, &self.io.read_bytes, bytes_out)
+        };
+        ops.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(count, Ordering::Relaxed);
+        (reply, out)
     }
 
     /// Whether this OSD may serve the PG now; the `Err` is the retry reason.
@@ -846,14 +950,14 @@ impl Osd {
 
     async fn client_write(&self, op: ClientOp, data: Bytes) -> ClientReply {
         let object = Bytes::from(op.object.into_vec());
-        let Some(ops) = op.op.store_ops(&object, data) else {
-            return ClientReply::err(OpError::Invalid("not a write".into()));
-        };
         if !frees_space(&op.op)
-            && let Err(error) = self.check_not_full()
+            && let Err(error) = self.check_not_full(data.len())
         {
             return ClientReply::err(error);
         }
+        let Some(ops) = op.op.store_ops(&object, data) else {
+            return ClientReply::err(OpError::Invalid("not a write".into()));
+        };
         let req: ReqId = op.req.into();
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
@@ -950,29 +1054,24 @@ impl Osd {
         ClientReply { result, version }
     }
 
-    /// `Full` if the store's file system is past [`FULL_RATIO`]; the
-    /// reading is reused for [`CAPACITY_CACHE_TTL`].
-    fn check_not_full(&self) -> Result<(), OpError> {
-        let capacity = self.capacity_cached().map_err(op_error)?;
-        if capacity.used_ratio() < FULL_RATIO {
+    /// `Full` if writing `payload_bytes` would take the store's file system
+    /// past [`FULL_RATIO`]. Read fresh for every write (one `statvfs`): a
+    /// cached reading lets a fast writer overshoot the margin to the
+    /// store's own hard limit.
+    fn check_not_full(&self, payload_bytes: usize) -> Result<(), OpError> {
+        let capacity = self.store.capacity().map_err(op_error)?;
+        let payload_bytes = u64::try_from(payload_bytes).unwrap_or(u64::MAX);
+        #[allow(clippy::cast_precision_loss)]
+        let after = capacity.used_bytes.saturating_add(payload_bytes) as f64;
+        #[allow(clippy::cast_precision_loss)]
+        let limit = capacity.total_bytes as f64 * FULL_RATIO;
+        if after <= limit {
             return Ok(());
         }
         Err(OpError::Full(format!(
             "osd.{}: {} of {} bytes used, over the full ratio {FULL_RATIO}",
             self.whoami.0, capacity.used_bytes, capacity.total_bytes
         )))
-    }
-
-    fn capacity_cached(&self) -> Result<Capacity, StoreError> {
-        let mut cached = lock(&self.capacity);
-        if let Some((at, capacity)) = *cached
-            && at.elapsed() < CAPACITY_CACHE_TTL
-        {
-            return Ok(capacity);
-        }
-        let capacity = self.store.capacity()?;
-        *cached = Some((std::time::Instant::now(), capacity));
-        Ok(capacity)
     }
 
     async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {

@@ -37,10 +37,14 @@ impl Default for PgLimits {
 /// monitor's default 20 s down grace, so one lost heartbeat is harmless.
 pub const HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How often the daemon asks the monitor for map changes. A message or
-/// request naming a newer epoch triggers a fetch at once, so this only
-/// bounds how stale an idle OSD's map gets.
+/// Pause before a plain map fetch after a failed subscription (monitor
+/// down or restarting). A message or request naming a newer epoch triggers
+/// a fetch at once anyway.
 pub const MAP_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// How long one map subscription (a long poll) may be held by the monitor
+/// before it answers "no change" and the OSD asks again.
+pub const MAP_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(25);
 
 /// Longest wait for one monitor call (boot, heartbeat, map fetch).
 pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -74,7 +78,3 @@ pub const FULL_RATIO: f64 = 0.92;
 /// Used fraction at which the OSD reports itself nearly full (a health
 /// warning in `cairn status`).
 pub const NEARFULL_RATIO: f64 = 0.85;
-
-/// How long a capacity reading is reused before `statvfs` is asked again:
-/// the full check runs on every client write.
-pub const CAPACITY_CACHE_TTL: std::time::Duration = std::time::Duration::from_millis(500);

@@ -188,7 +188,22 @@ impl Connection {
     /// # Errors
     /// As for [`Connection::call`], less the body checks.
     pub async fn call_frame(&self, frame: Frame) -> Result<Frame, WireError> {
-        let timeout = self.inner.request_timeout;
+        self.call_frame_with_timeout(frame, self.inner.request_timeout)
+            .await
+    }
+
+    /// As [`Connection::call_frame`], with `timeout` in place of the
+    /// connection's `request_timeout`: for a call the server is expected to
+    /// hold (a long poll), which must outlive its hold time.
+    ///
+    /// # Errors
+    /// As for [`Connection::call_frame`], with [`WireError::Timeout`] after
+    /// `timeout`.
+    pub async fn call_frame_with_timeout(
+        &self,
+        frame: Frame,
+        timeout: Duration,
+    ) -> Result<Frame, WireError> {
         tokio::time::timeout(timeout, self.call_untimed(frame))
             .await
             .map_err(|_| timeout_error(timeout))?

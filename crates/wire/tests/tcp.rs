@@ -1,6 +1,7 @@
 //! Real TCP on 127.0.0.1: many concurrent calls with mixed sizes on one
 //! connection are matched to the right responses although they complete out
-//! of order; a slow request times out alone; a dead server fails in-flight
+//! of order; a slow request times out alone; a call may carry its own,
+//! longer timeout (a long poll); a dead server fails in-flight
 //! calls promptly; garbage closes only the offending connection; shutdown
 //! is graceful; one-way messages arrive in both directions.
 
@@ -216,6 +217,40 @@ async fn a_slow_request_times_out_while_others_succeed() {
         echo_call(&conn, 7, 0)
             .await
             .expect("connection still healthy");
+    };
+    tokio::time::timeout(SCENARIO_TIMEOUT, scenario)
+        .await
+        .expect("in bounded time");
+    assert!(!conn.is_closed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_its_own_timeout_outlives_the_connection_timeout() {
+    let server = start_server().await;
+    let conn = connect(server.addr, Duration::from_millis(200)).await;
+    let held = Echo {
+        index: 1,
+        delay_ms: 600,
+        pad: Vec::new(),
+    };
+    let scenario = async {
+        // A long poll held past `request_timeout` still gets its answer.
+        let frame = Frame::request(&held, Bytes::new()).expect("encodes");
+        let response = conn
+            .call_frame_with_timeout(frame, Duration::from_secs(10))
+            .await
+            .expect("held call answered");
+        let reply: EchoReply = response.decode_body().expect("reply");
+        assert_eq!(reply.index, 1);
+        // An explicit timeout shorter than the hold still times out.
+        let frame = Frame::request(&held, Bytes::new()).expect("encodes");
+        let early = conn
+            .call_frame_with_timeout(frame, Duration::from_millis(100))
+            .await;
+        assert!(
+            matches!(early, Err(WireError::Timeout { after_ms: 100 })),
+            "{early:?}"
+        );
     };
     tokio::time::timeout(SCENARIO_TIMEOUT, scenario)
         .await

@@ -1,0 +1,273 @@
+//! `cairn status`: the cluster at a glance, like `ceph -s`: health with its
+//! reasons, the monitor and map epoch, OSDs up/in, pools, PGs by state,
+//! space used and available, and client I/O rates. The map comes from the
+//! monitor; space, rates and PG states from the statistics OSDs send with
+//! their heartbeats.
+
+use crate::client_cmd::{ConfArgs, PoolSummary, connect, pool_summaries, runtime};
+use crate::output::{CliResult, print_json};
+use cairn_mon::OsdStatsReport;
+use cairn_placement::ClusterMap;
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A report older than this (three missed 1 s heartbeats) is from an OSD
+/// that stopped; its space, rates and PGs are not counted (its PGs show as
+/// `unknown` until the monitor marks it down and they move).
+const STATS_STALE_MS: u64 = 3_000;
+
+/// Flags of `cairn status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// Print JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Health {
+    /// `HEALTH_OK`, `HEALTH_WARN` or `HEALTH_ERR`.
+    status: &'static str,
+    /// Why, most severe first.
+    checks: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Usage {
+    /// Summed over reporting OSDs (OSDs sharing a file system each count
+    /// it, as in Ceph).
+    total_bytes: u64,
+    used_bytes: u64,
+    available_bytes: u64,
+    /// Object data held (every replica counts).
+    stored_bytes: u64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct ClientIo {
+    read_bytes_per_s: f64,
+    write_bytes_per_s: f64,
+    read_ops_per_s: f64,
+    write_ops_per_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Status {
+    health: Health,
+    monitor: String,
+    epoch: u64,
+    osds_total: usize,
+    osds_up: usize,
+    osds_in: usize,
+    pools: Vec<PoolSummary>,
+    pg_count: u64,
+    /// PG count by state; `unknown` for PGs no live primary reported.
+    pgs_by_state: BTreeMap<String, u64>,
+    usage: Usage,
+    client_io: ClientIo,
+}
+
+pub fn run_status(args: StatusArgs) -> CliResult {
+    let monitor = args.conf.load()?.mon;
+    let (map, reports) = runtime()?.block_on(async {
+        let client = connect(&args.conf).await?;
+        let map = client.refresh_map().await?;
+        let reports = client.osd_stats().await?;
+        CliResult::Ok((map, reports))
+    })?;
+    let status = summarize(&map, &reports, monitor);
+    if args.json {
+        return print_json(&status);
+    }
+    print_status(&status);
+    Ok(())
+}
+
+fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> Status {
+    let up: BTreeMap<_, _> = map.osds.iter().map(|o| (o.id, o.up)).collect();
+    let live: Vec<&OsdStatsReport> = reports
+        .iter()
+        .filter(|r| r.age_ms <= STATS_STALE_MS && up.get(&r.osd).copied().unwrap_or(false))
+        .collect();
+    let pg_count: u64 = map.pools.iter().map(|p| u64::from(p.pg_num)).sum();
+    let mut pgs_by_state = BTreeMap::new();
+    let mut reported = 0u64;
+    let mut usage = Usage::default();
+    let mut io = ClientIo::default();
+    for report in &live {
+        for (state, count) in &report.stats.pg_states {
+            *pgs_by_state.entry(state.clone()).or_insert(0) += u64::from(*count);
+            reported += u64::from(*count);
+        }
+        usage.total_bytes += report.stats.total_bytes;
+        usage.used_bytes += report.stats.used_bytes;
+        usage.available_bytes += report.stats.available_bytes;
+        usage.stored_bytes += report.stats.stored_bytes;
+        io.read_bytes_per_s += report.rates.read_bytes_per_s;
+        io.write_bytes_per_s += report.rates.write_bytes_per_s;
+        io.read_ops_per_s += report.rates.read_ops_per_s;
+        io.write_ops_per_s += report.rates.write_ops_per_s;
+    }
+    if pg_count > reported {
+        pgs_by_state.insert("unknown".into(), pg_count - reported);
+    }
+    Status {
+        health: health(map, &live, &pgs_by_state),
+        monitor,
+        epoch: map.epoch.0,
+        osds_total: map.osds.len(),
+        osds_up: map.osds.iter().filter(|o| o.up).count(),
+        osds_in: map.osds.iter().filter(|o| o.is_in).count(),
+        pools: pool_summaries(map),
+        pg_count,
+        pgs_by_state,
+        usage,
+        client_io: io,
+    }
+}
+
+/// Health checks, errors first: full OSDs and inactive PGs stop I/O;
+/// down OSDs, nearfull OSDs and degraded or unknown PGs are warnings.
+fn health(
+    map: &ClusterMap,
+    live: &[&OsdStatsReport],
+    pgs_by_state: &BTreeMap<String, u64>,
+) -> Health {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let names = |pick: &dyn Fn(&&&OsdStatsReport) -> bool| -> Vec<String> {
+        live.iter()
+            .filter(pick)
+            .map(|r| r.osd.to_string())
+            .collect()
+    };
+    let full = names(&|r| r.stats.full);
+    if !full.is_empty() {
+        errors.push(format!(
+            "{} full osd(s): {} (writes refused; removes still work)",
+            full.len(),
+            full.join(", ")
+        ));
+    }
+    let pgs_in = |word: &str| -> u64 {
+        pgs_by_state
+            .iter()
+            .filter(|(state, _)| state.split('+').any(|part| part == word))
+            .map(|(_, count)| *count)
+            .sum()
+    };
+    let inactive = pgs_in("inactive");
+    if inactive > 0 {
+        errors.push(format!("{inactive} pgs inactive (not serving I/O)"));
+    }
+    let down: Vec<String> = map
+        .osds
+        .iter()
+        .filter(|o| !o.up && o.is_in)
+        .map(|o| o.id.to_string())
+        .collect();
+    if !down.is_empty() {
+        warnings.push(format!("{} osd(s) down: {}", down.len(), down.join(", ")));
+    }
+    let nearfull = names(&|r| r.stats.nearfull && !r.stats.full);
+    if !nearfull.is_empty() {
+        warnings.push(format!(
+            "{} nearfull osd(s): {}",
+            nearfull.len(),
+            nearfull.join(", ")
+        ));
+    }
+    let degraded = pgs_in("degraded");
+    if degraded > 0 {
+        warnings.push(format!("{degraded} pgs degraded (fewer copies than size)"));
+    }
+    let unknown = pgs_in("unknown");
+    if unknown > 0 {
+        warnings.push(format!(
+            "{unknown} pgs unknown (no live primary reported them)"
+        ));
+    }
+    let status = match (errors.is_empty(), warnings.is_empty()) {
+        (false, _) => "HEALTH_ERR",
+        (true, false) => "HEALTH_WARN",
+        (true, true) => "HEALTH_OK",
+    };
+    errors.extend(warnings);
+    Health {
+        status,
+        checks: errors,
+    }
+}
+
+/// Bytes in binary units with one decimal (`1.5 GiB`).
+fn human_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn print_status(s: &Status) {
+    println!("  cluster:");
+    println!("    health: {}", s.health.status);
+    for check in &s.health.checks {
+        println!("            {check}");
+    }
+    println!();
+    println!("  services:");
+    println!("    mon: 1 daemon at {}, map epoch {}", s.monitor, s.epoch);
+    println!(
+        "    osd: {} osds: {} up, {} in",
+        s.osds_total, s.osds_up, s.osds_in
+    );
+    println!();
+    println!("  data:");
+    println!("    pools:   {} pools, {} pgs", s.pools.len(), s.pg_count);
+    println!(
+        "    usage:   {} used, {} / {} avail ({} of objects, all copies)",
+        human_bytes(s.usage.used_bytes as f64),
+        human_bytes(s.usage.available_bytes as f64),
+        human_bytes(s.usage.total_bytes as f64),
+        human_bytes(s.usage.stored_bytes as f64),
+    );
+    let mut first = true;
+    for (state, count) in &s.pgs_by_state {
+        let label = if first {
+            "    pgs:     "
+        } else {
+            "             "
+        };
+        println!("{label}{count} {state}");
+        first = false;
+    }
+    println!();
+    println!("  io:");
+    let io = &s.client_io;
+    println!(
+        "    client:  {}/s rd, {}/s wr, {:.0} op/s rd, {:.0} op/s wr",
+        human_bytes(io.read_bytes_per_s),
+        human_bytes(io.write_bytes_per_s),
+        io.read_ops_per_s,
+        io.write_ops_per_s
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_picks_the_unit() {
+        assert_eq!(human_bytes(0.0), "0.0 B");
+        assert_eq!(human_bytes(1536.0), "1.5 KiB");
+        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+    }
+}

@@ -1,0 +1,133 @@
+//! `cairn daemon stop osd.1` holds one OSD of a `cairn up` cluster down:
+//! the supervisor does not restart it and the monitor marks it down;
+//! `cairn daemon start osd.1` brings it back up in the map; an unknown
+//! daemon name is refused with a message naming it.
+
+mod common;
+
+use common::{Cluster, is_running, ok, ok_json};
+use std::time::{Duration, Instant};
+
+/// How long the held OSD must stay dead: several supervisor ticks (200 ms)
+/// and more than its first restart backoff (500 ms).
+const HELD_DOWN_CHECK: Duration = Duration::from_millis(2500);
+/// Longest the monitor may take to mark the OSD down (grace 2 s) or up.
+const MAP_WAIT: Duration = Duration::from_secs(30);
+
+/// Every OSD row of `cairn osd tree --json`.
+fn tree_osds(cluster: &Cluster) -> Vec<serde_json::Value> {
+    let tree = ok_json(cluster.cairn(&["osd", "tree", "--json"]), "osd tree");
+    tree["racks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["hosts"].as_array().into_iter().flatten())
+        .flat_map(|h| h["osds"].as_array().into_iter().flatten())
+        .cloned()
+        .collect()
+}
+
+/// `up` of OSD `id` in `cairn osd tree --json`.
+fn osd_up(cluster: &Cluster, id: u64) -> Option<bool> {
+    tree_osds(cluster)
+        .iter()
+        .find(|o| o["id"] == id)
+        .and_then(|o| o["up"].as_bool())
+}
+
+/// The id the monitor gave the OSD serving on `addr` (ids follow boot
+/// order, not the `osd.N` directory names of `cairn up`).
+fn osd_id_at(cluster: &Cluster, addr: &str) -> u64 {
+    let osds = tree_osds(cluster);
+    osds.iter()
+        .find(|o| o["addr"] == addr)
+        .and_then(|o| o["id"].as_u64())
+        .unwrap_or_else(|| panic!("no OSD at {addr}: {osds:?}"))
+}
+
+/// Polls `osd tree` until OSD `id` is `up` (or down), panicking after
+/// [`MAP_WAIT`].
+fn wait_osd_up(cluster: &Cluster, id: u64, up: bool) {
+    let deadline = Instant::now() + MAP_WAIT;
+    while osd_up(cluster, id) != Some(up) {
+        assert!(
+            Instant::now() < deadline,
+            "osd.{id} not up={up} within {} s",
+            MAP_WAIT.as_secs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The live pid recorded for `name`, if any.
+fn live_pid(cluster: &Cluster, name: &str) -> Option<u32> {
+    let path = cluster.dir.join("run").join(format!("{name}.pid"));
+    let pid: u32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+    is_running(pid).then_some(pid)
+}
+
+#[test]
+fn daemon_stop_holds_an_osd_down_and_start_brings_it_back() {
+    let cluster = Cluster::up("daemon", 3, 17600, &["--down-grace", "2s"]);
+    let data = cluster.dir.display().to_string();
+    let old_pid = cluster.daemon_pid("osd.1");
+    assert!(is_running(old_pid));
+    // `cairn up` puts osd.N on base port + 1 + N.
+    let id = osd_id_at(&cluster, "127.0.0.1:17602");
+    let others: Vec<u64> = tree_osds(&cluster)
+        .iter()
+        .filter_map(|o| o["id"].as_u64())
+        .filter(|other| *other != id)
+        .collect();
+    assert_eq!(others.len(), 2, "{others:?}");
+
+    let stop = ok(
+        cluster.cairn(&["daemon", "stop", "osd.1", "--data", &data]),
+        "daemon stop",
+    );
+    let stop = String::from_utf8_lossy(&stop).into_owned();
+    assert!(stop.contains("osd.1 stopped"), "{stop}");
+    assert!(!is_running(old_pid), "osd.1 pid {old_pid} still running");
+    let pid_path = cluster.dir.join("run").join("osd.1.pid");
+    assert!(
+        !pid_path.exists(),
+        "the supervisor kept {}",
+        pid_path.display()
+    );
+    let held_until = Instant::now() + HELD_DOWN_CHECK;
+    while Instant::now() < held_until {
+        let pid = live_pid(&cluster, "osd.1");
+        assert_eq!(pid, None, "the supervisor restarted held osd.1");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_osd_up(&cluster, id, false);
+    let again = ok(
+        cluster.cairn(&["daemon", "stop", "osd.1", "--data", &data]),
+        "daemon stop (again)",
+    );
+    assert!(
+        String::from_utf8_lossy(&again).contains("already stopped"),
+        "{}",
+        String::from_utf8_lossy(&again)
+    );
+
+    ok(
+        cluster.cairn(&["daemon", "start", "osd.1", "--data", &data]),
+        "daemon start",
+    );
+    let new_pid = live_pid(&cluster, "osd.1").expect("osd.1 running after start");
+    assert_ne!(new_pid, old_pid);
+    wait_osd_up(&cluster, id, true);
+    for other in others {
+        assert_eq!(osd_up(&cluster, other), Some(true), "osd {other}");
+    }
+
+    let unknown = cluster.cairn(&["daemon", "stop", "osd.9", "--data", &data]);
+    assert!(!unknown.status.success(), "daemon stop osd.9 succeeded");
+    let message = String::from_utf8_lossy(&unknown.stderr).into_owned();
+    assert!(message.contains("no daemon \"osd.9\""), "{message}");
+    assert!(
+        !cluster.dir.join("run").join("osd.9.hold").exists(),
+        "a refused stop left a hold marker"
+    );
+}
