@@ -1,7 +1,7 @@
 //! [`Client`]: the map follower and request executor.
 
 use crate::error::ClientError;
-use crate::limits::ClientOptions;
+use crate::limits::{ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT};
 use bytes::Bytes;
 use cairn_mon::proto::MapFetch;
 use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
@@ -127,6 +127,8 @@ struct Inner {
     view: Mutex<Option<Arc<MapView>>>,
     /// One connection per OSD address.
     connections: Mutex<HashMap<String, Connection>>,
+    /// When the map subscription last answered (`None`: not following).
+    followed_at: Mutex<Option<Instant>>,
 }
 
 /// A connection to a Cairn cluster; clone it freely (clones share the map,
@@ -194,9 +196,13 @@ impl Client {
                 mon: tokio::sync::Mutex::new(None),
                 view: Mutex::new(None),
                 connections: Mutex::new(HashMap::new()),
+                followed_at: Mutex::new(None),
             }),
         };
         client.refresh_map().await?;
+        if client.inner.options.follow_map {
+            tokio::spawn(follow_map(Arc::downgrade(&client.inner)));
+        }
         Ok(client)
     }
 
@@ -290,7 +296,10 @@ impl Client {
     async fn view(&self, force: bool) -> Result<Arc<MapView>, ClientError> {
         let cached = lock(&self.inner.view).clone();
         if let Some(view) = &cached {
-            let fresh = view.fetched_at.elapsed() < self.inner.options.map_refresh_interval;
+            let following = lock(&self.inner.followed_at)
+                .is_some_and(|at| at.elapsed() < MAP_SUBSCRIBE_WAIT + MAP_SUBSCRIBE_RETRY);
+            let fresh =
+                following || view.fetched_at.elapsed() < self.inner.options.map_refresh_interval;
             if !force && fresh {
                 return Ok(view.clone());
             }
@@ -843,6 +852,57 @@ impl Client {
             };
         }
         Ok(ListPage { names, next: None })
+    }
+}
+
+/// Keeps a map subscription open for the client behind `inner` until the
+/// client is dropped: each answer with new epochs triggers a fetch of the
+/// whole map (simple and cheap at the map sizes this serves), each answer
+/// at all marks the cached map as followed.
+async fn follow_map(inner: std::sync::Weak<Inner>) {
+    loop {
+        // Only the monitor connection is held while the poll waits, so a
+        // dropped client is not kept alive by its own subscription.
+        let (mon, have) = {
+            let Some(strong) = inner.upgrade() else {
+                return;
+            };
+            let client = Client { inner: strong };
+            let have = lock(&client.inner.view)
+                .as_ref()
+                .map_or(Epoch(0), |v| v.map.epoch);
+            (client.mon().await, have)
+        };
+        let answer = match mon {
+            Ok(mon) => mon
+                .subscribe(have, MAP_SUBSCRIBE_WAIT)
+                .await
+                .map_err(ClientError::from),
+            Err(error) => Err(error),
+        };
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let client = Client { inner: strong };
+        let changed = match answer {
+            Ok(MapFetch::Incrementals { incrementals, .. }) => !incrementals.is_empty(),
+            Ok(MapFetch::Full { .. }) => true,
+            Err(error) => {
+                tracing::debug!(%error, "map subscription failed");
+                *lock(&client.inner.followed_at) = None;
+                *client.inner.mon.lock().await = None;
+                drop(client);
+                tokio::time::sleep(MAP_SUBSCRIBE_RETRY).await;
+                continue;
+            }
+        };
+        if changed && let Err(error) = client.view(true).await {
+            tracing::debug!(%error, "map fetch after a subscription answer failed");
+            drop(client);
+            tokio::time::sleep(MAP_SUBSCRIBE_RETRY).await;
+            continue;
+        }
+        *lock(&client.inner.followed_at) = Some(Instant::now());
     }
 }
 

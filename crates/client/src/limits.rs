@@ -11,8 +11,13 @@ pub const BACKOFF_INITIAL_DEFAULT: Duration = Duration::from_millis(20);
 /// Longest wait between attempts.
 pub const BACKOFF_MAX_DEFAULT: Duration = Duration::from_secs(1);
 /// A map older than this is refetched before the next operation, so a
-/// client notices map changes even when no OSD tells it to retry.
+/// client notices map changes even when no OSD tells it to retry; while a
+/// map subscription is answering, the map counts as fresh regardless.
 pub const MAP_REFRESH_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// How long the monitor may hold one map subscription (long poll).
+pub const MAP_SUBSCRIBE_WAIT: Duration = Duration::from_secs(25);
+/// Pause after a failed subscription before the next one.
+pub const MAP_SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// Time to open a TCP connection to a monitor or an OSD.
 pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
@@ -25,6 +30,10 @@ pub struct ClientOptions {
     pub backoff_max: Duration,
     pub map_refresh_interval: Duration,
     pub connect_timeout: Duration,
+    /// Keep a map subscription open, so new epochs arrive as the monitor
+    /// commits them (off: the map is refetched only when older than
+    /// `map_refresh_interval` or when an OSD says to retry).
+    pub follow_map: bool,
 }
 
 impl Default for ClientOptions {
@@ -36,6 +45,7 @@ impl Default for ClientOptions {
             backoff_max: BACKOFF_MAX_DEFAULT,
             map_refresh_interval: MAP_REFRESH_INTERVAL_DEFAULT,
             connect_timeout: CONNECT_TIMEOUT_DEFAULT,
+            follow_map: true,
         }
     }
 }
