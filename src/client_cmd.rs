@@ -370,7 +370,8 @@ fn read_input(file: &PathBuf) -> CliResult<Bytes> {
         std::io::stdin().read_to_end(&mut data)?;
         return Ok(data.into());
     }
-    Ok(std::fs::read(file)?.into())
+    let data = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    Ok(data.into())
 }
 
 fn write_output(file: Option<&PathBuf>, data: &[u8]) -> CliResult {

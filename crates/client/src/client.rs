@@ -354,6 +354,15 @@ impl Client {
     /// Runs `op` on `object` of `pool`, retrying until it succeeds, fails
     /// for good, or the attempts or deadline run out.
     async fn execute(&self, request: Request<'_>) -> Result<(OpOutput, Bytes), ClientError> {
+        if let Target::Object(name) = request.target
+            && (name.is_empty() || name.len() > cairn_store::limits::OBJECT_NAME_BYTES_MAX)
+        {
+            return Err(ClientError::Invalid(format!(
+                "object name of {} bytes (1 to {} allowed)",
+                name.len(),
+                cairn_store::limits::OBJECT_NAME_BYTES_MAX
+            )));
+        }
         let options = &self.inner.options;
         let req = ReqId {
             client: self.inner.client_id,
@@ -467,6 +476,13 @@ impl Client {
         };
         let (reply, bytes) = match tokio::time::timeout(remaining, call).await {
             Ok(Ok(answer)) => answer,
+            // Refused by our own encoder: no retry can fix the request,
+            // and the connection is fine.
+            Ok(Err(
+                error @ (cairn_wire::WireError::TooLarge { .. } | cairn_wire::WireError::Encode(_)),
+            )) => {
+                return Attempt::Fail(ClientError::Invalid(error.to_string()));
+            }
             Ok(Err(error)) => {
                 self.forget_connection(&addr);
                 return Attempt::Again {

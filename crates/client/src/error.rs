@@ -13,6 +13,10 @@ pub enum ClientError {
     /// The cluster is too full for writes; removes still work.
     #[error("cluster full: {0}")]
     Full(String),
+    /// The request is malformed (a bad name, too large to send); checked
+    /// before anything is sent.
+    #[error("invalid request: {0}")]
+    Invalid(String),
     #[error("pool {0:?} does not exist")]
     NoPool(String),
     /// The OSD refused the operation for a reason retrying cannot fix.

@@ -484,17 +484,24 @@ fn start_store_threads(
     (store_tx, done_rx)
 }
 
+/// Feeds durable versions to their PGs. A transaction the store refused
+/// after its PG logged it means the PG's memory and its disk disagree
+/// (the primary validates requests before logging, so this is an I/O
+/// error, a store at its hard full limit, or a bug): the OSD stops at once,
+/// as if killed, rather than serve from that state, and the supervisor or
+/// the operator restarts it.
 async fn commit_loop(osd: Arc<Osd>, mut commits: mpsc::UnboundedReceiver<Committed>) {
     while let Some((pg, version, result)) = commits.recv().await {
-        match result {
-            Ok(()) => {
-                osd.feed(pg, PgEvent::LocalCommitted { version }).await;
-            }
-            // The write stays unacknowledged; its client times out.
-            Err(error) => tracing::error!(%pg, %version, %error, "store write failed"),
+        if let Err(error) = result {
+            tracing::error!(%pg, %version, %error, "store refused a logged write; stopping");
+            std::process::exit(EXIT_STORE_FAILED);
         }
+        osd.feed(pg, PgEvent::LocalCommitted { version }).await;
     }
 }
+
+/// Exit status of an OSD that stopped because its store refused a write.
+const EXIT_STORE_FAILED: i32 = 75;
 
 async fn heartbeat_loop(osd: Arc<Osd>) {
     let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
@@ -961,13 +968,17 @@ impl Osd {
         let req: ReqId = op.req.into();
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
-        let guard: Option<Guard> = op.guard.map(Into::into);
+        let mut guards: Vec<Guard> = op.guard.map(Into::into).into_iter().collect();
+        if frees_space(&op.op) {
+            guards.push(Guard::Exists);
+        }
         let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
         let store = &self.store;
         let make = |_: &PgSlot| -> Result<PgEvent, OpError> {
-            let guard = match guard {
-                Some(guard) => Some(observe(&**store, collection, &object, guard)?),
-                None => None,
+            let guard = if guards.is_empty() {
+                None
+            } else {
+                Some(observe(&**store, collection, &object, guards)?)
             };
             Ok(PgEvent::ClientWrite {
                 req,
@@ -1021,10 +1032,14 @@ impl Osd {
             Reply::Done {
                 version,
                 result: LogResult::Err { code },
-            } => (
-                Err(OpError::CompareFailed(err_code::describe(code).into())),
-                Some(version.into()),
-            ),
+            } => {
+                let error = if code == err_code::NOT_FOUND {
+                    OpError::NotFound
+                } else {
+                    OpError::CompareFailed(err_code::describe(code).into())
+                };
+                (Err(error), Some(version.into()))
+            }
             Reply::ObjectBusy => (Err(OpError::ObjectBusy), None),
             Reply::Retry { reason } => (
                 Err(OpError::Retry {
@@ -1178,13 +1193,13 @@ fn frees_space(kind: &OpKind) -> bool {
     )
 }
 
-/// Reads what `guard` compares: the object's version (0 if absent) and the
-/// named xattr.
+/// Reads what `guards` compare: the object's version (0 if absent) and the
+/// xattr one of them names.
 fn observe(
     store: &dyn ObjectStore,
     collection: CollectionId,
     object: &Bytes,
-    guard: Guard,
+    guards: Vec<Guard>,
 ) -> Result<GuardCheck, OpError> {
     let key = ObjectKey::new(object.clone());
     let version = match store.stat(collection, &key) {
@@ -1192,15 +1207,19 @@ fn observe(
         Err(StoreError::NotFound { .. }) => 0,
         Err(error) => return Err(op_error(error)),
     };
-    let xattr = match &guard {
-        Guard::Xattr { name, .. } if version > 0 => store
+    let xattr_name = guards.iter().find_map(|g| match g {
+        Guard::Xattr { name, .. } => Some(name.clone()),
+        _ => None,
+    });
+    let xattr = match xattr_name {
+        Some(name) if version > 0 => store
             .xattrs(collection, &key)
             .map_err(op_error)?
-            .remove(name),
+            .remove(&name),
         _ => None,
     };
     Ok(GuardCheck {
-        guard,
+        guards,
         version,
         xattr,
     })

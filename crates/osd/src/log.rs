@@ -67,7 +67,8 @@ pub enum LogKind {
     /// Removed the object.
     Remove,
     /// Changed nothing: the request was refused (a compare-and-set guard
-    /// failed) and is logged only so a retry gets the same answer.
+    /// failed, or it removes from a missing object) and is logged only so
+    /// a retry gets the same answer.
     Refused,
 }
 
@@ -77,6 +78,8 @@ pub mod err_code {
     pub const VERSION_MISMATCH: u32 = 1;
     /// An xattr's value was not the one the request expected.
     pub const XATTR_MISMATCH: u32 = 2;
+    /// The object to remove from (or remove) does not exist.
+    pub const NOT_FOUND: u32 = 3;
 
     /// What a code means, for the client's error message.
     #[must_use]
@@ -84,6 +87,7 @@ pub mod err_code {
         match code {
             VERSION_MISMATCH => "object version differs from the expected one",
             XATTR_MISMATCH => "xattr value differs from the expected one",
+            NOT_FOUND => "object not found",
             _ => "unknown error code",
         }
     }

@@ -107,13 +107,18 @@ pub enum Guard {
     Version(u64),
     /// The xattr `name` has this value (`None`: it is absent).
     Xattr { name: Bytes, value: Option<Bytes> },
+    /// The object exists: implied by removes (of the object, an xattr or
+    /// omap keys), so removing what is missing is answered "not found"
+    /// from the log rather than failing in the store after logging.
+    Exists,
 }
 
-/// A guard with the state of its object as the shell read it from the
+/// Guards with the state of its object as the shell read it from the
 /// store, under the same lock as the event, so no write slips between.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuardCheck {
-    pub guard: Guard,
+    /// All must hold; at most one names an xattr.
+    pub guards: Vec<Guard>,
     /// The object's version, 0 if it does not exist.
     pub version: u64,
     /// The value of the xattr the guard names, if it names one and it is set.
@@ -121,16 +126,17 @@ pub struct GuardCheck {
 }
 
 impl GuardCheck {
-    /// The refusal code if the guard does not hold.
+    /// The refusal code of the first guard that does not hold.
     fn failure(&self) -> Option<u32> {
-        match &self.guard {
+        self.guards.iter().find_map(|guard| match guard {
             Guard::Version(expected) => {
                 (*expected != self.version).then_some(err_code::VERSION_MISMATCH)
             }
             Guard::Xattr { value, .. } => {
                 (*value != self.xattr).then_some(err_code::XATTR_MISMATCH)
             }
-        }
+            Guard::Exists => (self.version == 0).then_some(err_code::NOT_FOUND),
+        })
     }
 }
 

@@ -109,7 +109,7 @@ impl Harness {
             object: Bytes::copy_from_slice(name.as_bytes()),
             ops: write_full(name, &format!("data {tid}")),
             guard: Some(GuardCheck {
-                guard,
+                guards: vec![guard],
                 version,
                 xattr: None,
             }),
