@@ -731,6 +731,11 @@ struct Df {
     capacity_bytes_up_in: u64,
     osds_total: usize,
     osds_up_in: usize,
+    /// From the OSDs' latest statistics: file-system space used and
+    /// available, and object bytes held (every copy), summed over OSDs.
+    raw_used_bytes: u64,
+    raw_available_bytes: u64,
+    stored_bytes: u64,
     pools: Vec<DfPool>,
 }
 
@@ -768,6 +773,9 @@ fn df(
         capacity_bytes_up_in,
         osds_total: map.osds.len(),
         osds_up_in: up_in.len(),
+        raw_used_bytes: 0,
+        raw_available_bytes: 0,
+        stored_bytes: 0,
         pools,
     }
 }
@@ -781,7 +789,13 @@ pub fn run_df(args: DfArgs) -> CliResult {
         let client = connect(&args.conf).await?;
         let map = client.refresh_map().await?;
         let endpoints = client.endpoints().await?;
-        CliResult::Ok(df(&map, &endpoints))
+        let mut report = df(&map, &endpoints);
+        for stats in client.osd_stats().await? {
+            report.raw_used_bytes += stats.stats.used_bytes;
+            report.raw_available_bytes += stats.stats.available_bytes;
+            report.stored_bytes += stats.stats.stored_bytes;
+        }
+        CliResult::Ok(report)
     })?;
     if args.json {
         return print_json(&report);
@@ -792,6 +806,12 @@ pub fn run_df(args: DfArgs) -> CliResult {
         report.osds_total,
         gib(report.capacity_bytes_up_in),
         report.osds_up_in
+    );
+    println!(
+        "raw       {} GiB used, {} GiB available; objects {} GiB (all copies)",
+        gib(report.raw_used_bytes),
+        gib(report.raw_available_bytes),
+        gib(report.stored_bytes)
     );
     let rows = report
         .pools

@@ -221,3 +221,42 @@ fn writes_continue_when_an_osd_is_killed() {
     });
     drop(cluster);
 }
+
+/// Peer heartbeats: with the monitor's own heartbeat grace at 60 s, only
+/// the surviving OSDs' failure reports (two distinct reporters) can mark a
+/// SIGKILLed OSD down within the wait below.
+#[test]
+fn peers_report_a_killed_osd_long_before_the_monitor_grace() {
+    let base_port = 17350;
+    let cluster = Cluster::up(
+        "peer-failure",
+        3,
+        base_port,
+        &["--no-restart", "--down-grace", "60s"],
+    );
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = Client::connect(&config.mon).await.expect("connect");
+        // Let every OSD learn its PGs and first answer its peers.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let victim = cluster.daemon_pid("osd.2");
+        let victim_addr = format!("127.0.0.1:{}", base_port + 3);
+        let killed = Command::new("kill")
+            .args(["-KILL", &victim.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let killed_at = Instant::now();
+        let down_at = wait_marked_down(&client, &victim_addr).await;
+        let took = down_at - killed_at;
+        eprintln!("marked down {took:?} after the kill, by peer reports");
+        assert!(
+            took < Duration::from_secs(20),
+            "marked down after {took:?}: peer reports did not do it"
+        );
+    });
+}

@@ -27,15 +27,16 @@ use crate::PgLimits;
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
-    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX,
+    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
+    PEER_PING_INTERVAL, PEER_PING_TIMEOUT,
 };
 use crate::log::{LogResult, ReqId, Version, err_code};
 use crate::pg::{
     Effects, Guard, GuardCheck, Interval, Pg, PgEvent, PgMsg, Reply, StoreWrite, SubWrite,
 };
 use crate::proto::{
-    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError, OpKind, OpOutput, PeerMsg,
-    decode_pg_msg, encode_pg_msg,
+    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, KIND_PEER_PING, OpError, OpKind,
+    OpOutput, PeerMsg, PeerPing, PeerPong, decode_pg_msg, encode_pg_msg,
 };
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
@@ -140,6 +141,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         pending: Mutex::new(HashMap::new()),
         peers: tokio::sync::Mutex::new(HashMap::new()),
         io: IoCounters::default(),
+        heartbeat_peers: tokio::sync::Mutex::new(HashMap::new()),
     });
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
@@ -148,6 +150,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         tokio::spawn(commit_loop(osd.clone(), commits)),
         tokio::spawn(heartbeat_loop(osd.clone())),
         tokio::spawn(map_loop(osd.clone())),
+        tokio::spawn(peer_heartbeat_loop(osd.clone())),
     ];
     let handler_osd = osd.clone();
     let handler = move |frame: Frame| {
@@ -296,6 +299,14 @@ impl MonLink {
     async fn heartbeat(&self, osd: OsdId, stats: OsdStats) -> Result<MonReply, MonError> {
         let result = match self.client().await {
             Ok(client) => client.heartbeat(osd, stats).await,
+            Err(e) => Err(e),
+        };
+        self.check(result).await
+    }
+
+    async fn report_failure(&self, reporter: OsdId, target: OsdId) -> Result<MonReply, MonError> {
+        let result = match self.client().await {
+            Ok(client) => client.report_failure(reporter, target).await,
             Err(e) => Err(e),
         };
         self.check(result).await
@@ -540,6 +551,37 @@ async fn map_loop(osd: Arc<Osd>) {
     }
 }
 
+/// Pings every peer this OSD shares a PG with, on connections of their
+/// own, and reports to the monitor each peer silent for [`PEER_GRACE`]: the
+/// monitor marks an OSD down as soon as enough distinct peers report it,
+/// far sooner than its own heartbeat grace.
+async fn peer_heartbeat_loop(osd: Arc<Osd>) {
+    let mut tick = tokio::time::interval(PEER_PING_INTERVAL);
+    let mut last_heard: HashMap<OsdId, tokio::time::Instant> = HashMap::new();
+    loop {
+        tick.tick().await;
+        let peers = osd.heartbeat_targets();
+        last_heard.retain(|id, _| peers.iter().any(|(peer, _)| peer == id));
+        let mut pings = tokio::task::JoinSet::new();
+        for (peer, addr) in peers {
+            let osd = osd.clone();
+            pings.spawn(async move { (peer, osd.ping(&addr).await) });
+        }
+        while let Some(Ok((peer, alive))) = pings.join_next().await {
+            let now = tokio::time::Instant::now();
+            let heard = last_heard.entry(peer).or_insert(now);
+            if alive {
+                *heard = now;
+            } else if now.duration_since(*heard) > PEER_GRACE {
+                tracing::warn!(osd = peer.0, "peer silent past its grace; reporting it");
+                if let Err(error) = osd.mon.report_failure(osd.whoami, peer).await {
+                    tracing::warn!(%error, "failure report not delivered");
+                }
+            }
+        }
+    }
+}
+
 type Waiters = HashMap<ReqId, Vec<oneshot::Sender<Reply>>>;
 
 /// The daemon's shared state.
@@ -559,6 +601,8 @@ struct Osd {
     pending: Mutex<Waiters>,
     peers: tokio::sync::Mutex<HashMap<String, Connection>>,
     io: IoCounters,
+    /// Heartbeat connections, one per peer address, apart from `peers`.
+    heartbeat_peers: tokio::sync::Mutex<HashMap<String, Connection>>,
 }
 
 /// Client operations served since start, for the monitor's I/O rates.
@@ -618,6 +662,64 @@ impl Osd {
             }
         }
         self.sync_pgs().await;
+    }
+
+    /// The up OSDs of the acting sets of this OSD's PGs, with addresses.
+    fn heartbeat_targets(&self) -> Vec<(OsdId, String)> {
+        let mut ids: Vec<OsdId> = {
+            let pgs = lock(&self.pgs);
+            let mut ids: Vec<OsdId> = pgs
+                .values()
+                .flat_map(|slot| slot.pg.interval().acting.iter().copied())
+                .filter(|id| *id != self.whoami)
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        ids.truncate(PEER_HEARTBEAT_PEERS_MAX);
+        let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+        ids.into_iter()
+            .filter(|id| view.state.map.osd(*id).is_some_and(|o| o.up))
+            .filter_map(|id| view.state.endpoints.get(&id).map(|e| (id, e.addr.clone())))
+            .collect()
+    }
+
+    /// Whether the OSD at `addr` answers a ping within [`PEER_PING_TIMEOUT`].
+    async fn ping(&self, addr: &str) -> bool {
+        let connection = {
+            let mut conns = self.heartbeat_peers.lock().await;
+            match conns.get(addr).filter(|c| !c.is_closed()) {
+                Some(conn) => conn.clone(),
+                None => {
+                    let options = ConnectOptions {
+                        connect_timeout: PEER_PING_TIMEOUT,
+                        request_timeout: PEER_PING_TIMEOUT,
+                        ..ConnectOptions::default()
+                    };
+                    let connect = Connection::connect(addr, options);
+                    match tokio::time::timeout(PEER_PING_TIMEOUT, connect).await {
+                        Ok(Ok(conn)) => {
+                            conns.insert(addr.to_owned(), conn.clone());
+                            conn
+                        }
+                        _ => return false,
+                    }
+                }
+            }
+        };
+        let ping = PeerPing {
+            from: self.whoami,
+            epoch: self.map_epoch(),
+        };
+        let call = connection.call::<PeerPing, PeerPong>(&ping, Bytes::new());
+        match tokio::time::timeout(PEER_PING_TIMEOUT, call).await {
+            Ok(Ok(_)) => true,
+            _ => {
+                self.heartbeat_peers.lock().await.remove(addr);
+                false
+            }
+        }
     }
 
     /// What the heartbeat tells the monitor.
@@ -856,6 +958,13 @@ impl Osd {
                     Err(error) => tracing::warn!(%error, "malformed peer message"),
                 }
                 None
+            }
+            KIND_PEER_PING => {
+                let pong = PeerPong {
+                    from: self.whoami,
+                    epoch: self.map_epoch(),
+                };
+                Frame::response(frame.request_id, &pong, Bytes::new()).ok()
             }
             kind => {
                 tracing::warn!(kind, "unknown message kind");

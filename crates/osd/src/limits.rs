@@ -46,6 +46,22 @@ pub const MAP_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_
 /// before it answers "no change" and the OSD asks again.
 pub const MAP_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(25);
 
+/// How often an OSD pings each peer it shares a PG with.
+pub const PEER_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Longest wait for one peer's answer to a ping.
+pub const PEER_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Silence after which a peer is reported to the monitor as failed (again
+/// every ping round while it stays silent). Several missed pings, so one
+/// slow moment does not count; the monitor marks the peer down once
+/// enough distinct OSDs report it.
+pub const PEER_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Peers one OSD pings at most (it pings the OSDs of its PGs' acting sets;
+/// beyond this, the monitor's own heartbeat timeout still catches them).
+pub const PEER_HEARTBEAT_PEERS_MAX: usize = 256;
+
 /// Longest wait for one monitor call (boot, heartbeat, map fetch).
 pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

@@ -11,6 +11,8 @@
 //! | `0x0200` | [`ClientOp`] | client → primary, request |
 //! | `0x0201` | [`ClientReply`] | primary → client, response (also to any malformed request) |
 //! | `0x0202` | [`PeerMsg`] | OSD → OSD, one-way (request id 0) |
+//! | `0x0203` | [`PeerPing`] | OSD → OSD on the heartbeat connection, request |
+//! | `0x0204` | [`PeerPong`] | OSD → OSD, response |
 
 use crate::log::{LogEntry, ReqId, Version};
 use crate::pg::{PgMsg, SubWrite, SubWriteAck};
@@ -25,6 +27,31 @@ use std::collections::BTreeMap;
 pub const KIND_CLIENT_OP: u16 = 0x0200;
 pub const KIND_CLIENT_REPLY: u16 = 0x0201;
 pub const KIND_PEER_MSG: u16 = 0x0202;
+pub const KIND_PEER_PING: u16 = 0x0203;
+pub const KIND_PEER_PONG: u16 = 0x0204;
+
+/// Request `KIND_PEER_PING`: a peer heartbeat. It travels on a connection
+/// of its own, never queued behind a PG message's megabytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerPing {
+    pub from: OsdId,
+    pub epoch: Epoch,
+}
+
+impl Message for PeerPing {
+    const KIND: u16 = KIND_PEER_PING;
+}
+
+/// Response `KIND_PEER_PONG`: the pinged OSD is alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerPong {
+    pub from: OsdId,
+    pub epoch: Epoch,
+}
+
+impl Message for PeerPong {
+    const KIND: u16 = KIND_PEER_PONG;
+}
 
 /// A client request's identity on the wire ([`ReqId`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
