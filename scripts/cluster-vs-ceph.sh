@@ -82,10 +82,10 @@ rados_run() {  # label, rados bench args...
   local label=$1; shift
   rados -p rep3 bench "$RT" "$@" -t 16 > "$OUT/$label.txt" 2>&1
 }
-cairn_run() {  # label, cairn bench object args...
+cairn_run() {  # label, cairn bench object args...; a failed phase is kept and reported
   local label=$1; shift
   "$CAIRN" bench object --conf "$CONF" --pool bench --concurrency 16 --json "$@" \
-    > "$OUT/$label.json" 2> "$OUT/$label.err"
+    > "$OUT/$label.json" 2> "$OUT/$label.err" || echo "  $label failed: $(tail -1 "$OUT/$label.err")"
 }
 
 for round in $(seq 1 "$REPEATS"); do
@@ -124,30 +124,39 @@ def rados(label):
     iops = float(re.search(r"Average IOPS:\s+([\d.]+)", t).group(1))
     return bw, iops  # rados bench's "MB/sec" is MiB/s (bytes / 1048576)
 def cairn(label):
-    j = json.load(open(f"{out}/{label}.json"))
-    return j["bandwidth_mib_per_sec"], j["iops"]
+    # A phase that failed or saw errors (e.g. the shared disk filled up)
+    # does not count.
+    try:
+        j = json.load(open(f"{out}/{label}.json"))
+    except (OSError, ValueError):
+        return None
+    return None if j["errors"] else (j["bandwidth_mib_per_sec"], j["iops"])
 rows = [
-    ("4 MiB write", "MiB/s", lambda r: rados(f"r{r}_ceph_write_4M")[0], lambda r: cairn(f"r{r}_cairn_write_4M")[0]),
-    ("4 MiB seq read", "MiB/s", lambda r: rados(f"r{r}_ceph_seq_4M")[0], lambda r: cairn(f"r{r}_cairn_seq_4M")[0]),
-    ("4 MiB rand read", "MiB/s", lambda r: rados(f"r{r}_ceph_rand_4M")[0], lambda r: cairn(f"r{r}_cairn_rand_4M")[0]),
-    ("4 KiB write", "IOPS", lambda r: rados(f"r{r}_ceph_write_4K")[1], lambda r: cairn(f"r{r}_cairn_write_4K")[1]),
-    ("4 KiB rand read", "IOPS", lambda r: rados(f"r{r}_ceph_rand_4K")[1], lambda r: cairn(f"r{r}_cairn_rand_4K")[1]),
+    ("4 MiB write", "MiB/s", lambda r: rados(f"r{r}_ceph_write_4M")[0], lambda r: pick(cairn(f"r{r}_cairn_write_4M"), 0)),
+    ("4 MiB seq read", "MiB/s", lambda r: rados(f"r{r}_ceph_seq_4M")[0], lambda r: pick(cairn(f"r{r}_cairn_seq_4M"), 0)),
+    ("4 MiB rand read", "MiB/s", lambda r: rados(f"r{r}_ceph_rand_4M")[0], lambda r: pick(cairn(f"r{r}_cairn_rand_4M"), 0)),
+    ("4 KiB write", "IOPS", lambda r: rados(f"r{r}_ceph_write_4K")[1], lambda r: pick(cairn(f"r{r}_cairn_write_4K"), 1)),
+    ("4 KiB rand read", "IOPS", lambda r: rados(f"r{r}_ceph_rand_4K")[1], lambda r: pick(cairn(f"r{r}_cairn_rand_4K"), 1)),
 ]
 rounds = range(1, repeats + 1)
-print(f"| workload | unit | Ceph (median of {repeats}) | Cairn (median) | Cairn ÷ Ceph (median of per-round ratios) | per-round ratios |")
+def pick(result, index):
+    return None if result is None else result[index]
+print(f"| workload | unit | Ceph (median) | Cairn (median) | Cairn ÷ Ceph (median of per-round ratios) | per-round ratios (rounds where Cairn ran without errors) |")
 print("|---|---|---:|---:|---:|---|")
 for name, unit, ceph, cai in rows:
-    c = [ceph(r) for r in rounds]; k = [cai(r) for r in rounds]
-    ratios = [b / a for a, b in zip(c, k)]
+    pairs = [(ceph(r), cai(r)) for r in rounds]
+    pairs = [(a, b) for a, b in pairs if b is not None]
+    c = [a for a, _ in pairs]; k = [b for _, b in pairs]
+    ratios = [b / a for a, b in pairs]
     print(f"| {name} | {unit} | {statistics.median(c):,.1f} | {statistics.median(k):,.1f} | "
           f"{statistics.median(ratios):.2f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
 fw = [fio(f"r{r}_fio_write_4M", "write")[0] for r in rounds]
 fr = [fio(f"r{r}_fio_read_4M", "read")[0] for r in rounds]
-cw = [cairn(f"r{r}_cairn_write_4M")[0] for r in rounds]
+cw = [pick(cairn(f"r{r}_cairn_write_4M"), 0) for r in rounds]
 print()
 print(f"raw disk (fio, direct, 4 MiB, qd 16): write {statistics.median(fw):,.1f} MiB/s, "
       f"read {statistics.median(fr):,.1f} MiB/s (medians; per round write {', '.join(f'{x:.0f}' for x in fw)})")
-ratio = [c / (f / 3) for c, f in zip(cw, fw)]
+ratio = [c / (f / 3) for c, f in zip(cw, fw) if c is not None]
 print(f"Cairn 4 MiB write ÷ (raw write ÷ 3): median {statistics.median(ratio):.2f} "
       f"(per round {', '.join(f'{x:.2f}' for x in ratio)})")
 rss = {}
