@@ -28,7 +28,7 @@ use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
     OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
-    PEER_PING_INTERVAL, PEER_PING_TIMEOUT,
+    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL,
 };
 use crate::log::{LogResult, ReqId, Version, err_code};
 use crate::pg::{
@@ -1198,7 +1198,32 @@ impl Osd {
         )))
     }
 
+    /// Waits (bounded) until no write to `object` is in flight in `pg`, so
+    /// a read never returns data that is not yet durable everywhere.
+    /// A write admitted after the last look races with the read, and the
+    /// read may see it; peering (issue 5) keeps such a write.
+    async fn wait_object_settled(&self, pg: PgId, object: &[u8]) -> Result<(), OpError> {
+        let deadline = tokio::time::Instant::now() + READ_WAIT_FOR_WRITE_MAX;
+        loop {
+            let busy = lock(&self.pgs)
+                .get(&pg)
+                .is_some_and(|slot| slot.pg.object_in_flight(object));
+            if !busy {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(OpError::ObjectBusy);
+            }
+            tokio::time::sleep(READ_WAIT_POLL).await;
+        }
+    }
+
     async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
+        if !op.object.is_empty()
+            && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
+        {
+            return (ClientReply::err(error), Bytes::new());
+        }
         let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
         let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
         let store = self.store.clone();

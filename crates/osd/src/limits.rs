@@ -62,6 +62,12 @@ pub const PEER_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
 /// beyond this, the monitor's own heartbeat timeout still catches them).
 pub const PEER_HEARTBEAT_PEERS_MAX: usize = 256;
 
+/// How long a read waits for in-flight writes to its object to become
+/// durable on the acting set before it is answered `ObjectBusy` (the client
+/// then retries), and how often it looks.
+pub const READ_WAIT_FOR_WRITE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+pub const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Longest wait for one monitor call (boot, heartbeat, map fetch).
 pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 

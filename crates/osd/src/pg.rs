@@ -793,6 +793,19 @@ impl Pg {
     pub fn inflight_count(&self) -> usize {
         self.inflight.len()
     }
+
+    /// Whether a write to `object` is in flight on this primary (admitted,
+    /// not yet durable on the whole acting set). A read must not see it
+    /// yet: the write may still fail, and a read that returned it would
+    /// have observed a value that never existed.
+    #[must_use]
+    pub fn object_in_flight(&self, object: &[u8]) -> bool {
+        self.inflight.keys().any(|version| {
+            self.log
+                .get(*version)
+                .is_some_and(|entry| entry.object == object && entry.kind != LogKind::Refused)
+        })
+    }
 }
 
 /// Checks that every op changes `object` (clients write one object per

@@ -311,6 +311,18 @@ fn guarded_writes_refuse_on_mismatch_wait_on_unsettled_and_log_the_outcome() {
 }
 
 #[test]
+fn an_object_is_in_flight_until_every_acting_osd_committed() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    assert!(h.pg(1).object_in_flight(b"a"));
+    assert!(!h.pg(1).object_in_flight(b"b"), "only the written object");
+    h.commit(1);
+    assert!(h.pg(1).object_in_flight(b"a"), "replicas not yet durable");
+    h.run();
+    assert!(!h.pg(1).object_in_flight(b"a"), "acknowledged: settled");
+}
+
+#[test]
 fn below_min_size_blocks_and_at_min_size_acks_after_both_commit() {
     let mut h = Harness::new(&[1], &interval(5, &[1], 2), PgLimits::default(), 1);
     h.client_write(1, 1, 5, "a");
