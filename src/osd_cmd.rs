@@ -42,19 +42,19 @@ pub struct OsdArgs {
 /// only adds memory on a disk that serves a few dozen reads at once.
 const OSD_BLOCKING_THREADS_MAX: usize = 64;
 
-/// glibc's malloc otherwise raises its mmap threshold after the first
-/// multi-megabyte buffers are freed, so later 4 MiB payloads come from
-/// per-thread heaps that fragment and hold resident memory long after the
-/// data is gone (OSD RSS grew to ~450 MiB under 4 MiB writes). A fixed
-/// 1 MiB threshold returns every large buffer to the kernel when freed,
-/// and a few arenas bound the per-thread heaps.
+/// glibc's malloc gives each thread that allocates concurrently an arena
+/// of its own (up to 8 per core); 4 MiB payloads freed on other threads
+/// then sit in many fragmenting heaps, and OSD RSS reached 385-466 MiB in
+/// the interleaved benchmark. Two arenas hold it at 195-217 MiB over a
+/// whole round (`scripts/cluster-rss.sh`). A fixed 1 MiB mmap threshold
+/// held it lower (91-103 MiB) but cost a page fault per 4 KiB of every
+/// payload: 4 MiB writes fell by a quarter, so it is not used.
 fn bound_malloc() {
-    // SAFETY: mallopt only sets allocator parameters; called before any
+    // SAFETY: mallopt only sets an allocator parameter; called before any
     // other thread exists.
     #[allow(unsafe_code)]
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-        libc::mallopt(libc::M_ARENA_MAX, 4);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 
