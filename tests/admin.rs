@@ -6,20 +6,7 @@
 
 mod common;
 
-use common::{Cluster, ok, ok_json};
-
-/// Every OSD row of `cairn osd tree --json`.
-fn tree_osds(cluster: &Cluster) -> Vec<serde_json::Value> {
-    let tree = ok_json(cluster.cairn(&["osd", "tree", "--json"]), "osd tree");
-    tree["racks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r["hosts"].as_array().into_iter().flatten())
-        .flat_map(|h| h["osds"].as_array().into_iter().flatten())
-        .cloned()
-        .collect()
-}
+use common::{Cluster, ok, ok_json, tree_osds};
 
 fn pool<'a>(pools: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     pools.as_array()?.iter().find(|p| p["name"] == name)

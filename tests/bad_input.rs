@@ -11,11 +11,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use cairn_client::{Client, ClientConfig, ClientError, ClientOptions, ReadRange};
 use cairn_osd::proto::{ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError};
 use cairn_wire::{Frame, FrameDecoder, MAGIC, PROTOCOL_VERSION};
-use common::{Cluster, is_running, ok};
+use common::{Cluster, is_running, ok, pattern, serial};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::process::Output;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 const POOL: &str = "data";
@@ -27,26 +26,6 @@ const EXIT_FAILED: i32 = 1;
 const EXIT_USAGE: i32 = 2;
 /// Longest a server may take to answer or close a connection.
 const SERVER_WAIT: Duration = Duration::from_secs(5);
-
-/// The clusters of this file run one at a time (two slow cores).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = (seed ^ 0x5851_f42d_4c95_7f2d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut bytes = Vec::with_capacity(len + 8);
-    while bytes.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        bytes.extend_from_slice(&state.to_le_bytes());
-    }
-    bytes.truncate(len);
-    bytes
-}
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Cluster, is_running, ok, ok_json};
+use common::{Cluster, is_running, ok, tree_osds};
 use std::time::{Duration, Instant};
 
 /// How long the held OSD must stay dead: several supervisor ticks (200 ms)
@@ -13,19 +13,6 @@ use std::time::{Duration, Instant};
 const HELD_DOWN_CHECK: Duration = Duration::from_millis(2500);
 /// Longest the monitor may take to mark the OSD down (grace 2 s) or up.
 const MAP_WAIT: Duration = Duration::from_secs(30);
-
-/// Every OSD row of `cairn osd tree --json`.
-fn tree_osds(cluster: &Cluster) -> Vec<serde_json::Value> {
-    let tree = ok_json(cluster.cairn(&["osd", "tree", "--json"]), "osd tree");
-    tree["racks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r["hosts"].as_array().into_iter().flatten())
-        .flat_map(|h| h["osds"].as_array().into_iter().flatten())
-        .cloned()
-        .collect()
-}
 
 /// `up` of OSD `id` in `cairn osd tree --json`.
 fn osd_up(cluster: &Cluster, id: u64) -> Option<bool> {

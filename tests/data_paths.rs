@@ -12,14 +12,13 @@
 mod common;
 
 use bytes::Bytes;
-use cairn_client::{Client, ClientConfig, ClientError, ClientOptions, ReadRange};
+use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
 use cairn_placement::{ClusterMap, Placement};
 use cairn_store::{CollectionId, DiskStore, ObjectKey, ObjectStore, ReadOptions, StoreConfig};
 use cairn_types::{OsdId, PgId};
-use common::{Cluster, is_running, ok, recorded_pids};
+use common::{Cluster, is_running, mon_addr, ok, recorded_pids, runtime, serial};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 const POOL: &str = "data";
@@ -29,27 +28,8 @@ const BLOCK_BYTES: u64 = 4096;
 /// Longest wait for daemons to exit after `cairn down`.
 const STOP_WAIT: Duration = Duration::from_secs(30);
 
-/// The clusters of this file run one at a time: each test stays well under
-/// a minute on two slow cores only if it has them to itself.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `len` bytes of a xorshift stream seeded by `seed`: distinct per seed and
-/// never periodic within an object.
 fn pattern(seed: u64, len: usize) -> Bytes {
-    let mut state = (seed ^ 0x5851_f42d_4c95_7f2d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut bytes = Vec::with_capacity(len + 8);
-    while bytes.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        bytes.extend_from_slice(&state.to_le_bytes());
-    }
-    bytes.truncate(len);
-    Bytes::from(bytes)
+    Bytes::from(common::pattern(seed, len))
 }
 
 /// Asserts `got == want` without printing megabytes: on a mismatch it
@@ -64,20 +44,6 @@ fn assert_bytes(what: &str, got: &[u8], want: &[u8]) {
         got.len(),
         want.len()
     );
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn mon_addr(cluster: &Cluster) -> String {
-    ClientConfig::load(&cluster.conf)
-        .expect("client config")
-        .mon
 }
 
 async fn connect(cluster: &Cluster, options: ClientOptions) -> Client {

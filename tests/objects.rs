@@ -7,20 +7,11 @@ mod common;
 
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, ReadRange};
-use common::{Cluster, ok};
+use common::{Cluster, mon_addr, ok, runtime};
 use std::collections::BTreeSet;
 
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).expect("utf-8 output")
-}
-
-fn mon_addr(cluster: &Cluster) -> String {
-    let text = std::fs::read_to_string(&cluster.conf).expect("client config");
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("mon"))
-        .expect("mon line in config");
-    line.split('"').nth(1).expect("quoted address").to_owned()
 }
 
 /// `cairn status --json` once `done` holds of it (OSD statistics arrive
@@ -38,14 +29,6 @@ fn wait_status(cluster: &Cluster, done: impl Fn(&serde_json::Value) -> bool) -> 
         );
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
 }
 
 #[test]

@@ -191,3 +191,57 @@ pub fn ok_json(output: Output, what: &str) -> serde_json::Value {
         )
     })
 }
+
+/// Every OSD row of `cairn osd tree --json`.
+pub fn tree_osds(cluster: &Cluster) -> Vec<serde_json::Value> {
+    let tree = ok_json(cluster.cairn(&["osd", "tree", "--json"]), "osd tree");
+    tree["racks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["hosts"].as_array().into_iter().flatten())
+        .flat_map(|h| h["osds"].as_array().into_iter().flatten())
+        .cloned()
+        .collect()
+}
+
+/// `len` bytes of a xorshift stream seeded by `seed`: distinct per seed and
+/// never periodic within an object, so misplaced blocks are caught.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = (seed ^ 0x5851_f42d_4c95_7f2d).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut bytes = Vec::with_capacity(len + 8);
+    while bytes.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
+/// A two-worker runtime for tests that drive the client library.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The monitor address `cairn up` wrote into the cluster's client config.
+pub fn mon_addr(cluster: &Cluster) -> String {
+    cairn_client::ClientConfig::load(&cluster.conf)
+        .expect("client config")
+        .mon
+}
+
+/// The clusters of one test file run one at a time: each test stays well
+/// under a minute on two slow cores only if it has them to itself.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -658,9 +658,12 @@ pub(crate) fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
     let s = rustix::fs::statvfs(dir)
         .map_err(|e| StoreError::Io(format!("statvfs {}: {e}", dir.display())))?;
     let total = s.f_blocks.saturating_mul(s.f_frsize);
-    let free = s.f_bfree.saturating_mul(s.f_frsize);
     let available = s.f_bavail.saturating_mul(s.f_frsize);
-    Ok((total, total.saturating_sub(free), available))
+    // Used is what this process cannot write: blocks in use, blocks
+    // reserved for root, and any quota or provisioning limit under the
+    // file system (on shared hosts `f_bavail` can be far below
+    // `f_bfree`). Full ratios then measure what is really left.
+    Ok((total, total.saturating_sub(available), available))
 }
 
 impl ObjectStore for DiskStore {
