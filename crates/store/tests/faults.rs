@@ -355,3 +355,48 @@ fn oversized_reads_are_refused_not_allocated() {
         .expect("ranged read");
     assert_eq!(middle, vec![0u8; 8192]);
 }
+
+/// Space reserved away from this process (root-reserved blocks here; a
+/// quota or a thin pool elsewhere) counts as used: a 64 MiB ext4 with half
+/// its blocks reserved reports at least half used before anything is
+/// written, so the full ratios measure what can really still be written.
+/// (The store once computed used from `f_bfree` and saw 0 %.)
+#[test]
+fn reserved_space_counts_as_used() {
+    let dir = temp("cairn-reserved-");
+    let image = dir.path().join("fs.img");
+    let mount = dir.path().join("mnt");
+    std::fs::create_dir_all(&mount).expect("mkdir");
+    std::fs::File::create(&image)
+        .and_then(|f| f.set_len(64 << 20))
+        .expect("image");
+    let made = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-m", "50"])
+        .arg(&image)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mounted = made
+        && Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&mount)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED: mounting an ext4 image needs root and mkfs.ext4");
+        return;
+    }
+    let _unmount = TmpfsMount(mount.clone());
+    let store = DiskStore::open(&mount.join("store"), StoreConfig::default()).expect("open");
+    let capacity = store.capacity().expect("capacity");
+    assert!(
+        capacity.used_ratio() >= 0.5,
+        "reserved half counts as used: {capacity:?}"
+    );
+    assert_eq!(
+        capacity.used_bytes + capacity.available_bytes,
+        capacity.total_bytes,
+        "used and available partition the total"
+    );
+    drop(store);
+}
