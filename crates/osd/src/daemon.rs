@@ -1001,6 +1001,9 @@ impl Osd {
     }
 
     async fn client_op(&self, op: ClientOp, data: Bytes) -> (ClientReply, Bytes) {
+        if let Err(why) = check_names(&op) {
+            return (ClientReply::err(OpError::Invalid(why)), Bytes::new());
+        }
         if op.epoch > self.map_epoch()
             && let Err(error) = self.refresh_map().await
         {
@@ -1297,9 +1300,6 @@ fn read_op(
             OpOutput::Omap(to_bufs(entries))
         }
         OpKind::List { after, limit } => {
-            if !key.name.is_empty() {
-                return Err(OpError::Invalid("a listing names no object".into()));
-            }
             let limit = usize::try_from(limit.clamp(1, LIST_NAMES_MAX)).unwrap_or(1);
             let after = after.map(|a| ObjectKey::new(Bytes::from(a.into_vec())));
             let page = store
@@ -1317,6 +1317,24 @@ fn read_op(
         write => return Err(OpError::Invalid(format!("{write:?} is not a read"))),
     };
     Ok((output, Bytes::new()))
+}
+
+/// Object names from the network are checked before they reach the
+/// store, whose key encoding assumes its name limit: 1 to
+/// `OBJECT_NAME_BYTES_MAX` bytes, or empty for a listing (whose cursor is
+/// a name too).
+fn check_names(op: &ClientOp) -> Result<(), String> {
+    let max = cairn_store::limits::OBJECT_NAME_BYTES_MAX;
+    let bad = |what: &str, len: usize| Err(format!("{what} of {len} bytes (1 to {max} allowed)"));
+    match &op.op {
+        OpKind::List { after, .. } => match after {
+            _ if !op.object.is_empty() => Err("a listing names no object".into()),
+            Some(a) if a.is_empty() || a.len() > max => bad("listing cursor", a.len()),
+            _ => Ok(()),
+        },
+        _ if op.object.is_empty() || op.object.len() > max => bad("object name", op.object.len()),
+        _ => Ok(()),
+    }
 }
 
 /// Whether a write only shrinks what is stored, so it passes on a full OSD.
@@ -1382,6 +1400,30 @@ mod tests {
         std::fs::write(id_path(&dir), "seven").expect("write");
         assert!(matches!(load_id(&dir), Err(OsdError::Config(_))));
         drop(std::fs::remove_dir_all(&dir));
+    }
+
+    #[test]
+    fn names_from_the_network_are_bounded_before_the_store() {
+        let op = |object: &[u8], kind: OpKind| ClientOp {
+            pg: PgId::new(PoolId(1), 0),
+            epoch: Epoch(1),
+            req: crate::proto::ReqIdWire { client: 1, tid: 1 },
+            object: ByteBuf::from(object.to_vec()),
+            op: kind,
+            guard: None,
+        };
+        let max = cairn_store::limits::OBJECT_NAME_BYTES_MAX;
+        assert!(check_names(&op(b"a", OpKind::Stat)).is_ok());
+        assert!(check_names(&op(&vec![b'n'; max], OpKind::Stat)).is_ok());
+        assert!(check_names(&op(&vec![b'n'; 70_000], OpKind::Stat)).is_err());
+        assert!(check_names(&op(b"", OpKind::Remove)).is_err());
+        let list = |after: Option<Vec<u8>>| OpKind::List {
+            after: after.map(ByteBuf::from),
+            limit: 10,
+        };
+        assert!(check_names(&op(b"", list(None))).is_ok());
+        assert!(check_names(&op(b"", list(Some(vec![b'n'; 70_000])))).is_err());
+        assert!(check_names(&op(b"x", list(None))).is_err());
     }
 
     #[test]
