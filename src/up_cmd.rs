@@ -526,12 +526,52 @@ async fn wait_ready(args: UpArgs) -> CliResult {
             Err(error) => return Err(format!("creating pool {DEFAULT_POOL}: {error}").into()),
         }
     }
+    wait_pgs_reported(&client, deadline).await?;
     let config = ClientConfig { mon: mon_addr };
     let path = args.data_dir.join("cairn.toml");
     let temp = args.data_dir.join("cairn.toml.tmp");
     std::fs::write(&temp, config.to_toml()?)?;
     std::fs::rename(&temp, &path)?;
     Ok(())
+}
+
+/// Waits until the OSDs have reported every PG of every pool (with the
+/// heartbeat after they created them), so `cairn status` right after `up`
+/// shows real PG states. A fresh cluster's PGs are all active by then; a
+/// restarted one's may be inactive until peering exists (issue 5), which
+/// is said, not waited for.
+async fn wait_pgs_reported(client: &Client, deadline: Instant) -> CliResult {
+    loop {
+        let map = client.refresh_map().await?;
+        let total: u64 = map.pools.iter().map(|p| u64::from(p.pg_num)).sum();
+        let mut reported = 0u64;
+        let mut active = 0u64;
+        for report in client.osd_stats().await? {
+            for (state, count) in &report.stats.pg_states {
+                reported += u64::from(*count);
+                if state.split('+').any(|part| part == "active") {
+                    active += u64::from(*count);
+                }
+            }
+        }
+        if reported >= total {
+            if active < total {
+                eprintln!(
+                    "{} of {total} PGs inactive: data held before a restart is not served until peering exists",
+                    total - active
+                );
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "cluster not ready within {} s: {reported} of {total} PGs reported",
+                READY_TIMEOUT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// SIGTERM to every child (OSDs first, the monitor last), then SIGKILL to

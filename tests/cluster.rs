@@ -54,6 +54,10 @@ fn up_put_get_status_down() {
     let status: serde_json::Value = serde_json::from_slice(&status).expect("json");
     assert_eq!(status["osds_up"], 3, "{status}");
     assert_eq!(status["osds_total"], 3, "{status}");
+    // `up` returns only once every PG is reported, all active on a fresh
+    // cluster.
+    assert_eq!(status["pgs_by_state"]["active+clean"], 32, "{status}");
+    assert_eq!(status["health"]["status"], "HEALTH_OK", "{status}");
     assert!(
         status["pools"]
             .as_array()
