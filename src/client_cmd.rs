@@ -642,26 +642,14 @@ fn tree(
 }
 
 fn print_tree(tree: &Tree) {
-    let mut rows = vec![vec![
-        "root".to_owned(),
-        fixed(tree.weight, 4),
-        String::new(),
-        String::new(),
-    ]];
+    // A bucket row: name and weight, no status.
+    let bucket =
+        |label: String, weight: f64| vec![label, fixed(weight, 4), String::new(), String::new()];
+    let mut rows = vec![bucket("root".to_owned(), tree.weight)];
     for rack in &tree.racks {
-        rows.push(vec![
-            format!("  rack {}", rack.name),
-            fixed(rack.weight, 4),
-            String::new(),
-            String::new(),
-        ]);
+        rows.push(bucket(format!("  rack {}", rack.name), rack.weight));
         for host in &rack.hosts {
-            rows.push(vec![
-                format!("    host {}", host.name),
-                fixed(host.weight, 4),
-                String::new(),
-                String::new(),
-            ]);
+            rows.push(bucket(format!("    host {}", host.name), host.weight));
             for osd in &host.osds {
                 rows.push(vec![
                     format!("      {}", osd.name),
