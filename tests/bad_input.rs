@@ -8,10 +8,10 @@
 mod common;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use cairn_client::{Client, ClientConfig, ClientError, ClientOptions, ReadRange};
+use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
 use cairn_osd::proto::{ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError};
 use cairn_wire::{Frame, FrameDecoder, MAGIC, PROTOCOL_VERSION};
-use common::{Cluster, is_running, ok, pattern, serial};
+use common::{Cluster, is_running, mon_addr, ok, pattern, serial};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::process::Output;
@@ -297,7 +297,7 @@ fn library_requests_past_the_limits_are_refused() {
     let _serial = serial();
     let cluster = Cluster::up("bad-input-limits", OSD_COUNT, 17825, &[]);
     let pids_before = pids(&cluster);
-    let mon = ClientConfig::load(&cluster.conf).expect("config").mon;
+    let mon = mon_addr(&cluster);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -376,7 +376,7 @@ fn library_requests_past_the_limits_are_refused() {
 fn an_unframeable_request_fails_fast() {
     let _serial = serial();
     let cluster = Cluster::up("bad-input-frame", OSD_COUNT, 17830, &[]);
-    let mon = ClientConfig::load(&cluster.conf).expect("config").mon;
+    let mon = mon_addr(&cluster);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -434,7 +434,7 @@ fn removing_a_missing_object_says_not_found_and_leaves_the_pg_writable() {
         cluster.cairn(&["pool", "create", "one", "--pg-num", "1"]),
         "pool create",
     );
-    let mon = ClientConfig::load(&cluster.conf).expect("config").mon;
+    let mon = mon_addr(&cluster);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

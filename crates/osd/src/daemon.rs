@@ -687,25 +687,32 @@ impl Osd {
 
     /// Whether the OSD at `addr` answers a ping within [`PEER_PING_TIMEOUT`].
     async fn ping(&self, addr: &str) -> bool {
-        let connection = {
-            let mut conns = self.heartbeat_peers.lock().await;
-            match conns.get(addr).filter(|c| !c.is_closed()) {
-                Some(conn) => conn.clone(),
-                None => {
-                    let options = ConnectOptions {
-                        connect_timeout: PEER_PING_TIMEOUT,
-                        request_timeout: PEER_PING_TIMEOUT,
-                        ..ConnectOptions::default()
-                    };
-                    let connect = Connection::connect(addr, options);
-                    match tokio::time::timeout(PEER_PING_TIMEOUT, connect).await {
-                        Ok(Ok(conn)) => {
-                            conns.insert(addr.to_owned(), conn.clone());
-                            conn
-                        }
-                        _ => return false,
-                    }
-                }
+        let cached = self
+            .heartbeat_peers
+            .lock()
+            .await
+            .get(addr)
+            .filter(|c| !c.is_closed())
+            .cloned();
+        // Connect outside the lock: an unreachable peer must not hold up
+        // the pings of the others for its connect timeout.
+        let connection = match cached {
+            Some(conn) => conn,
+            None => {
+                let options = ConnectOptions {
+                    connect_timeout: PEER_PING_TIMEOUT,
+                    request_timeout: PEER_PING_TIMEOUT,
+                    ..ConnectOptions::default()
+                };
+                let connect = Connection::connect(addr, options);
+                let Ok(Ok(conn)) = tokio::time::timeout(PEER_PING_TIMEOUT, connect).await else {
+                    return false;
+                };
+                self.heartbeat_peers
+                    .lock()
+                    .await
+                    .insert(addr.to_owned(), conn.clone());
+                conn
             }
         };
         let ping = PeerPing {
