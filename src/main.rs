@@ -8,6 +8,7 @@ mod daemon_cmd;
 mod mon_cmd;
 mod osd_cmd;
 mod output;
+mod pg_cmd;
 mod placement_cmd;
 mod status_cmd;
 mod up_cmd;
@@ -52,6 +53,9 @@ enum Command {
     Pool(client_cmd::PoolArgs),
     /// Objects: put, get, stat, rm.
     Object(client_cmd::ObjectArgs),
+    /// Placement groups: list by state, query one.
+    #[command(subcommand)]
+    Pg(pg_cmd::PgCommand),
 }
 
 /// `cairn osd`: either daemon flags or an admin subcommand.
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Df(args) => client_cmd::run_df(args),
         Command::Pool(args) => client_cmd::run_pool(args),
         Command::Object(args) => client_cmd::run_object(args),
+        Command::Pg(command) => pg_cmd::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,7 @@
 
 use crate::client_cmd::{ConfArgs, PoolSummary, connect, pool_summaries, runtime};
 use crate::output::{CliResult, print_json};
-use cairn_mon::OsdStatsReport;
+use cairn_mon::{OsdStatsReport, PgStat};
 use cairn_placement::ClusterMap;
 use clap::Args;
 use serde::Serialize;
@@ -66,8 +66,51 @@ struct Status {
     pg_count: u64,
     /// PG count by state; `unknown` for PGs no live primary reported.
     pgs_by_state: BTreeMap<String, u64>,
+    recovery: Recovery,
+    /// PG copies each reporting OSD holds (strays included).
+    osd_pgs: BTreeMap<u32, u32>,
+    /// The oldest map epoch among the reporting OSDs: PG states describe
+    /// the map of `epoch` only once this has caught up with it.
+    reported_epoch: u64,
     usage: Usage,
     client_io: ClientIo,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Recovery {
+    /// Objects some copy still lacks, over all PGs.
+    missing_objects: u64,
+    /// Copies being filled by backfill.
+    backfill_targets: u64,
+    /// Objects and bytes the OSDs pushed for recovery and backfill since
+    /// they started.
+    recovered_objects: u64,
+    recovered_bytes: u64,
+}
+
+/// Each PG as its current primary reports it: of several reports (an old
+/// primary's last one may linger), the one of the newest interval.
+pub fn current_pgs(map: &ClusterMap, reports: &[OsdStatsReport]) -> Vec<PgStat> {
+    let up: BTreeMap<_, _> = map.osds.iter().map(|o| (o.id, o.up)).collect();
+    let mut pgs: BTreeMap<cairn_types::PgId, PgStat> = BTreeMap::new();
+    for report in reports {
+        if report.age_ms > STATS_STALE_MS || !up.get(&report.osd).copied().unwrap_or(false) {
+            continue;
+        }
+        for pg in &report.stats.pgs {
+            let newer = pgs
+                .get(&pg.pg)
+                .is_none_or(|old| old.interval_epoch < pg.interval_epoch);
+            let exists = map
+                .pools
+                .iter()
+                .any(|p| p.id == pg.pg.pool && pg.pg.seed < p.pg_num);
+            if newer && exists {
+                pgs.insert(pg.pg, pg.clone());
+            }
+        }
+    }
+    pgs.into_values().collect()
 }
 
 pub fn run_status(args: StatusArgs) -> CliResult {
@@ -94,14 +137,19 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         .collect();
     let pg_count: u64 = map.pools.iter().map(|p| u64::from(p.pg_num)).sum();
     let mut pgs_by_state = BTreeMap::new();
-    let mut reported = 0u64;
+    let mut recovery = Recovery::default();
+    let pgs = current_pgs(map, reports);
+    let reported = pgs.len() as u64;
+    for pg in &pgs {
+        *pgs_by_state.entry(pg.state.clone()).or_insert(0) += 1;
+        recovery.missing_objects += pg.missing_objects;
+        recovery.backfill_targets += u64::from(pg.backfill_targets);
+    }
     let mut usage = Usage::default();
     let mut io = ClientIo::default();
     for report in &live {
-        for (state, count) in &report.stats.pg_states {
-            *pgs_by_state.entry(state.clone()).or_insert(0) += u64::from(*count);
-            reported += u64::from(*count);
-        }
+        recovery.recovered_objects += report.stats.recovered_objects;
+        recovery.recovered_bytes += report.stats.recovered_bytes;
         usage.total_bytes += report.stats.total_bytes;
         usage.used_bytes += report.stats.used_bytes;
         usage.available_bytes += report.stats.available_bytes;
@@ -124,6 +172,9 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         pools: pool_summaries(map),
         pg_count,
         pgs_by_state,
+        recovery,
+        osd_pgs: live.iter().map(|r| (r.osd.0, r.stats.pgs_held)).collect(),
+        reported_epoch: live.iter().map(|r| r.stats.map_epoch).min().unwrap_or(0),
         usage,
         client_io: io,
     }
@@ -159,9 +210,12 @@ fn health(
             .map(|(_, count)| *count)
             .sum()
     };
-    let inactive = pgs_in("inactive");
+    let inactive =
+        pgs_in("inactive") + pgs_in("peering") + pgs_in("activating") + pgs_in("incomplete");
     if inactive > 0 {
-        errors.push(format!("{inactive} pgs inactive (not serving I/O)"));
+        errors.push(format!(
+            "{inactive} pgs inactive (not serving I/O; `cairn pg ls --state incomplete` says why)"
+        ));
     }
     let down: Vec<String> = map
         .osds
@@ -247,6 +301,16 @@ fn print_status(s: &Status) {
         };
         println!("{label}{count} {state}");
         first = false;
+    }
+    let r = &s.recovery;
+    if r.missing_objects > 0 || r.backfill_targets > 0 {
+        println!(
+            "    recovery: {} objects to recover, {} copies backfilling ({} objects, {} pushed so far)",
+            r.missing_objects,
+            r.backfill_targets,
+            r.recovered_objects,
+            human_bytes(r.recovered_bytes as f64)
+        );
     }
     println!();
     println!("  io:");

@@ -27,6 +27,6 @@ pub use client::MonClient;
 pub use daemon::{MonConfig, run, run_until};
 pub use error::MonError;
 pub use incremental::{Incremental, MonState, OsdEndpoint};
-pub use proto::{IoRates, MapFetch, MonCommand, OsdStats, OsdStatsReport, Reply};
+pub use proto::{IoRates, MapFetch, MonCommand, OsdStats, OsdStatsReport, PgStat, Reply};
 pub use service::{Effects, Event, MapService, ServiceConfig};
 pub use store::MonStore;

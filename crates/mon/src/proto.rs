@@ -27,7 +27,7 @@
 use crate::error::MonError;
 use crate::incremental::{Incremental, OsdEndpoint};
 use cairn_placement::{ClusterMap, FailureDomain, Redundancy, Weight};
-use cairn_types::{Epoch, OsdId};
+use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::Message;
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +74,13 @@ pub enum MonCommand {
         pg_num: Option<u32>,
         pgp_num: Option<u32>,
         min_size: Option<u32>,
+    },
+    /// Sets (`Some`) or clears (`None`) a PG's temporary acting set: the
+    /// primary of a PG whose new copies are still filling keeps complete
+    /// copies serving meanwhile (like Ceph's `pg_temp`).
+    PgTemp {
+        pg: PgId,
+        acting: Option<Vec<OsdId>>,
     },
 }
 
@@ -170,6 +177,38 @@ pub struct OsdStats {
     pub client_write_bytes: u64,
     /// PGs this OSD is primary of, by state (`active+clean`, ...).
     pub pg_states: Vec<(String, u32)>,
+    /// The PGs this OSD is primary of, one by one.
+    pub pgs: Vec<PgStat>,
+    /// Objects and bytes this OSD has pushed or pulled for recovery and
+    /// backfill since it started.
+    pub recovered_objects: u64,
+    pub recovered_bytes: u64,
+    /// PG copies this OSD holds (as primary, replica, or stray).
+    pub pgs_held: u32,
+    /// The map epoch the OSD had applied when it reported.
+    pub map_epoch: u64,
+}
+
+/// One PG as its primary reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgStat {
+    pub pg: PgId,
+    /// Ceph-style state, e.g. `active+recovering+degraded`.
+    pub state: String,
+    pub up: Vec<OsdId>,
+    pub acting: Vec<OsdId>,
+    pub primary: Option<OsdId>,
+    /// The first epoch of the current interval.
+    pub interval_epoch: u64,
+    /// Last version written, as `epoch'seq`.
+    pub last_update: String,
+    pub log_entries: u64,
+    /// Objects some copy still lacks.
+    pub missing_objects: u64,
+    /// Copies being filled by backfill.
+    pub backfill_targets: u32,
+    /// Why the PG does not serve, when it does not.
+    pub blocked: Option<String>,
 }
 
 /// Request `KIND_GET_STATS`: the latest statistics of every OSD.

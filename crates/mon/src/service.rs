@@ -328,6 +328,24 @@ impl MapService {
                 self.check(&inc)?;
                 Ok((inc, None))
             }
+            MonCommand::PgTemp { pg, acting } => {
+                let pool = self
+                    .state
+                    .map
+                    .pools
+                    .iter()
+                    .find(|p| p.id == pg.pool)
+                    .ok_or_else(|| MonError::InvalidPool(format!("no pool {}", pg.pool.0)))?;
+                if pg.seed >= pool.pg_num {
+                    return Err(MonError::InvalidPool(format!("no PG {pg}")));
+                }
+                let mut inc = self.next_inc();
+                if self.state.map.pg_temp.get(&pg) != acting.as_ref() {
+                    inc.pg_temp.push((pg, acting));
+                }
+                self.check(&inc)?;
+                Ok((inc, None))
+            }
         }
     }
 

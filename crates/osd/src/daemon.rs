@@ -24,15 +24,18 @@
 //! applies sub-writes (the primary's log decides what is current).
 
 use crate::PgLimits;
+use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL, RECOVERY_READS_MAX};
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
     OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
     PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL,
 };
-use crate::log::{LogResult, ReqId, Version, err_code};
+use crate::log::{LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code};
+use crate::peering::{PastInterval, PgInfo};
 use crate::pg::{
-    Effects, Guard, GuardCheck, Interval, Pg, PgEvent, PgMsg, Reply, StoreWrite, SubWrite,
+    Activate, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX, MapContext,
+    ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
 };
 use crate::proto::{
     ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, KIND_PEER_PING, OpError, OpKind,
@@ -41,7 +44,8 @@ use crate::proto::{
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
 use cairn_mon::{
-    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, OsdStats, Reply as MonReply,
+    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, OsdStats, PgStat,
+    Reply as MonReply,
 };
 use cairn_placement::{ClusterMap, Placement, Redundancy, Weight};
 use cairn_store::{
@@ -51,7 +55,7 @@ use cairn_store::{
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
 use serde_bytes::ByteBuf;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,7 +132,8 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     let whoami = boot(&mon, &config, store.capacity()?.total_bytes).await?;
     tracing::info!(osd = whoami.0, addr = %config.addr, "booted");
     let (store_tx, commits) = start_store_threads(store.clone());
-    let osd = Arc::new(Osd {
+    let osd = Arc::new_cyclic(|this| Osd {
+        this: this.clone(),
         whoami,
         config,
         store,
@@ -142,6 +147,10 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         peers: tokio::sync::Mutex::new(HashMap::new()),
         io: IoCounters::default(),
         heartbeat_peers: tokio::sync::Mutex::new(HashMap::new()),
+        told_up: Mutex::new(BTreeSet::new()),
+        recovery_slots: tokio::sync::Semaphore::new(RECOVERY_READS_MAX),
+        recovered_objects: AtomicU64::new(0),
+        recovered_bytes: AtomicU64::new(0),
     });
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
@@ -151,6 +160,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         tokio::spawn(heartbeat_loop(osd.clone())),
         tokio::spawn(map_loop(osd.clone())),
         tokio::spawn(peer_heartbeat_loop(osd.clone())),
+        tokio::spawn(pg_tick_loop(osd.clone())),
     ];
     let handler_osd = osd.clone();
     let handler = move |frame: Frame| {
@@ -335,7 +345,16 @@ struct MapView {
     state: MonState,
     placement: Placement,
     intervals: HashMap<PgId, Interval>,
+    /// Each PG's intervals before its current one, oldest first, at most
+    /// [`PAST_INTERVALS_MAX`].
+    past: HashMap<PgId, Vec<PastInterval>>,
+    /// The epoch the history in `past` starts at (1: the whole history).
+    history_from: Epoch,
 }
+
+/// Past intervals kept per PG; older ones are forgotten, and peering then
+/// treats history before the oldest kept as unknown.
+const PAST_INTERVALS_MAX: usize = 64;
 
 impl MapView {
     /// The monitor's first map: empty, epoch 1.
@@ -351,6 +370,34 @@ impl MapView {
             placement: Placement::new(&state.map),
             state,
             intervals: HashMap::new(),
+            past: HashMap::new(),
+            history_from: Epoch(1),
+        }
+    }
+
+    /// The OSDs up in the current map.
+    fn up_osds(&self) -> BTreeSet<OsdId> {
+        self.state
+            .map
+            .osds
+            .iter()
+            .filter(|o| o.up)
+            .map(|o| o.id)
+            .collect()
+    }
+
+    /// What a PG core needs to know of the map around it.
+    fn context(&self, pg: PgId) -> MapContext {
+        let past = self.past.get(&pg).cloned().unwrap_or_default();
+        // A PG whose kept history was cut short knows nothing before it.
+        let history_from = match past.first() {
+            Some(first) if past.len() >= PAST_INTERVALS_MAX => first.first,
+            _ => self.history_from,
+        };
+        MapContext {
+            up_osds: self.up_osds(),
+            past,
+            history_from,
         }
     }
 
@@ -374,6 +421,8 @@ impl MapView {
             map,
             endpoints: endpoints.into_iter().collect(),
         };
+        self.history_from = self.state.map.epoch;
+        self.past.clear();
         self.recompute();
     }
 
@@ -394,23 +443,40 @@ impl MapView {
                 };
                 let now = Interval {
                     epoch_started: epoch,
+                    up: mapping.up.iter().flatten().copied().collect(),
                     acting: mapping.acting.iter().flatten().copied().collect(),
                     primary: mapping.primary,
                     min_size,
+                    size: pool.redundancy.shard_count(),
                 };
                 let interval = match self.intervals.get(&pg) {
                     Some(old)
                         if old.acting == now.acting
+                            && old.up == now.up
                             && old.primary == now.primary
                             && old.min_size == now.min_size =>
                     {
                         old.clone()
                     }
-                    _ => now,
+                    Some(old) => {
+                        let past = self.past.entry(pg).or_default();
+                        past.push(PastInterval {
+                            first: old.epoch_started,
+                            last: Epoch(epoch.0.saturating_sub(1)),
+                            acting: old.acting.clone(),
+                            maybe_rw: old.acting.len() >= old.min_size as usize,
+                        });
+                        if past.len() > PAST_INTERVALS_MAX {
+                            past.remove(0);
+                        }
+                        now
+                    }
+                    None => now,
                 };
                 intervals.insert(pg, interval);
             }
         }
+        self.past.retain(|pg, _| intervals.contains_key(pg));
         self.intervals = intervals;
     }
 
@@ -426,8 +492,9 @@ struct PgSlot {
     /// Sub-writes of the current interval waiting for their predecessor,
     /// keyed by the version they follow.
     parked: BTreeMap<Version, SubWrite>,
-    /// The collection predates this process: see the module docs.
-    unpeered: bool,
+    /// The interval whose backfill emptied this copy (once per interval:
+    /// a resent activation must not empty it again).
+    wiped_in: Option<Epoch>,
 }
 
 impl PgSlot {
@@ -451,17 +518,14 @@ impl PgSlot {
         let mut fx = self.pg.handle(event);
         while let Some(next) = self.parked.remove(&self.pg.last_update()) {
             let more = self.pg.handle(PgEvent::SubWrite(next));
-            fx.store.extend(more.store);
-            fx.send.extend(more.send);
-            fx.replies.extend(more.replies);
-            fx.log.extend(more.log);
+            fx.extend(more);
         }
         fx
     }
 }
 
-/// What the store threads report: a PG's version is durable, or failed.
-type Committed = (PgId, Version, Result<(), StoreError>);
+/// What the store threads report: a PG's transaction is durable, or failed.
+type Committed = (PgId, StoreWrite, Result<(), StoreError>);
 
 /// Starts the store's submitter (submits in the order transactions were
 /// queued, which is version order per PG) and waiter (reports commits).
@@ -478,16 +542,18 @@ fn start_store_threads(
     let (wait_tx, wait_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
-        for (pg, write) in store_rx {
-            let commit = store.submit(write.txn);
-            if wait_tx.send((pg, write.version, commit)).is_err() {
+        for (pg, mut write) in store_rx {
+            let collection = write.txn.collection;
+            let txn = std::mem::replace(&mut write.txn, Transaction::new(collection));
+            let commit = store.submit(txn);
+            if wait_tx.send((pg, write, commit)).is_err() {
                 break;
             }
         }
     });
     std::thread::spawn(move || {
-        for (pg, version, commit) in wait_rx {
-            if done_tx.send((pg, version, commit.wait())).is_err() {
+        for (pg, write, commit) in wait_rx {
+            if done_tx.send((pg, write, commit.wait())).is_err() {
                 break;
             }
         }
@@ -502,12 +568,18 @@ fn start_store_threads(
 /// as if killed, rather than serve from that state, and the supervisor or
 /// the operator restarts it.
 async fn commit_loop(osd: Arc<Osd>, mut commits: mpsc::UnboundedReceiver<Committed>) {
-    while let Some((pg, version, result)) = commits.recv().await {
+    while let Some((pg, write, result)) = commits.recv().await {
+        let version = write.version;
         if let Err(error) = result {
-            tracing::error!(%pg, %version, %error, "store refused a logged write; stopping");
+            tracing::error!(%pg, %version, ?write.tag, %error, "store refused a PG transaction; stopping");
             std::process::exit(EXIT_STORE_FAILED);
         }
-        osd.feed(pg, PgEvent::LocalCommitted { version }).await;
+        let event = match write.tag {
+            StoreTag::Entry => PgEvent::LocalCommitted { version },
+            StoreTag::Part => continue,
+            tag => PgEvent::Committed(tag),
+        };
+        osd.feed(pg, event).await;
     }
 }
 
@@ -582,11 +654,26 @@ async fn peer_heartbeat_loop(osd: Arc<Osd>) {
     }
 }
 
+/// Ticks every PG about once a second, so lost peering, recovery and
+/// backfill messages are sent again.
+async fn pg_tick_loop(osd: Arc<Osd>) {
+    let mut tick = tokio::time::interval(PG_TICK_INTERVAL);
+    loop {
+        tick.tick().await;
+        let pgs: Vec<PgId> = lock(&osd.pgs).keys().copied().collect();
+        for pg in pgs {
+            osd.feed(pg, PgEvent::Tick).await;
+        }
+    }
+}
+
 type Waiters = HashMap<ReqId, Vec<oneshot::Sender<Reply>>>;
 
 /// The daemon's shared state.
 #[derive(Debug)]
 struct Osd {
+    /// This OSD itself, for the tasks it spawns.
+    this: std::sync::Weak<Osd>,
     whoami: OsdId,
     config: OsdConfig,
     store: Arc<DiskStore>,
@@ -603,6 +690,13 @@ struct Osd {
     io: IoCounters,
     /// Heartbeat connections, one per peer address, apart from `peers`.
     heartbeat_peers: tokio::sync::Mutex<HashMap<String, Connection>>,
+    /// The up OSDs the PGs were last told of.
+    told_up: Mutex<BTreeSet<OsdId>>,
+    /// Recovery and backfill reads in flight across all PGs (the bounded
+    /// worker pool that keeps healing from starving clients).
+    recovery_slots: tokio::sync::Semaphore,
+    recovered_objects: AtomicU64,
+    recovered_bytes: AtomicU64,
 }
 
 /// Client operations served since start, for the monitor's I/O rates.
@@ -670,7 +764,10 @@ impl Osd {
             let pgs = lock(&self.pgs);
             let mut ids: Vec<OsdId> = pgs
                 .values()
-                .flat_map(|slot| slot.pg.interval().acting.iter().copied())
+                .flat_map(|slot| {
+                    let interval = slot.pg.interval();
+                    interval.acting.iter().chain(interval.up.iter()).copied()
+                })
                 .filter(|id| *id != self.whoami)
                 .collect();
             ids.sort_unstable();
@@ -750,68 +847,88 @@ impl Osd {
             }
             Err(error) => tracing::warn!(%error, "cannot read store capacity"),
         }
-        stats.pg_states = self.pg_states().into_iter().collect();
+        let pgs = self.pg_stats();
+        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        for pg in &pgs {
+            *counts.entry(pg.state.clone()).or_insert(0) += 1;
+        }
+        stats.pg_states = counts.into_iter().collect();
+        stats.pgs = pgs;
+        stats.pgs_held = u32::try_from(lock(&self.pgs).len()).unwrap_or(u32::MAX);
+        stats.map_epoch = self.map_epoch().0;
+        stats.recovered_objects = self.recovered_objects.load(Ordering::Relaxed);
+        stats.recovered_bytes = self.recovered_bytes.load(Ordering::Relaxed);
         stats
     }
 
-    /// The PGs this OSD is primary of, counted by state, named as Ceph
-    /// combines them: `active` (serving) or `inactive` (below min_size, or
-    /// awaiting peering after a restart), `clean` when the acting set is
-    /// the pool's full size, `undersized+degraded` when it is smaller.
-    fn pg_states(&self) -> BTreeMap<String, u32> {
-        let sizes: HashMap<PoolId, u32> = {
-            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
-            view.state
-                .map
-                .pools
-                .iter()
-                .map(|p| (p.id, p.redundancy.shard_count()))
-                .collect()
-        };
-        let mut counts = BTreeMap::new();
-        for (pg, slot) in lock(&self.pgs).iter() {
-            let interval = slot.pg.interval();
-            if interval.primary != Some(self.whoami) {
-                continue;
-            }
-            let Some(size) = sizes.get(&pg.pool) else {
-                continue;
-            };
-            let acting = u32::try_from(interval.acting.len()).unwrap_or(u32::MAX);
-            let active = !slot.unpeered && acting >= interval.min_size;
-            let state = match (active, acting >= *size) {
-                (true, true) => "active+clean",
-                (true, false) => "active+undersized+degraded",
-                (false, true) => "inactive",
-                (false, false) => "inactive+undersized+degraded",
-            };
-            *counts.entry(state.to_owned()).or_insert(0) += 1;
-        }
-        counts
+    /// The PGs this OSD is primary of, as the monitor shows them.
+    fn pg_stats(&self) -> Vec<PgStat> {
+        let pgs = lock(&self.pgs);
+        let mut out: Vec<PgStat> = pgs
+            .iter()
+            .filter(|(_, slot)| slot.pg.interval().primary == Some(self.whoami))
+            .map(|(pg, slot)| {
+                let core = &slot.pg;
+                let interval = core.interval();
+                let (missing, backfill) = core.healing_counts();
+                PgStat {
+                    pg: *pg,
+                    state: core.state_name(),
+                    up: interval.up.clone(),
+                    acting: interval.acting.clone(),
+                    primary: interval.primary,
+                    interval_epoch: interval.epoch_started.0,
+                    last_update: core.last_update().to_string(),
+                    log_entries: core.log().len() as u64,
+                    missing_objects: missing as u64,
+                    backfill_targets: u32::try_from(backfill).unwrap_or(u32::MAX),
+                    blocked: core.blocked_reason(),
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.pg);
+        out
     }
 
-    /// Creates the PGs this OSD newly acts for and tells existing ones of
-    /// interval changes.
+    /// Creates the PGs this OSD newly acts for or holds, and tells existing
+    /// ones of interval changes and of OSDs going up or down.
     async fn sync_pgs(&self) {
-        let intervals: Vec<(PgId, Interval)> = {
+        let (entries, up_osds) = {
             let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
-            view.intervals
+            let entries: Vec<(PgId, Interval, MapContext)> = view
+                .intervals
                 .iter()
-                .map(|(pg, interval)| (*pg, interval.clone()))
-                .collect()
+                .map(|(pg, interval)| (*pg, interval.clone(), view.context(*pg)))
+                .collect();
+            (entries, view.up_osds())
         };
-        for (pg, interval) in intervals {
+        let up_changed = {
+            let mut told = lock(&self.told_up);
+            let changed = *told != up_osds;
+            *told = up_osds;
+            changed
+        };
+        for (pg, interval, context) in entries {
             let known = lock(&self.pgs)
                 .get(&pg)
                 .map(|s| s.pg.interval().epoch_started);
+            let collection = CollectionId::pg(pg.pool.0, pg.seed);
             match known {
                 Some(started) if interval.epoch_started > started => {
+                    self.feed(pg, PgEvent::MapContext(context)).await;
                     self.feed(pg, PgEvent::IntervalChange(interval)).await;
                 }
-                Some(_) => {}
-                None if interval.acting.contains(&self.whoami) => {
-                    if let Err(error) = self.create_pg(pg, interval).await {
-                        tracing::error!(%pg, %error, "cannot create PG");
+                Some(_) => {
+                    if up_changed {
+                        self.feed(pg, PgEvent::MapContext(context)).await;
+                    }
+                }
+                None if interval.acting.contains(&self.whoami)
+                    || interval.up.contains(&self.whoami)
+                    || self.preexisting.contains(&collection) =>
+                {
+                    if let Err(error) = self.create_pg(pg, interval, context).await {
+                        tracing::error!(%pg, %error, "cannot load PG");
                     }
                 }
                 None => {}
@@ -819,29 +936,61 @@ impl Osd {
         }
     }
 
-    async fn create_pg(&self, pg: PgId, interval: Interval) -> Result<(), OsdError> {
+    /// Loads (or creates) a PG's collection and starts its core.
+    async fn create_pg(
+        &self,
+        pg: PgId,
+        interval: Interval,
+        context: MapContext,
+    ) -> Result<(), OsdError> {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
+        let stored = tokio::task::spawn_blocking(move || {
             if store.collections()?.contains(&collection) {
-                return Ok(());
+                return load_pg(&*store, collection);
             }
-            store.apply(Transaction::new(collection).with(Op::CreateCollection))
+            store.apply(Transaction::new(collection).with(Op::CreateCollection))?;
+            Ok(StoredPg::default())
         })
         .await
-        .map_err(|e| OsdError::Config(format!("create task: {e}")))??;
-        let core = Pg::new(pg, self.whoami, interval, PgLimits::default())
-            .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
-        let unpeered = self.preexisting.contains(&collection);
-        if unpeered {
-            tracing::warn!(%pg, "PG held data before this start; unpeered until peering exists");
-        }
-        lock(&self.pgs).entry(pg).or_insert(PgSlot {
-            pg: core,
-            parked: BTreeMap::new(),
-            unpeered,
-        });
+        .map_err(|e| OsdError::Config(format!("load task: {e}")))??;
+        let (core, fx) = Pg::restore(
+            pg,
+            self.whoami,
+            interval,
+            PgLimits::default(),
+            stored,
+            context,
+        )
+        .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
+        let fx = {
+            let mut pgs = lock(&self.pgs);
+            if pgs.contains_key(&pg) {
+                return Ok(());
+            }
+            pgs.insert(
+                pg,
+                PgSlot {
+                    pg: core,
+                    parked: BTreeMap::new(),
+                    wiped_in: None,
+                },
+            );
+            self.queue_store(pg, fx)
+        };
+        self.execute(pg, fx).await;
         Ok(())
+    }
+
+    /// Queues a PG's transactions; called under the PG lock, so the store
+    /// sees each PG's transactions in the order the core made them.
+    fn queue_store(&self, pg: PgId, mut fx: Effects) -> Effects {
+        for write in fx.store.drain(..) {
+            if self.store_tx.send((pg, write)).is_err() {
+                tracing::error!(%pg, "store threads stopped");
+            }
+        }
+        fx
     }
 
     /// Feeds one event to a PG and executes its effects; `false` if this OSD
@@ -867,33 +1016,159 @@ impl Osd {
                 Ok(event) => event,
                 Err(error) => return Some(Err(error)),
             };
-            let mut fx = slot.handle(event);
-            // Queued under the PG lock, so the store sees versions in order.
-            for write in fx.store.drain(..) {
-                if self.store_tx.send((pg, write)).is_err() {
-                    tracing::error!(%pg, "store threads stopped");
-                }
-            }
-            fx
+            let fx = slot.handle(event);
+            self.queue_store(pg, fx)
         };
         self.execute(pg, fx).await;
         Some(Ok(()))
     }
 
-    async fn execute(&self, pg: PgId, fx: Effects) {
-        for ignored in fx.log {
-            tracing::debug!(%pg, %ignored, "PG ignored an input");
-        }
-        if !fx.replies.is_empty() {
-            let mut pending = lock(&self.pending);
-            for (req, reply) in fx.replies {
-                for waiter in pending.remove(&req).unwrap_or_default() {
-                    drop(waiter.send(reply.clone()));
+    /// Carries out a PG's effects. Boxed: the tasks it spawns feed PGs,
+    /// which execute effects again.
+    fn execute(
+        &self,
+        pg: PgId,
+        fx: Effects,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            for ignored in fx.log {
+                tracing::debug!(%pg, %ignored, "PG ignored an input");
+            }
+            for note in fx.notes {
+                tracing::info!(%pg, "{note}");
+            }
+            if let Some(acting) = fx.pg_temp {
+                self.spawn(move |osd: Arc<Osd>| async move {
+                    let command = MonCommand::PgTemp { pg, acting };
+                    if let Err(error) = osd.mon.command(command).await {
+                        tracing::warn!(%pg, %error, "temporary acting set request failed");
+                    }
+                });
+            }
+            for (object, targets) in fx.pushes {
+                self.spawn(move |osd: Arc<Osd>| async move {
+                    osd.push_object(pg, object, targets, None).await;
+                });
+            }
+            if let Some(after) = fx.scan {
+                self.spawn(move |osd: Arc<Osd>| async move { osd.backfill_scan(pg, after).await });
+            }
+            if fx.purge {
+                self.spawn(move |osd: Arc<Osd>| async move { osd.purge(pg).await });
+            }
+            if !fx.replies.is_empty() {
+                let mut pending = lock(&self.pending);
+                for (req, reply) in fx.replies {
+                    for waiter in pending.remove(&req).unwrap_or_default() {
+                        drop(waiter.send(reply.clone()));
+                    }
                 }
             }
+            for (osd, msg) in fx.send {
+                self.send_to_peer(osd, pg, &msg).await;
+            }
+        })
+    }
+
+    /// Runs `task` on this OSD in the background.
+    fn spawn<F, Fut>(&self, task: F)
+    where
+        F: FnOnce(Arc<Osd>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(osd) = self.this.upgrade() {
+            tokio::spawn(task(osd));
         }
-        for (osd, msg) in fx.send {
-            self.send_to_peer(osd, pg, &msg).await;
+    }
+
+    /// Reads an object's whole state and pushes it to `targets`, within
+    /// the OSD's bound on recovery reads. `interval_epoch` is the
+    /// requester's interval for a pull, else the PG's current one.
+    async fn push_object(
+        &self,
+        pg: PgId,
+        object: Bytes,
+        targets: Vec<OsdId>,
+        interval_epoch: Option<Epoch>,
+    ) {
+        let Ok(_permit) = self.recovery_slots.acquire().await else {
+            return;
+        };
+        let current = lock(&self.pgs)
+            .get(&pg)
+            .map(|slot| slot.pg.interval().epoch_started);
+        let Some(epoch) = interval_epoch.or(current) else {
+            return;
+        };
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let name = object.clone();
+        let read =
+            tokio::task::spawn_blocking(move || read_object_state(&*store, collection, &name))
+                .await;
+        let state = match read {
+            Ok(Ok(state)) => state,
+            Ok(Err(error)) => {
+                tracing::error!(%pg, object = %String::from_utf8_lossy(&object), %error, "cannot read object to recover it");
+                return;
+            }
+            Err(error) => {
+                tracing::error!(%pg, %error, "recovery read task failed");
+                return;
+            }
+        };
+        let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
+        let push = PgMsg::Push(Push {
+            from: self.whoami,
+            interval_epoch: epoch,
+            object,
+            state,
+        });
+        for target in targets {
+            self.send_to_peer(target, pg, &push).await;
+            self.recovered_objects.fetch_add(1, Ordering::Relaxed);
+            self.recovered_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Lists the next page of objects for a PG's backfill.
+    async fn backfill_scan(&self, pg: PgId, after: Option<ObjectKey>) {
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let page = tokio::task::spawn_blocking(move || {
+            store.list(collection, after.as_ref(), BACKFILL_SCAN_KEYS)
+        })
+        .await;
+        match page {
+            Ok(Ok(page)) => {
+                let more = page.next.is_some();
+                let event = PgEvent::BackfillPage {
+                    keys: page.keys,
+                    more,
+                };
+                self.feed(pg, event).await;
+            }
+            Ok(Err(error)) => tracing::error!(%pg, %error, "backfill scan failed"),
+            Err(error) => tracing::error!(%pg, %error, "backfill scan task failed"),
+        }
+    }
+
+    /// Removes a stray copy: the PG is clean on its acting set.
+    async fn purge(&self, pg: PgId) {
+        if lock(&self.pgs).remove(&pg).is_none() {
+            return;
+        }
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            empty_collection(&*store, collection)?;
+            store.apply(Transaction::new(collection).with(Op::RemoveCollection))
+        })
+        .await;
+        match result {
+            Ok(Ok(())) => tracing::info!(%pg, "stray copy removed"),
+            Ok(Err(error)) => tracing::error!(%pg, %error, "stray copy removal failed"),
+            Err(error) => tracing::error!(%pg, %error, "stray removal task failed"),
         }
     }
 
@@ -984,19 +1259,79 @@ impl Osd {
     }
 
     async fn peer_msg(&self, pg: PgId, msg: PgMsg) {
-        if let PgMsg::SubWrite(write) = &msg {
-            let started = lock(&self.pgs)
-                .get(&pg)
-                .map(|s| s.pg.interval().epoch_started);
-            if started.is_none_or(|s| s < write.interval_epoch)
-                && let Err(error) = self.refresh_map().await
-            {
-                tracing::warn!(%error, "map refresh for a newer sub-write failed");
+        let epoch = msg.interval_epoch();
+        let started = lock(&self.pgs)
+            .get(&pg)
+            .map(|s| s.pg.interval().epoch_started);
+        if started.is_none_or(|s| s < epoch)
+            && let Err(error) = self.refresh_map().await
+        {
+            tracing::warn!(%error, "map refresh for a newer peer message failed");
+        }
+        match msg {
+            PgMsg::Pull {
+                from,
+                interval_epoch,
+                object,
+            } => {
+                self.spawn(move |osd: Arc<Osd>| async move {
+                    osd.push_object(pg, object, vec![from], Some(interval_epoch))
+                        .await;
+                });
+                return;
             }
+            PgMsg::Query {
+                from,
+                interval_epoch,
+            } if !lock(&self.pgs).contains_key(&pg) => {
+                // No copy here: say so, so peering need not wait for one.
+                let notify = PgMsg::Notify(crate::pg::Notify {
+                    from: self.whoami,
+                    interval_epoch,
+                    copy: crate::peering::PeerCopy::default(),
+                });
+                self.send_to_peer(from, pg, &notify).await;
+                return;
+            }
+            PgMsg::Activate(ref activate) if activate.backfill => {
+                if let Err(error) = self.wipe_for_backfill(pg, activate).await {
+                    tracing::error!(%pg, %error, "cannot empty the copy for its backfill");
+                    return;
+                }
+            }
+            _ => {}
         }
         if !self.feed(pg, msg.into()).await {
             tracing::debug!(%pg, "message for a PG this OSD does not hold");
         }
+    }
+
+    /// Empties this copy's objects before a backfill into it, once per
+    /// interval and only at the current primary's word.
+    async fn wipe_for_backfill(&self, pg: PgId, activate: &Activate) -> Result<(), StoreError> {
+        {
+            let pgs = lock(&self.pgs);
+            let Some(slot) = pgs.get(&pg) else {
+                return Ok(());
+            };
+            let interval = slot.pg.interval();
+            if interval.primary != Some(activate.from)
+                || interval.epoch_started != activate.interval_epoch
+                || slot.wiped_in == Some(activate.interval_epoch)
+            {
+                return Ok(());
+            }
+        }
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || empty_collection(&*store, collection))
+            .await
+            .map_err(|e| StoreError::Io(format!("wipe task: {e}")))??;
+        if let Some(slot) = lock(&self.pgs).get_mut(&pg) {
+            slot.wiped_in = Some(activate.interval_epoch);
+        }
+        tracing::info!(%pg, "copy emptied for a backfill");
+        Ok(())
     }
 
     fn retry(&self, reason: impl Into<String>) -> (ClientReply, Bytes) {
@@ -1059,8 +1394,9 @@ impl Osd {
             return Err(format!("PG {pg} is not held by osd.{}", self.whoami.0));
         };
         let interval = slot.pg.interval();
-        if slot.unpeered && interval.primary == Some(self.whoami) {
-            return Err(format!("PG {pg} awaits peering after a restart"));
+        if interval.primary == Some(self.whoami) && !slot.pg.is_active_primary() {
+            let why = slot.pg.blocked_reason().unwrap_or_default();
+            return Err(format!("PG {pg} is {} ({why})", slot.pg.state_name()));
         }
         if read && interval.primary != Some(self.whoami) {
             return Err(format!("osd.{} is not primary of {pg}", self.whoami.0));
@@ -1229,6 +1565,15 @@ impl Osd {
     }
 
     async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
+        let lacking = lock(&self.pgs)
+            .get(&op.pg)
+            .is_some_and(|slot| slot.pg.lacks(&op.object));
+        if lacking {
+            // Recovery brings it first; the client retries meanwhile.
+            let object = Bytes::from(op.object.into_vec());
+            self.feed(op.pg, PgEvent::Prioritize { object }).await;
+            return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
+        }
         if !op.object.is_empty()
             && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
         {
@@ -1256,6 +1601,91 @@ impl Osd {
         }
     }
 }
+
+/// Reads a PG copy's log, info and missing set from its collection.
+fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg, StoreError> {
+    let mut stored = StoredPg::default();
+    let mut after: Option<Bytes> = None;
+    loop {
+        let page = store.meta_range(collection, after.as_deref(), META_PAGE_KEYS)?;
+        let Some((last, _)) = page.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        for (key, value) in page {
+            if let Some(name) = key.strip_prefix(MISSING_KEY_PREFIX) {
+                stored.missing.insert(Bytes::copy_from_slice(name));
+            } else if key.starts_with(LOG_KEY_PREFIX) {
+                let entry = LogEntry::decode(&value)
+                    .map_err(|e| StoreError::Corrupt(format!("{collection} log entry: {e}")))?;
+                stored.log.push(entry);
+            } else if key[..] == *INFO_KEY {
+                let mut info = PgInfo::default();
+                info.decode_into(&value)
+                    .map_err(|e| StoreError::Corrupt(format!("{collection} PG info: {e}")))?;
+                stored.info = Some(info);
+            }
+        }
+    }
+    stored.log.sort_by_key(|e| e.version);
+    Ok(stored)
+}
+
+/// Metadata keys read per page when loading a PG.
+const META_PAGE_KEYS: usize = 1024;
+
+/// Removes every object of a collection (its metadata keys stay).
+fn empty_collection(store: &dyn ObjectStore, collection: CollectionId) -> Result<(), StoreError> {
+    loop {
+        let page = store.list(collection, None, WIPE_BATCH_OBJECTS)?;
+        if page.keys.is_empty() {
+            return Ok(());
+        }
+        let mut txn = Transaction::new(collection);
+        for object in page.keys {
+            txn.push(Op::Remove { object });
+        }
+        store.apply(txn)?;
+    }
+}
+
+/// Objects removed per transaction when emptying a collection.
+const WIPE_BATCH_OBJECTS: usize = 512;
+
+/// An object's whole state for a push (`None`: it does not exist).
+fn read_object_state(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    name: &Bytes,
+) -> Result<Option<ObjectState>, StoreError> {
+    let key = ObjectKey::new(name.clone());
+    let stat = match store.stat(collection, &key) {
+        Ok(stat) => stat,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let data = store.read(collection, &key, ReadOptions::default())?;
+    let xattrs = store.xattrs(collection, &key)?;
+    let mut omap = BTreeMap::new();
+    let mut after: Option<Bytes> = None;
+    loop {
+        let page = store.omap_range(collection, &key, after.as_deref(), OMAP_PAGE_KEYS)?;
+        let Some((last, _)) = page.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        omap.extend(page);
+    }
+    Ok(Some(ObjectState {
+        data,
+        xattrs,
+        omap,
+        version: stat.version,
+    }))
+}
+
+/// Omap entries read per page for a push.
+const OMAP_PAGE_KEYS: usize = 4096;
 
 fn to_bufs(entries: impl IntoIterator<Item = (Bytes, Bytes)>) -> Vec<(ByteBuf, ByteBuf)> {
     entries

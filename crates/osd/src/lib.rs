@@ -4,11 +4,12 @@
 //! made a write durable.
 //!
 //! The [`daemon`] is the async shell around the PG cores (store, network,
-//! monitor); [`proto`] holds the client and peer messages. Not here yet:
-//! erasure-coded pools, and peering/recovery (issue 5). The PG log is kept (bounded, in
-//! memory and in the PG collection's metadata keys) so peering can compare
-//! histories; until then a write whose fate an interval change left open is
-//! neither answered nor re-applied (`RetryReason::AwaitingPeering`).
+//! monitor); [`proto`] holds the client and peer messages. On every
+//! interval change the primary peers ([`peering`]): it gathers the copies of
+//! the OSDs that may hold the PG, picks the authoritative history, brings
+//! every copy to it (log-based recovery, or a backfill by scan), and asks the
+//! monitor for a temporary acting set while new copies fill. Not here yet:
+//! erasure-coded pools.
 //!
 //! The one design choice to know: **sans-IO**. [`Pg::handle`] takes one
 //! [`PgEvent`] and returns [`Effects`] — transactions to submit, messages to
@@ -18,13 +19,16 @@
 pub mod daemon;
 pub mod limits;
 pub mod log;
+pub mod peering;
 pub mod pg;
 pub mod proto;
 
 pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;
 pub use log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
+pub use peering::{PastInterval, PeerCopy, PgInfo};
 pub use pg::{
-    Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite, Pg, PgEvent, PgMsg,
-    Reply, RetryReason, StoreWrite, SubWrite, SubWriteAck,
+    Activate, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
+    MapContext, Notify, ObjectState, Pg, PgEvent, PgMsg, Push, Reply, RetryReason, StoreTag,
+    StoreWrite, StoredPg, SubWrite, SubWriteAck,
 };

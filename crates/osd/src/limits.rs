@@ -100,3 +100,29 @@ pub const FULL_RATIO: f64 = 0.92;
 /// Used fraction at which the OSD reports itself nearly full (a health
 /// warning in `cairn status`).
 pub const NEARFULL_RATIO: f64 = 0.85;
+
+/// Objects one PG recovers at once (pulls and pushes in flight): recovery
+/// is a bounded worker, and client I/O to the rest of the PG goes on.
+pub const RECOVERY_OPS_MAX: usize = 4;
+
+/// Objects one PG backfills at once.
+pub const BACKFILL_PUSHES_MAX: usize = 8;
+
+/// Object names one backfill scan step lists.
+pub const BACKFILL_SCAN_KEYS: usize = 32;
+
+/// Ticks (about a second each) after which an unanswered query or
+/// activation is sent again.
+pub const RESEND_TICKS: u32 = 2;
+
+/// Ticks after which a recovery or backfill step without an answer is
+/// issued again (its messages may have died with a connection).
+pub const STALLED_TICKS: u32 = 10;
+
+/// How often the shell ticks every PG.
+pub const PG_TICK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Recovery and backfill object reads in flight on one OSD, across all its
+/// PGs: the bound that keeps healing from crowding out client I/O (and
+/// memory: each holds one object).
+pub const RECOVERY_READS_MAX: usize = 4;

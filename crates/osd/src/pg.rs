@@ -12,23 +12,46 @@
 //! (the messenger's sessions are FIFO); a gap makes the replica ignore the
 //! write, which then waits, unacknowledged, for the next interval.
 
-use crate::limits::PgLimits;
+use crate::limits::{BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS};
 use crate::log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
+use crate::peering::{
+    PastInterval, PeerCopy, PgInfo, blocked_by, choose_auth, log_recoverable, missing_objects,
+    want_acting,
+};
 use bytes::Bytes;
 use cairn_store::{CollectionId, ObjectKey, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Metadata key of the PG's [`PgInfo`].
+pub const INFO_KEY: &[u8] = b"pginfo";
+/// Prefix of the metadata keys naming objects this copy lacks.
+pub const MISSING_KEY_PREFIX: &[u8] = b"missing/";
+
+/// The metadata key recording that this copy lacks `object`.
+#[must_use]
+pub fn missing_key(object: &[u8]) -> Bytes {
+    let mut key = MISSING_KEY_PREFIX.to_vec();
+    key.extend_from_slice(object);
+    Bytes::from(key)
+}
 
 /// A run of maps during which a PG's acting set and primary stay the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Interval {
     /// The first map epoch of the interval.
     pub epoch_started: Epoch,
-    /// The OSDs holding the PG, primary included; no duplicates.
+    /// Where placement puts the PG (the up OSDs of its choice).
+    pub up: Vec<OsdId>,
+    /// The OSDs serving the PG, primary included; no duplicates. Differs
+    /// from `up` while a temporary acting set (`pg_temp`) keeps complete
+    /// copies serving during a backfill.
     pub acting: Vec<OsdId>,
     pub primary: Option<OsdId>,
     /// Fewest acting OSDs with which writes are accepted.
     pub min_size: u32,
+    /// Copies the pool wants.
+    pub size: u32,
 }
 
 /// An interval that cannot be a PG's.
@@ -62,10 +85,6 @@ impl Interval {
             _ => Ok(()),
         }
     }
-
-    fn acting_count(&self) -> u32 {
-        u32::try_from(self.acting.len()).unwrap_or(u32::MAX)
-    }
 }
 
 /// The primary's order to a replica: apply `entry` with `ops`.
@@ -82,6 +101,54 @@ pub struct SubWrite {
     /// replica that later becomes primary answers retries of them from its
     /// log.
     pub committed_to: Version,
+    /// The object is beyond the backfill target's progress: log the entry,
+    /// change nothing (the backfill brings the object later).
+    pub log_only: bool,
+}
+
+/// A peer's answer to [`PgMsg::Query`]: its copy of the PG.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notify {
+    pub from: OsdId,
+    /// The interval of the query it answers.
+    pub interval_epoch: Epoch,
+    pub copy: PeerCopy,
+}
+
+/// The primary's order to a peer to adopt the authoritative history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Activate {
+    pub from: OsdId,
+    pub interval_epoch: Epoch,
+    /// Keep own log entries up to this version, drop later ones, append
+    /// `entries`.
+    pub keep_through: Version,
+    pub entries: Vec<LogEntry>,
+    pub last_update: Version,
+    pub committed_to: Version,
+    /// Objects the peer lacks, to be recovered.
+    pub missing: Vec<Bytes>,
+    /// The peer's copy is not usable: empty it and take a backfill.
+    pub backfill: bool,
+}
+
+/// An object's whole state, as recovery and backfill copy it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectState {
+    pub data: Bytes,
+    pub xattrs: BTreeMap<Bytes, Bytes>,
+    pub omap: BTreeMap<Bytes, Bytes>,
+    pub version: u64,
+}
+
+/// A copy of one object from a complete copy to one that lacks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Push {
+    pub from: OsdId,
+    pub interval_epoch: Epoch,
+    pub object: Bytes,
+    /// `None`: the object does not exist (remove it).
+    pub state: Option<ObjectState>,
 }
 
 /// A replica's report that `version` is durable on it.
@@ -96,6 +163,84 @@ pub struct SubWriteAck {
 pub enum PgMsg {
     SubWrite(SubWrite),
     SubWriteAck(SubWriteAck),
+    /// The primary asks for a peer's copy.
+    Query {
+        from: OsdId,
+        interval_epoch: Epoch,
+    },
+    Notify(Notify),
+    Activate(Activate),
+    /// The peer made the activation durable.
+    Activated {
+        from: OsdId,
+        interval_epoch: Epoch,
+    },
+    Push(Push),
+    PushAck {
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: Bytes,
+    },
+    /// The primary asks a complete copy to push it an object it lacks.
+    Pull {
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: Bytes,
+    },
+    /// Every object has been pushed: the backfill target is complete.
+    BackfillDone {
+        from: OsdId,
+        interval_epoch: Epoch,
+    },
+    BackfillDoneAck {
+        from: OsdId,
+        interval_epoch: Epoch,
+    },
+    /// The PG is clean elsewhere: a stray copy removes itself.
+    Purge {
+        from: OsdId,
+        interval_epoch: Epoch,
+    },
+}
+
+impl PgMsg {
+    /// The sending OSD.
+    #[must_use]
+    pub fn from(&self) -> OsdId {
+        match self {
+            PgMsg::SubWrite(w) => w.from,
+            PgMsg::SubWriteAck(a) => a.from,
+            PgMsg::Notify(n) => n.from,
+            PgMsg::Activate(a) => a.from,
+            PgMsg::Push(p) => p.from,
+            PgMsg::Query { from, .. }
+            | PgMsg::Activated { from, .. }
+            | PgMsg::PushAck { from, .. }
+            | PgMsg::Pull { from, .. }
+            | PgMsg::BackfillDone { from, .. }
+            | PgMsg::BackfillDoneAck { from, .. }
+            | PgMsg::Purge { from, .. } => *from,
+        }
+    }
+
+    /// The interval it belongs to.
+    #[must_use]
+    pub fn interval_epoch(&self) -> Epoch {
+        match self {
+            PgMsg::SubWrite(w) => w.interval_epoch,
+            PgMsg::SubWriteAck(_) => Epoch(0),
+            PgMsg::Notify(n) => n.interval_epoch,
+            PgMsg::Activate(a) => a.interval_epoch,
+            PgMsg::Push(p) => p.interval_epoch,
+            PgMsg::Query { interval_epoch, .. }
+            | PgMsg::Activated { interval_epoch, .. }
+            | PgMsg::PushAck { interval_epoch, .. }
+            | PgMsg::Pull { interval_epoch, .. }
+            | PgMsg::BackfillDone { interval_epoch, .. }
+            | PgMsg::BackfillDoneAck { interval_epoch, .. }
+            | PgMsg::Purge { interval_epoch, .. } => *interval_epoch,
+        }
+    }
 }
 
 /// A compare-and-set condition: the write applies only if its object's
@@ -151,14 +296,33 @@ pub enum PgEvent {
         ops: Vec<Op>,
         guard: Option<GuardCheck>,
     },
-    /// A new map changed this PG's acting set or primary.
+    /// A new map changed this PG's up set, acting set or primary.
     IntervalChange(Interval),
+    /// What the map says around the PG: up OSDs and past intervals. Sent
+    /// before each interval change and whenever OSDs go up or down.
+    MapContext(MapContext),
     SubWrite(SubWrite),
     SubWriteAck(SubWriteAck),
     /// The store made this version's transaction durable.
     LocalCommitted {
         version: Version,
     },
+    /// The store made a non-log transaction durable.
+    Committed(StoreTag),
+    /// A peering, recovery or backfill message from a peer.
+    Peer(PgMsg),
+    /// A page of this copy's objects for the backfill scan (`more`: the
+    /// collection holds further objects).
+    BackfillPage {
+        keys: Vec<ObjectKey>,
+        more: bool,
+    },
+    /// A client waits for `object`, which recovery has not reached yet.
+    Prioritize {
+        object: Bytes,
+    },
+    /// About a second passed: resend what may have been lost.
+    Tick,
 }
 
 impl From<PgMsg> for PgEvent {
@@ -166,8 +330,35 @@ impl From<PgMsg> for PgEvent {
         match msg {
             PgMsg::SubWrite(write) => PgEvent::SubWrite(write),
             PgMsg::SubWriteAck(ack) => PgEvent::SubWriteAck(ack),
+            other => PgEvent::Peer(other),
         }
     }
+}
+
+/// The map around a PG, from the shell.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MapContext {
+    /// OSDs up in the current map.
+    pub up_osds: BTreeSet<OsdId>,
+    /// The PG's intervals before the current one, as far back as known.
+    pub past: Vec<PastInterval>,
+    /// The first epoch of the map history behind `past` (1: complete).
+    pub history_from: Epoch,
+}
+
+/// What a submitted transaction was, so its commit reaches the right step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreTag {
+    /// A log entry (with its write), reported as `LocalCommitted`.
+    Entry,
+    /// The activation of the interval starting at this epoch.
+    Activation(Epoch),
+    /// A pushed object, now present.
+    Push(Bytes),
+    /// The end of this copy's backfill.
+    BackfillDone(Epoch),
+    /// A part of a larger change whose last transaction carries the tag.
+    Part,
 }
 
 /// Why a client must refetch the map (or wait) and resend.
@@ -182,6 +373,8 @@ pub enum RetryReason {
     },
     /// The write was in flight when the interval changed.
     IntervalChanged { epoch: Epoch },
+    /// The PG is peering (or cannot be sure of its history): not serving.
+    NotActive,
     /// The request is logged but not known durable on every acting OSD;
     /// only peering (issue 5) can settle it, so it is neither answered nor
     /// applied again.
@@ -254,6 +447,12 @@ pub enum Ignored {
     StaleInterval { got: Epoch, current: Epoch },
     #[error("bad interval: {0}")]
     BadInterval(IntervalError),
+    #[error("{what} from {from} ignored: {why}")]
+    Peering {
+        what: &'static str,
+        from: OsdId,
+        why: String,
+    },
 }
 
 /// A transaction to submit; report [`PgEvent::LocalCommitted`] with
@@ -262,6 +461,7 @@ pub enum Ignored {
 pub struct StoreWrite {
     pub version: Version,
     pub txn: Transaction,
+    pub tag: StoreTag,
 }
 
 /// What the shell must do after an event.
@@ -271,6 +471,37 @@ pub struct Effects {
     pub send: Vec<(OsdId, PgMsg)>,
     pub replies: Vec<(ReqId, Reply)>,
     pub log: Vec<Ignored>,
+    /// Ask the monitor to set (`Some`) or clear (`None`) the PG's
+    /// temporary acting set.
+    pub pg_temp: Option<Option<Vec<OsdId>>>,
+    /// Read each object from the local store and push it to these OSDs.
+    pub pushes: Vec<(Bytes, Vec<OsdId>)>,
+    /// List local objects after this key (`None`: from the start) and
+    /// report them as [`PgEvent::BackfillPage`].
+    pub scan: Option<Option<ObjectKey>>,
+    /// Remove this copy: it is a stray of a PG clean elsewhere.
+    pub purge: bool,
+    /// Something worth telling the operator (state changes).
+    pub notes: Vec<String>,
+}
+
+impl Effects {
+    /// Appends `other`'s effects after this one's.
+    pub fn extend(&mut self, other: Effects) {
+        self.store.extend(other.store);
+        self.send.extend(other.send);
+        self.replies.extend(other.replies);
+        self.log.extend(other.log);
+        if other.pg_temp.is_some() {
+            self.pg_temp = other.pg_temp;
+        }
+        self.pushes.extend(other.pushes);
+        if other.scan.is_some() {
+            self.scan = other.scan;
+        }
+        self.purge |= other.purge;
+        self.notes.extend(other.notes);
+    }
 }
 
 /// A client write as the PG receives it.
@@ -296,6 +527,65 @@ enum Dup {
     Answer(Reply),
 }
 
+/// Where a PG copy stands in its interval.
+#[derive(Debug)]
+enum Phase {
+    /// Not this interval's primary: takes what the primary sends once the
+    /// primary activated this copy in this interval.
+    Replica { activated: bool },
+    /// Primary: gathering the copies of the OSDs that may hold the PG.
+    Peering {
+        waiting: BTreeSet<OsdId>,
+        copies: BTreeMap<OsdId, PeerCopy>,
+        ticks: u32,
+    },
+    /// Primary: asked the monitor for another acting set; waits for the
+    /// interval that brings it.
+    WaitingTemp { ticks: u32 },
+    /// Primary: cannot be sure it has every acknowledged write; serves
+    /// nothing.
+    Incomplete { reason: String },
+    /// Primary: the peers adopt the authoritative history.
+    Activating {
+        waiting: BTreeSet<OsdId>,
+        local_done: bool,
+        ticks: u32,
+    },
+    /// Primary: serving (and recovering, backfilling).
+    Active,
+}
+
+/// The primary's view of healing in the current interval.
+#[derive(Debug, Default)]
+struct Healing {
+    /// Copies that can serve as sources: complete except `missing`.
+    sources: BTreeSet<OsdId>,
+    /// Object -> OSDs (this one included) lacking its current state.
+    missing: BTreeMap<Bytes, BTreeSet<OsdId>>,
+    /// Objects being recovered now -> ticks since issued.
+    recovering: BTreeMap<Bytes, u32>,
+    /// Objects clients wait for, recovered first.
+    priority: VecDeque<Bytes>,
+    /// Objects no up copy holds.
+    unfound: BTreeSet<Bytes>,
+    /// Copies being filled by a scan of this one.
+    backfill_targets: BTreeSet<OsdId>,
+    /// Keys up to this one have been handed to pushes.
+    pushed_through: Option<ObjectKey>,
+    scan_pending: bool,
+    scan_done: bool,
+    /// Backfill pushes in flight -> targets that have not acked, ticks.
+    backfill_in_flight: BTreeMap<ObjectKey, (BTreeSet<OsdId>, u32)>,
+    /// Backfill targets told they are done, not yet acknowledged.
+    backfill_done_waiting: BTreeSet<OsdId>,
+    /// OSDs holding copies outside the acting and up sets.
+    strays: BTreeSet<OsdId>,
+    /// Activation messages, resent until acknowledged.
+    activations: BTreeMap<OsdId, PgMsg>,
+    /// What was last asked of the monitor in this interval.
+    temp_requested: Option<Option<Vec<OsdId>>>,
+}
+
 /// One replicated PG on one OSD.
 #[derive(Debug)]
 pub struct Pg {
@@ -316,14 +606,56 @@ pub struct Pg {
     inflight: BTreeMap<Version, InFlight>,
     /// Replica: acks to send on local commit, to the primary that asked.
     acks_owed: BTreeMap<Version, OsdId>,
+    /// This copy's peering facts (persisted under [`INFO_KEY`]).
+    info: PgInfo,
+    /// Objects this copy lacks (persisted under [`MISSING_KEY_PREFIX`]).
+    local_missing: BTreeSet<Bytes>,
+    phase: Phase,
+    context: MapContext,
+    healing: Healing,
+    /// Replica: peer messages of this interval that came before the
+    /// activation (the messenger does not order them).
+    early: Vec<PgMsg>,
+    /// Replica: pushed objects to acknowledge on commit, to their sender.
+    pushes_owed: BTreeMap<Bytes, OsdId>,
+}
+
+/// Peer messages kept while waiting for the activation.
+const EARLY_MSGS_MAX: usize = 1024;
+
+/// A PG copy as the store holds it, for [`Pg::restore`].
+#[derive(Clone, Debug, Default)]
+pub struct StoredPg {
+    /// Log entries in version order.
+    pub log: Vec<LogEntry>,
+    /// `None`: no info stored (a copy that never activated).
+    pub info: Option<PgInfo>,
+    pub missing: BTreeSet<Bytes>,
 }
 
 impl Pg {
-    /// A new, empty PG (no history yet).
+    /// A new PG with no history that is active at once: for tests of the
+    /// write path. The daemon uses [`Pg::restore`], which peers first.
     ///
     /// # Errors
     /// The interval is inconsistent.
     pub fn new(
+        pg: PgId,
+        whoami: OsdId,
+        interval: Interval,
+        limits: PgLimits,
+    ) -> Result<Pg, IntervalError> {
+        let mut core = Pg::blank(pg, whoami, interval, limits)?;
+        core.info.last_epoch_started = core.interval.epoch_started;
+        core.phase = if core.is_primary() {
+            Phase::Active
+        } else {
+            Phase::Replica { activated: true }
+        };
+        Ok(core)
+    }
+
+    fn blank(
         pg: PgId,
         whoami: OsdId,
         interval: Interval,
@@ -344,7 +676,51 @@ impl Pg {
             uncommitted: BTreeMap::new(),
             inflight: BTreeMap::new(),
             acks_owed: BTreeMap::new(),
+            info: PgInfo {
+                exists: true,
+                ..PgInfo::default()
+            },
+            local_missing: BTreeSet::new(),
+            phase: Phase::Replica { activated: false },
+            context: MapContext {
+                history_from: Epoch(1),
+                ..MapContext::default()
+            },
+            healing: Healing::default(),
+            early: Vec::new(),
+            pushes_owed: BTreeMap::new(),
         })
+    }
+
+    /// A PG copy from what the store holds, in `interval`: the primary
+    /// starts peering (the returned effects hold its queries), others wait
+    /// for the primary.
+    ///
+    /// # Errors
+    /// The interval is inconsistent.
+    pub fn restore(
+        pg: PgId,
+        whoami: OsdId,
+        interval: Interval,
+        limits: PgLimits,
+        stored: StoredPg,
+        context: MapContext,
+    ) -> Result<(Pg, Effects), IntervalError> {
+        let mut core = Pg::blank(pg, whoami, interval, limits)?;
+        for entry in stored.log {
+            if entry.version > core.last_update {
+                core.last_update = entry.version;
+                core.log.append(entry);
+            }
+        }
+        core.last_complete = core.last_update;
+        core.info = stored.info.unwrap_or_default();
+        core.info.exists = true;
+        core.local_missing = stored.missing;
+        core.context = context;
+        let mut fx = Effects::default();
+        core.enter_interval(&mut fx);
+        Ok((core, fx))
     }
 
     /// Handles one event; never blocks, never does I/O.
@@ -363,14 +739,48 @@ impl Pg {
                 Ok(())
             }
             PgEvent::IntervalChange(interval) => self.on_interval_change(interval, &mut fx),
-            PgEvent::SubWrite(write) => self.on_sub_write(write, &mut fx),
+            PgEvent::MapContext(context) => {
+                self.on_map_context(context, &mut fx);
+                Ok(())
+            }
+            PgEvent::SubWrite(write) => {
+                if matches!(self.phase, Phase::Replica { activated: false })
+                    && write.interval_epoch == self.interval.epoch_started
+                {
+                    self.park(PgMsg::SubWrite(write));
+                    Ok(())
+                } else {
+                    self.on_sub_write(write, &mut fx)
+                }
+            }
             PgEvent::SubWriteAck(ack) => self.on_sub_write_ack(ack, &mut fx),
             PgEvent::LocalCommitted { version } => self.on_local_committed(version, &mut fx),
+            PgEvent::Committed(tag) => {
+                self.on_committed(tag, &mut fx);
+                Ok(())
+            }
+            PgEvent::Peer(msg) => self.on_peer(msg, &mut fx),
+            PgEvent::BackfillPage { keys, more } => {
+                self.on_backfill_page(keys, more, &mut fx);
+                Ok(())
+            }
+            PgEvent::Prioritize { object } => {
+                self.prioritize(object, &mut fx);
+                Ok(())
+            }
+            PgEvent::Tick => {
+                self.on_tick(&mut fx);
+                Ok(())
+            }
         };
         if let Err(why) = outcome {
             fx.log.push(why);
         }
         fx
+    }
+
+    fn is_primary(&self) -> bool {
+        self.interval.primary == Some(self.whoami)
     }
 
     fn on_client_write(
@@ -392,6 +802,11 @@ impl Pg {
                 fx.replies.push((req, reply));
                 return;
             }
+        }
+        if self.object_healing(&write.object) {
+            self.prioritize(write.object.clone(), fx);
+            fx.replies.push((req, Reply::ObjectBusy));
+            return;
         }
         let refusal = match guard {
             Some(_) if self.object_unsettled(&write.object) => {
@@ -417,10 +832,21 @@ impl Pg {
             .any(|entry| entry.object == *object && entry.kind != LogKind::Refused)
     }
 
-    /// Rule: refuse only if this OSD is not primary or the interval began
-    /// after the client's map, never for unrelated newer epochs.
+    /// Whether some copy still lacks `object`, or a backfill push of it is
+    /// under way: a write must wait until the copies agree.
+    fn object_healing(&self, object: &Bytes) -> bool {
+        self.healing.missing.contains_key(object)
+            || self
+                .healing
+                .backfill_in_flight
+                .contains_key(&ObjectKey::new(object.clone()))
+    }
+
+    /// Rule: refuse only if this OSD is not an active primary or the
+    /// interval began after the client's map, never for unrelated newer
+    /// epochs.
     fn check_primary(&self, client_epoch: Epoch) -> Result<(), RetryReason> {
-        if self.interval.primary != Some(self.whoami) {
+        if !self.is_primary() {
             return Err(RetryReason::NotPrimary {
                 primary: self.interval.primary,
             });
@@ -430,6 +856,9 @@ impl Pg {
                 interval_epoch: self.interval.epoch_started,
                 client_epoch,
             });
+        }
+        if !matches!(self.phase, Phase::Active) {
+            return Err(RetryReason::NotActive);
         }
         Ok(())
     }
@@ -454,6 +883,18 @@ impl Pg {
         }
     }
 
+    /// Acting OSDs that hold the PG (not being backfilled): the copies a
+    /// write is durable on.
+    fn complete_acting_count(&self) -> u32 {
+        let complete = self
+            .interval
+            .acting
+            .iter()
+            .filter(|o| !self.healing.backfill_targets.contains(o))
+            .count();
+        u32::try_from(complete).unwrap_or(u32::MAX)
+    }
+
     /// Admits, logs and issues a new write (or, with a `refusal` code, logs
     /// its refusal and changes nothing); the `Err` is the reply.
     fn start_write(
@@ -468,9 +909,10 @@ impl Pg {
             mut ops,
         } = write;
         let min_size = self.interval.min_size;
-        if self.interval.acting_count() < min_size {
+        let complete = self.complete_acting_count();
+        if complete < min_size {
             return Err(Reply::Blocked {
-                acting_count: self.interval.acting_count(),
+                acting_count: complete,
                 min_size,
             });
         }
@@ -515,6 +957,7 @@ impl Pg {
             version > self.last_update,
             "new version {version} not after last_update"
         );
+        let key = ObjectKey::new(object.clone());
         let entry = LogEntry {
             version,
             object,
@@ -530,17 +973,25 @@ impl Pg {
             .interval
             .acting
             .iter()
+            .chain(self.healing.backfill_targets.iter())
             .copied()
             .filter(|osd| *osd != self.whoami)
             .collect();
+        let beyond_backfill = self
+            .healing
+            .pushed_through
+            .as_ref()
+            .is_none_or(|p| key > *p);
         for osd in &replicas {
+            let log_only = beyond_backfill && self.healing.backfill_targets.contains(osd);
             let msg = SubWrite {
                 from: self.whoami,
                 interval_epoch: self.interval.epoch_started,
                 entry: entry.clone(),
-                ops: ops.clone(),
+                ops: if log_only { Vec::new() } else { ops.clone() },
                 prior,
                 committed_to: self.committed_to,
+                log_only,
             };
             fx.send.push((*osd, PgMsg::SubWrite(msg)));
         }
@@ -585,7 +1036,11 @@ impl Pg {
         assert!(trimmed.len() <= 1, "log grew past its bound");
         self.last_update = version;
         self.uncommitted.insert(version, prior);
-        fx.store.push(StoreWrite { version, txn });
+        fx.store.push(StoreWrite {
+            version,
+            txn,
+            tag: StoreTag::Entry,
+        });
         prior
     }
 
@@ -609,7 +1064,9 @@ impl Pg {
     /// Validates a peer's sub-write: sender, interval, order, content.
     fn check_sub_write(&self, msg: &SubWrite) -> Result<(), Ignored> {
         let primary = self.interval.primary;
-        if primary == Some(self.whoami) || !self.interval.acting.contains(&self.whoami) {
+        let member =
+            self.interval.acting.contains(&self.whoami) || self.interval.up.contains(&self.whoami);
+        if primary == Some(self.whoami) || !member {
             return Err(Ignored::NotReplica {
                 whoami: self.whoami,
             });
@@ -647,9 +1104,9 @@ impl Pg {
                 msg.committed_to
             ));
         }
-        if msg.entry.kind == LogKind::Refused {
-            return match (msg.ops.is_empty(), msg.entry.result) {
-                (true, LogResult::Err { .. }) => Ok(()),
+        if msg.entry.kind == LogKind::Refused || msg.log_only {
+            return match (msg.ops.is_empty(), msg.entry.result, msg.log_only) {
+                (true, LogResult::Err { .. }, _) | (true, _, true) => Ok(()),
                 _ => malformed(format!("refusal with {} ops", msg.ops.len())),
             };
         }
@@ -689,12 +1146,8 @@ impl Pg {
             Some((_, prior)) => *prior,
             None => self.last_update,
         };
-        assert!(complete >= self.last_complete, "last_complete went back");
-        assert!(
-            complete <= self.last_update,
-            "last_complete passed last_update"
-        );
-        self.last_complete = complete;
+        // An activation may have moved the log under in-flight commits.
+        self.last_complete = complete.min(self.last_update).max(self.last_complete);
         if let Some(primary) = self.acks_owed.remove(&version) {
             let ack = SubWriteAck {
                 from: self.whoami,
@@ -719,7 +1172,6 @@ impl Pg {
             }
             let (version, flight) = first.remove_entry();
             assert!(version > self.committed_to, "reply for {version} twice");
-            assert!(version <= self.last_complete, "reply before local commit");
             self.committed_to = version;
             let reply = Reply::Done {
                 version,
@@ -731,8 +1183,9 @@ impl Pg {
 
     /// Moves to a newer interval. In-flight writes are answered `Retry`:
     /// they may or may not be durable on the new acting set, and a resend
-    /// is never applied twice because its request id is in the log (it is
-    /// answered `AwaitingPeering` until peering settles the entry).
+    /// is never applied twice because its request id is in the log (peering
+    /// settles the entry: it is kept if any copy that peering picks has
+    /// it).
     fn on_interval_change(&mut self, interval: Interval, fx: &mut Effects) -> Result<(), Ignored> {
         interval.validate().map_err(Ignored::BadInterval)?;
         if interval.epoch_started <= self.interval.epoch_started {
@@ -750,7 +1203,962 @@ impl Pg {
         // The old primary no longer waits for these acks.
         self.acks_owed.clear();
         self.interval = interval;
+        self.enter_interval(fx);
         Ok(())
+    }
+
+    /// Starts the current interval: the primary peers, a stray copy tells
+    /// the primary it exists (so it is removed once the PG is clean).
+    fn enter_interval(&mut self, fx: &mut Effects) {
+        self.healing = Healing::default();
+        self.early.clear();
+        self.pushes_owed.clear();
+        if self.is_primary() {
+            self.start_peering(fx);
+            return;
+        }
+        self.phase = Phase::Replica { activated: false };
+        let member =
+            self.interval.acting.contains(&self.whoami) || self.interval.up.contains(&self.whoami);
+        if let (false, Some(primary)) = (member, self.interval.primary) {
+            let notify = self.notify(self.interval.epoch_started);
+            fx.send.push((primary, notify));
+        }
+    }
+
+    /// This copy as peering sees it.
+    fn own_copy(&self) -> PeerCopy {
+        PeerCopy {
+            info: PgInfo {
+                exists: true,
+                last_update: self.last_update,
+                ..self.info.clone()
+            },
+            log: self.log.iter().cloned().collect(),
+            missing: self.local_missing.clone(),
+        }
+    }
+
+    fn notify(&self, interval_epoch: Epoch) -> PgMsg {
+        PgMsg::Notify(Notify {
+            from: self.whoami,
+            interval_epoch,
+            copy: self.own_copy(),
+        })
+    }
+
+    /// The OSDs whose copies peering asks for: the up and acting sets and
+    /// every OSD of the past intervals, if up.
+    fn probe_set(&self) -> BTreeSet<OsdId> {
+        self.interval
+            .acting
+            .iter()
+            .chain(self.interval.up.iter())
+            .chain(self.context.past.iter().flat_map(|p| p.acting.iter()))
+            .copied()
+            .filter(|o| *o != self.whoami && self.context.up_osds.contains(o))
+            .collect()
+    }
+
+    fn start_peering(&mut self, fx: &mut Effects) {
+        let waiting = self.probe_set();
+        for osd in &waiting {
+            fx.send.push((*osd, self.query()));
+        }
+        let copies = BTreeMap::from([(self.whoami, self.own_copy())]);
+        self.phase = Phase::Peering {
+            waiting,
+            copies,
+            ticks: 0,
+        };
+        self.try_finish_peering(fx);
+    }
+
+    fn query(&self) -> PgMsg {
+        PgMsg::Query {
+            from: self.whoami,
+            interval_epoch: self.interval.epoch_started,
+        }
+    }
+
+    fn on_map_context(&mut self, context: MapContext, fx: &mut Effects) {
+        self.context = context;
+        match &mut self.phase {
+            Phase::Peering { waiting, .. } => {
+                waiting.retain(|o| self.context.up_osds.contains(o));
+                self.try_finish_peering(fx);
+            }
+            // An OSD that came back may hold what was missing.
+            Phase::Incomplete { .. } => self.start_peering(fx),
+            _ => {}
+        }
+    }
+
+    fn on_peer(&mut self, msg: PgMsg, fx: &mut Effects) -> Result<(), Ignored> {
+        let current = self.interval.epoch_started;
+        let sender = msg.from();
+        let ignore = |what: &'static str, why: String| Ignored::Peering {
+            what,
+            from: sender,
+            why,
+        };
+        match msg {
+            PgMsg::Query {
+                from,
+                interval_epoch,
+            } => {
+                fx.send.push((from, self.notify(interval_epoch)));
+                Ok(())
+            }
+            PgMsg::Notify(notify) => self.on_notify(notify, fx),
+            PgMsg::Activate(activate) => self.on_activate(activate, fx),
+            PgMsg::Activated {
+                from,
+                interval_epoch,
+            } => {
+                if interval_epoch != current {
+                    return Err(ignore("activated", format!("interval {interval_epoch}")));
+                }
+                if let Phase::Activating { waiting, .. } = &mut self.phase {
+                    waiting.remove(&from);
+                    self.healing.activations.remove(&from);
+                }
+                self.maybe_active(fx);
+                Ok(())
+            }
+            PgMsg::PushAck {
+                from,
+                interval_epoch,
+                object,
+            } => {
+                if interval_epoch != current || !self.is_primary() {
+                    return Err(ignore("push ack", format!("interval {interval_epoch}")));
+                }
+                self.on_push_ack(from, object, fx);
+                Ok(())
+            }
+            PgMsg::BackfillDone {
+                from,
+                interval_epoch,
+            } => {
+                if self.interval.primary != Some(from) || interval_epoch != current {
+                    return Err(ignore("backfill done", "not the current primary".into()));
+                }
+                if matches!(self.phase, Phase::Replica { activated: false }) {
+                    self.park(PgMsg::BackfillDone {
+                        from,
+                        interval_epoch,
+                    });
+                    return Ok(());
+                }
+                self.info.backfilling = false;
+                let mut txn = Transaction::new(self.collection);
+                txn.push(Op::MetaSet {
+                    key: Bytes::from_static(INFO_KEY),
+                    value: self.info.encode(),
+                });
+                fx.store.push(StoreWrite {
+                    version: self.last_update,
+                    txn,
+                    tag: StoreTag::BackfillDone(interval_epoch),
+                });
+                Ok(())
+            }
+            PgMsg::BackfillDoneAck {
+                from,
+                interval_epoch,
+            } => {
+                if interval_epoch != current {
+                    return Err(ignore("backfill ack", format!("interval {interval_epoch}")));
+                }
+                if self.healing.backfill_done_waiting.remove(&from) {
+                    self.healing.backfill_targets.remove(&from);
+                    self.healing.sources.insert(from);
+                    if self.healing.backfill_done_waiting.is_empty() {
+                        self.after_backfill(fx);
+                    }
+                }
+                Ok(())
+            }
+            PgMsg::Purge {
+                from,
+                interval_epoch,
+            } => {
+                let member = self.interval.acting.contains(&self.whoami)
+                    || self.interval.up.contains(&self.whoami);
+                if self.interval.primary != Some(from) || interval_epoch != current || member {
+                    return Err(ignore("purge", "not a stray of this interval".into()));
+                }
+                fx.purge = true;
+                Ok(())
+            }
+            PgMsg::Push(push) => self.on_push(push, fx),
+            PgMsg::SubWrite(_) | PgMsg::SubWriteAck(_) | PgMsg::Pull { .. } => {
+                Err(ignore("message", "routed to the PG core by mistake".into()))
+            }
+        }
+    }
+
+    fn on_notify(&mut self, notify: Notify, fx: &mut Effects) -> Result<(), Ignored> {
+        let from = notify.from;
+        match &mut self.phase {
+            Phase::Peering {
+                waiting, copies, ..
+            } if notify.interval_epoch == self.interval.epoch_started => {
+                waiting.remove(&from);
+                copies.insert(from, notify.copy);
+                self.try_finish_peering(fx);
+                Ok(())
+            }
+            Phase::Active | Phase::Activating { .. } => {
+                let member = self.interval.acting.contains(&from)
+                    || self.interval.up.contains(&from)
+                    || self.healing.backfill_targets.contains(&from);
+                if !member && notify.copy.info.exists {
+                    self.healing.strays.insert(from);
+                    self.maybe_clean(fx);
+                }
+                Ok(())
+            }
+            _ => Err(Ignored::Peering {
+                what: "notify",
+                from,
+                why: format!("for interval {}", notify.interval_epoch),
+            }),
+        }
+    }
+
+    /// Decides, once every probed OSD answered: incomplete, ask for another
+    /// acting set, or activate with the authoritative history.
+    fn try_finish_peering(&mut self, fx: &mut Effects) {
+        let Phase::Peering {
+            waiting, copies, ..
+        } = &self.phase
+        else {
+            return;
+        };
+        if !waiting.is_empty() {
+            return;
+        }
+        let copies = copies.clone();
+        if let Some(reason) = blocked_by(&self.context.past, self.context.history_from, &copies) {
+            self.become_incomplete(reason, fx);
+            return;
+        }
+        let auth = choose_auth(&copies);
+        let auth_log: Vec<LogEntry> = match auth {
+            Some(auth) => copies[&auth].log.clone(),
+            None if copies.values().all(|c| c.info.last_update == Version::ZERO) => Vec::new(),
+            None => {
+                self.become_incomplete("no complete copy answered".into(), fx);
+                return;
+            }
+        };
+        let auth_last = auth.map_or(Version::ZERO, |a| copies[&a].info.last_update);
+        let eligible: BTreeSet<OsdId> = copies
+            .iter()
+            .filter(|(_, c)| log_recoverable(c, &auth_log))
+            .map(|(o, _)| *o)
+            .collect();
+        let size = usize::try_from(self.interval.size).unwrap_or(usize::MAX);
+        let want = want_acting(&self.interval.up, &self.interval.acting, size, &eligible);
+        let acting = &self.interval.acting;
+        let keeps_primary = want.first() == acting.first();
+        let within_acting = want.iter().all(|o| acting.contains(o));
+        if want.is_empty() {
+            self.become_incomplete("no copy can be brought up to date".into(), fx);
+            return;
+        }
+        if !(keeps_primary && within_acting) {
+            let temp = (want != self.interval.up).then_some(want);
+            self.request_temp(temp, fx);
+            self.phase = Phase::WaitingTemp { ticks: 0 };
+            return;
+        }
+        self.activate(&copies, &auth_log, auth_last, &eligible, fx);
+    }
+
+    fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {
+        fx.notes.push(format!("incomplete: {reason}"));
+        self.phase = Phase::Incomplete { reason };
+    }
+
+    fn request_temp(&mut self, temp: Option<Vec<OsdId>>, fx: &mut Effects) {
+        if self.healing.temp_requested.as_ref() == Some(&temp) {
+            return;
+        }
+        self.healing.temp_requested = Some(temp.clone());
+        fx.pg_temp = Some(temp);
+    }
+
+    /// Adopts the authoritative history, tells every peer to do the same
+    /// (or to empty itself for a backfill), and records what each lacks.
+    fn activate(
+        &mut self,
+        copies: &BTreeMap<OsdId, PeerCopy>,
+        auth_log: &[LogEntry],
+        auth_last: Version,
+        eligible: &BTreeSet<OsdId>,
+        fx: &mut Effects,
+    ) {
+        let epoch = self.interval.epoch_started;
+        let members: BTreeSet<OsdId> = self
+            .interval
+            .acting
+            .iter()
+            .chain(self.interval.up.iter())
+            .copied()
+            .filter(|o| *o != self.whoami)
+            .collect();
+        let mut healing = Healing::default();
+        for (osd, copy) in copies {
+            if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
+                healing.strays.insert(*osd);
+            }
+        }
+        let empty = PeerCopy::default();
+        for osd in &members {
+            let copy = copies.get(osd).unwrap_or(&empty);
+            let backfill = !eligible.contains(osd);
+            let (keep_through, entries, missing) = if backfill {
+                healing.backfill_targets.insert(*osd);
+                (Version::ZERO, auth_log.to_vec(), BTreeSet::new())
+            } else {
+                let missing = missing_objects(copy, auth_log);
+                for object in &missing {
+                    healing
+                        .missing
+                        .entry(object.clone())
+                        .or_default()
+                        .insert(*osd);
+                }
+                healing.sources.insert(*osd);
+                let (keep, entries) = log_delta(&copy.log, auth_log);
+                (keep, entries, missing)
+            };
+            let msg = PgMsg::Activate(Activate {
+                from: self.whoami,
+                interval_epoch: epoch,
+                keep_through,
+                entries,
+                last_update: auth_last,
+                committed_to: auth_last,
+                missing: missing.into_iter().collect(),
+                backfill,
+            });
+            healing.activations.insert(*osd, msg.clone());
+            fx.send.push((*osd, msg));
+        }
+        // This copy adopts the history like any other.
+        let own = self.own_copy();
+        let own_missing = missing_objects(&own, auth_log);
+        for object in &own_missing {
+            healing
+                .missing
+                .entry(object.clone())
+                .or_default()
+                .insert(self.whoami);
+        }
+        healing.sources.insert(self.whoami);
+        let (keep_through, entries) = log_delta(&own.log, auth_log);
+        self.adopt(
+            keep_through,
+            entries,
+            auth_last,
+            own_missing,
+            false,
+            StoreTag::Activation(epoch),
+            fx,
+        );
+        self.committed_to = auth_last;
+        self.healing = healing;
+        fx.notes.push(format!(
+            "activating: {} objects to recover, {} copies to backfill",
+            self.healing.missing.len(),
+            self.healing.backfill_targets.len()
+        ));
+        self.phase = Phase::Activating {
+            waiting: members,
+            local_done: false,
+            ticks: 0,
+        };
+    }
+
+    /// Replaces this copy's log after `keep_through` with `entries`, records
+    /// `missing` and the activation, in transactions of bounded size whose
+    /// last carries `tag`.
+    #[allow(clippy::too_many_arguments)]
+    fn adopt(
+        &mut self,
+        keep_through: Version,
+        entries: Vec<LogEntry>,
+        last_update: Version,
+        missing: BTreeSet<Bytes>,
+        backfill: bool,
+        tag: StoreTag,
+        fx: &mut Effects,
+    ) {
+        let mut ops = Vec::new();
+        // Missing objects first: a crash part-way leaves a superset.
+        for object in missing.difference(&self.local_missing) {
+            ops.push(Op::MetaSet {
+                key: missing_key(object),
+                value: Bytes::new(),
+            });
+        }
+        let mut log = PgLog::new(self.limits.log_entries_max);
+        let mut kept = BTreeSet::new();
+        for entry in self.log.iter() {
+            if entry.version <= keep_through {
+                kept.insert(entry.version);
+                log.append(entry.clone());
+            } else {
+                ops.push(Op::MetaRemove {
+                    key: entry.version.log_key(),
+                });
+            }
+        }
+        for entry in entries {
+            if entry.version <= keep_through {
+                continue;
+            }
+            ops.push(Op::MetaSet {
+                key: entry.version.log_key(),
+                value: entry.encode(),
+            });
+            for trimmed in log.append(entry) {
+                if kept.remove(&trimmed) {
+                    ops.push(Op::MetaRemove {
+                        key: trimmed.log_key(),
+                    });
+                }
+            }
+        }
+        for object in self.local_missing.difference(&missing) {
+            ops.push(Op::MetaRemove {
+                key: missing_key(object),
+            });
+        }
+        self.info.last_epoch_started = self.interval.epoch_started;
+        self.info.backfilling = backfill;
+        ops.push(Op::MetaSet {
+            key: Bytes::from_static(INFO_KEY),
+            value: self.info.encode(),
+        });
+        let chunks: Vec<Vec<Op>> = ops
+            .chunks(cairn_store::limits::TXN_OPS_MAX / 2)
+            .map(<[Op]>::to_vec)
+            .collect();
+        let count = chunks.len();
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            let mut txn = Transaction::new(self.collection);
+            txn.ops = chunk;
+            fx.store.push(StoreWrite {
+                version: last_update,
+                txn,
+                tag: if index + 1 == count {
+                    tag.clone()
+                } else {
+                    StoreTag::Part
+                },
+            });
+        }
+        self.log = log;
+        self.last_update = last_update;
+        self.local_missing = missing;
+    }
+
+    fn on_activate(&mut self, msg: Activate, fx: &mut Effects) -> Result<(), Ignored> {
+        if self.interval.primary != Some(msg.from)
+            || msg.interval_epoch != self.interval.epoch_started
+            || self.is_primary()
+        {
+            return Err(Ignored::Peering {
+                what: "activate",
+                from: msg.from,
+                why: format!(
+                    "interval {} (current {}, primary {:?})",
+                    msg.interval_epoch, self.interval.epoch_started, self.interval.primary
+                ),
+            });
+        }
+        let entries = if msg.backfill {
+            // The shell emptied the collection first: no log to keep.
+            self.log = PgLog::new(self.limits.log_entries_max);
+            self.local_missing.clear();
+            msg.entries
+        } else {
+            msg.entries
+        };
+        let keep = if msg.backfill {
+            Version::ZERO
+        } else {
+            msg.keep_through
+        };
+        self.adopt(
+            keep,
+            entries,
+            msg.last_update,
+            msg.missing.into_iter().collect(),
+            msg.backfill,
+            StoreTag::Activation(msg.interval_epoch),
+            fx,
+        );
+        self.committed_to = msg.committed_to;
+        self.phase = Phase::Replica { activated: true };
+        for early in std::mem::take(&mut self.early) {
+            let more = self.handle(early.into());
+            fx.extend(more);
+        }
+        Ok(())
+    }
+
+    fn park(&mut self, msg: PgMsg) {
+        if self.early.len() < EARLY_MSGS_MAX {
+            self.early.push(msg);
+        }
+    }
+
+    fn on_committed(&mut self, tag: StoreTag, fx: &mut Effects) {
+        match tag {
+            StoreTag::Activation(epoch) if epoch == self.interval.epoch_started => {
+                if let Phase::Activating { local_done, .. } = &mut self.phase {
+                    *local_done = true;
+                    self.maybe_active(fx);
+                } else if let (false, Some(primary)) = (self.is_primary(), self.interval.primary) {
+                    let ack = PgMsg::Activated {
+                        from: self.whoami,
+                        interval_epoch: epoch,
+                    };
+                    fx.send.push((primary, ack));
+                }
+            }
+            StoreTag::Push(object) => {
+                self.local_missing.remove(&object);
+                if self.is_primary() {
+                    if let Some(osds) = self.healing.missing.get_mut(&object) {
+                        osds.remove(&self.whoami);
+                        self.healing.recovering.remove(&object);
+                        if osds.is_empty() {
+                            self.healing.missing.remove(&object);
+                        }
+                    }
+                    self.schedule_recovery(fx);
+                    self.maybe_clean(fx);
+                } else if let Some(primary) = self.pushes_owed.remove(&object) {
+                    let ack = PgMsg::PushAck {
+                        from: self.whoami,
+                        interval_epoch: self.interval.epoch_started,
+                        object,
+                    };
+                    fx.send.push((primary, ack));
+                }
+            }
+            StoreTag::BackfillDone(epoch) if epoch == self.interval.epoch_started => {
+                if let Some(primary) = self.interval.primary {
+                    let ack = PgMsg::BackfillDoneAck {
+                        from: self.whoami,
+                        interval_epoch: epoch,
+                    };
+                    fx.send.push((primary, ack));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn maybe_active(&mut self, fx: &mut Effects) {
+        let Phase::Activating {
+            waiting,
+            local_done,
+            ..
+        } = &self.phase
+        else {
+            return;
+        };
+        if !waiting.is_empty() || !*local_done {
+            return;
+        }
+        self.phase = Phase::Active;
+        fx.notes.push(format!("active: {}", self.state_name()));
+        self.schedule_recovery(fx);
+        self.schedule_backfill(fx);
+        self.maybe_clean(fx);
+    }
+
+    /// Applies a pushed object: the primary's own recovery (a pull it asked
+    /// for), or a replica's recovery or backfill from the primary.
+    fn on_push(&mut self, push: Push, fx: &mut Effects) -> Result<(), Ignored> {
+        let from = push.from;
+        let ignore = |why: String| Ignored::Peering {
+            what: "push",
+            from,
+            why,
+        };
+        if push.interval_epoch != self.interval.epoch_started {
+            return Err(ignore(format!("interval {}", push.interval_epoch)));
+        }
+        if self.is_primary() {
+            let wanted = self
+                .healing
+                .missing
+                .get(&push.object)
+                .is_some_and(|o| o.contains(&self.whoami));
+            if !wanted {
+                return Err(ignore("an object this primary does not lack".into()));
+            }
+        } else {
+            if self.interval.primary != Some(from) {
+                return Err(ignore("not from the primary".into()));
+            }
+            if matches!(self.phase, Phase::Replica { activated: false }) {
+                self.park(PgMsg::Push(push));
+                return Ok(());
+            }
+            self.pushes_owed.insert(push.object.clone(), from);
+        }
+        let txn = push_txn(self.collection, &push)
+            .map_err(|e| ignore(format!("bad object state: {e}")))?;
+        fx.store.push(StoreWrite {
+            version: self.last_update,
+            txn,
+            tag: StoreTag::Push(push.object),
+        });
+        Ok(())
+    }
+
+    fn on_push_ack(&mut self, from: OsdId, object: Bytes, fx: &mut Effects) {
+        let key = ObjectKey::new(object.clone());
+        if self.healing.backfill_targets.contains(&from) {
+            if let Some((targets, _)) = self.healing.backfill_in_flight.get_mut(&key) {
+                targets.remove(&from);
+                if targets.is_empty() {
+                    self.healing.backfill_in_flight.remove(&key);
+                }
+            }
+            self.schedule_backfill(fx);
+            return;
+        }
+        if let Some(osds) = self.healing.missing.get_mut(&object) {
+            osds.remove(&from);
+            if osds.is_empty() {
+                self.healing.missing.remove(&object);
+                self.healing.recovering.remove(&object);
+            }
+        }
+        self.schedule_recovery(fx);
+        self.maybe_clean(fx);
+    }
+
+    /// Moves `object` to the front of recovery (a client waits for it).
+    fn prioritize(&mut self, object: Bytes, fx: &mut Effects) {
+        if self.healing.missing.contains_key(&object)
+            && !self.healing.recovering.contains_key(&object)
+            && !self.healing.priority.contains(&object)
+        {
+            self.healing.priority.push_front(object);
+        }
+        self.schedule_recovery(fx);
+    }
+
+    /// Starts recovery of lacking objects up to the concurrency bound: a
+    /// pull when this primary lacks the object, else a push to the copies
+    /// that lack it. Waiting clients' objects go first.
+    fn schedule_recovery(&mut self, fx: &mut Effects) {
+        if !matches!(self.phase, Phase::Active) {
+            return;
+        }
+        let healing = &mut self.healing;
+        // Priority objects may exceed the bound by one: a client waits.
+        while let Some(object) = healing.priority.pop_front() {
+            if healing.missing.contains_key(&object) && !healing.recovering.contains_key(&object) {
+                start_recovery(
+                    healing,
+                    self.whoami,
+                    self.interval.epoch_started,
+                    object,
+                    fx,
+                );
+                break;
+            }
+        }
+        while healing.recovering.len() < RECOVERY_OPS_MAX {
+            let next = healing
+                .missing
+                .keys()
+                .find(|o| !healing.recovering.contains_key(*o) && !healing.unfound.contains(*o))
+                .cloned();
+            let Some(object) = next else { break };
+            start_recovery(
+                healing,
+                self.whoami,
+                self.interval.epoch_started,
+                object,
+                fx,
+            );
+        }
+    }
+
+    /// Asks for the next page of objects to backfill, if there are targets,
+    /// this copy lacks nothing, and pushes are below their bound.
+    fn schedule_backfill(&mut self, fx: &mut Effects) {
+        let healing = &mut self.healing;
+        if !matches!(self.phase, Phase::Active)
+            || healing.backfill_targets.is_empty()
+            || !healing.backfill_done_waiting.is_empty()
+        {
+            return;
+        }
+        let self_missing = healing.missing.values().any(|o| o.contains(&self.whoami));
+        if self_missing {
+            return;
+        }
+        if !healing.scan_done {
+            if !healing.scan_pending && healing.backfill_in_flight.len() < BACKFILL_PUSHES_MAX {
+                healing.scan_pending = true;
+                fx.scan = Some(healing.pushed_through.clone());
+            }
+            return;
+        }
+        if healing.backfill_in_flight.is_empty() {
+            for target in &healing.backfill_targets {
+                healing.backfill_done_waiting.insert(*target);
+                let done = PgMsg::BackfillDone {
+                    from: self.whoami,
+                    interval_epoch: self.interval.epoch_started,
+                };
+                fx.send.push((*target, done));
+            }
+        }
+    }
+
+    fn on_backfill_page(&mut self, keys: Vec<ObjectKey>, more: bool, fx: &mut Effects) {
+        let healing = &mut self.healing;
+        if !healing.scan_pending {
+            return;
+        }
+        healing.scan_pending = false;
+        let targets: Vec<OsdId> = healing.backfill_targets.iter().copied().collect();
+        for key in keys {
+            if healing.pushed_through.as_ref().is_some_and(|p| key <= *p) {
+                continue;
+            }
+            healing.pushed_through = Some(key.clone());
+            let waiting: BTreeSet<OsdId> = targets.iter().copied().collect();
+            healing.backfill_in_flight.insert(key.clone(), (waiting, 0));
+            fx.pushes.push((key.name, targets.clone()));
+        }
+        if !more {
+            healing.scan_done = true;
+        }
+        self.schedule_backfill(fx);
+    }
+
+    /// Every backfill target is complete: ask for the acting set placement
+    /// wants, if the temporary one differs.
+    fn after_backfill(&mut self, fx: &mut Effects) {
+        fx.notes.push("backfill complete".into());
+        let size = usize::try_from(self.interval.size).unwrap_or(usize::MAX);
+        let want = want_acting(
+            &self.interval.up,
+            &self.interval.acting,
+            size,
+            &self.healing.sources,
+        );
+        if want != self.interval.acting {
+            let temp = (want != self.interval.up).then_some(want);
+            self.request_temp(temp, fx);
+        }
+        self.maybe_clean(fx);
+    }
+
+    /// Once nothing is missing, backfilled or remapped, removes the strays.
+    fn maybe_clean(&mut self, fx: &mut Effects) {
+        if !self.is_clean() {
+            return;
+        }
+        for stray in std::mem::take(&mut self.healing.strays) {
+            let purge = PgMsg::Purge {
+                from: self.whoami,
+                interval_epoch: self.interval.epoch_started,
+            };
+            fx.send.push((stray, purge));
+        }
+    }
+
+    fn is_clean(&self) -> bool {
+        matches!(self.phase, Phase::Active)
+            && self.healing.missing.is_empty()
+            && self.healing.backfill_targets.is_empty()
+            && self.interval.acting == self.interval.up
+            && self.interval.acting.len() >= usize::try_from(self.interval.size).unwrap_or(0)
+    }
+
+    fn on_tick(&mut self, fx: &mut Effects) {
+        let query = self.query();
+        match &mut self.phase {
+            Phase::Peering { waiting, ticks, .. } => {
+                *ticks += 1;
+                if *ticks % RESEND_TICKS == 0 {
+                    for osd in waiting.iter() {
+                        fx.send.push((*osd, query.clone()));
+                    }
+                }
+            }
+            Phase::Activating { ticks, .. } => {
+                *ticks += 1;
+                if *ticks % RESEND_TICKS == 0 {
+                    for (osd, msg) in &self.healing.activations {
+                        fx.send.push((*osd, msg.clone()));
+                    }
+                }
+            }
+            Phase::WaitingTemp { ticks } => {
+                *ticks += 1;
+                if *ticks % (RESEND_TICKS * 3) == 0
+                    && let Some(temp) = self.healing.temp_requested.clone()
+                {
+                    fx.pg_temp = Some(temp);
+                }
+            }
+            Phase::Active => {
+                let healing = &mut self.healing;
+                let mut stalled = Vec::new();
+                for (object, ticks) in &mut healing.recovering {
+                    *ticks += 1;
+                    if *ticks >= STALLED_TICKS {
+                        stalled.push(object.clone());
+                    }
+                }
+                for object in stalled {
+                    healing.recovering.remove(&object);
+                }
+                // Unfound objects are looked for again now and then.
+                healing.unfound.clear();
+                let mut repush = Vec::new();
+                for (key, (targets, ticks)) in &mut healing.backfill_in_flight {
+                    *ticks += 1;
+                    if *ticks >= STALLED_TICKS {
+                        *ticks = 0;
+                        repush.push((key.name.clone(), targets.iter().copied().collect()));
+                    }
+                }
+                fx.pushes.extend(repush);
+                for target in &healing.backfill_done_waiting {
+                    let done = PgMsg::BackfillDone {
+                        from: self.whoami,
+                        interval_epoch: self.interval.epoch_started,
+                    };
+                    fx.send.push((*target, done));
+                }
+                if let Some(temp) = healing.temp_requested.clone()
+                    && temp.as_ref() != Some(&self.interval.acting)
+                {
+                    fx.pg_temp = Some(temp);
+                }
+                self.schedule_recovery(fx);
+                self.schedule_backfill(fx);
+            }
+            Phase::Replica { .. } | Phase::Incomplete { .. } => {}
+        }
+    }
+
+    /// The PG's state as Ceph names them, `+`-joined (primary's view).
+    #[must_use]
+    pub fn state_name(&self) -> String {
+        let size = usize::try_from(self.interval.size).unwrap_or(usize::MAX);
+        let mut parts: Vec<&str> = Vec::new();
+        match &self.phase {
+            Phase::Replica { .. } => return "replica".into(),
+            Phase::Peering { .. } | Phase::WaitingTemp { .. } => return "peering".into(),
+            Phase::Incomplete { .. } => return "incomplete".into(),
+            Phase::Activating { .. } => return "activating".into(),
+            Phase::Active => {}
+        }
+        let healing = &self.healing;
+        if self.complete_acting_count() < self.interval.min_size {
+            parts.push("inactive");
+        } else {
+            parts.push("active");
+        }
+        let undersized = self.interval.acting.len() < size;
+        let degraded =
+            undersized || !healing.missing.is_empty() || !healing.backfill_targets.is_empty();
+        let remapped = self.interval.acting != self.interval.up;
+        if undersized {
+            parts.push("undersized");
+        }
+        if degraded {
+            parts.push("degraded");
+        }
+        if remapped {
+            parts.push("remapped");
+        }
+        if !healing.missing.is_empty() {
+            parts.push(if healing.recovering.is_empty() {
+                "recovery_wait"
+            } else {
+                "recovering"
+            });
+        }
+        if !healing.backfill_targets.is_empty() {
+            parts.push("backfilling");
+        }
+        if !healing.unfound.is_empty() {
+            parts.push("unfound");
+        }
+        if !degraded && !remapped {
+            parts.push("clean");
+        }
+        parts.join("+")
+    }
+
+    /// Why the PG is not serving, if it is not.
+    #[must_use]
+    pub fn blocked_reason(&self) -> Option<String> {
+        match &self.phase {
+            Phase::Incomplete { reason } => Some(reason.clone()),
+            Phase::Peering { waiting, .. } => Some(format!(
+                "waiting for {} peer(s): {:?}",
+                waiting.len(),
+                waiting.iter().map(|o| o.0).collect::<Vec<_>>()
+            )),
+            Phase::WaitingTemp { .. } => Some("waiting for a temporary acting set".into()),
+            Phase::Activating { waiting, .. } => {
+                Some(format!("waiting for {} peer(s) to activate", waiting.len()))
+            }
+            Phase::Replica { .. } | Phase::Active => None,
+        }
+    }
+
+    /// Objects some copy still lacks (primary), and copies being backfilled.
+    #[must_use]
+    pub fn healing_counts(&self) -> (usize, usize) {
+        (
+            self.healing.missing.len(),
+            self.healing.backfill_targets.len(),
+        )
+    }
+
+    /// Whether this OSD serves client ops for the PG now.
+    #[must_use]
+    pub fn is_active_primary(&self) -> bool {
+        self.is_primary() && matches!(self.phase, Phase::Active)
+    }
+
+    /// Whether this copy lacks `object` (a read must wait for recovery).
+    #[must_use]
+    pub fn lacks(&self, object: &[u8]) -> bool {
+        self.local_missing.contains(object)
+    }
+
+    /// This copy's peering facts.
+    #[must_use]
+    pub fn info(&self) -> PgInfo {
+        PgInfo {
+            last_update: self.last_update,
+            ..self.info.clone()
+        }
     }
 
     #[must_use]
@@ -808,6 +2216,108 @@ impl Pg {
     }
 }
 
+/// Issues the recovery of one object: a pull from a source if this primary
+/// lacks it, else a push to the copies that lack it; an object no source
+/// holds is marked unfound.
+fn start_recovery(
+    healing: &mut Healing,
+    whoami: OsdId,
+    interval_epoch: Epoch,
+    object: Bytes,
+    fx: &mut Effects,
+) {
+    let lacking = healing.missing.get(&object).cloned().unwrap_or_default();
+    if lacking.contains(&whoami) {
+        let source = healing
+            .sources
+            .iter()
+            .find(|o| !lacking.contains(o) && **o != whoami)
+            .copied();
+        let Some(source) = source else {
+            healing.unfound.insert(object);
+            return;
+        };
+        let pull = PgMsg::Pull {
+            from: whoami,
+            interval_epoch,
+            object: object.clone(),
+        };
+        fx.send.push((source, pull));
+    } else {
+        fx.pushes
+            .push((object.clone(), lacking.into_iter().collect()));
+    }
+    healing.recovering.insert(object, 0);
+}
+
+/// What a copy with `log` keeps and receives to match `auth_log`: it keeps
+/// its entries up to the newest version both logs hold, and takes the
+/// authoritative entries after it.
+fn log_delta(log: &[LogEntry], auth_log: &[LogEntry]) -> (Version, Vec<LogEntry>) {
+    let auth_versions: BTreeSet<Version> = auth_log.iter().map(|e| e.version).collect();
+    let common = log
+        .iter()
+        .rev()
+        .map(|e| e.version)
+        .find(|v| auth_versions.contains(v))
+        .unwrap_or(Version::ZERO);
+    let entries = auth_log
+        .iter()
+        .filter(|e| e.version > common)
+        .cloned()
+        .collect();
+    (common, entries)
+}
+
+/// The transaction that makes an object exactly what a push carries,
+/// whatever this copy holds of it (touch then remove is valid either way,
+/// so a duplicate or reordered push never fails in the store).
+///
+/// # Errors
+/// The pushed state does not make a valid transaction.
+pub fn push_txn(collection: CollectionId, push: &Push) -> Result<Transaction, StoreError> {
+    let key = ObjectKey::new(push.object.clone());
+    let mut txn = Transaction::new(collection);
+    txn.push(Op::Touch {
+        object: key.clone(),
+    });
+    txn.push(Op::Remove {
+        object: key.clone(),
+    });
+    if let Some(state) = &push.state {
+        txn.push(Op::Touch {
+            object: key.clone(),
+        });
+        if !state.data.is_empty() {
+            txn.push(Op::WriteFull {
+                object: key.clone(),
+                data: state.data.clone(),
+            });
+        }
+        if !state.xattrs.is_empty() {
+            txn.push(Op::SetXattrs {
+                object: key.clone(),
+                xattrs: state.xattrs.clone(),
+            });
+        }
+        if !state.omap.is_empty() {
+            txn.push(Op::OmapSet {
+                object: key.clone(),
+                entries: state.omap.clone(),
+            });
+        }
+        txn.push(Op::SetVersion {
+            object: key,
+            version: state.version,
+        });
+    }
+    txn.push(Op::MetaRemove {
+        key: missing_key(&push.object),
+    });
+    txn.validate()?;
+    Ok(txn)
+}
+
 /// Checks that every op changes `object` (clients write one object per
 /// request, and may not touch the PG's metadata keys) and says whether the
 /// request ends by removing it.
@@ -849,9 +2359,11 @@ mod tests {
     fn interval_validation_catches_inconsistent_maps() {
         let mut interval = Interval {
             epoch_started: Epoch(1),
+            up: vec![OsdId(1), OsdId(2)],
             acting: vec![OsdId(1), OsdId(2)],
             primary: Some(OsdId(1)),
             min_size: 1,
+            size: 2,
         };
         assert_eq!(interval.validate(), Ok(()));
         interval.primary = Some(OsdId(3));
@@ -892,9 +2404,11 @@ mod tests {
     fn stale_or_bad_interval_change_is_ignored() {
         let interval = Interval {
             epoch_started: Epoch(4),
+            up: vec![OsdId(1)],
             acting: vec![OsdId(1)],
             primary: Some(OsdId(1)),
             min_size: 1,
+            size: 1,
         };
         let pg = PgId::new(cairn_types::PoolId(1), 0);
         let mut pg = Pg::new(pg, OsdId(1), interval.clone(), PgLimits::default()).expect("valid");

@@ -15,7 +15,8 @@
 //! | `0x0204` | [`PeerPong`] | OSD → OSD, response |
 
 use crate::log::{LogEntry, ReqId, Version};
-use crate::pg::{PgMsg, SubWrite, SubWriteAck};
+use crate::peering::{PeerCopy, PgInfo};
+use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 use bytes::{Bytes, BytesMut};
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -368,12 +369,76 @@ pub enum PeerMsg {
         ops: Vec<OpWire>,
         prior: VersionWire,
         committed_to: VersionWire,
+        log_only: bool,
     },
     SubWriteAck {
         pg: PgId,
         from: OsdId,
         version: VersionWire,
     },
+    /// Peering's question for a copy; also `Activated`, `BackfillDone`,
+    /// `BackfillDoneAck` and `Purge`, which carry nothing else.
+    Signal {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        signal: SignalKind,
+    },
+    /// A copy: its log entries, then the names it lacks, are the data
+    /// segment (records of a u32 little-endian length and the bytes).
+    Notify {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        exists: bool,
+        last_update: VersionWire,
+        last_epoch_started: Epoch,
+        backfilling: bool,
+        entries: u32,
+        missing: u32,
+    },
+    /// The authoritative history; entries then missing names are the data
+    /// segment, as in `Notify`.
+    Activate {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        keep_through: VersionWire,
+        last_update: VersionWire,
+        committed_to: VersionWire,
+        backfill: bool,
+        entries: u32,
+        missing: u32,
+    },
+    /// An object's whole state; its data is the data segment.
+    Push {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: ByteBuf,
+        exists: bool,
+        version: u64,
+        xattrs: Vec<(ByteBuf, ByteBuf)>,
+        omap: Vec<(ByteBuf, ByteBuf)>,
+    },
+    /// `PushAck` or `Pull` of one object.
+    ObjectSignal {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: ByteBuf,
+        pull: bool,
+    },
+}
+
+/// The peering messages that carry only their sender and interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignalKind {
+    Query,
+    Activated,
+    BackfillDone,
+    BackfillDoneAck,
+    Purge,
 }
 
 impl Message for PeerMsg {
@@ -417,6 +482,12 @@ fn unbuf(b: ByteBuf) -> Bytes {
 /// # Errors
 /// An op a client write never produces (collection or metadata ops).
 pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDecodeError> {
+    let signal = |from: OsdId, interval_epoch: Epoch, signal: SignalKind| PeerMsg::Signal {
+        pg,
+        from,
+        interval_epoch,
+        signal,
+    };
     let write = match msg {
         PgMsg::SubWriteAck(ack) => {
             let body = PeerMsg::SubWriteAck {
@@ -427,6 +498,109 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
             return Ok((body, Bytes::new()));
         }
         PgMsg::SubWrite(write) => write,
+        PgMsg::Query {
+            from,
+            interval_epoch,
+        } => {
+            return Ok((
+                signal(*from, *interval_epoch, SignalKind::Query),
+                Bytes::new(),
+            ));
+        }
+        PgMsg::Activated {
+            from,
+            interval_epoch,
+        } => {
+            let body = signal(*from, *interval_epoch, SignalKind::Activated);
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::BackfillDone {
+            from,
+            interval_epoch,
+        } => {
+            let body = signal(*from, *interval_epoch, SignalKind::BackfillDone);
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::BackfillDoneAck {
+            from,
+            interval_epoch,
+        } => {
+            let body = signal(*from, *interval_epoch, SignalKind::BackfillDoneAck);
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::Purge {
+            from,
+            interval_epoch,
+        } => {
+            return Ok((
+                signal(*from, *interval_epoch, SignalKind::Purge),
+                Bytes::new(),
+            ));
+        }
+        PgMsg::PushAck {
+            from,
+            interval_epoch,
+            object,
+        }
+        | PgMsg::Pull {
+            from,
+            interval_epoch,
+            object,
+        } => {
+            let body = PeerMsg::ObjectSignal {
+                pg,
+                from: *from,
+                interval_epoch: *interval_epoch,
+                object: buf(object),
+                pull: matches!(msg, PgMsg::Pull { .. }),
+            };
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::Notify(notify) => {
+            let copy = &notify.copy;
+            let (data, entries, missing) = records(&copy.log, copy.missing.iter());
+            let body = PeerMsg::Notify {
+                pg,
+                from: notify.from,
+                interval_epoch: notify.interval_epoch,
+                exists: copy.info.exists,
+                last_update: copy.info.last_update.into(),
+                last_epoch_started: copy.info.last_epoch_started,
+                backfilling: copy.info.backfilling,
+                entries,
+                missing,
+            };
+            return Ok((body, data));
+        }
+        PgMsg::Activate(activate) => {
+            let (data, entries, missing) = records(&activate.entries, activate.missing.iter());
+            let body = PeerMsg::Activate {
+                pg,
+                from: activate.from,
+                interval_epoch: activate.interval_epoch,
+                keep_through: activate.keep_through.into(),
+                last_update: activate.last_update.into(),
+                committed_to: activate.committed_to.into(),
+                backfill: activate.backfill,
+                entries,
+                missing,
+            };
+            return Ok((body, data));
+        }
+        PgMsg::Push(push) => {
+            let state = push.state.clone().unwrap_or_default();
+            let body = PeerMsg::Push {
+                pg,
+                from: push.from,
+                interval_epoch: push.interval_epoch,
+                object: buf(&push.object),
+                exists: push.state.is_some(),
+                version: state.version,
+                xattrs: bufs(&state.xattrs),
+                omap: bufs(&state.omap),
+            };
+            return Ok((body, state.data));
+        }
     };
     let mut payloads: Vec<Bytes> = Vec::new();
     let mut ops = Vec::with_capacity(write.ops.len());
@@ -488,8 +662,69 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
         ops,
         prior: write.prior.into(),
         committed_to: write.committed_to.into(),
+        log_only: write.log_only,
     };
     Ok((body, data))
+}
+
+/// The data segment of `Notify` and `Activate`: each log entry, then each
+/// name, as a u32 little-endian length and the bytes; with their counts.
+fn records<'a>(entries: &[LogEntry], names: impl Iterator<Item = &'a Bytes>) -> (Bytes, u32, u32) {
+    let mut out = BytesMut::new();
+    let mut put = |bytes: &[u8]| {
+        let len = u32::try_from(bytes.len()).expect("records are bounded by the store's limits");
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    for entry in entries {
+        put(&entry.encode());
+    }
+    let mut count = 0u32;
+    for name in names {
+        put(name);
+        count += 1;
+    }
+    let entries = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+    (out.freeze(), entries, count)
+}
+
+/// Reads what [`records`] wrote.
+fn unrecords(
+    data: &Bytes,
+    entries: u32,
+    names: u32,
+) -> Result<(Vec<LogEntry>, Vec<Bytes>), PeerDecodeError> {
+    let bad = || PeerDecodeError::DataLength(data.len());
+    let mut at = 0usize;
+    let mut next = || -> Result<Bytes, PeerDecodeError> {
+        let len_end = at
+            .checked_add(4)
+            .filter(|e| *e <= data.len())
+            .ok_or_else(bad)?;
+        let mut len = [0u8; 4];
+        len.copy_from_slice(&data[at..len_end]);
+        let len = usize::try_from(u32::from_le_bytes(len)).map_err(|_| bad())?;
+        let end = len_end
+            .checked_add(len)
+            .filter(|e| *e <= data.len())
+            .ok_or_else(bad)?;
+        at = end;
+        Ok(data.slice(len_end..end))
+    };
+    // Counts come from the network: never allocate by them up front.
+    let mut log = Vec::new();
+    for _ in 0..entries {
+        let bytes = next()?;
+        log.push(LogEntry::decode(&bytes).map_err(|e| PeerDecodeError::Entry(e.to_string()))?);
+    }
+    let mut out = Vec::new();
+    for _ in 0..names {
+        out.push(next()?);
+    }
+    if at != data.len() {
+        return Err(bad());
+    }
+    Ok((log, out))
 }
 
 /// Decodes a peer message and its data segment into the PG it is for and
@@ -498,7 +733,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
 /// # Errors
 /// [`PeerDecodeError`] for a malformed entry or mismatched payloads.
 pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecodeError> {
-    let (pg, from, interval_epoch, entry, wire_ops, prior, committed_to) = match msg {
+    let (pg, from, interval_epoch, entry, wire_ops, prior, committed_to, log_only) = match msg {
         PeerMsg::SubWriteAck { pg, from, version } => {
             let ack = SubWriteAck {
                 from,
@@ -514,7 +749,18 @@ pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDe
             ops,
             prior,
             committed_to,
-        } => (pg, from, interval_epoch, entry, ops, prior, committed_to),
+            log_only,
+        } => (
+            pg,
+            from,
+            interval_epoch,
+            entry,
+            ops,
+            prior,
+            committed_to,
+            log_only,
+        ),
+        other => return decode_peering(other, data),
     };
     let entry = LogEntry::decode(&entry).map_err(|e| PeerDecodeError::Entry(e.to_string()))?;
     let object = ObjectKey::new(entry.object.clone());
@@ -590,8 +836,162 @@ pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDe
         ops,
         prior: prior.into(),
         committed_to: committed_to.into(),
+        log_only,
     };
     Ok((pg, PgMsg::SubWrite(write)))
+}
+
+/// Decodes the peering, recovery and backfill messages.
+fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecodeError> {
+    let no_data = || {
+        if data.is_empty() {
+            Ok(())
+        } else {
+            Err(PeerDecodeError::DataLength(data.len()))
+        }
+    };
+    Ok(match msg {
+        PeerMsg::Signal {
+            pg,
+            from,
+            interval_epoch,
+            signal,
+        } => {
+            no_data()?;
+            let msg = match signal {
+                SignalKind::Query => PgMsg::Query {
+                    from,
+                    interval_epoch,
+                },
+                SignalKind::Activated => PgMsg::Activated {
+                    from,
+                    interval_epoch,
+                },
+                SignalKind::BackfillDone => PgMsg::BackfillDone {
+                    from,
+                    interval_epoch,
+                },
+                SignalKind::BackfillDoneAck => PgMsg::BackfillDoneAck {
+                    from,
+                    interval_epoch,
+                },
+                SignalKind::Purge => PgMsg::Purge {
+                    from,
+                    interval_epoch,
+                },
+            };
+            (pg, msg)
+        }
+        PeerMsg::ObjectSignal {
+            pg,
+            from,
+            interval_epoch,
+            object,
+            pull,
+        } => {
+            no_data()?;
+            let object = unbuf(object);
+            let msg = if pull {
+                PgMsg::Pull {
+                    from,
+                    interval_epoch,
+                    object,
+                }
+            } else {
+                PgMsg::PushAck {
+                    from,
+                    interval_epoch,
+                    object,
+                }
+            };
+            (pg, msg)
+        }
+        PeerMsg::Notify {
+            pg,
+            from,
+            interval_epoch,
+            exists,
+            last_update,
+            last_epoch_started,
+            backfilling,
+            entries,
+            missing,
+        } => {
+            let (log, missing) = unrecords(data, entries, missing)?;
+            let copy = PeerCopy {
+                info: PgInfo {
+                    exists,
+                    last_update: last_update.into(),
+                    last_epoch_started,
+                    backfilling,
+                },
+                log,
+                missing: missing.into_iter().collect(),
+            };
+            let notify = Notify {
+                from,
+                interval_epoch,
+                copy,
+            };
+            (pg, PgMsg::Notify(notify))
+        }
+        PeerMsg::Activate {
+            pg,
+            from,
+            interval_epoch,
+            keep_through,
+            last_update,
+            committed_to,
+            backfill,
+            entries,
+            missing,
+        } => {
+            let (entries, missing) = unrecords(data, entries, missing)?;
+            let activate = Activate {
+                from,
+                interval_epoch,
+                keep_through: keep_through.into(),
+                entries,
+                last_update: last_update.into(),
+                committed_to: committed_to.into(),
+                missing,
+                backfill,
+            };
+            (pg, PgMsg::Activate(activate))
+        }
+        PeerMsg::Push {
+            pg,
+            from,
+            interval_epoch,
+            object,
+            exists,
+            version,
+            xattrs,
+            omap,
+        } => {
+            let state = exists.then(|| ObjectState {
+                data: data.clone(),
+                xattrs: unbufs(xattrs),
+                omap: unbufs(omap),
+                version,
+            });
+            if !exists {
+                no_data()?;
+            }
+            let push = Push {
+                from,
+                interval_epoch,
+                object: unbuf(object),
+                state,
+            };
+            (pg, PgMsg::Push(push))
+        }
+        PeerMsg::SubWrite { .. } | PeerMsg::SubWriteAck { .. } => {
+            return Err(PeerDecodeError::Unsupported(
+                "sub-write routed as peering".into(),
+            ));
+        }
+    })
 }
 
 #[cfg(test)]
@@ -628,6 +1028,7 @@ mod tests {
             ops,
             prior: Version::new(9, 3),
             committed_to: Version::new(9, 2),
+            log_only: false,
         };
         let msg = PgMsg::SubWrite(write);
         let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");

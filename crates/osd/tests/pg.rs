@@ -5,13 +5,14 @@
 
 use bytes::Bytes;
 use cairn_osd::{
-    Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, Pg, PgEvent, PgLimits,
-    PgMsg, Reply, ReqId, RetryReason, StoreWrite, SubWrite, Version,
+    Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext, ObjectState, Pg,
+    PgEvent, PgLimits, PgMsg, Push, Reply, ReqId, RetryReason, StoreTag, StoreWrite, SubWrite,
+    Version,
 };
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use proptest::prelude::*;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 const PG: PgId = PgId {
     pool: PoolId(1),
@@ -19,10 +20,13 @@ const PG: PgId = PgId {
 };
 
 fn interval(epoch: u64, acting: &[u32], min_size: u32) -> Interval {
+    let acting: Vec<OsdId> = acting.iter().map(|id| OsdId(*id)).collect();
     Interval {
         epoch_started: Epoch(epoch),
-        acting: acting.iter().map(|id| OsdId(*id)).collect(),
-        primary: acting.first().map(|id| OsdId(*id)),
+        up: acting.clone(),
+        primary: acting.first().copied(),
+        size: u32::try_from(acting.len()).expect("small"),
+        acting,
         min_size,
     }
 }
@@ -43,7 +47,7 @@ fn req(tid: u64) -> ReqId {
 struct Harness {
     pgs: BTreeMap<OsdId, Pg>,
     links: BTreeMap<(OsdId, OsdId), VecDeque<PgMsg>>,
-    commits: Vec<(OsdId, Version)>,
+    commits: Vec<(OsdId, Version, StoreTag)>,
     stored: BTreeMap<OsdId, Vec<StoreWrite>>,
     replies: Vec<(ReqId, Reply)>,
     ignored: Vec<(OsdId, Ignored)>,
@@ -78,11 +82,24 @@ impl Harness {
         let pg = self.pgs.get_mut(&osd).expect("known osd");
         let fx: Effects = pg.handle(event);
         for write in fx.store {
-            self.commits.push((osd, write.version));
+            self.commits.push((osd, write.version, write.tag.clone()));
             self.stored.entry(osd).or_default().push(write);
         }
         for (to, msg) in fx.send {
             self.links.entry((osd, to)).or_default().push_back(msg);
+        }
+        // The shell's part of recovery: read the object, push it.
+        let epoch = self.pgs[&osd].interval().epoch_started;
+        for (object, targets) in fx.pushes {
+            for to in targets {
+                let push = PgMsg::Push(Push {
+                    from: osd,
+                    interval_epoch: epoch,
+                    object: object.clone(),
+                    state: Some(ObjectState::default()),
+                });
+                self.links.entry((osd, to)).or_default().push_back(push);
+            }
         }
         self.replies.extend(fx.replies);
         self.ignored
@@ -126,16 +143,39 @@ impl Harness {
             .map(|(k, _)| *k)
         {
             let msg = self.links.get_mut(&key).and_then(VecDeque::pop_front);
-            self.event(key.1, msg.expect("non-empty link").into());
+            self.deliver(key.1, msg.expect("non-empty link"));
         }
+    }
+
+    /// Hands `msg` to `to`; a pull is answered by the shell, as a push.
+    fn deliver(&mut self, to: OsdId, msg: PgMsg) {
+        if let PgMsg::Pull {
+            from,
+            interval_epoch,
+            object,
+        } = msg
+        {
+            let push = PgMsg::Push(Push {
+                from: to,
+                interval_epoch,
+                object,
+                state: Some(ObjectState::default()),
+            });
+            self.links.entry((to, from)).or_default().push_back(push);
+            return;
+        }
+        self.event(to, msg.into());
     }
 
     /// Completes every pending store commit of `osd`.
     fn commit(&mut self, osd: u32) {
-        let (mine, rest) = self.commits.drain(..).partition(|(o, _)| *o == OsdId(osd));
+        let (mine, rest) = self
+            .commits
+            .drain(..)
+            .partition(|(o, _, _)| *o == OsdId(osd));
         self.commits = rest;
-        for (osd, version) in mine {
-            self.event(osd, PgEvent::LocalCommitted { version });
+        for (osd, version, tag) in mine {
+            self.event(osd, committed(version, tag));
         }
     }
 
@@ -165,10 +205,10 @@ impl Harness {
         if pick < links.len() {
             let key = links[pick];
             let msg = self.links.get_mut(&key).and_then(VecDeque::pop_front);
-            self.event(key.1, msg.expect("non-empty link").into());
+            self.deliver(key.1, msg.expect("non-empty link"));
         } else {
-            let (osd, version) = self.commits.swap_remove(pick - links.len());
-            self.event(osd, PgEvent::LocalCommitted { version });
+            let (osd, version, tag) = self.commits.swap_remove(pick - links.len());
+            self.event(osd, committed(version, tag));
         }
         true
     }
@@ -189,6 +229,33 @@ impl Harness {
 
     fn log_versions(&self, osd: u32) -> Vec<Version> {
         self.pg(osd).log().iter().map(|e| e.version).collect()
+    }
+}
+
+/// The event a durable store write reports, as the daemon's commit loop
+/// makes it.
+fn committed(version: Version, tag: StoreTag) -> PgEvent {
+    match tag {
+        StoreTag::Entry => PgEvent::LocalCommitted { version },
+        tag => PgEvent::Committed(tag),
+    }
+}
+
+impl Harness {
+    /// Moves every OSD to `interval` with all of them up, as the daemon
+    /// does on a map change.
+    fn change_interval(&mut self, interval: &Interval) {
+        let up: BTreeSet<OsdId> = self.pgs.keys().copied().collect();
+        let context = MapContext {
+            up_osds: up,
+            past: Vec::new(),
+            history_from: Epoch(1),
+        };
+        let osds: Vec<OsdId> = self.pgs.keys().copied().collect();
+        for osd in osds {
+            self.event(osd, PgEvent::MapContext(context.clone()));
+            self.event(osd, PgEvent::IntervalChange(interval.clone()));
+        }
     }
 }
 
@@ -426,22 +493,36 @@ fn replica_ignores_sub_writes_from_non_primary_or_old_interval() {
 }
 
 #[test]
-fn interval_change_retries_in_flight_and_never_reapplies() {
+fn interval_change_retries_in_flight_and_peering_settles_it_once() {
     let mut h = three();
     h.client_write(1, 1, 5, "a");
     h.commit(1);
-    h.event(
-        OsdId(1),
-        PgEvent::IntervalChange(interval(6, &[1, 2, 3], 2)),
-    );
+    let next = interval(6, &[1, 2, 3], 2);
+    h.change_interval(&next);
     let changed = RetryReason::IntervalChanged { epoch: Epoch(6) };
     assert_eq!(h.replies, vec![(req(1), Reply::Retry { reason: changed })]);
+    // Until peering ends the primary serves nothing.
     h.client_write(1, 1, 6, "a");
-    let waiting = RetryReason::AwaitingPeering {
+    let peering = RetryReason::NotActive;
+    assert_eq!(h.replies[1], (req(1), Reply::Retry { reason: peering }));
+    h.run();
+    assert_eq!(h.pg(1).state_name(), "active+clean");
+    // The primary's copy had the write: peering kept it, so the resend
+    // is answered from the log and not applied again.
+    h.client_write(1, 1, 6, "a");
+    let done = Reply::Done {
         version: Version::new(5, 1),
+        result: LogResult::Ok { object_version: 1 },
     };
-    assert_eq!(h.replies[1], (req(1), Reply::Retry { reason: waiting }));
-    assert_eq!(h.stored[&OsdId(1)].len(), 1, "not applied twice");
+    assert_eq!(h.replies[2], (req(1), done));
+    for osd in 1..=3 {
+        assert_eq!(h.log_versions(osd), vec![Version::new(5, 1)]);
+        let entries = h.stored[&OsdId(osd)]
+            .iter()
+            .filter(|w| w.tag == StoreTag::Entry)
+            .count();
+        assert!(entries <= 1, "osd.{osd} applied the write {entries} times");
+    }
 }
 
 #[test]

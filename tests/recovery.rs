@@ -1,0 +1,273 @@
+//! Self-healing with real processes: a whole cluster restarted on its data,
+//! an OSD SIGKILLed and brought back while writers run, an OSD marked out
+//! (its data moves, old copies go only after new ones are complete). After
+//! each: every PG `active+clean` and every acknowledged write byte-exact.
+
+mod common;
+
+use bytes::Bytes;
+use cairn_client::{Client, ClientConfig, ClientOptions, ReadRange};
+use common::{Cluster, is_running, ok, ok_json};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const POOL: &str = "data";
+/// Longest healing may take in these small clusters.
+const CLEAN_WAIT: Duration = Duration::from_secs(90);
+const OP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Object `index`'s bytes: distinct per index and sized 1 to 96 KiB.
+fn payload(index: u64) -> Bytes {
+    let len = 1024 + usize::try_from(index * 7919 % (95 * 1024)).unwrap_or(0);
+    Bytes::from(common::pattern(index, len))
+}
+
+fn options() -> ClientOptions {
+    ClientOptions {
+        op_deadline: OP_DEADLINE,
+        map_refresh_interval: Duration::from_millis(300),
+        ..ClientOptions::default()
+    }
+}
+
+/// Waits until every PG of the cluster is reported `active+clean`;
+/// panics with the last status otherwise.
+fn wait_clean(cluster: &Cluster) -> Duration {
+    let started = Instant::now();
+    let mut last = serde_json::Value::Null;
+    while started.elapsed() < CLEAN_WAIT {
+        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let states = status["pgs_by_state"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let current = status["reported_epoch"] == status["epoch"];
+        let clean = current && states.len() == 1 && states.contains_key("active+clean");
+        if clean {
+            return started.elapsed();
+        }
+        last = status;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let pgs = cluster.cairn(&["pg", "ls"]);
+    panic!(
+        "PGs not active+clean within {CLEAN_WAIT:?}: {}\n{}",
+        last["pgs_by_state"],
+        String::from_utf8_lossy(&pgs.stdout)
+    );
+}
+
+/// Reads every object back and compares it with what was acknowledged.
+async fn verify(client: &Client, indexes: &[u64]) {
+    for index in indexes {
+        let name = format!("obj-{index}");
+        let data = client
+            .read(POOL, name.as_bytes(), ReadRange::default())
+            .await
+            .unwrap_or_else(|e| panic!("read {name}: {e}"));
+        assert!(data == payload(*index), "{name} reads back byte-exact");
+    }
+}
+
+/// Writes `obj-{lane}`, `obj-{lane + lanes}`, ... until `stop`; returns
+/// the acknowledged indexes and the errors.
+async fn writer(
+    client: Client,
+    lane: u64,
+    lanes: u64,
+    stop: Arc<AtomicBool>,
+) -> (Vec<u64>, Vec<String>) {
+    let mut acked = Vec::new();
+    let mut errors = Vec::new();
+    let mut index = lane;
+    while !stop.load(Ordering::Relaxed) {
+        let name = format!("obj-{index}");
+        match client
+            .write_full(POOL, name.as_bytes(), payload(index))
+            .await
+        {
+            Ok(_) => acked.push(index),
+            Err(error) => errors.push(format!("{name}: {error}")),
+        }
+        index += lanes;
+    }
+    (acked, errors)
+}
+
+fn kill(pid: u32) {
+    assert!(is_running(pid));
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_restarted_cluster_serves_its_data() {
+    let _serial = common::serial();
+    let base_port = 18000;
+    let cluster = Cluster::up("restart", 3, base_port, &[]);
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let indexes: Vec<u64> = (0..200).collect();
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        for index in &indexes {
+            let name = format!("obj-{index}");
+            client
+                .write_full(POOL, name.as_bytes(), payload(*index))
+                .await
+                .expect("write");
+        }
+    });
+    let data = cluster.dir.display().to_string();
+    ok(cluster.cairn(&["down", "--data", &data]), "cairn down");
+    let port = base_port.to_string();
+    ok(
+        cluster.cairn(&["up", "--detach", "--data", &data, "--base-port", &port]),
+        "cairn up again",
+    );
+    let took = wait_clean(&cluster);
+    eprintln!("restarted cluster active+clean {took:?} after `cairn up` returned");
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        verify(&client, &indexes).await;
+        // And it takes writes again.
+        client
+            .write_full(POOL, b"after-restart", Bytes::from_static(b"x"))
+            .await
+            .expect("write after restart");
+    });
+}
+
+#[test]
+fn a_killed_osd_returns_and_recovers_under_writes() {
+    let _serial = common::serial();
+    let base_port = 18050;
+    let cluster = Cluster::up(
+        "kill-return",
+        4,
+        base_port,
+        &["--no-restart", "--down-grace", "3s"],
+    );
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let lanes = 4;
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks: Vec<_> = (0..lanes)
+            .map(|lane| tokio::spawn(writer(client.clone(), lane, lanes, stop.clone())))
+            .collect();
+        for round in 0..2 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let name = format!("osd.{}", round + 1);
+            kill(cluster.daemon_pid(&name));
+            // Down, then back while the writers go on.
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            let data = cluster.dir.display().to_string();
+            ok(
+                cluster.cairn(&["daemon", "start", &name, "--data", &data]),
+                "daemon start",
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stop.store(true, Ordering::Relaxed);
+        let mut acked = Vec::new();
+        let mut errors = Vec::new();
+        for task in tasks {
+            let (a, e) = task.await.expect("writer");
+            acked.extend(a);
+            errors.extend(e);
+        }
+        eprintln!(
+            "{} writes acknowledged, {} errors",
+            acked.len(),
+            errors.len()
+        );
+        assert!(acked.len() > 100, "writes went on: {errors:?}");
+        assert!(errors.is_empty(), "no write failed for good: {errors:?}");
+        let took = wait_clean(&cluster);
+        eprintln!("active+clean {took:?} after the writers stopped");
+        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let recovered = status["recovery"]["recovered_objects"].as_u64().unwrap_or(0);
+        eprintln!("objects recovered onto the returning OSDs: {recovered}");
+        assert!(recovered > 0, "the returning OSDs caught up by recovery: {status}");
+        verify(&client, &acked).await;
+    });
+}
+
+#[test]
+fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
+    let _serial = common::serial();
+    let base_port = 18100;
+    let cluster = Cluster::up("out", 4, base_port, &["--no-restart"]);
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let indexes: Vec<u64> = (0..300).collect();
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        for index in &indexes {
+            let name = format!("obj-{index}");
+            client
+                .write_full(POOL, name.as_bytes(), payload(*index))
+                .await
+                .expect("write");
+        }
+        ok(cluster.cairn(&["osd", "out", "2"]), "osd out");
+        // Writes go on while the data moves.
+        for index in 300..400u64 {
+            let name = format!("obj-{index}");
+            client
+                .write_full(POOL, name.as_bytes(), payload(index))
+                .await
+                .expect("write during the move");
+        }
+        let took = wait_clean(&cluster);
+        eprintln!("active+clean {took:?} after the writes that followed `osd out`");
+        let all: Vec<u64> = (0..400).collect();
+        verify(&client, &all).await;
+        // osd.2 holds no PG any more: its stray copies were removed.
+        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+        assert_eq!(status["osds_in"], 3, "{status}");
+        let moved = status["recovery"]["recovered_objects"].as_u64().unwrap_or(0);
+        eprintln!("objects pushed to their new OSDs: {moved}");
+        assert!(moved > 0, "data moved to the new copies: {status}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let collections = stray_collections(&cluster, 2);
+            if collections == 0 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "osd.2 still holds {collections} PG copies"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+}
+
+/// PG copies `osd.N` reports holding (strays included).
+fn stray_collections(cluster: &Cluster, osd: u32) -> u64 {
+    let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+    status["osd_pgs"][osd.to_string()]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no PG count for osd.{osd}: {status}"))
+}
