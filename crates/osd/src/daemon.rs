@@ -918,11 +918,10 @@ impl Osd {
                     self.feed(pg, PgEvent::MapContext(context)).await;
                     self.feed(pg, PgEvent::IntervalChange(interval)).await;
                 }
-                Some(_) => {
-                    if up_changed {
-                        self.feed(pg, PgEvent::MapContext(context)).await;
-                    }
+                Some(_) if up_changed => {
+                    self.feed(pg, PgEvent::MapContext(context)).await;
                 }
+                Some(_) => {}
                 None if interval.acting.contains(&self.whoami)
                     || interval.up.contains(&self.whoami)
                     || self.preexisting.contains(&collection) =>
