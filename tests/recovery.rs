@@ -205,9 +205,14 @@ fn a_killed_osd_returns_and_recovers_under_writes() {
         let took = wait_clean(&cluster);
         eprintln!("active+clean {took:?} after the writers stopped");
         let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
-        let recovered = status["recovery"]["recovered_objects"].as_u64().unwrap_or(0);
+        let recovered = status["recovery"]["recovered_objects"]
+            .as_u64()
+            .unwrap_or(0);
         eprintln!("objects recovered onto the returning OSDs: {recovered}");
-        assert!(recovered > 0, "the returning OSDs caught up by recovery: {status}");
+        assert!(
+            recovered > 0,
+            "the returning OSDs caught up by recovery: {status}"
+        );
         verify(&client, &acked).await;
     });
 }
@@ -246,7 +251,9 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
         // osd.2 holds no PG any more: its stray copies were removed.
         let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
         assert_eq!(status["osds_in"], 3, "{status}");
-        let moved = status["recovery"]["recovered_objects"].as_u64().unwrap_or(0);
+        let moved = status["recovery"]["recovered_objects"]
+            .as_u64()
+            .unwrap_or(0);
         eprintln!("objects pushed to their new OSDs: {moved}");
         assert!(moved > 0, "data moved to the new copies: {status}");
         let deadline = Instant::now() + Duration::from_secs(30);
