@@ -278,3 +278,89 @@ fn stray_collections(cluster: &Cluster, osd: u32) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no PG count for osd.{osd}: {status}"))
 }
+
+/// Bytes of the small objects of the backfill test.
+fn small(index: u64) -> Bytes {
+    Bytes::from(common::pattern(index, 512))
+}
+
+/// With a PG log of 300 entries and 500 writes per PG, the copies an `osd
+/// out` moves cannot catch up from the log: they are backfilled by scan
+/// while a temporary acting set keeps complete copies serving.
+#[test]
+fn copies_beyond_the_log_are_backfilled() {
+    let _serial = common::serial();
+    let base_port = 18150;
+    // Inherited by `cairn up`'s supervisor and the OSDs it starts.
+    let cluster = Cluster::up_with_env(
+        common::test_dir("backfill"),
+        4,
+        base_port,
+        &["--no-restart"],
+        &[("CAIRN_PG_LOG_ENTRIES", "300")],
+    );
+    ok(
+        cluster.cairn(&[
+            "pool",
+            "create",
+            "bf",
+            "--pg-num",
+            "4",
+            "--size",
+            "3",
+            "--min-size",
+            "2",
+        ]),
+        "pool create",
+    );
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let count = 2000u64;
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        let write_range = |range: std::ops::Range<u64>| {
+            let client = client.clone();
+            async move {
+                let lanes: Vec<_> = (0..8u64)
+                    .map(|lane| {
+                        let client = client.clone();
+                        let range = range.clone();
+                        tokio::spawn(async move {
+                            for index in range.filter(|i| i % 8 == lane) {
+                                let name = format!("bf-{index}");
+                                client
+                                    .write_full("bf", name.as_bytes(), small(index))
+                                    .await
+                                    .unwrap_or_else(|e| panic!("write {name}: {e}"));
+                            }
+                        })
+                    })
+                    .collect();
+                for lane in lanes {
+                    lane.await.expect("lane");
+                }
+            }
+        };
+        write_range(0..count).await;
+        ok(cluster.cairn(&["osd", "out", "1"]), "osd out");
+        write_range(count..count + 200).await;
+        let took = wait_clean(&cluster);
+        eprintln!("backfilled and active+clean {took:?} after the last write");
+        for index in 0..count + 200 {
+            let name = format!("bf-{index}");
+            let data = client
+                .read("bf", name.as_bytes(), ReadRange::default())
+                .await
+                .unwrap_or_else(|e| panic!("read {name}: {e}"));
+            assert!(data == small(index), "{name} reads back byte-exact");
+        }
+        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let moved = status["recovery"]["recovered_objects"]
+            .as_u64()
+            .unwrap_or(0);
+        eprintln!("objects pushed: {moved}");
+        assert!(moved >= 200, "whole PG copies were pushed: {status}");
+        assert_eq!(stray_collections(&cluster, 1), 0, "osd.1's copies removed");
+    });
+}

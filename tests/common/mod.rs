@@ -29,6 +29,17 @@ impl Cluster {
     /// As [`Cluster::up`], in an existing directory `dir` (a mount point,
     /// say); it is emptied, not removed, at the end if it cannot be.
     pub fn up_at(dir: PathBuf, osds: u16, base_port: u16, extra: &[&str]) -> Cluster {
+        Cluster::up_with_env(dir, osds, base_port, extra, &[])
+    }
+
+    /// As [`Cluster::up_at`], with environment variables for the daemons.
+    pub fn up_with_env(
+        dir: PathBuf,
+        osds: u16,
+        base_port: u16,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Cluster {
         let cluster = Cluster {
             conf: dir.join("cairn.toml"),
             dir,
@@ -47,7 +58,7 @@ impl Cluster {
             &port,
         ];
         args.extend_from_slice(extra);
-        ok(cluster.cairn(&args), "cairn up");
+        ok(cairn_with_env(&cluster.conf, &args, None, env), "cairn up");
         cluster
     }
 
@@ -133,8 +144,20 @@ pub fn cairn(conf: &Path, args: &[&str]) -> Output {
 
 /// As [`cairn`], feeding `stdin` to the command when given.
 pub fn cairn_with_input(conf: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    cairn_with_env(conf, args, stdin, &[])
+}
+
+/// As [`cairn_with_input`], with extra environment variables (inherited by
+/// the daemons `cairn up` starts).
+pub fn cairn_with_env(
+    conf: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(args)
+        .envs(env.iter().copied())
         .env("CAIRN_CONF", conf)
         .env("RUST_LOG", "warn")
         .stdin(if stdin.is_some() {

@@ -114,6 +114,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         let path = path.to_path_buf();
         move |error| OsdError::Io { path, error }
     };
+    let pg_limits = PgLimits::from_env().map_err(OsdError::Config)?;
     std::fs::create_dir_all(&config.data_dir).map_err(io_err(&config.data_dir))?;
     let store_dir = config.data_dir.join("store");
     let store =
@@ -135,6 +136,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     let osd = Arc::new_cyclic(|this| Osd {
         this: this.clone(),
         whoami,
+        pg_limits,
         config,
         store,
         store_tx,
@@ -675,6 +677,7 @@ struct Osd {
     /// This OSD itself, for the tasks it spawns.
     this: std::sync::Weak<Osd>,
     whoami: OsdId,
+    pg_limits: PgLimits,
     config: OsdConfig,
     store: Arc<DiskStore>,
     store_tx: std::sync::mpsc::Sender<(PgId, StoreWrite)>,
@@ -953,15 +956,8 @@ impl Osd {
         })
         .await
         .map_err(|e| OsdError::Config(format!("load task: {e}")))??;
-        let (core, fx) = Pg::restore(
-            pg,
-            self.whoami,
-            interval,
-            PgLimits::default(),
-            stored,
-            context,
-        )
-        .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
+        let (core, fx) = Pg::restore(pg, self.whoami, interval, self.pg_limits, stored, context)
+            .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
         let fx = {
             let mut pgs = lock(&self.pgs);
             if pgs.contains_key(&pg) {

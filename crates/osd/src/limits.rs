@@ -33,6 +33,38 @@ impl Default for PgLimits {
     }
 }
 
+/// Environment variable that sets the PG log length of an OSD (like Ceph's
+/// `osd_max_pg_log_entries`): longer logs let copies that were away longer
+/// catch up by log recovery instead of backfill, at the cost of memory.
+pub const PG_LOG_ENTRIES_ENV: &str = "CAIRN_PG_LOG_ENTRIES";
+
+/// Bounds of [`PG_LOG_ENTRIES_ENV`]: above the in-flight bound (a write in
+/// flight must still be in the log), and small enough to send in peering.
+pub const PG_LOG_ENTRIES_MIN: usize = INFLIGHT_MAX + 1;
+pub const PG_LOG_ENTRIES_MAX: usize = 100_000;
+
+impl PgLimits {
+    /// The defaults, with the log length from [`PG_LOG_ENTRIES_ENV`] if set.
+    ///
+    /// # Errors
+    /// The variable is not a number within the bounds.
+    pub fn from_env() -> Result<PgLimits, String> {
+        let mut limits = PgLimits::default();
+        if let Ok(value) = std::env::var(PG_LOG_ENTRIES_ENV) {
+            let entries: usize = value
+                .parse()
+                .map_err(|e| format!("{PG_LOG_ENTRIES_ENV}={value}: {e}"))?;
+            if !(PG_LOG_ENTRIES_MIN..=PG_LOG_ENTRIES_MAX).contains(&entries) {
+                return Err(format!(
+                    "{PG_LOG_ENTRIES_ENV}={entries}: must be {PG_LOG_ENTRIES_MIN} to {PG_LOG_ENTRIES_MAX}"
+                ));
+            }
+            limits.log_entries_max = entries;
+        }
+        Ok(limits)
+    }
+}
+
 /// How often the daemon tells the monitor it is alive; well under the
 /// monitor's default 20 s down grace, so one lost heartbeat is harmless.
 pub const HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
