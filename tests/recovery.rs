@@ -71,6 +71,17 @@ async fn verify(client: &Client, indexes: &[u64]) {
     }
 }
 
+/// Writes `obj-{index}` for each index, one at a time, each acknowledged.
+async fn write_each(client: &Client, indexes: impl IntoIterator<Item = u64>) {
+    for index in indexes {
+        let name = format!("obj-{index}");
+        client
+            .write_full(POOL, name.as_bytes(), payload(index))
+            .await
+            .unwrap_or_else(|e| panic!("write {name}: {e}"));
+    }
+}
+
 /// Writes `obj-{lane}`, `obj-{lane + lanes}`, ... until `stop`; returns
 /// the acknowledged indexes and the errors.
 async fn writer(
@@ -124,13 +135,7 @@ fn a_restarted_cluster_serves_its_data() {
         let client = Client::connect_with(&config.mon, options())
             .await
             .expect("connect");
-        for index in &indexes {
-            let name = format!("obj-{index}");
-            client
-                .write_full(POOL, name.as_bytes(), payload(*index))
-                .await
-                .expect("write");
-        }
+        write_each(&client, indexes.iter().copied()).await;
     });
     let data = cluster.dir.display().to_string();
     ok(cluster.cairn(&["down", "--data", &data]), "cairn down");
@@ -228,22 +233,10 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
         let client = Client::connect_with(&config.mon, options())
             .await
             .expect("connect");
-        for index in &indexes {
-            let name = format!("obj-{index}");
-            client
-                .write_full(POOL, name.as_bytes(), payload(*index))
-                .await
-                .expect("write");
-        }
+        write_each(&client, indexes.iter().copied()).await;
         ok(cluster.cairn(&["osd", "out", "2"]), "osd out");
         // Writes go on while the data moves.
-        for index in 300..400u64 {
-            let name = format!("obj-{index}");
-            client
-                .write_full(POOL, name.as_bytes(), payload(index))
-                .await
-                .expect("write during the move");
-        }
+        write_each(&client, 300..400).await;
         let took = wait_clean(&cluster);
         eprintln!("active+clean {took:?} after the writes that followed `osd out`");
         let all: Vec<u64> = (0..400).collect();

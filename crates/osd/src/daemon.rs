@@ -1264,6 +1264,12 @@ impl Osd {
             tracing::warn!(%error, "map refresh for a newer peer message failed");
         }
         match msg {
+            PgMsg::Pull { ref object, .. } | PgMsg::PushAck { ref object, .. }
+                if !crate::pg::valid_name(object) =>
+            {
+                tracing::warn!(%pg, len = object.len(), "peer message with a bad object name");
+                return;
+            }
             PgMsg::Pull {
                 from,
                 interval_epoch,

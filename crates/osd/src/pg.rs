@@ -922,11 +922,12 @@ impl Pg {
             });
         }
         let kind = check_ops(&object, &ops).map_err(|reason| Reply::Invalid { reason })?;
-        let seq = self
-            .last_update
-            .seq
-            .checked_add(1)
-            .expect("PG seq overflow");
+        let Some(seq) = self.last_update.seq.checked_add(1) else {
+            let full = StoreError::Invalid("PG sequence exhausted".into());
+            return Err(Reply::Invalid {
+                reason: full.into(),
+            });
+        };
         let (kind, result) = match refusal {
             Some(code) => {
                 ops.clear();
@@ -1401,6 +1402,10 @@ impl Pg {
 
     fn on_notify(&mut self, notify: Notify, fx: &mut Effects) -> Result<(), Ignored> {
         let from = notify.from;
+        let missing: Vec<Bytes> = notify.copy.missing.iter().cloned().collect();
+        if let Some(why) = bad_history(&notify.copy.log, &missing) {
+            return Err(Ignored::Malformed(format!("copy of osd.{}: {why}", from.0)));
+        }
         match &mut self.phase {
             Phase::Peering {
                 waiting, copies, ..
@@ -1454,7 +1459,8 @@ impl Pg {
                 return;
             }
         };
-        let auth_last = auth.map_or(Version::ZERO, |a| copies[&a].info.last_update);
+        // The log, not the reported number, says how far the history goes.
+        let auth_last = auth_log.last().map_or(Version::ZERO, |e| e.version);
         let eligible: BTreeSet<OsdId> = copies
             .iter()
             .filter(|(_, c)| log_recoverable(c, &auth_log))
@@ -1669,6 +1675,21 @@ impl Pg {
     }
 
     fn on_activate(&mut self, msg: Activate, fx: &mut Effects) -> Result<(), Ignored> {
+        if let Some(why) = bad_history(&msg.entries, &msg.missing) {
+            return Err(Ignored::Malformed(format!("activation: {why}")));
+        }
+        if matches!(self.phase, Phase::Replica { activated: true })
+            && msg.interval_epoch == self.interval.epoch_started
+            && self.interval.primary == Some(msg.from)
+        {
+            // A resend: this copy already adopted the history.
+            let ack = PgMsg::Activated {
+                from: self.whoami,
+                interval_epoch: msg.interval_epoch,
+            };
+            fx.send.push((msg.from, ack));
+            return Ok(());
+        }
         if self.interval.primary != Some(msg.from)
             || msg.interval_epoch != self.interval.epoch_started
             || self.is_primary()
@@ -2216,6 +2237,32 @@ impl Pg {
     }
 }
 
+/// Whether an object name can reach the store (its key encoding assumes
+/// the store's name bound).
+#[must_use]
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name.len() <= cairn_store::limits::OBJECT_NAME_BYTES_MAX
+}
+
+/// What is wrong with a history from a peer, if anything: entries must go
+/// up strictly, below the last possible sequence, and name valid objects.
+fn bad_history(entries: &[LogEntry], missing: &[Bytes]) -> Option<String> {
+    if let Some(pair) = entries.windows(2).find(|w| w[0].version >= w[1].version) {
+        return Some(format!(
+            "entry {} after {}",
+            pair[1].version, pair[0].version
+        ));
+    }
+    if entries.last().is_some_and(|e| e.version.seq == u64::MAX) {
+        return Some("sequence exhausted".into());
+    }
+    let names = entries.iter().map(|e| &e.object).chain(missing.iter());
+    names
+        .into_iter()
+        .find(|name| !valid_name(name))
+        .map(|name| format!("object name of {} bytes", name.len()))
+}
+
 /// Issues the recovery of one object: a pull from a source if this primary
 /// lacks it, else a push to the copies that lack it; an object no source
 /// holds is marked unfound.
@@ -2425,5 +2472,65 @@ mod tests {
             vec![Ignored::BadInterval(IntervalError::MinSizeZero)]
         );
         assert_eq!(pg.interval().epoch_started, Epoch(4));
+    }
+
+    #[test]
+    fn a_peer_history_that_could_harm_the_store_is_ignored() {
+        let interval = Interval {
+            epoch_started: Epoch(4),
+            up: vec![OsdId(1), OsdId(2)],
+            acting: vec![OsdId(1), OsdId(2)],
+            primary: Some(OsdId(1)),
+            min_size: 1,
+            size: 2,
+        };
+        let pg = PgId::new(cairn_types::PoolId(1), 0);
+        let mut replica = Pg::new(pg, OsdId(2), interval, PgLimits::default()).expect("valid");
+        let entry = |seq: u64, name: Vec<u8>| LogEntry {
+            version: Version::new(4, seq),
+            object: Bytes::from(name),
+            kind: LogKind::Write,
+            req: ReqId {
+                client: 1,
+                tid: seq,
+            },
+            result: LogResult::Ok {
+                object_version: seq,
+            },
+        };
+        let activate = |entries, missing| {
+            PgEvent::Peer(PgMsg::Activate(Activate {
+                from: OsdId(1),
+                interval_epoch: Epoch(4),
+                keep_through: Version::ZERO,
+                entries,
+                last_update: Version::new(4, 2),
+                committed_to: Version::new(4, 2),
+                missing,
+                backfill: false,
+            }))
+        };
+        let huge = vec![b'x'; cairn_store::limits::OBJECT_NAME_BYTES_MAX + 1];
+        let cases = [
+            activate(
+                vec![entry(1, b"a".to_vec()), entry(2, huge.clone())],
+                vec![],
+            ),
+            activate(vec![entry(1, b"a".to_vec())], vec![Bytes::from(huge)]),
+            activate(
+                vec![entry(2, b"a".to_vec()), entry(1, b"b".to_vec())],
+                vec![],
+            ),
+            activate(vec![entry(u64::MAX, b"a".to_vec())], vec![]),
+        ];
+        for case in cases {
+            let fx = replica.handle(case);
+            assert!(fx.store.is_empty(), "nothing reaches the store");
+            assert!(
+                matches!(fx.log[..], [Ignored::Malformed(_)]),
+                "{:?}",
+                fx.log
+            );
+        }
     }
 }
