@@ -16,12 +16,13 @@
 //! incrementals, the full map is taken and changed PGs start their
 //! interval at its epoch (they then agree again at the next change).
 //!
-//! Restarts, until peering exists: a PG whose collection existed before
-//! this process started may have missed writes while the OSD was away, and
-//! the OSD cannot tell from the map alone whether its acting set changed
-//! meanwhile (it only sees maps from now on). So such a PG is *unpeered*:
-//! as primary it answers every client op `Retry`; as replica it still
-//! applies sub-writes (the primary's log decides what is current).
+//! Restarts: every PG collection the store holds is loaded (log, info,
+//! missing objects) into a core, also where this OSD no longer acts, and
+//! peering decides what is current (see `docs/reliability.md`). The shell
+//! carries out what the cores ask beyond messages and transactions:
+//! temporary acting sets from the monitor, object pushes (read from the
+//! store within a per-OSD bound on recovery reads), backfill scans, the
+//! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL, RECOVERY_READS_MAX};
@@ -140,7 +141,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         config,
         store,
         store_tx,
-        preexisting,
+        preexisting: Mutex::new(preexisting),
         mon,
         map: RwLock::new(MapView::genesis()),
         map_fetch: tokio::sync::Mutex::new(()),
@@ -681,7 +682,10 @@ struct Osd {
     config: OsdConfig,
     store: Arc<DiskStore>,
     store_tx: std::sync::mpsc::Sender<(PgId, StoreWrite)>,
-    preexisting: HashSet<CollectionId>,
+    /// Collections held at start (strays included), until purged: their PGs
+    /// get a core even where this OSD does not act, so the primary learns
+    /// of the copy and has it removed once clean.
+    preexisting: Mutex<HashSet<CollectionId>>,
     mon: MonLink,
     map: RwLock<MapView>,
     /// One map fetch at a time.
@@ -927,7 +931,7 @@ impl Osd {
                 Some(_) => {}
                 None if interval.acting.contains(&self.whoami)
                     || interval.up.contains(&self.whoami)
-                    || self.preexisting.contains(&collection) =>
+                    || lock(&self.preexisting).contains(&collection) =>
                 {
                     if let Err(error) = self.create_pg(pg, interval, context).await {
                         tracing::error!(%pg, %error, "cannot load PG");
@@ -1154,6 +1158,7 @@ impl Osd {
             return;
         }
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        lock(&self.preexisting).remove(&collection);
         let store = self.store.clone();
         let result = tokio::task::spawn_blocking(move || {
             empty_collection(&*store, collection)?;
