@@ -11,8 +11,8 @@ fi
 cargo build --release
 cairn=target/release/cairn
 data=/var/tmp/cairn
-# Until peering lands (issue 5), a restarted cluster cannot serve the data
-# it held, so the demo always starts a fresh one.
+# The demo starts fresh each time (`cairn up` on an existing data dir would
+# bring the old cluster back with its data instead).
 if [ -e "$data" ]; then
   echo "== stopping and removing the previous demo cluster in $data"
   "$cairn" down --data "$data" >/dev/null 2>&1 || true
