@@ -1953,24 +1953,37 @@ impl Pg {
         }
     }
 
+    /// Pushes a scanned page's objects. It stops at an object with a write
+    /// in flight: the write may not be in the store yet, so a push read now
+    /// could miss it, while the write went to the targets as a log entry
+    /// only (the scan had not reached the object). The next tick or push
+    /// ack scans again from there.
     fn on_backfill_page(&mut self, keys: Vec<ObjectKey>, more: bool, fx: &mut Effects) {
-        let healing = &mut self.healing;
-        if !healing.scan_pending {
+        if !self.healing.scan_pending {
             return;
         }
-        healing.scan_pending = false;
-        let targets: Vec<OsdId> = healing.backfill_targets.iter().copied().collect();
+        self.healing.scan_pending = false;
+        let targets: Vec<OsdId> = self.healing.backfill_targets.iter().copied().collect();
         for key in keys {
-            if healing.pushed_through.as_ref().is_some_and(|p| key <= *p) {
+            if self
+                .healing
+                .pushed_through
+                .as_ref()
+                .is_some_and(|p| key <= *p)
+            {
                 continue;
             }
+            if self.object_in_flight(&key.name) {
+                return;
+            }
+            let healing = &mut self.healing;
             healing.pushed_through = Some(key.clone());
             let waiting: BTreeSet<OsdId> = targets.iter().copied().collect();
             healing.backfill_in_flight.insert(key.clone(), (waiting, 0));
             fx.pushes.push((key.name, targets.clone()));
         }
         if !more {
-            healing.scan_done = true;
+            self.healing.scan_done = true;
         }
         self.schedule_backfill(fx);
     }

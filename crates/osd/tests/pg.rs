@@ -595,3 +595,54 @@ proptest! {
         prop_assert!(h.ignored.is_empty());
     }
 }
+
+/// A backfill scan that reaches an object with a write in flight does not
+/// push it (the store may not hold the write yet, and the target got the
+/// write as a log entry only); it pushes it on a later scan, after the write.
+#[test]
+fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
+    let limits = PgLimits {
+        log_entries_max: 4,
+        inflight_max: 2,
+    };
+    let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
+    for tid in 1..=6 {
+        h.client_write(1, tid, 5, &format!("o{tid}"));
+        h.run();
+    }
+    // osd.4 joins the up set; the log no longer reaches back to its empty
+    // copy, so it is backfilled while osd.1 and osd.2 act.
+    let mut next = interval(6, &[1, 2], 2);
+    next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
+    next.size = 3;
+    h.change_interval(&next);
+    h.run();
+    assert_eq!(
+        h.pg(1).state_name(),
+        "active+undersized+degraded+remapped+backfilling"
+    );
+    h.client_write(1, 10, 6, "o9");
+    let key = ObjectKey::new(Bytes::from_static(b"o9"));
+    let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
+    let fx = primary.handle(PgEvent::BackfillPage {
+        keys: vec![key.clone()],
+        more: false,
+    });
+    assert!(
+        fx.pushes.is_empty(),
+        "no push while o9's write is in flight"
+    );
+    h.run();
+    let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
+    let fx = primary.handle(PgEvent::Tick);
+    assert_eq!(
+        fx.scan,
+        Some(None),
+        "the scan starts again where it stopped"
+    );
+    let fx = primary.handle(PgEvent::BackfillPage {
+        keys: vec![key],
+        more: false,
+    });
+    assert_eq!(fx.pushes.len(), 1, "o9 is pushed once its write is durable");
+}
