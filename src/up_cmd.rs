@@ -69,6 +69,11 @@ pub struct UpArgs {
     /// monitor's own default when absent.
     #[arg(long = "down-grace", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
     down_grace: Option<Duration>,
+    /// Time a down OSD stays in before the monitor marks it out and its
+    /// data is re-replicated elsewhere (e.g. 10s); the monitor's default
+    /// (600s) when absent.
+    #[arg(long = "down-out", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
+    down_out: Option<Duration>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -222,6 +227,9 @@ fn detach(args: &UpArgs) -> CliResult {
         command
             .arg("--down-grace")
             .arg(format!("{}ms", grace.as_millis()));
+    }
+    if let Some(out) = args.down_out {
+        command.arg("--down-out").arg(format!("{}ms", out.as_millis()));
     }
     // Its own process group: the terminal's Ctrl-C does not reach it.
     let mut child = command
@@ -390,6 +398,10 @@ fn daemons(args: &UpArgs) -> Vec<Daemon> {
     if let Some(grace) = args.down_grace {
         mon_args.push("--down-grace".into());
         mon_args.push(format!("{}ms", grace.as_millis()));
+    }
+    if let Some(out) = args.down_out {
+        mon_args.push("--down-out".into());
+        mon_args.push(format!("{}ms", out.as_millis()));
     }
     let mut list = vec![Daemon::new("mon".into(), mon_args)];
     for index in 0..args.osds {
