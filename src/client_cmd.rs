@@ -81,6 +81,12 @@ pub enum PoolCommand {
         #[arg(long = "min-size")]
         min_size: Option<u32>,
     },
+    /// Scrub every PG of a pool (light; `--deep` reads all data).
+    Scrub {
+        name: String,
+        #[arg(long)]
+        deep: bool,
+    },
 }
 
 /// `cairn osd tree|out|in` (the cluster-administration half of `cairn osd`).
@@ -332,6 +338,9 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                 client.mon_command(command).await?;
                 println!("pool {name} updated");
                 Ok(())
+            }
+            PoolCommand::Scrub { name, deep } => {
+                crate::pg_cmd::scrub_pool(&client, &name, deep).await
             }
             PoolCommand::Ls { json } => {
                 let map = client.refresh_map().await?;

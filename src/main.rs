@@ -4,6 +4,7 @@
 mod bench_cmd;
 mod bench_object;
 mod client_cmd;
+mod config_cmd;
 mod daemon_cmd;
 mod mon_cmd;
 mod osd_cmd;
@@ -47,13 +48,18 @@ enum Command {
     Daemon(daemon_cmd::DaemonCommand),
     /// Cluster summary: epoch, OSDs, pools, PGs.
     Status(status_cmd::StatusArgs),
+    /// Health and its reasons; `cairn health detail` lists the PGs and
+    /// objects behind them.
+    Health(status_cmd::HealthArgs),
+    /// Run-time settings: set, get, rm, ls (throttles, scrub schedule).
+    Config(config_cmd::ConfigArgs),
     /// Capacity and pools: PGs, redundancy, estimated usable space.
     Df(client_cmd::DfArgs),
     /// Pools: create, list, set, rm.
     Pool(client_cmd::PoolArgs),
     /// Objects: put, get, stat, rm.
     Object(client_cmd::ObjectArgs),
-    /// Placement groups: list by state, query one.
+    /// Placement groups: list by state, query one, scrub, repair.
     #[command(subcommand)]
     Pg(pg_cmd::PgCommand),
 }
@@ -86,6 +92,8 @@ fn main() -> ExitCode {
         Command::Down(args) => up_cmd::run_down(args),
         Command::Daemon(command) => daemon_cmd::run(command),
         Command::Status(args) => status_cmd::run_status(args),
+        Command::Health(args) => status_cmd::run_health(args),
+        Command::Config(args) => config_cmd::run(args),
         Command::Df(args) => client_cmd::run_df(args),
         Command::Pool(args) => client_cmd::run_pool(args),
         Command::Object(args) => client_cmd::run_object(args),

@@ -6,7 +6,10 @@
 use crate::client_cmd::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
 use crate::status_cmd::current_pgs;
+use cairn_client::Client;
 use cairn_mon::PgStat;
+use cairn_osd::proto::PgAction;
+use cairn_types::PgId;
 use clap::{Args, Subcommand};
 
 /// `cairn pg ...`.
@@ -16,6 +19,20 @@ pub enum PgCommand {
     Ls(PgLsArgs),
     /// One PG in detail.
     Query(PgQueryArgs),
+    /// Compare the PG's copies now (objects, sizes, versions, metadata).
+    Scrub(PgActionArgs),
+    /// Compare the copies and re-read and checksum all their data.
+    DeepScrub(PgActionArgs),
+    /// Deep-scrub and repair what differs from healthy copies.
+    Repair(PgActionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PgActionArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// The PG, as `cairn pg ls` prints it (`1.1f`: pool 1, seed 0x1f).
+    pgid: String,
 }
 
 #[derive(Debug, Args)]
@@ -43,7 +60,63 @@ pub fn run(command: PgCommand) -> CliResult {
     match command {
         PgCommand::Ls(args) => ls(args),
         PgCommand::Query(args) => query(args),
+        PgCommand::Scrub(args) => act(&args, PgAction::Scrub),
+        PgCommand::DeepScrub(args) => act(&args, PgAction::DeepScrub),
+        PgCommand::Repair(args) => act(&args, PgAction::Repair),
     }
+}
+
+fn act(args: &PgActionArgs, action: PgAction) -> CliResult {
+    let pg: PgId = args.pgid.parse().map_err(|_| {
+        format!(
+            "{:?} is not a PG id like 1.1f (pool, then seed in hex)",
+            args.pgid
+        )
+    })?;
+    runtime()?.block_on(async {
+        let client = connect(&args.conf).await?;
+        let map = client.refresh_map().await?;
+        if !map
+            .pools
+            .iter()
+            .any(|p| p.id == pg.pool && pg.seed < p.pg_num)
+        {
+            return Err(format!("no PG {pg} in the map (`cairn pg ls` lists them)").into());
+        }
+        println!("{}", client.pg_command(pg, action).await?);
+        CliResult::Ok(())
+    })
+}
+
+/// `cairn pool scrub NAME [--deep]`: asks every PG's primary; PGs that
+/// cannot scrub now (not clean, already scrubbing) are listed, not fatal.
+pub async fn scrub_pool(client: &Client, name: &str, deep: bool) -> CliResult {
+    let map = client.refresh_map().await?;
+    let pool = map
+        .pool_by_name(name)
+        .ok_or_else(|| format!("pool {name:?} does not exist"))?;
+    let action = if deep {
+        PgAction::DeepScrub
+    } else {
+        PgAction::Scrub
+    };
+    let (mut started, mut declined) = (0u32, Vec::new());
+    for seed in 0..pool.pg_num {
+        let pg = PgId::new(pool.id, seed);
+        match client.pg_command(pg, action).await {
+            Ok(_) => started += 1,
+            Err(error) => declined.push(format!("{pg}: {error}")),
+        }
+    }
+    let kind = if deep { "deep scrubs" } else { "scrubs" };
+    println!(
+        "pool {name}: {started} of {} PG {kind} started",
+        pool.pg_num
+    );
+    for line in &declined {
+        println!("  not now: {line}");
+    }
+    Ok(())
 }
 
 fn fetch(conf: &ConfArgs) -> CliResult<Vec<PgStat>> {
@@ -110,8 +183,33 @@ fn query(args: PgQueryArgs) -> CliResult {
     println!("  log entries:      {}", pg.log_entries);
     println!("  missing objects:  {}", pg.missing_objects);
     println!("  backfill targets: {}", pg.backfill_targets);
+    if let Some(permille) = pg.backfill_permille {
+        println!("  backfill scanned: {:.1}%", f64::from(permille) / 10.0);
+    }
     if let Some(why) = &pg.blocked {
         println!("  blocked:          {why}");
     }
+    if let Some(kind) = &pg.scrubbing {
+        println!("  scrubbing:        {kind}");
+    }
+    println!("  last scrub:       {}", stamp(pg.last_scrub_secs));
+    println!("  last deep scrub:  {}", stamp(pg.last_deep_scrub_secs));
+    if pg.inconsistent_objects > 0 {
+        println!("  inconsistent:     {} objects", pg.inconsistent_objects);
+        for object in &pg.inconsistent {
+            println!("    {object}");
+        }
+    }
     Ok(())
+}
+
+/// A scrub stamp as seconds ago.
+fn stamp(secs: u64) -> String {
+    if secs == 0 {
+        return "never (on this primary)".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{} s ago", now.saturating_sub(secs))
 }

@@ -33,6 +33,9 @@ struct Health {
     status: &'static str,
     /// Why, most severe first.
     checks: Vec<String>,
+    /// Per-PG detail behind the checks (inconsistent objects, why a PG does
+    /// not serve).
+    detail: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -67,6 +70,7 @@ struct Status {
     /// PG count by state; `unknown` for PGs no live primary reported.
     pgs_by_state: BTreeMap<String, u64>,
     recovery: Recovery,
+    scrub: ScrubSummary,
     /// PG copies each reporting OSD holds (strays included).
     osd_pgs: BTreeMap<u32, u32>,
     /// The oldest map epoch among the reporting OSDs: PG states describe
@@ -86,6 +90,25 @@ struct Recovery {
     /// they started.
     recovered_objects: u64,
     recovered_bytes: u64,
+    /// Pushes per second now (between the OSDs' last two reports).
+    objects_per_s: f64,
+    bytes_per_s: f64,
+    /// Estimated bytes still to push: missing objects at the mean size
+    /// pushed so far, plus the unscanned share of each backfilling PG at
+    /// the mean PG copy size (`None`: nothing to estimate from yet).
+    remaining_bytes_estimate: Option<u64>,
+    /// `remaining_bytes_estimate` at the current rate.
+    eta_secs_estimate: Option<u64>,
+}
+
+/// Scrub activity and findings over all PGs.
+#[derive(Debug, Default, Serialize)]
+struct ScrubSummary {
+    scrubbing: u64,
+    deep_scrubbing: u64,
+    /// PGs with inconsistent objects, and those objects.
+    inconsistent_pgs: u64,
+    inconsistent_objects: u64,
 }
 
 /// Each PG as its current primary reports it: of several reports (an old
@@ -113,15 +136,49 @@ pub fn current_pgs(map: &ClusterMap, reports: &[OsdStatsReport]) -> Vec<PgStat> 
     pgs.into_values().collect()
 }
 
-pub fn run_status(args: StatusArgs) -> CliResult {
-    let monitor = args.conf.load()?.mon;
+/// Flags of `cairn health`.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// `detail`: also the PGs and objects behind each check.
+    #[arg(value_parser = ["detail"])]
+    detail: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn fetch_status(conf: &ConfArgs) -> CliResult<Status> {
+    let monitor = conf.load()?.mon;
     let (map, reports) = runtime()?.block_on(async {
-        let client = connect(&args.conf).await?;
+        let client = connect(conf).await?;
         let map = client.refresh_map().await?;
         let reports = client.osd_stats().await?;
         CliResult::Ok((map, reports))
     })?;
-    let status = summarize(&map, &reports, monitor);
+    Ok(summarize(&map, &reports, monitor))
+}
+
+pub fn run_health(args: HealthArgs) -> CliResult {
+    let mut health = fetch_status(&args.conf)?.health;
+    if args.detail.is_none() {
+        health.detail.clear();
+    }
+    if args.json {
+        return print_json(&health);
+    }
+    println!("{}", health.status);
+    for check in &health.checks {
+        println!("    {check}");
+    }
+    for line in &health.detail {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+pub fn run_status(args: StatusArgs) -> CliResult {
+    let status = fetch_status(&args.conf)?;
     if args.json {
         return print_json(&status);
     }
@@ -138,12 +195,28 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
     let pg_count: u64 = map.pools.iter().map(|p| u64::from(p.pg_num)).sum();
     let mut pgs_by_state = BTreeMap::new();
     let mut recovery = Recovery::default();
+    let mut scrub = ScrubSummary::default();
     let pgs = current_pgs(map, reports);
     let reported = pgs.len() as u64;
+    // Unscanned shares of backfilling PGs, times their targets.
+    let mut backfill_left = 0.0f64;
     for pg in &pgs {
         *pgs_by_state.entry(pg.state.clone()).or_insert(0) += 1;
         recovery.missing_objects += pg.missing_objects;
         recovery.backfill_targets += u64::from(pg.backfill_targets);
+        if let Some(permille) = pg.backfill_permille {
+            backfill_left += f64::from(1000u32.saturating_sub(permille)) / 1000.0
+                * f64::from(pg.backfill_targets);
+        }
+        match pg.scrubbing.as_deref() {
+            Some("deep-scrub") => scrub.deep_scrubbing += 1,
+            Some(_) => scrub.scrubbing += 1,
+            None => {}
+        }
+        if pg.inconsistent_objects > 0 {
+            scrub.inconsistent_pgs += 1;
+            scrub.inconsistent_objects += pg.inconsistent_objects;
+        }
     }
     let mut usage = Usage::default();
     let mut io = ClientIo::default();
@@ -158,12 +231,15 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         io.write_bytes_per_s += report.rates.write_bytes_per_s;
         io.read_ops_per_s += report.rates.read_ops_per_s;
         io.write_ops_per_s += report.rates.write_ops_per_s;
+        recovery.objects_per_s += report.rates.recovery_objects_per_s;
+        recovery.bytes_per_s += report.rates.recovery_bytes_per_s;
     }
+    estimate_remaining(&mut recovery, &live, backfill_left);
     if pg_count > reported {
         pgs_by_state.insert("unknown".into(), pg_count - reported);
     }
     Status {
-        health: health(map, &live, &pgs_by_state),
+        health: health(map, &live, &pgs_by_state, &pgs),
         monitor,
         epoch: map.epoch.0,
         osds_total: map.osds.len(),
@@ -173,6 +249,7 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         pg_count,
         pgs_by_state,
         recovery,
+        scrub,
         osd_pgs: live.iter().map(|r| (r.osd.0, r.stats.pgs_held)).collect(),
         reported_epoch: live.iter().map(|r| r.stats.map_epoch).min().unwrap_or(0),
         usage,
@@ -180,15 +257,56 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
     }
 }
 
+/// Fills in the remaining bytes and time of recovery, where the figures
+/// allow an estimate.
+#[allow(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+fn estimate_remaining(recovery: &mut Recovery, live: &[&OsdStatsReport], backfill_left: f64) {
+    let mut remaining = 0.0f64;
+    let mut known = true;
+    if recovery.missing_objects > 0 {
+        if recovery.recovered_objects > 0 {
+            let mean_object = recovery.recovered_bytes as f64 / recovery.recovered_objects as f64;
+            remaining += recovery.missing_objects as f64 * mean_object;
+        } else {
+            known = false;
+        }
+    }
+    if backfill_left > 0.0 {
+        let stored: u64 = live.iter().map(|r| r.stats.stored_bytes).sum();
+        let copies: u64 = live.iter().map(|r| u64::from(r.stats.pgs_held)).sum();
+        if copies > 0 {
+            remaining += backfill_left * stored as f64 / copies as f64;
+        } else {
+            known = false;
+        }
+    }
+    if recovery.missing_objects == 0 && backfill_left == 0.0 {
+        return;
+    }
+    if known {
+        recovery.remaining_bytes_estimate = Some(remaining as u64);
+        if recovery.bytes_per_s > 0.0 {
+            recovery.eta_secs_estimate = Some((remaining / recovery.bytes_per_s).ceil() as u64);
+        }
+    }
+}
+
 /// Health checks, errors first: full OSDs and inactive PGs stop I/O;
-/// down OSDs, nearfull OSDs and degraded or unknown PGs are warnings.
+/// inconsistent PGs (scrub errors) are errors too; down OSDs, nearfull
+/// OSDs and degraded or unknown PGs are warnings. Each check may carry detail lines (`cairn health detail`).
 fn health(
     map: &ClusterMap,
     live: &[&OsdStatsReport],
     pgs_by_state: &BTreeMap<String, u64>,
+    pgs: &[PgStat],
 ) -> Health {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
+    let mut detail = Vec::new();
     let names = |pick: &dyn Fn(&&&OsdStatsReport) -> bool| -> Vec<String> {
         live.iter()
             .filter(pick)
@@ -234,6 +352,34 @@ fn health(
             nearfull.join(", ")
         ));
     }
+    let inconsistent: Vec<&PgStat> = pgs.iter().filter(|p| p.inconsistent_objects > 0).collect();
+    if !inconsistent.is_empty() {
+        let objects: u64 = inconsistent.iter().map(|p| p.inconsistent_objects).sum();
+        errors.push(format!(
+            "{} pgs inconsistent, {objects} scrub errors (`cairn health detail`; `cairn pg repair PGID`)",
+            inconsistent.len()
+        ));
+        for pg in &inconsistent {
+            detail.push(format!(
+                "pg {} is {}, acting {:?}, {} inconsistent objects",
+                pg.pg,
+                pg.state,
+                pg.acting.iter().map(|o| o.0).collect::<Vec<_>>(),
+                pg.inconsistent_objects
+            ));
+            for object in &pg.inconsistent {
+                detail.push(format!("    {object}"));
+            }
+        }
+    }
+    for pg in pgs.iter().filter(|p| p.blocked.is_some()) {
+        detail.push(format!(
+            "pg {} is {}: {}",
+            pg.pg,
+            pg.state,
+            pg.blocked.as_deref().unwrap_or_default()
+        ));
+    }
     let degraded = pgs_in("degraded");
     if degraded > 0 {
         warnings.push(format!("{degraded} pgs degraded (fewer copies than size)"));
@@ -253,6 +399,16 @@ fn health(
     Health {
         status,
         checks: errors,
+        detail,
+    }
+}
+
+/// A duration in the largest sensible units (`2h05m`, `3m20s`, `45s`).
+fn human_secs(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
     }
 }
 
@@ -311,6 +467,25 @@ fn print_status(s: &Status) {
             r.recovered_objects,
             human_bytes(r.recovered_bytes as f64)
         );
+        let left = r.remaining_bytes_estimate.map_or_else(
+            || "remaining unknown yet".to_owned(),
+            |b| format!("~{} left", human_bytes(b as f64)),
+        );
+        let eta = r
+            .eta_secs_estimate
+            .map_or_else(String::new, |secs| format!(", ~{} to go", human_secs(secs)));
+        println!(
+            "              {}/s, {:.0} objects/s, {left}{eta}",
+            human_bytes(r.bytes_per_s),
+            r.objects_per_s
+        );
+    }
+    let sc = &s.scrub;
+    if sc.scrubbing + sc.deep_scrubbing > 0 {
+        println!(
+            "    scrub:   {} pgs scrubbing, {} deep-scrubbing",
+            sc.scrubbing, sc.deep_scrubbing
+        );
     }
     println!();
     println!("  io:");
@@ -333,5 +508,12 @@ mod tests {
         assert_eq!(human_bytes(0.0), "0.0 B");
         assert_eq!(human_bytes(1536.0), "1.5 KiB");
         assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GiB");
+    }
+
+    #[test]
+    fn human_secs_picks_the_unit() {
+        assert_eq!(human_secs(45), "45s");
+        assert_eq!(human_secs(200), "3m20s");
+        assert_eq!(human_secs(7500), "2h05m");
     }
 }

@@ -229,7 +229,9 @@ fn detach(args: &UpArgs) -> CliResult {
             .arg(format!("{}ms", grace.as_millis()));
     }
     if let Some(out) = args.down_out {
-        command.arg("--down-out").arg(format!("{}ms", out.as_millis()));
+        command
+            .arg("--down-out")
+            .arg(format!("{}ms", out.as_millis()));
     }
     // Its own process group: the terminal's Ctrl-C does not reach it.
     let mut child = command

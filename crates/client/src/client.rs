@@ -5,7 +5,10 @@ use crate::limits::{ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT};
 use bytes::Bytes;
 use cairn_mon::proto::MapFetch;
 use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
-use cairn_osd::proto::{ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, ReqIdWire};
+use cairn_osd::proto::{
+    ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
+    PgCommandReply, ReqIdWire,
+};
 use cairn_placement::{ClusterMap, Placement};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};
@@ -326,6 +329,36 @@ impl Client {
         tracing::debug!(epoch = view.map.epoch.0, "map fetched");
         *lock(&self.inner.view) = Some(view.clone());
         Ok(view)
+    }
+
+    /// Asks a PG's primary to scrub, deep-scrub or repair it (like `ceph pg
+    /// scrub`); returns what the OSD started.
+    ///
+    /// # Errors
+    /// [`ClientError::Refused`] with the OSD's reason (not clean, already
+    /// scrubbing, ...), or a map or transport error.
+    pub async fn pg_command(&self, pg: PgId, action: PgAction) -> Result<String, ClientError> {
+        let view = self.view(true).await?;
+        let primary = view
+            .placement
+            .map_pg(pg)
+            .map_err(|e| ClientError::Invalid(format!("PG {pg}: {e}")))?
+            .primary
+            .ok_or_else(|| ClientError::Refused(format!("PG {pg} has no primary up")))?;
+        let addr = view
+            .endpoints
+            .get(&primary)
+            .map(|e| e.addr.clone())
+            .ok_or_else(|| ClientError::Refused(format!("no address for osd.{}", primary.0)))?;
+        let transport = |e: cairn_wire::WireError| {
+            ClientError::Refused(format!("osd.{} at {addr}: {e}", primary.0))
+        };
+        let conn = self.connection(&addr).await.map_err(transport)?;
+        let (reply, _) = conn
+            .call::<PgCommand, PgCommandReply>(&PgCommand { pg, action }, Bytes::new())
+            .await
+            .map_err(transport)?;
+        reply.0.map_err(ClientError::Refused)
     }
 
     async fn connection(&self, addr: &str) -> Result<Connection, cairn_wire::WireError> {

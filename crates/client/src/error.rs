@@ -34,4 +34,7 @@ pub enum ClientError {
     Unexpected(String),
     #[error("client config: {0}")]
     Config(String),
+    /// A daemon declined an administrative request, and said why.
+    #[error("{0}")]
+    Refused(String),
 }

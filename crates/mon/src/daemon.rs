@@ -96,6 +96,11 @@ impl StatsSlot {
                     read_bytes_per_s: per_s(stats.client_read_bytes, p.stats.client_read_bytes),
                     write_ops_per_s: per_s(stats.client_write_ops, p.stats.client_write_ops),
                     write_bytes_per_s: per_s(stats.client_write_bytes, p.stats.client_write_bytes),
+                    recovery_objects_per_s: per_s(
+                        stats.recovered_objects,
+                        p.stats.recovered_objects,
+                    ),
+                    recovery_bytes_per_s: per_s(stats.recovered_bytes, p.stats.recovered_bytes),
                 }
             });
         StatsSlot { stats, at, rates }
@@ -122,7 +127,8 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
     let (store, loaded) = tokio::task::spawn_blocking(move || MonStore::open(&data_dir))
         .await
         .map_err(|e| MonError::Store(e.to_string()))??;
-    let service = MapService::new(config.service.clone(), loaded.state, loaded.history);
+    let mut service = MapService::new(config.service.clone(), loaded.state, loaded.history);
+    service.load_settings(loaded.config);
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
     tracing::info!(
         addr = %listener.local_addr()?,
@@ -214,6 +220,10 @@ fn run_actor(
                 if let Some((epoch, inc)) = &effects.persist {
                     store.persist(inc, service.state())?;
                     tracing::debug!(%epoch, "epoch committed");
+                }
+                if let Some(entries) = &effects.persist_config {
+                    store.persist_config(entries)?;
+                    tracing::info!(?entries, "settings changed");
                 }
                 if let (Some(reply), Some(result)) = (reply, effects.reply) {
                     drop(reply.send(result));

@@ -82,6 +82,14 @@ pub enum MonCommand {
         pg: PgId,
         acting: Option<Vec<OsdId>>,
     },
+    /// Sets (`Some`) or removes (`None`: back to the default) a setting of
+    /// `cairn_types::options`; it does not change the map.
+    ConfigSet {
+        name: String,
+        value: Option<String>,
+    },
+    /// The settings set explicitly, answered with [`Reply::Config`].
+    ConfigDump,
 }
 
 /// [`Redundancy`] on the wire (externally tagged, which postcard can read).
@@ -129,7 +137,17 @@ pub enum Reply {
     OsdBooted { osd: OsdId, epoch: Epoch },
     /// A heartbeat was received; `up: false` tells the OSD it was marked
     /// down and must boot again.
-    Heartbeat { epoch: Epoch, up: bool },
+    Heartbeat {
+        epoch: Epoch,
+        up: bool,
+        /// Digest of the settings: an OSD whose copy differs fetches them.
+        config_digest: u64,
+    },
+    /// The settings set explicitly, and their digest.
+    Config {
+        digest: u64,
+        entries: Vec<(String, String)>,
+    },
 }
 
 /// Request `KIND_COMMAND`.
@@ -207,8 +225,21 @@ pub struct PgStat {
     pub missing_objects: u64,
     /// Copies being filled by backfill.
     pub backfill_targets: u32,
+    /// How far the backfill scan got, in thousandths of the hash space
+    /// (objects are spread evenly over it), when backfilling.
+    pub backfill_permille: Option<u32>,
     /// Why the PG does not serve, when it does not.
     pub blocked: Option<String>,
+    /// `scrub` or `deep-scrub` while one runs.
+    pub scrubbing: Option<String>,
+    /// When the PG was last scrubbed (seconds since the Unix epoch; 0:
+    /// never on this primary).
+    pub last_scrub_secs: u64,
+    pub last_deep_scrub_secs: u64,
+    /// Objects whose copies disagree, not yet repaired.
+    pub inconsistent_objects: u64,
+    /// The first of them, `name: what differs`.
+    pub inconsistent: Vec<String>,
 }
 
 /// Request `KIND_GET_STATS`: the latest statistics of every OSD.
@@ -226,6 +257,9 @@ pub struct IoRates {
     pub read_bytes_per_s: f64,
     pub write_ops_per_s: f64,
     pub write_bytes_per_s: f64,
+    /// Objects and bytes pushed for recovery and backfill.
+    pub recovery_objects_per_s: f64,
+    pub recovery_bytes_per_s: f64,
 }
 
 /// One OSD's latest report as the monitor holds it.

@@ -9,6 +9,7 @@ use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits;
 use crate::proto::{MonCommand, Reply};
 use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
+use cairn_types::options::{self, Settings};
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -58,6 +59,8 @@ pub enum Event {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Effects {
     pub persist: Option<(Epoch, Incremental)>,
+    /// The settings changed: store these (all that are set).
+    pub persist_config: Option<Vec<(String, String)>>,
     pub reply: Option<Result<Reply, MonError>>,
     pub publish: Option<Epoch>,
 }
@@ -66,6 +69,9 @@ pub struct Effects {
 #[derive(Debug)]
 pub struct MapService {
     config: ServiceConfig,
+    /// The knobs as the daemon's flags gave them, before settings.
+    base_config: ServiceConfig,
+    settings: Settings,
     state: MonState,
     /// The newest incrementals, oldest first, at most `INCREMENTALS_KEPT`.
     history: VecDeque<Incremental>,
@@ -93,13 +99,71 @@ impl MapService {
             history.pop_front();
         }
         MapService {
+            base_config: config.clone(),
             config,
+            settings: Settings::default(),
             state,
             history,
             now_ms: 0,
             last_heartbeat_ms: BTreeMap::new(),
             down_since_ms: BTreeMap::new(),
             reports: BTreeMap::new(),
+        }
+    }
+
+    /// Applies stored settings (at start).
+    pub fn load_settings(&mut self, entries: Vec<(String, String)>) {
+        self.settings = Settings::new(entries);
+        self.apply_settings();
+    }
+
+    /// The settings as set.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn apply_settings(&mut self) {
+        let name = "mon_osd_down_out_interval";
+        self.config.down_out_ms = if self.settings.explicit().contains_key(name) {
+            self.settings.u64(name).saturating_mul(1000)
+        } else {
+            self.base_config.down_out_ms
+        };
+    }
+
+    fn config_set(&mut self, name: &str, value: Option<String>) -> Result<Reply, MonError> {
+        let mut entries = self.settings.explicit().clone();
+        match value {
+            Some(value) => {
+                let value = options::validate(name, &value).map_err(MonError::BadRequest)?;
+                entries.insert(name.to_owned(), value);
+            }
+            None => {
+                if options::find(name).is_none() {
+                    return Err(MonError::BadRequest(format!(
+                        "unknown setting {name:?} (`cairn config ls` lists them)"
+                    )));
+                }
+                entries.remove(name);
+            }
+        }
+        self.settings = Settings::new(entries);
+        self.apply_settings();
+        Ok(Reply::Done {
+            epoch: self.epoch(),
+        })
+    }
+
+    fn config_reply(&self) -> Reply {
+        Reply::Config {
+            digest: config_digest(&self.settings),
+            entries: self
+                .settings
+                .explicit()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         }
     }
 
@@ -135,6 +199,25 @@ impl MapService {
     /// Handles one event.
     pub fn handle(&mut self, event: Event) -> Effects {
         match event {
+            Event::Command(MonCommand::ConfigSet { name, value }) => {
+                let reply = self.config_set(&name, value);
+                let persist_config = reply.is_ok().then(|| {
+                    self.settings
+                        .explicit()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                });
+                Effects {
+                    reply: Some(reply),
+                    persist_config,
+                    ..Effects::default()
+                }
+            }
+            Event::Command(MonCommand::ConfigDump) => Effects {
+                reply: Some(Ok(self.config_reply())),
+                ..Effects::default()
+            },
             Event::Command(command) => {
                 let result = self.command(command);
                 self.finish(result)
@@ -328,6 +411,9 @@ impl MapService {
                 self.check(&inc)?;
                 Ok((inc, None))
             }
+            MonCommand::ConfigSet { .. } | MonCommand::ConfigDump => {
+                Err(MonError::BadRequest("settings are not map changes".into()))
+            }
             MonCommand::PgTemp { pg, acting } => {
                 let pool = self
                     .state
@@ -380,6 +466,7 @@ impl MapService {
         Ok(Reply::Heartbeat {
             epoch: self.epoch(),
             up,
+            config_digest: config_digest(&self.settings),
         })
     }
 
@@ -507,4 +594,18 @@ fn pool_set(
     next.validate()
         .map_err(|e| MonError::InvalidPool(e.to_string()))?;
     Ok(next)
+}
+
+/// A digest of the explicit settings (FNV-1a over names and values), so an
+/// OSD can tell its copy is current without fetching it.
+#[must_use]
+pub fn config_digest(settings: &Settings) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, value) in settings.explicit() {
+        for byte in name.bytes().chain([0]).chain(value.bytes()).chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
 }

@@ -23,6 +23,8 @@ const INCREMENTALS: TableDefinition<u64, &[u8]> = TableDefinition::new("incremen
 const FULL_MAPS: TableDefinition<u64, &[u8]> = TableDefinition::new("full_maps");
 
 const FSID_KEY: &str = "fsid";
+/// The settings set with `cairn config set` (postcard pairs).
+const CONFIG_KEY: &str = "config";
 /// Envelope kind of a stored full monitor state.
 pub const FULL_MAGIC: [u8; 4] = *b"CMON";
 pub const FULL_FORMAT_VERSION: u16 = 1;
@@ -54,6 +56,8 @@ pub struct Loaded {
     /// The stored incrementals, oldest first, ending at `state`'s epoch
     /// (empty right after creation).
     pub history: Vec<Incremental>,
+    /// The settings set explicitly.
+    pub config: Vec<(String, String)>,
 }
 
 impl MonStore {
@@ -106,8 +110,31 @@ impl MonStore {
         txn.commit().map_err(store_err)
     }
 
+    /// Durably replaces the stored settings.
+    ///
+    /// # Errors
+    /// [`MonError::Store`]; nothing is stored then.
+    pub fn persist_config(&self, entries: &[(String, String)]) -> Result<(), MonError> {
+        let bytes = postcard::to_allocvec(entries).map_err(store_err)?;
+        let txn = self.db.begin_write().map_err(store_err)?;
+        {
+            let mut meta = txn.open_table(META).map_err(store_err)?;
+            meta.insert(CONFIG_KEY, bytes.as_slice())
+                .map_err(store_err)?;
+        }
+        txn.commit().map_err(store_err)
+    }
+
     fn load(&self) -> Result<Loaded, MonError> {
         let txn = self.db.begin_read().map_err(store_err)?;
+        let config = {
+            let meta = txn.open_table(META).map_err(store_err)?;
+            match meta.get(CONFIG_KEY).map_err(store_err)? {
+                Some(bytes) => postcard::from_bytes(bytes.value())
+                    .map_err(|e| store_err(format!("stored settings: {e}")))?,
+                None => Vec::new(),
+            }
+        };
         let fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
         let (_, newest) = fulls
             .last()
@@ -146,7 +173,11 @@ impl MonStore {
             .map
             .validate()
             .map_err(|e| store_err(format!("stored map is invalid: {e}")))?;
-        Ok(Loaded { state, history })
+        Ok(Loaded {
+            state,
+            history,
+            config,
+        })
     }
 }
 

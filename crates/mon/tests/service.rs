@@ -233,7 +233,8 @@ fn silent_osd_goes_down_after_grace_then_out() {
         heartbeat(&mut service, 1, now_ms + 10),
         Reply::Heartbeat {
             epoch: service.epoch(),
-            up: false
+            up: false,
+            config_digest: cairn_mon::service::config_digest(service.settings()),
         }
     );
     assert!(!is_up(&service, 1));
@@ -254,6 +255,67 @@ fn silent_osd_goes_down_after_grace_then_out() {
     }
     ok(&run(&mut service, reboot));
     assert!(is_up(&service, 1) && !is_in(&service, 1));
+}
+
+#[test]
+fn settings_are_validated_persisted_and_change_the_down_out_interval() {
+    let mut service = cluster(2);
+    let epoch = service.epoch();
+    let digest = |s: &MapService| cairn_mon::service::config_digest(s.settings());
+    let before = digest(&service);
+    let set = |name: &str, value: Option<&str>| MonCommand::ConfigSet {
+        name: name.into(),
+        value: value.map(str::to_owned),
+    };
+    // Bad names and values are refused and change nothing.
+    for bad in [
+        set("no_such_setting", Some("1")),
+        set("osd_recovery_max_active", Some("0")),
+        set("osd_scrub_auto_repair", Some("perhaps")),
+        set("no_such_setting", None),
+    ] {
+        let effects = run(&mut service, bad);
+        assert!(effects.persist_config.is_none());
+        assert!(matches!(effects.reply, Some(Err(MonError::BadRequest(_)))));
+    }
+    assert_eq!(digest(&service), before);
+    // A good one is persisted, changes the digest, and not the map.
+    let effects = run(&mut service, set("mon_osd_down_out_interval", Some("2")));
+    assert_eq!(
+        effects.persist_config,
+        Some(vec![("mon_osd_down_out_interval".into(), "2".into())])
+    );
+    assert!(effects.persist.is_none());
+    assert_eq!(service.epoch(), epoch);
+    assert_ne!(digest(&service), before);
+    // The monitor's own knob follows: out after 2 s, not the flag's 10 s.
+    let mut now_ms = 0;
+    let down_at = loop {
+        now_ms += 100;
+        heartbeat(&mut service, 0, now_ms);
+        if !is_up(&service, 1) {
+            break now_ms;
+        }
+        tick(&mut service, now_ms);
+    };
+    while is_in(&service, 1) {
+        now_ms += 100;
+        heartbeat(&mut service, 0, now_ms);
+        tick(&mut service, now_ms);
+        assert!(now_ms < down_at + 5_000, "not out within the set interval");
+    }
+    assert!(now_ms >= down_at + 2_000);
+    // Removing it goes back to the default and persists the empty set.
+    let effects = run(&mut service, set("mon_osd_down_out_interval", None));
+    assert_eq!(effects.persist_config, Some(vec![]));
+    assert_eq!(digest(&service), before);
+    let Some(Ok(Reply::Config { entries, digest: d })) =
+        run(&mut service, MonCommand::ConfigDump).reply
+    else {
+        panic!("config dump");
+    };
+    assert!(entries.is_empty());
+    assert_eq!(d, before);
 }
 
 fn report(service: &mut MapService, reporter: u32, target: u32, now_ms: u64) -> Effects {

@@ -25,7 +25,7 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
-use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL, RECOVERY_READS_MAX};
+use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
@@ -39,9 +39,12 @@ use crate::pg::{
     ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
 };
 use crate::proto::{
-    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, KIND_PEER_PING, OpError, OpKind,
-    OpOutput, PeerMsg, PeerPing, PeerPong, decode_pg_msg, encode_pg_msg,
+    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, KIND_PEER_PING, KIND_PG_COMMAND, OpError,
+    OpKind, OpOutput, PeerMsg, PeerPing, PeerPong, PgAction, PgCommand, PgCommandReply,
+    decode_pg_msg, encode_pg_msg,
 };
+use crate::scrub::{self, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
+use crate::throttle::{Priority, Throttle};
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
 use cairn_mon::{
@@ -53,6 +56,7 @@ use cairn_store::{
     CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
     Transaction,
 };
+use cairn_types::options::Settings;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
 use serde_bytes::ByteBuf;
@@ -151,13 +155,20 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         io: IoCounters::default(),
         heartbeat_peers: tokio::sync::Mutex::new(HashMap::new()),
         told_up: Mutex::new(BTreeSet::new()),
-        recovery_slots: tokio::sync::Semaphore::new(RECOVERY_READS_MAX),
+        recovery: Throttle::new(
+            OsdSettings::default().recovery_max_active,
+            OsdSettings::default().recovery_bytes_per_sec,
+        ),
+        settings: RwLock::new(OsdSettings::default()),
+        config_digest: AtomicU64::new(0),
+        started_secs: unix_secs(),
         recovered_objects: AtomicU64::new(0),
         recovered_bytes: AtomicU64::new(0),
     });
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
     }
+    osd.fetch_settings().await;
     let tasks = [
         tokio::spawn(commit_loop(osd.clone(), commits)),
         tokio::spawn(heartbeat_loop(osd.clone())),
@@ -601,6 +612,11 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
                     tracing::warn!(%error, "re-boot failed");
                 }
             }
+            Ok(MonReply::Heartbeat { config_digest, .. })
+                if config_digest != osd.config_digest.load(Ordering::Relaxed) =>
+            {
+                osd.fetch_settings().await;
+            }
             Ok(_) => {}
             Err(error) => tracing::warn!(%error, "heartbeat failed"),
         }
@@ -667,6 +683,47 @@ async fn pg_tick_loop(osd: Arc<Osd>) {
         for pg in pgs {
             osd.feed(pg, PgEvent::Tick).await;
         }
+        osd.schedule_scrubs().await;
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The settings an OSD applies (`cairn_types::options`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OsdSettings {
+    recovery_max_active: usize,
+    recovery_bytes_per_sec: u64,
+    scrub_interval_secs: u64,
+    deep_scrub_interval_secs: u64,
+    scrub_auto_repair: bool,
+    scrub_chunk_objects: usize,
+    max_scrubs: usize,
+}
+
+impl OsdSettings {
+    fn from_settings(s: &Settings) -> OsdSettings {
+        let size = |name| usize::try_from(s.u64(name)).unwrap_or(usize::MAX);
+        OsdSettings {
+            recovery_max_active: size("osd_recovery_max_active"),
+            recovery_bytes_per_sec: s.u64("osd_recovery_max_bytes_per_sec"),
+            scrub_interval_secs: s.u64("osd_scrub_interval"),
+            deep_scrub_interval_secs: s.u64("osd_deep_scrub_interval"),
+            scrub_auto_repair: s.bool("osd_scrub_auto_repair"),
+            scrub_chunk_objects: size("osd_scrub_chunk_max"),
+            max_scrubs: size("osd_max_scrubs"),
+        }
+    }
+}
+
+impl Default for OsdSettings {
+    fn default() -> OsdSettings {
+        OsdSettings::from_settings(&Settings::default())
     }
 }
 
@@ -699,9 +756,17 @@ struct Osd {
     heartbeat_peers: tokio::sync::Mutex<HashMap<String, Connection>>,
     /// The up OSDs the PGs were last told of.
     told_up: Mutex<BTreeSet<OsdId>>,
-    /// Recovery and backfill reads in flight across all PGs (the bounded
-    /// worker pool that keeps healing from starving clients).
-    recovery_slots: tokio::sync::Semaphore,
+    /// Recovery and backfill pushes across all PGs: a bounded pool,
+    /// degraded first, with a byte-rate limit (keeps healing from starving
+    /// clients).
+    recovery: Arc<Throttle>,
+    /// The cluster's settings as last fetched from the monitor.
+    settings: RwLock<OsdSettings>,
+    /// Their digest (0: none fetched yet).
+    config_digest: AtomicU64,
+    /// When this process started (seconds since the Unix epoch): PGs never
+    /// scrubbed count from here, so a restart does not start every scrub.
+    started_secs: u64,
     recovered_objects: AtomicU64,
     recovered_bytes: AtomicU64,
 }
@@ -878,6 +943,8 @@ impl Osd {
                 let core = &slot.pg;
                 let interval = core.interval();
                 let (missing, backfill) = core.healing_counts();
+                let stamps = core.scrub_stamps();
+                let (inconsistent_count, inconsistent) = core.inconsistent();
                 PgStat {
                     pg: *pg,
                     state: core.state_name(),
@@ -889,7 +956,19 @@ impl Osd {
                     log_entries: core.log().len() as u64,
                     missing_objects: missing as u64,
                     backfill_targets: u32::try_from(backfill).unwrap_or(u32::MAX),
+                    backfill_permille: core.backfill_permille(),
                     blocked: core.blocked_reason(),
+                    scrubbing: core
+                        .scrubbing()
+                        .map(|deep| if deep { "deep-scrub" } else { "scrub" }.to_owned()),
+                    last_scrub_secs: stamps.light_secs,
+                    last_deep_scrub_secs: stamps.deep_secs,
+                    inconsistent_objects: inconsistent_count,
+                    inconsistent: inconsistent
+                        .iter()
+                        .take(PG_STAT_INCONSISTENT_MAX)
+                        .map(|i| format!("{}: {}", String::from_utf8_lossy(&i.object), i.reason))
+                        .collect(),
                 }
             })
             .collect();
@@ -1044,13 +1123,29 @@ impl Osd {
                     }
                 });
             }
-            for (object, targets) in fx.pushes {
-                self.spawn(move |osd: Arc<Osd>| async move {
-                    osd.push_object(pg, object, targets, None).await;
-                });
+            if !fx.pushes.is_empty() {
+                let priority = match lock(&self.pgs).get(&pg) {
+                    Some(slot) if !slot.pg.is_degraded() => Priority::Misplaced,
+                    _ => Priority::Degraded,
+                };
+                for (object, targets) in fx.pushes {
+                    self.spawn(move |osd: Arc<Osd>| async move {
+                        osd.push_object(pg, object, targets, None, priority).await;
+                    });
+                }
             }
             if let Some(after) = fx.scan {
-                self.spawn(move |osd: Arc<Osd>| async move { osd.backfill_scan(pg, after).await });
+                self.spawn(
+                    move |osd: Arc<Osd>| async move { osd.list_page(pg, after, false).await },
+                );
+            }
+            if let Some(after) = fx.scrub_list {
+                self.spawn(
+                    move |osd: Arc<Osd>| async move { osd.list_page(pg, after, true).await },
+                );
+            }
+            for order in fx.scrub_maps {
+                self.spawn(move |osd: Arc<Osd>| async move { osd.scrub_map(pg, order).await });
             }
             if fx.purge {
                 self.spawn(move |osd: Arc<Osd>| async move { osd.purge(pg).await });
@@ -1089,10 +1184,9 @@ impl Osd {
         object: Bytes,
         targets: Vec<OsdId>,
         interval_epoch: Option<Epoch>,
+        priority: Priority,
     ) {
-        let Ok(_permit) = self.recovery_slots.acquire().await else {
-            return;
-        };
+        let _permit = self.recovery.acquire(priority).await;
         let current = lock(&self.pgs)
             .get(&pg)
             .map(|slot| slot.pg.interval().epoch_started);
@@ -1117,6 +1211,9 @@ impl Osd {
             }
         };
         let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
+        self.recovery
+            .pace(bytes.saturating_mul(targets.len() as u64))
+            .await;
         let push = PgMsg::Push(Push {
             from: self.whoami,
             interval_epoch: epoch,
@@ -1130,25 +1227,179 @@ impl Osd {
         }
     }
 
-    /// Lists the next page of objects for a PG's backfill.
-    async fn backfill_scan(&self, pg: PgId, after: Option<ObjectKey>) {
+    fn settings(&self) -> OsdSettings {
+        self.settings
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Fetches the cluster's settings and applies them (throttles at once,
+    /// scrub settings from the next tick).
+    async fn fetch_settings(&self) {
+        let (digest, entries) = match self.mon.command(MonCommand::ConfigDump).await {
+            Ok(MonReply::Config { digest, entries }) => (digest, entries),
+            Ok(other) => {
+                tracing::warn!(?other, "unexpected answer to a settings fetch");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "settings fetch failed");
+                return;
+            }
+        };
+        let settings = OsdSettings::from_settings(&Settings::new(entries));
+        self.recovery.set(
+            settings.recovery_max_active,
+            settings.recovery_bytes_per_sec,
+        );
+        let changed = {
+            let mut current = self
+                .settings
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let changed = *current != settings;
+            *current = settings.clone();
+            changed
+        };
+        if changed {
+            tracing::info!(?settings, "settings applied");
+        }
+        self.config_digest.store(digest, Ordering::Relaxed);
+    }
+
+    /// Starts the scrubs that are due, most overdue first, up to
+    /// `osd_max_scrubs` at once on this OSD.
+    async fn schedule_scrubs(&self) {
+        let settings = self.settings();
+        let now = unix_secs();
+        let due = {
+            let pgs = lock(&self.pgs);
+            let running = pgs
+                .values()
+                .filter(|slot| slot.pg.scrubbing().is_some())
+                .count();
+            let mut due: Vec<(u64, PgId, bool)> = pgs
+                .iter()
+                .filter(|(_, slot)| slot.pg.scrub_refusal().is_none())
+                .filter_map(|(pg, slot)| {
+                    let stamps = slot.pg.scrub_stamps();
+                    let since = |stamp: u64| now.saturating_sub(stamp.max(self.started_secs));
+                    let deep_over =
+                        since(stamps.deep_secs).checked_sub(settings.deep_scrub_interval_secs);
+                    let light_over =
+                        since(stamps.light_secs).checked_sub(settings.scrub_interval_secs);
+                    match (deep_over, light_over) {
+                        (Some(over), _) => Some((over, *pg, true)),
+                        (None, Some(over)) => Some((over, *pg, false)),
+                        (None, None) => None,
+                    }
+                })
+                .collect();
+            due.sort_by_key(|d| std::cmp::Reverse(d.0));
+            due.truncate(settings.max_scrubs.saturating_sub(running));
+            due
+        };
+        for (_, pg, deep) in due {
+            let event = PgEvent::Scrub {
+                deep,
+                repair: settings.scrub_auto_repair,
+                now_secs: now,
+            };
+            self.feed(pg, event).await;
+        }
+    }
+
+    /// An operator's `cairn pg scrub|deep-scrub|repair`.
+    async fn pg_command(&self, command: PgCommand) -> PgCommandReply {
+        let settings = self.settings();
+        let (deep, repair, verb) = match command.action {
+            PgAction::Scrub => (false, settings.scrub_auto_repair, "scrub"),
+            PgAction::DeepScrub => (true, settings.scrub_auto_repair, "deep-scrub"),
+            PgAction::Repair => (true, true, "repair"),
+        };
+        let pg = command.pg;
+        let event = PgEvent::Scrub {
+            deep,
+            repair,
+            now_secs: unix_secs(),
+        };
+        let started = self
+            .feed_with(pg, |slot| match slot.pg.scrub_refusal() {
+                Some(why) => Err(why),
+                None => Ok(event),
+            })
+            .await;
+        PgCommandReply(match started {
+            None => Err(format!("osd.{} holds no copy of PG {pg}", self.whoami.0)),
+            Some(Err(why)) => Err(format!("PG {pg}: {why}")),
+            Some(Ok(())) => Ok(format!(
+                "instructed PG {pg} on osd.{} to {verb}",
+                self.whoami.0
+            )),
+        })
+    }
+
+    /// Lists the next page of objects for a PG's backfill, or its scrub.
+    async fn list_page(&self, pg: PgId, after: Option<ObjectKey>, scrub: bool) {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
-        let page = tokio::task::spawn_blocking(move || {
-            store.list(collection, after.as_ref(), BACKFILL_SCAN_KEYS)
-        })
-        .await;
+        let limit = if scrub {
+            self.settings().scrub_chunk_objects
+        } else {
+            BACKFILL_SCAN_KEYS
+        };
+        let page =
+            tokio::task::spawn_blocking(move || store.list(collection, after.as_ref(), limit))
+                .await;
         match page {
             Ok(Ok(page)) => {
                 let more = page.next.is_some();
-                let event = PgEvent::BackfillPage {
-                    keys: page.keys,
-                    more,
+                let keys = page.keys;
+                let event = if scrub {
+                    PgEvent::ScrubPage { keys, more }
+                } else {
+                    PgEvent::BackfillPage { keys, more }
                 };
                 self.feed(pg, event).await;
             }
-            Ok(Err(error)) => tracing::error!(%pg, %error, "backfill scan failed"),
-            Err(error) => tracing::error!(%pg, %error, "backfill scan task failed"),
+            Ok(Err(error)) => tracing::error!(%pg, %error, scrub, "object listing failed"),
+            Err(error) => tracing::error!(%pg, %error, scrub, "object listing task failed"),
+        }
+    }
+
+    /// Reads this copy's scrub map of a chunk and sends it where the order
+    /// says (to this OSD's own PG core for the primary).
+    async fn scrub_map(&self, pg: PgId, order: ScrubOrder) {
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let (after, through, deep) = (order.after.clone(), order.through.clone(), order.deep);
+        let built = tokio::task::spawn_blocking(move || {
+            build_scrub_map(&*store, collection, after.as_ref(), through.as_ref(), deep)
+        })
+        .await;
+        let (entries, truncated) = match built {
+            Ok(Ok(built)) => built,
+            Ok(Err(error)) => {
+                tracing::error!(%pg, %error, "cannot list objects for a scrub");
+                return;
+            }
+            Err(error) => {
+                tracing::error!(%pg, %error, "scrub task failed");
+                return;
+            }
+        };
+        let map = PgMsg::ScrubMap(ScrubMap {
+            from: self.whoami,
+            interval_epoch: order.interval_epoch,
+            chunk: order.chunk,
+            entries,
+            truncated,
+        });
+        if order.to == self.whoami {
+            self.feed(pg, map.into()).await;
+        } else {
+            self.send_to_peer(order.to, pg, &map).await;
         }
     }
 
@@ -1241,6 +1492,13 @@ impl Osd {
                 }
                 None
             }
+            KIND_PG_COMMAND => {
+                let reply = match frame.decode_body::<PgCommand>() {
+                    Ok(command) => self.pg_command(command).await,
+                    Err(error) => PgCommandReply(Err(format!("malformed PG command: {error}"))),
+                };
+                Frame::response(frame.request_id, &reply, Bytes::new()).ok()
+            }
             KIND_PEER_PING => {
                 let pong = PeerPong {
                     from: self.whoami,
@@ -1281,8 +1539,15 @@ impl Osd {
                 object,
             } => {
                 self.spawn(move |osd: Arc<Osd>| async move {
-                    osd.push_object(pg, object, vec![from], Some(interval_epoch))
-                        .await;
+                    // A pull: the primary lacks the object.
+                    osd.push_object(
+                        pg,
+                        object,
+                        vec![from],
+                        Some(interval_epoch),
+                        Priority::Degraded,
+                    )
+                    .await;
                 });
                 return;
             }
@@ -1585,8 +1850,10 @@ impl Osd {
         {
             return (ClientReply::err(error), Bytes::new());
         }
-        let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
-        let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
+        let pg = op.pg;
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let object = Bytes::from(op.object.into_vec());
+        let key = ObjectKey::new(object.clone());
         let store = self.store.clone();
         let kind = op.op;
         let read =
@@ -1599,6 +1866,23 @@ impl Osd {
                 },
                 data,
             ),
+            Ok(Err(OpError::Corrupt(why))) if !object.is_empty() => {
+                // Recover the copy from another one; the client retries.
+                let repairable = lock(&self.pgs)
+                    .get(&pg)
+                    .is_some_and(|slot| slot.pg.has_other_source());
+                let event = PgEvent::ReadError {
+                    object,
+                    error: why.clone(),
+                };
+                self.feed(pg, event).await;
+                let error = if repairable {
+                    OpError::ObjectBusy
+                } else {
+                    OpError::Corrupt(why)
+                };
+                (ClientReply::err(error), Bytes::new())
+            }
             Ok(Err(error)) => (ClientReply::err(error), Bytes::new()),
             Err(error) => (
                 ClientReply::err(OpError::Store(format!("read task: {error}"))),
@@ -1625,6 +1909,9 @@ fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg
                 let entry = LogEntry::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} log entry: {e}")))?;
                 stored.log.push(entry);
+            } else if key[..] == *scrub::STAMPS_KEY {
+                stored.scrub = ScrubStamps::decode(&value)
+                    .map_err(|e| StoreError::Corrupt(format!("{collection} scrub stamps: {e}")))?;
             } else if key[..] == *INFO_KEY {
                 let mut info = PgInfo::default();
                 info.decode_into(&value)
@@ -1636,6 +1923,105 @@ fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg
     stored.log.sort_by_key(|e| e.version);
     Ok(stored)
 }
+
+/// Reads a copy's scrub map of the objects with keys in `(after, through]`
+/// (`None`: unbounded), at most [`scrub::MAP_ENTRIES_MAX`] of them (`true`:
+/// truncated). An object the store cannot read is reported with its
+/// error; a deep scrub reads (and so checksums) all data.
+fn build_scrub_map(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    after: Option<&ObjectKey>,
+    through: Option<&ObjectKey>,
+    deep: bool,
+) -> Result<(Vec<ScrubEntry>, bool), StoreError> {
+    let mut entries = Vec::new();
+    let mut cursor = after.cloned();
+    loop {
+        let page = store.list(collection, cursor.as_ref(), SCRUB_LIST_PAGE_KEYS)?;
+        for key in &page.keys {
+            if through.is_some_and(|t| key > t) {
+                return Ok((entries, false));
+            }
+            if entries.len() == scrub::MAP_ENTRIES_MAX {
+                return Ok((entries, true));
+            }
+            entries.push(scrub_entry(store, collection, key, deep));
+        }
+        match page.next {
+            Some(_) => cursor = page.keys.last().cloned(),
+            None => return Ok((entries, false)),
+        }
+    }
+}
+
+fn scrub_entry(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    deep: bool,
+) -> ScrubEntry {
+    let mut entry = ScrubEntry {
+        name: key.name.clone(),
+        size: 0,
+        version: 0,
+        xattrs_digest: 0,
+        omap_digest: 0,
+        data_digest: None,
+        error: None,
+    };
+    let result = (|| -> Result<(), StoreError> {
+        let stat = store.stat(collection, key)?;
+        entry.size = stat.size_bytes;
+        entry.version = stat.version;
+        let xattrs = store.xattrs(collection, key)?;
+        entry.xattrs_digest = scrub::map_digest(xattrs.iter().map(|(k, v)| (&k[..], &v[..])));
+        let mut omap_crc = 0u32;
+        let mut after: Option<Bytes> = None;
+        loop {
+            let page = store.omap_range(collection, key, after.as_deref(), OMAP_PAGE_KEYS)?;
+            let Some((last, _)) = page.last() else {
+                break;
+            };
+            after = Some(last.clone());
+            omap_crc =
+                scrub::map_digest_append(omap_crc, page.iter().map(|(k, v)| (&k[..], &v[..])));
+        }
+        entry.omap_digest = omap_crc;
+        if deep {
+            let mut crc = 0u32;
+            let mut offset = 0u64;
+            while offset < stat.size_bytes {
+                let length = (stat.size_bytes - offset).min(SCRUB_READ_BYTES);
+                let data = store.read(collection, key, ReadOptions::range(offset, length))?;
+                crc = crc32c::crc32c_append(crc, &data);
+                offset += length;
+            }
+            entry.data_digest = Some(crc);
+        }
+        Ok(())
+    })();
+    if let Err(error) = result {
+        let mut text = error.to_string();
+        if text.len() > scrub::ERROR_BYTES_MAX {
+            let mut cut = scrub::ERROR_BYTES_MAX;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        entry.error = Some(text);
+    }
+    entry
+}
+
+/// Inconsistent objects each PG lists in its report to the monitor.
+const PG_STAT_INCONSISTENT_MAX: usize = 8;
+
+/// Keys listed per store call while building a scrub map.
+const SCRUB_LIST_PAGE_KEYS: usize = 256;
+/// Data read per store call by a deep scrub.
+const SCRUB_READ_BYTES: u64 = 4 << 20;
 
 /// Metadata keys read per page when loading a PG.
 const META_PAGE_KEYS: usize = 1024;
@@ -1825,6 +2211,7 @@ fn op_error(error: StoreError) -> OpError {
         StoreError::NotFound { .. } => OpError::NotFound,
         StoreError::Invalid(why) => OpError::Invalid(why),
         full @ StoreError::Full { .. } => OpError::Full(full.to_string()),
+        StoreError::Corrupt(why) => OpError::Corrupt(why),
         other => OpError::Store(other.to_string()),
     }
 }

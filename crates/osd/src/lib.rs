@@ -22,6 +22,8 @@ pub mod log;
 pub mod peering;
 pub mod pg;
 pub mod proto;
+pub mod scrub;
+pub mod throttle;
 
 pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;

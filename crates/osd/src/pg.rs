@@ -18,6 +18,9 @@ use crate::peering::{
     PastInterval, PeerCopy, PgInfo, blocked_by, choose_auth, log_recoverable, missing_objects,
     want_acting,
 };
+use crate::scrub::{
+    self, Inconsistency, ScrubMap, ScrubOrder, ScrubRun, ScrubStamps, Scrubber, Stage,
+};
 use bytes::Bytes;
 use cairn_store::{CollectionId, ObjectKey, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -201,6 +204,17 @@ pub enum PgMsg {
         from: OsdId,
         interval_epoch: Epoch,
     },
+    /// The primary asks for a copy's scrub map of the keys in
+    /// `(after, through]` (`None`: unbounded).
+    ScrubRequest {
+        from: OsdId,
+        interval_epoch: Epoch,
+        chunk: u64,
+        after: Option<ObjectKey>,
+        through: Option<ObjectKey>,
+        deep: bool,
+    },
+    ScrubMap(ScrubMap),
 }
 
 impl PgMsg {
@@ -213,7 +227,9 @@ impl PgMsg {
             PgMsg::Notify(n) => n.from,
             PgMsg::Activate(a) => a.from,
             PgMsg::Push(p) => p.from,
-            PgMsg::Query { from, .. }
+            PgMsg::ScrubMap(m) => m.from,
+            PgMsg::ScrubRequest { from, .. }
+            | PgMsg::Query { from, .. }
             | PgMsg::Activated { from, .. }
             | PgMsg::PushAck { from, .. }
             | PgMsg::Pull { from, .. }
@@ -232,7 +248,9 @@ impl PgMsg {
             PgMsg::Notify(n) => n.interval_epoch,
             PgMsg::Activate(a) => a.interval_epoch,
             PgMsg::Push(p) => p.interval_epoch,
-            PgMsg::Query { interval_epoch, .. }
+            PgMsg::ScrubMap(m) => m.interval_epoch,
+            PgMsg::ScrubRequest { interval_epoch, .. }
+            | PgMsg::Query { interval_epoch, .. }
             | PgMsg::Activated { interval_epoch, .. }
             | PgMsg::PushAck { interval_epoch, .. }
             | PgMsg::Pull { interval_epoch, .. }
@@ -323,6 +341,25 @@ pub enum PgEvent {
     },
     /// About a second passed: resend what may have been lost.
     Tick,
+    /// Scrub the PG now (primary, clean PGs only): `deep` reads all data,
+    /// `repair` fixes what differs from healthy copies. `now_secs` (since
+    /// the Unix epoch) stamps it.
+    Scrub {
+        deep: bool,
+        repair: bool,
+        now_secs: u64,
+    },
+    /// A page of this copy's objects for the scrub (as `BackfillPage`).
+    ScrubPage {
+        keys: Vec<ObjectKey>,
+        more: bool,
+    },
+    /// This copy's store could not read `object` (a checksum mismatch):
+    /// the primary recovers it from another copy.
+    ReadError {
+        object: Bytes,
+        error: String,
+    },
 }
 
 impl From<PgMsg> for PgEvent {
@@ -447,6 +484,8 @@ pub enum Ignored {
     StaleInterval { got: Epoch, current: Epoch },
     #[error("bad interval: {0}")]
     BadInterval(IntervalError),
+    #[error("scrub not started: {0}")]
+    Scrub(String),
     #[error("{what} from {from} ignored: {why}")]
     Peering {
         what: &'static str,
@@ -481,6 +520,12 @@ pub struct Effects {
     pub scan: Option<Option<ObjectKey>>,
     /// Remove this copy: it is a stray of a PG clean elsewhere.
     pub purge: bool,
+    /// List local objects after this key for the scrub and report them as
+    /// [`PgEvent::ScrubPage`].
+    pub scrub_list: Option<Option<ObjectKey>>,
+    /// Read these scrub maps and send each to its `to` (this OSD's own as a
+    /// [`PgEvent::Peer`] of [`PgMsg::ScrubMap`]).
+    pub scrub_maps: Vec<ScrubOrder>,
     /// Something worth telling the operator (state changes).
     pub notes: Vec<String>,
 }
@@ -500,6 +545,10 @@ impl Effects {
             self.scan = other.scan;
         }
         self.purge |= other.purge;
+        if other.scrub_list.is_some() {
+            self.scrub_list = other.scrub_list;
+        }
+        self.scrub_maps.extend(other.scrub_maps);
         self.notes.extend(other.notes);
     }
 }
@@ -618,6 +667,7 @@ pub struct Pg {
     early: Vec<PgMsg>,
     /// Replica: pushed objects to acknowledge on commit, to their sender.
     pushes_owed: BTreeMap<Bytes, OsdId>,
+    scrub: Scrubber,
 }
 
 /// Peer messages kept while waiting for the activation.
@@ -631,6 +681,7 @@ pub struct StoredPg {
     /// `None`: no info stored (a copy that never activated).
     pub info: Option<PgInfo>,
     pub missing: BTreeSet<Bytes>,
+    pub scrub: ScrubStamps,
 }
 
 impl Pg {
@@ -689,6 +740,7 @@ impl Pg {
             healing: Healing::default(),
             early: Vec::new(),
             pushes_owed: BTreeMap::new(),
+            scrub: Scrubber::default(),
         })
     }
 
@@ -717,6 +769,7 @@ impl Pg {
         core.info = stored.info.unwrap_or_default();
         core.info.exists = true;
         core.local_missing = stored.missing;
+        core.scrub.stamps = stored.scrub;
         core.context = context;
         let mut fx = Effects::default();
         core.enter_interval(&mut fx);
@@ -772,6 +825,19 @@ impl Pg {
                 self.on_tick(&mut fx);
                 Ok(())
             }
+            PgEvent::Scrub {
+                deep,
+                repair,
+                now_secs,
+            } => self.start_scrub(deep, repair, now_secs, &mut fx),
+            PgEvent::ScrubPage { keys, more } => {
+                self.on_scrub_page(keys, more, &mut fx);
+                Ok(())
+            }
+            PgEvent::ReadError { object, error } => {
+                self.on_read_error(object, error, &mut fx);
+                Ok(())
+            }
         };
         if let Err(why) = outcome {
             fx.log.push(why);
@@ -805,6 +871,15 @@ impl Pg {
         }
         if self.object_healing(&write.object) {
             self.prioritize(write.object.clone(), fx);
+            fx.replies.push((req, Reply::ObjectBusy));
+            return;
+        }
+        if self
+            .scrub
+            .run
+            .as_ref()
+            .is_some_and(|run| run.blocks(&ObjectKey::new(write.object.clone())))
+        {
             fx.replies.push((req, Reply::ObjectBusy));
             return;
         }
@@ -1180,6 +1255,7 @@ impl Pg {
             };
             fx.replies.push((flight.req, reply));
         }
+        self.scrub_progress(fx);
     }
 
     /// Moves to a newer interval. In-flight writes are answered `Retry`:
@@ -1214,6 +1290,12 @@ impl Pg {
         self.healing = Healing::default();
         self.early.clear();
         self.pushes_owed.clear();
+        // Repairs were recovery of the old interval; the next scrub finds
+        // what is still inconsistent.
+        self.scrub.run = None;
+        self.scrub.inconsistent.clear();
+        self.scrub.inconsistent_more = 0;
+        self.scrub.repairing.clear();
         if self.is_primary() {
             self.start_peering(fx);
             return;
@@ -1394,6 +1476,32 @@ impl Pg {
                 Ok(())
             }
             PgMsg::Push(push) => self.on_push(push, fx),
+            PgMsg::ScrubRequest {
+                from,
+                interval_epoch,
+                chunk,
+                after,
+                through,
+                deep,
+            } => {
+                let activated = !matches!(self.phase, Phase::Replica { activated: false });
+                if self.interval.primary != Some(from) || interval_epoch != current || !activated {
+                    return Err(ignore(
+                        "scrub request",
+                        "not from the active primary".into(),
+                    ));
+                }
+                fx.scrub_maps.push(ScrubOrder {
+                    to: from,
+                    interval_epoch,
+                    chunk,
+                    after,
+                    through,
+                    deep,
+                });
+                Ok(())
+            }
+            PgMsg::ScrubMap(map) => self.on_scrub_map(map, fx),
             PgMsg::SubWrite(_) | PgMsg::SubWriteAck(_) | PgMsg::Pull { .. } => {
                 Err(ignore("message", "routed to the PG core by mistake".into()))
             }
@@ -1762,6 +1870,7 @@ impl Pg {
                         self.healing.recovering.remove(&object);
                         if osds.is_empty() {
                             self.healing.missing.remove(&object);
+                            self.scrub.repaired(&object);
                         }
                     }
                     self.schedule_recovery(fx);
@@ -1865,6 +1974,7 @@ impl Pg {
             if osds.is_empty() {
                 self.healing.missing.remove(&object);
                 self.healing.recovering.remove(&object);
+                self.scrub.repaired(&object);
             }
         }
         self.schedule_recovery(fx);
@@ -2092,6 +2202,7 @@ impl Pg {
                 }
                 self.schedule_recovery(fx);
                 self.schedule_backfill(fx);
+                self.scrub_tick(fx);
             }
             Phase::Replica { .. } | Phase::Incomplete { .. } => {}
         }
@@ -2143,6 +2254,18 @@ impl Pg {
         }
         if !degraded && !remapped {
             parts.push("clean");
+        }
+        if let Some(run) = &self.scrub.run {
+            parts.push("scrubbing");
+            if run.deep {
+                parts.push("deep");
+            }
+        }
+        if self.scrub.inconsistent_count() > 0 {
+            parts.push("inconsistent");
+        }
+        if !self.scrub.repairing.is_empty() {
+            parts.push("repair");
         }
         parts.join("+")
     }
@@ -2247,6 +2370,328 @@ impl Pg {
                 .get(*version)
                 .is_some_and(|entry| entry.object == object && entry.kind != LogKind::Refused)
         })
+    }
+}
+
+/// Scrub (see [`crate::scrub`]): the primary's chunk-by-chunk comparison
+/// of its copies, and repair through recovery.
+impl Pg {
+    /// Why a scrub cannot start now, if it cannot.
+    #[must_use]
+    pub fn scrub_refusal(&self) -> Option<String> {
+        if !self.is_primary() {
+            return Some(format!("osd.{} is not the PG's primary", self.whoami.0));
+        }
+        if self.scrub.run.is_some() {
+            return Some("a scrub is already under way".into());
+        }
+        if !self.is_clean() {
+            return Some(format!(
+                "the PG is {}: it scrubs once active+clean",
+                self.state_name()
+            ));
+        }
+        None
+    }
+
+    /// Whether some object has fewer good copies than the pool's size
+    /// (its recovery goes before merely misplaced data).
+    #[must_use]
+    pub fn is_degraded(&self) -> bool {
+        !self.healing.missing.is_empty() || self.complete_acting_count() < self.interval.size
+    }
+
+    /// Whether a copy other than this one can serve as a recovery source.
+    #[must_use]
+    pub fn has_other_source(&self) -> bool {
+        self.healing.sources.iter().any(|o| *o != self.whoami)
+    }
+
+    /// How far the backfill scan got, in thousandths of the hash space.
+    #[must_use]
+    pub fn backfill_permille(&self) -> Option<u32> {
+        if self.healing.backfill_targets.is_empty() {
+            return None;
+        }
+        if self.healing.scan_done {
+            return Some(1000);
+        }
+        let hash = self.healing.pushed_through.as_ref().map_or(0, |k| k.hash);
+        u32::try_from(u64::from(hash) * 1000 / u64::from(u32::MAX)).ok()
+    }
+
+    /// When this copy was last scrubbed (light, deep).
+    #[must_use]
+    pub fn scrub_stamps(&self) -> ScrubStamps {
+        self.scrub.stamps
+    }
+
+    /// The scrub under way: `Some(deep)`.
+    #[must_use]
+    pub fn scrubbing(&self) -> Option<bool> {
+        self.scrub.run.as_ref().map(|run| run.deep)
+    }
+
+    /// Objects the last scrubs found inconsistent and not yet repaired
+    /// (the count, and the first ones kept).
+    #[must_use]
+    pub fn inconsistent(&self) -> (u64, Vec<&Inconsistency>) {
+        (
+            self.scrub.inconsistent_count(),
+            self.scrub.inconsistent.values().collect(),
+        )
+    }
+
+    fn start_scrub(
+        &mut self,
+        deep: bool,
+        repair: bool,
+        now_secs: u64,
+        fx: &mut Effects,
+    ) -> Result<(), Ignored> {
+        if let Some(why) = self.scrub_refusal() {
+            return Err(Ignored::Scrub(why));
+        }
+        self.scrub.next_chunk += 1;
+        self.scrub.run = Some(ScrubRun {
+            deep,
+            repair,
+            started_secs: now_secs,
+            cursor: None,
+            chunk: self.scrub.next_chunk,
+            stage: Stage::Listing,
+            objects: 0,
+            errors: 0,
+        });
+        fx.notes.push(format!(
+            "{} scrub starts{}",
+            if deep { "deep" } else { "light" },
+            if repair { " (repairing)" } else { "" }
+        ));
+        fx.scrub_list = Some(None);
+        Ok(())
+    }
+
+    /// The primary's own listing chose the next chunk: up to the last key
+    /// listed, or to the end if the collection holds no more.
+    fn on_scrub_page(&mut self, keys: Vec<ObjectKey>, more: bool, fx: &mut Effects) {
+        let Some(run) = &mut self.scrub.run else {
+            return;
+        };
+        if !matches!(run.stage, Stage::Listing) {
+            return;
+        }
+        let through = if more { keys.last().cloned() } else { None };
+        run.stage = Stage::Draining { through };
+        self.scrub_progress(fx);
+    }
+
+    /// Asks every acting copy for its map of the chunk once no write to the
+    /// chunk is in flight (new ones wait meanwhile).
+    fn scrub_progress(&mut self, fx: &mut Effects) {
+        let Some(run) = &self.scrub.run else {
+            return;
+        };
+        let Stage::Draining { through } = &run.stage else {
+            return;
+        };
+        let busy = self.inflight.keys().any(|version| {
+            self.log
+                .get(*version)
+                .is_some_and(|entry| run.blocks(&ObjectKey::new(entry.object.clone())))
+        });
+        if busy {
+            return;
+        }
+        let through = through.clone();
+        let waiting: BTreeSet<OsdId> = self.interval.acting.iter().copied().collect();
+        self.ask_scrub_maps(&waiting, fx);
+        if let Some(run) = &mut self.scrub.run {
+            run.stage = Stage::Collecting {
+                through,
+                waiting,
+                maps: BTreeMap::new(),
+                ticks: 0,
+            };
+        }
+    }
+
+    fn ask_scrub_maps(&self, osds: &BTreeSet<OsdId>, fx: &mut Effects) {
+        let Some(run) = &self.scrub.run else {
+            return;
+        };
+        for osd in osds {
+            let Some(order) = run.order(*osd, self.interval.epoch_started) else {
+                return;
+            };
+            if *osd == self.whoami {
+                fx.scrub_maps.push(order);
+            } else {
+                fx.send.push((*osd, scrub::request(self.whoami, &order)));
+            }
+        }
+    }
+
+    fn on_scrub_map(&mut self, map: ScrubMap, fx: &mut Effects) -> Result<(), Ignored> {
+        let from = map.from;
+        let ignore = |why: &str| Ignored::Peering {
+            what: "scrub map",
+            from,
+            why: why.into(),
+        };
+        if map.interval_epoch != self.interval.epoch_started {
+            return Err(ignore("of another interval"));
+        }
+        let Some(mut run) = self.scrub.run.take() else {
+            return Err(ignore("no scrub under way"));
+        };
+        let chunk = run.chunk;
+        let complete = match &mut run.stage {
+            Stage::Collecting { waiting, maps, .. }
+                if map.chunk == chunk && waiting.contains(&from) =>
+            {
+                waiting.remove(&from);
+                maps.insert(from, map);
+                waiting.is_empty()
+            }
+            _ => {
+                self.scrub.run = Some(run);
+                return Err(ignore("not asked for"));
+            }
+        };
+        if !complete {
+            self.scrub.run = Some(run);
+            return Ok(());
+        }
+        let Stage::Collecting { through, maps, .. } =
+            std::mem::replace(&mut run.stage, Stage::Listing)
+        else {
+            unreachable!("matched above");
+        };
+        run.objects += maps.get(&self.whoami).map_or(0, |m| m.entries.len() as u64);
+        for truncated in maps.values().filter(|m| m.truncated) {
+            fx.notes.push(format!(
+                "scrub: osd.{} holds more objects in a chunk than it could report",
+                truncated.from.0
+            ));
+        }
+        let found = scrub::compare(&maps, self.whoami);
+        run.errors += found.len() as u64;
+        let mut repairs = false;
+        for inconsistency in found {
+            fx.notes.push(format!(
+                "scrub: {} is inconsistent: {}",
+                String::from_utf8_lossy(&inconsistency.object),
+                inconsistency.reason
+            ));
+            if run.repair && inconsistency.auth.is_some() {
+                self.repair_object(&inconsistency);
+                repairs = true;
+            }
+            self.scrub.record(inconsistency);
+        }
+        match through {
+            Some(last) => {
+                run.cursor = Some(last);
+                self.scrub.next_chunk += 1;
+                run.chunk = self.scrub.next_chunk;
+                fx.scrub_list = Some(run.cursor.clone());
+                self.scrub.run = Some(run);
+            }
+            None => self.finish_scrub(&run, fx),
+        }
+        if repairs {
+            self.schedule_recovery(fx);
+        }
+        Ok(())
+    }
+
+    fn finish_scrub(&mut self, run: &ScrubRun, fx: &mut Effects) {
+        self.scrub.stamps.light_secs = run.started_secs;
+        if run.deep {
+            self.scrub.stamps.deep_secs = run.started_secs;
+        }
+        let txn = Transaction::new(self.collection).with(Op::MetaSet {
+            key: Bytes::from_static(scrub::STAMPS_KEY),
+            value: self.scrub.stamps.encode(),
+        });
+        fx.store.push(StoreWrite {
+            version: self.last_update,
+            txn,
+            tag: StoreTag::Part,
+        });
+        fx.notes.push(format!(
+            "{} scrub done: {} objects, {} inconsistent",
+            if run.deep { "deep" } else { "light" },
+            run.objects,
+            run.errors
+        ));
+    }
+
+    /// Hands an inconsistent object to recovery: the bad copies lack it.
+    fn repair_object(&mut self, inconsistency: &Inconsistency) {
+        let object = inconsistency.object.clone();
+        self.healing
+            .missing
+            .entry(object.clone())
+            .or_default()
+            .extend(inconsistency.bad.iter().copied());
+        if inconsistency.bad.contains(&self.whoami) {
+            self.local_missing.insert(object.clone());
+        }
+        self.scrub.repairing.insert(object);
+    }
+
+    /// A read found this primary's copy of `object` unreadable: recover it
+    /// from another copy (the client retries meanwhile).
+    fn on_read_error(&mut self, object: Bytes, error: String, fx: &mut Effects) {
+        if !self.is_active_primary() {
+            return;
+        }
+        let lacking = self.healing.missing.get(&object);
+        if lacking.is_none_or(|osds| !osds.contains(&self.whoami)) {
+            let source = self.healing.sources.iter().find(|o| **o != self.whoami);
+            let other_source = source.is_some();
+            let inconsistency = Inconsistency {
+                object: object.clone(),
+                bad: BTreeSet::from([self.whoami]),
+                auth: source.copied(),
+                reason: format!("osd.{}: read error: {error}", self.whoami.0),
+            };
+            fx.notes.push(format!(
+                "read of {} failed: {}{}",
+                String::from_utf8_lossy(&object),
+                inconsistency.reason,
+                if other_source {
+                    "; recovering it from another copy"
+                } else {
+                    "; no other copy to recover from"
+                }
+            ));
+            if other_source {
+                self.repair_object(&inconsistency);
+            }
+            self.scrub.record(inconsistency);
+        }
+        self.prioritize(object, fx);
+    }
+
+    /// Resends scrub requests that got no answer.
+    fn scrub_tick(&mut self, fx: &mut Effects) {
+        let resend = match self.scrub.run.as_mut().map(|run| &mut run.stage) {
+            Some(Stage::Collecting { waiting, ticks, .. }) => {
+                *ticks += 1;
+                (*ticks % STALLED_TICKS == 0).then(|| waiting.clone())
+            }
+            Some(Stage::Draining { .. }) => {
+                self.scrub_progress(fx);
+                None
+            }
+            Some(Stage::Listing) | None => None,
+        };
+        if let Some(osds) = resend {
+            self.ask_scrub_maps(&osds, fx);
+        }
     }
 }
 

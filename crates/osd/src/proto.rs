@@ -13,10 +13,13 @@
 //! | `0x0202` | [`PeerMsg`] | OSD → OSD, one-way (request id 0) |
 //! | `0x0203` | [`PeerPing`] | OSD → OSD on the heartbeat connection, request |
 //! | `0x0204` | [`PeerPong`] | OSD → OSD, response |
+//! | `0x0205` | [`PgCommand`] | operator → a PG's primary, request |
+//! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
 
 use crate::log::{LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
+use crate::scrub::{self, ScrubEntry, ScrubMap};
 use bytes::{Bytes, BytesMut};
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -30,6 +33,38 @@ pub const KIND_CLIENT_REPLY: u16 = 0x0201;
 pub const KIND_PEER_MSG: u16 = 0x0202;
 pub const KIND_PEER_PING: u16 = 0x0203;
 pub const KIND_PEER_PONG: u16 = 0x0204;
+pub const KIND_PG_COMMAND: u16 = 0x0205;
+pub const KIND_PG_COMMAND_REPLY: u16 = 0x0206;
+
+/// What an operator asks of a PG's primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PgAction {
+    /// Light scrub; repairs only if `osd_scrub_auto_repair` is on.
+    Scrub,
+    /// Deep scrub; repairs only if `osd_scrub_auto_repair` is on.
+    DeepScrub,
+    /// Deep scrub that repairs what it finds.
+    Repair,
+}
+
+/// Request `KIND_PG_COMMAND`, to the PG's primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgCommand {
+    pub pg: PgId,
+    pub action: PgAction,
+}
+
+impl Message for PgCommand {
+    const KIND: u16 = KIND_PG_COMMAND;
+}
+
+/// Response `KIND_PG_COMMAND_REPLY`: what was started, or why not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgCommandReply(pub Result<String, String>);
+
+impl Message for PgCommandReply {
+    const KIND: u16 = KIND_PG_COMMAND_REPLY;
+}
 
 /// Request `KIND_PEER_PING`: a peer heartbeat. It travels on a connection
 /// of its own, never queued behind a PG message's megabytes.
@@ -313,6 +348,11 @@ pub enum OpError {
     /// The OSD's store is too full for writes (removes still work).
     #[error("full: {0}")]
     Full(String),
+    /// The object's data failed its checksum and no other copy could
+    /// replace it (a read of a copy that can be repaired is answered
+    /// `ObjectBusy` while the repair runs).
+    #[error("corrupt: {0}")]
+    Corrupt(String),
 }
 
 /// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.
@@ -429,6 +469,65 @@ pub enum PeerMsg {
         object: ByteBuf,
         pull: bool,
     },
+    /// The primary asks for a scrub map of the keys in `(after, through]`.
+    ScrubRequest {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        chunk: u64,
+        after: Option<KeyWire>,
+        through: Option<KeyWire>,
+        deep: bool,
+    },
+    /// A copy's scrub map; the object names are the data segment (records
+    /// as in `Notify`), in the order of `entries`.
+    ScrubMap {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        chunk: u64,
+        entries: Vec<ScrubEntryWire>,
+        truncated: bool,
+    },
+}
+
+/// An object key: its hash and name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyWire {
+    pub hash: u32,
+    pub name: ByteBuf,
+}
+
+/// A [`ScrubEntry`] without its name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubEntryWire {
+    pub size: u64,
+    pub version: u64,
+    pub xattrs_digest: u32,
+    pub omap_digest: u32,
+    pub data_digest: Option<u32>,
+    pub error: Option<String>,
+}
+
+fn key_wire(key: &ObjectKey) -> KeyWire {
+    KeyWire {
+        hash: key.hash,
+        name: buf(&key.name),
+    }
+}
+
+fn key_unwire(key: KeyWire) -> Result<ObjectKey, PeerDecodeError> {
+    let name = unbuf(key.name);
+    if !crate::pg::valid_name(&name) {
+        return Err(PeerDecodeError::Malformed(format!(
+            "object name of {} bytes",
+            name.len()
+        )));
+    }
+    Ok(ObjectKey {
+        hash: key.hash,
+        name,
+    })
 }
 
 /// The peering messages that carry only their sender and interval.
@@ -454,6 +553,8 @@ pub enum PeerDecodeError {
     DataLength(usize),
     #[error("op {0} cannot travel in a sub-write")]
     Unsupported(String),
+    #[error("malformed: {0}")]
+    Malformed(String),
 }
 
 fn bufs(map: &BTreeMap<Bytes, Bytes>) -> Vec<(ByteBuf, ByteBuf)> {
@@ -584,6 +685,49 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 backfill: activate.backfill,
                 entries,
                 missing,
+            };
+            return Ok((body, data));
+        }
+        PgMsg::ScrubRequest {
+            from,
+            interval_epoch,
+            chunk,
+            after,
+            through,
+            deep,
+        } => {
+            let body = PeerMsg::ScrubRequest {
+                pg,
+                from: *from,
+                interval_epoch: *interval_epoch,
+                chunk: *chunk,
+                after: after.as_ref().map(key_wire),
+                through: through.as_ref().map(key_wire),
+                deep: *deep,
+            };
+            return Ok((body, Bytes::new()));
+        }
+        PgMsg::ScrubMap(map) => {
+            let (data, _, _) = records(&[], map.entries.iter().map(|e| &e.name));
+            let entries = map
+                .entries
+                .iter()
+                .map(|e| ScrubEntryWire {
+                    size: e.size,
+                    version: e.version,
+                    xattrs_digest: e.xattrs_digest,
+                    omap_digest: e.omap_digest,
+                    data_digest: e.data_digest,
+                    error: e.error.clone(),
+                })
+                .collect();
+            let body = PeerMsg::ScrubMap {
+                pg,
+                from: map.from,
+                interval_epoch: map.interval_epoch,
+                chunk: map.chunk,
+                entries,
+                truncated: map.truncated,
             };
             return Ok((body, data));
         }
@@ -985,6 +1129,70 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 state,
             };
             (pg, PgMsg::Push(push))
+        }
+        PeerMsg::ScrubRequest {
+            pg,
+            from,
+            interval_epoch,
+            chunk,
+            after,
+            through,
+            deep,
+        } => {
+            no_data()?;
+            let msg = PgMsg::ScrubRequest {
+                from,
+                interval_epoch,
+                chunk,
+                after: after.map(key_unwire).transpose()?,
+                through: through.map(key_unwire).transpose()?,
+                deep,
+            };
+            (pg, msg)
+        }
+        PeerMsg::ScrubMap {
+            pg,
+            from,
+            interval_epoch,
+            chunk,
+            entries,
+            truncated,
+        } => {
+            if entries.len() > scrub::MAP_ENTRIES_MAX {
+                return Err(PeerDecodeError::Malformed(format!(
+                    "scrub map of {} entries",
+                    entries.len()
+                )));
+            }
+            let count = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+            let (_, names) = unrecords(data, 0, count)?;
+            let mut out = Vec::with_capacity(entries.len());
+            for (name, e) in names.into_iter().zip(entries) {
+                if !crate::pg::valid_name(&name)
+                    || e.error
+                        .as_ref()
+                        .is_some_and(|t| t.len() > scrub::ERROR_BYTES_MAX)
+                {
+                    return Err(PeerDecodeError::Malformed("scrub map entry".into()));
+                }
+                out.push(ScrubEntry {
+                    name,
+                    size: e.size,
+                    version: e.version,
+                    xattrs_digest: e.xattrs_digest,
+                    omap_digest: e.omap_digest,
+                    data_digest: e.data_digest,
+                    error: e.error,
+                });
+            }
+            let map = ScrubMap {
+                from,
+                interval_epoch,
+                chunk,
+                entries: out,
+                truncated,
+            };
+            (pg, PgMsg::ScrubMap(map))
         }
         PeerMsg::SubWrite { .. } | PeerMsg::SubWriteAck { .. } => {
             return Err(PeerDecodeError::Unsupported(

@@ -11,6 +11,7 @@
 //! machine decodes identically on every other.
 
 pub mod envelope;
+pub mod options;
 
 /// The 64-bit hash of an object name: XXH3-64 with seed 0. Frozen: placement
 /// (object → PG) and the store's object order both derive from it.
