@@ -1253,6 +1253,68 @@ mod tests {
     }
 
     #[test]
+    fn scrub_messages_round_trip_and_bad_ones_are_refused() {
+        let pg = PgId::new(PoolId(2), 1);
+        let key = |name: &'static [u8]| ObjectKey::new(Bytes::from_static(name));
+        let request = PgMsg::ScrubRequest {
+            from: OsdId(1),
+            interval_epoch: Epoch(4),
+            chunk: 3,
+            after: Some(key(b"a")),
+            through: None,
+            deep: true,
+        };
+        let map = PgMsg::ScrubMap(ScrubMap {
+            from: OsdId(2),
+            interval_epoch: Epoch(4),
+            chunk: 3,
+            entries: vec![ScrubEntry {
+                name: Bytes::from_static(b"b"),
+                size: 9,
+                version: 2,
+                xattrs_digest: 1,
+                omap_digest: 2,
+                data_digest: None,
+                error: Some("corrupt".into()),
+            }],
+            truncated: false,
+        });
+        for msg in [request, map.clone()] {
+            let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
+            let bytes = postcard::to_allocvec(&body).expect("postcard");
+            let back: PeerMsg = postcard::from_bytes(&bytes).expect("decodes");
+            assert_eq!(decode_pg_msg(back, &data), Ok((pg, msg)));
+        }
+        // Names missing from the data segment, and oversized error texts.
+        let (body, data) = encode_pg_msg(pg, &map).expect("encodes");
+        assert!(decode_pg_msg(body.clone(), &data.slice(..2)).is_err());
+        let PeerMsg::ScrubMap {
+            pg,
+            from,
+            interval_epoch,
+            chunk,
+            mut entries,
+            truncated,
+        } = body
+        else {
+            panic!("a scrub map");
+        };
+        entries[0].error = Some("x".repeat(scrub::ERROR_BYTES_MAX + 1));
+        let long = PeerMsg::ScrubMap {
+            pg,
+            from,
+            interval_epoch,
+            chunk,
+            entries,
+            truncated,
+        };
+        assert!(matches!(
+            decode_pg_msg(long, &data),
+            Err(PeerDecodeError::Malformed(_))
+        ));
+    }
+
+    #[test]
     fn reads_have_no_store_ops() {
         let object = Bytes::from_static(b"o");
         assert!(OpKind::Stat.store_ops(&object, Bytes::new()).is_none());

@@ -4,6 +4,7 @@
 //! deduplicated, min_size and interval rules enforced, bad peers ignored.
 
 use bytes::Bytes;
+use cairn_osd::scrub::{ScrubEntry, ScrubMap, ScrubOrder};
 use cairn_osd::{
     Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext, ObjectState, Pg,
     PgEvent, PgLimits, PgMsg, Push, Reply, ReqId, RetryReason, StoreTag, StoreWrite, SubWrite,
@@ -51,6 +52,8 @@ struct Harness {
     stored: BTreeMap<OsdId, Vec<StoreWrite>>,
     replies: Vec<(ReqId, Reply)>,
     ignored: Vec<(OsdId, Ignored)>,
+    /// Scrub maps the shells were asked to read: (reading OSD, order).
+    scrub_orders: Vec<(OsdId, ScrubOrder)>,
     rng: u64,
 }
 
@@ -70,6 +73,7 @@ impl Harness {
             stored: BTreeMap::new(),
             replies: Vec::new(),
             ignored: Vec::new(),
+            scrub_orders: Vec::new(),
             rng: seed,
         }
     }
@@ -102,6 +106,8 @@ impl Harness {
             }
         }
         self.replies.extend(fx.replies);
+        self.scrub_orders
+            .extend(fx.scrub_maps.into_iter().map(|order| (osd, order)));
         self.ignored
             .extend(fx.log.into_iter().map(|why| (osd, why)));
     }
@@ -645,4 +651,107 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
         more: false,
     });
     assert_eq!(fx.pushes.len(), 1, "o9 is pushed once its write is durable");
+}
+
+/// What a copy's scrub map says of one object.
+fn scrub_entry(name: &str, version: u64, data_digest: u32) -> ScrubEntry {
+    ScrubEntry {
+        name: Bytes::copy_from_slice(name.as_bytes()),
+        size: 6,
+        version,
+        xattrs_digest: 0,
+        omap_digest: 0,
+        data_digest: Some(data_digest),
+        error: None,
+    }
+}
+
+#[test]
+fn scrub_waits_for_writes_to_its_chunk_holds_new_ones_and_repairs_a_bad_copy() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    // The write to `a` is in flight when the scrub chooses its chunk.
+    h.event(
+        OsdId(1),
+        PgEvent::Scrub {
+            deep: true,
+            repair: true,
+            now_secs: 1000,
+        },
+    );
+    assert_eq!(h.pg(1).scrubbing(), Some(true));
+    let keys = vec![
+        ObjectKey::new(Bytes::from_static(b"a")),
+        ObjectKey::new(Bytes::from_static(b"b")),
+    ];
+    h.event(OsdId(1), PgEvent::ScrubPage { keys, more: false });
+    assert!(h.scrub_orders.is_empty(), "no map while `a` is in flight");
+    // A new write to the chunk waits; the one in flight completes.
+    h.client_write(1, 2, 5, "b");
+    assert_eq!(h.replies.last(), Some(&(req(2), Reply::ObjectBusy)));
+    h.run();
+    assert_eq!(h.done_versions().len(), 1, "the write to `a` completed");
+    // Now every copy is asked for its map (the primary's own included).
+    let orders: BTreeSet<u32> = h.scrub_orders.iter().map(|(osd, _)| osd.0).collect();
+    assert_eq!(orders, BTreeSet::from([1, 2, 3]));
+    assert!(
+        h.scrub_orders
+            .iter()
+            .all(|(_, o)| o.to == OsdId(1) && o.deep)
+    );
+    // osd.3's copy of `a` differs from the two that agree.
+    for (osd, order) in std::mem::take(&mut h.scrub_orders) {
+        let digest = if osd == OsdId(3) { 0xbad } else { 0x600d };
+        let map = ScrubMap {
+            from: osd,
+            interval_epoch: order.interval_epoch,
+            chunk: order.chunk,
+            entries: vec![scrub_entry("a", 1, digest)],
+            truncated: false,
+        };
+        h.event(OsdId(1), PgEvent::Peer(PgMsg::ScrubMap(map)));
+    }
+    assert_eq!(h.pg(1).scrubbing(), None, "one chunk: the scrub is done");
+    assert_eq!(h.pg(1).scrub_stamps().deep_secs, 1000);
+    let (count, found) = h.pg(1).inconsistent();
+    assert_eq!(count, 1);
+    assert_eq!(found[0].bad, BTreeSet::from([OsdId(3)]));
+    assert!(h.pg(1).state_name().contains("inconsistent+repair"));
+    // Repair pushes the authoritative copy to osd.3; then all agree.
+    h.run();
+    assert_eq!(h.pg(1).inconsistent().0, 0);
+    assert_eq!(h.pg(1).state_name(), "active+clean");
+    // A map from a copy not asked (or a stale chunk) is ignored.
+    let before = h.ignored.len();
+    let stray = ScrubMap {
+        from: OsdId(2),
+        interval_epoch: Epoch(5),
+        chunk: 99,
+        entries: vec![],
+        truncated: false,
+    };
+    h.event(OsdId(1), PgEvent::Peer(PgMsg::ScrubMap(stray)));
+    assert_eq!(h.ignored.len(), before + 1);
+}
+
+#[test]
+fn scrub_refuses_on_a_replica_and_on_an_unclean_pg() {
+    let mut h = three();
+    h.event(
+        OsdId(2),
+        PgEvent::Scrub {
+            deep: false,
+            repair: false,
+            now_secs: 1,
+        },
+    );
+    assert!(matches!(h.ignored.last(), Some((_, Ignored::Scrub(_)))));
+    assert_eq!(h.pg(2).scrubbing(), None);
+    // An undersized PG (one copy short) scrubs only once clean.
+    let mut h = Harness::new(&[1, 2], &interval(5, &[1, 2], 1), PgLimits::default(), 1);
+    let mut short = interval(6, &[1, 2], 1);
+    short.size = 3;
+    h.change_interval(&short);
+    h.run();
+    assert!(h.pg(1).scrub_refusal().is_some());
 }
