@@ -25,6 +25,7 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
+use crate::lease::{LEASE_MS, Leases};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
@@ -511,8 +512,16 @@ struct PgSlot {
     wiped_in: Option<Epoch>,
 }
 
+/// Milliseconds of this process's monotonic clock, for read leases.
+fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 impl PgSlot {
     fn handle(&mut self, event: PgEvent) -> Effects {
+        self.pg.set_clock(clock_ms());
         let event = match event {
             PgEvent::SubWrite(write)
                 if write.interval_epoch == self.pg.interval().epoch_started
@@ -1039,8 +1048,21 @@ impl Osd {
         })
         .await
         .map_err(|e| OsdError::Config(format!("load task: {e}")))??;
-        let (core, fx) = Pg::restore(pg, self.whoami, interval, self.pg_limits, stored, context)
-            .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
+        // A copy held before this start may have promised a read lease.
+        let restarted = lock(&self.preexisting).contains(&collection);
+        let mut leases = Leases::default();
+        leases.set_clock(clock_ms());
+        leases.enable(LEASE_MS, restarted);
+        let (core, fx) = Pg::restore_leased(
+            pg,
+            self.whoami,
+            interval,
+            self.pg_limits,
+            stored,
+            context,
+            leases,
+        )
+        .map_err(|e| OsdError::Config(format!("bad interval for {pg}: {e}")))?;
         let fx = {
             let mut pgs = lock(&self.pgs);
             if pgs.contains_key(&pg) {
@@ -1560,6 +1582,7 @@ impl Osd {
                     from: self.whoami,
                     interval_epoch,
                     copy: crate::peering::PeerCopy::default(),
+                    lease: crate::lease::LeaseReport::default(),
                 });
                 self.send_to_peer(from, pg, &notify).await;
                 return;
@@ -1668,6 +1691,12 @@ impl Osd {
         if interval.primary == Some(self.whoami) && !slot.pg.is_active_primary() {
             let why = slot.pg.blocked_reason().unwrap_or_default();
             return Err(format!("PG {pg} is {} ({why})", slot.pg.state_name()));
+        }
+        if read && interval.primary == Some(self.whoami) && !slot.pg.may_serve_reads() {
+            return Err(format!(
+                "PG {pg}: osd.{} holds no read lease from every replica now",
+                self.whoami.0
+            ));
         }
         if read && interval.primary != Some(self.whoami) {
             return Err(format!("osd.{} is not primary of {pg}", self.whoami.0));

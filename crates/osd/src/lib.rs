@@ -17,6 +17,7 @@
 //! deterministic simulator drive the same code.
 
 pub mod daemon;
+pub mod lease;
 pub mod limits;
 pub mod log;
 pub mod peering;

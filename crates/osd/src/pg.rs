@@ -12,6 +12,7 @@
 //! (the messenger's sessions are FIFO); a gap makes the replica ignore the
 //! write, which then waits, unacknowledged, for the next interval.
 
+use crate::lease::{LeaseReport, Leases};
 use crate::limits::{BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS};
 use crate::log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
 use crate::peering::{
@@ -116,6 +117,8 @@ pub struct Notify {
     /// The interval of the query it answers.
     pub interval_epoch: Epoch,
     pub copy: PeerCopy,
+    /// The read lease this copy promised, if it still runs.
+    pub lease: LeaseReport,
 }
 
 /// The primary's order to a peer to adopt the authoritative history.
@@ -215,6 +218,17 @@ pub enum PgMsg {
         deep: bool,
     },
     ScrubMap(ScrubMap),
+    /// The primary renews its read lease (`seq` numbers the renewal).
+    LeaseRenew {
+        from: OsdId,
+        interval_epoch: Epoch,
+        seq: u64,
+    },
+    LeaseAck {
+        from: OsdId,
+        interval_epoch: Epoch,
+        seq: u64,
+    },
 }
 
 impl PgMsg {
@@ -228,7 +242,9 @@ impl PgMsg {
             PgMsg::Activate(a) => a.from,
             PgMsg::Push(p) => p.from,
             PgMsg::ScrubMap(m) => m.from,
-            PgMsg::ScrubRequest { from, .. }
+            PgMsg::LeaseRenew { from, .. }
+            | PgMsg::LeaseAck { from, .. }
+            | PgMsg::ScrubRequest { from, .. }
             | PgMsg::Query { from, .. }
             | PgMsg::Activated { from, .. }
             | PgMsg::PushAck { from, .. }
@@ -249,7 +265,9 @@ impl PgMsg {
             PgMsg::Activate(a) => a.interval_epoch,
             PgMsg::Push(p) => p.interval_epoch,
             PgMsg::ScrubMap(m) => m.interval_epoch,
-            PgMsg::ScrubRequest { interval_epoch, .. }
+            PgMsg::LeaseRenew { interval_epoch, .. }
+            | PgMsg::LeaseAck { interval_epoch, .. }
+            | PgMsg::ScrubRequest { interval_epoch, .. }
             | PgMsg::Query { interval_epoch, .. }
             | PgMsg::Activated { interval_epoch, .. }
             | PgMsg::PushAck { interval_epoch, .. }
@@ -668,6 +686,7 @@ pub struct Pg {
     /// Replica: pushed objects to acknowledge on commit, to their sender.
     pushes_owed: BTreeMap<Bytes, OsdId>,
     scrub: Scrubber,
+    leases: Leases,
 }
 
 /// Peer messages kept while waiting for the activation.
@@ -741,6 +760,7 @@ impl Pg {
             early: Vec::new(),
             pushes_owed: BTreeMap::new(),
             scrub: Scrubber::default(),
+            leases: Leases::default(),
         })
     }
 
@@ -758,7 +778,33 @@ impl Pg {
         stored: StoredPg,
         context: MapContext,
     ) -> Result<(Pg, Effects), IntervalError> {
+        Pg::restore_leased(
+            pg,
+            whoami,
+            interval,
+            limits,
+            stored,
+            context,
+            Leases::default(),
+        )
+    }
+
+    /// As [`Pg::restore`], with read leases as `leases` says (see
+    /// [`crate::lease`]): the daemon's way.
+    ///
+    /// # Errors
+    /// The interval is inconsistent.
+    pub fn restore_leased(
+        pg: PgId,
+        whoami: OsdId,
+        interval: Interval,
+        limits: PgLimits,
+        stored: StoredPg,
+        context: MapContext,
+        leases: Leases,
+    ) -> Result<(Pg, Effects), IntervalError> {
         let mut core = Pg::blank(pg, whoami, interval, limits)?;
+        core.leases = leases;
         for entry in stored.log {
             if entry.version > core.last_update {
                 core.last_update = entry.version;
@@ -1323,10 +1369,15 @@ impl Pg {
     }
 
     fn notify(&self, interval_epoch: Epoch) -> PgMsg {
+        self.notify_to(interval_epoch, self.interval.primary.unwrap_or(self.whoami))
+    }
+
+    fn notify_to(&self, interval_epoch: Epoch, querier: OsdId) -> PgMsg {
         PgMsg::Notify(Notify {
             from: self.whoami,
             interval_epoch,
             copy: self.own_copy(),
+            lease: self.leases.report(querier, self.is_active_primary()),
         })
     }
 
@@ -1344,6 +1395,8 @@ impl Pg {
     }
 
     fn start_peering(&mut self, fx: &mut Effects) {
+        self.leases.new_interval();
+        self.leases.bind_own(self.whoami);
         let waiting = self.probe_set();
         for osd in &waiting {
             fx.send.push((*osd, self.query()));
@@ -1390,7 +1443,40 @@ impl Pg {
                 from,
                 interval_epoch,
             } => {
-                fx.send.push((from, self.notify(interval_epoch)));
+                fx.send.push((from, self.notify_to(interval_epoch, from)));
+                Ok(())
+            }
+            PgMsg::LeaseRenew {
+                from,
+                interval_epoch,
+                seq,
+            } => {
+                let activated = !matches!(self.phase, Phase::Replica { activated: false });
+                if self.interval.primary != Some(from) || interval_epoch != current || !activated {
+                    return Err(ignore(
+                        "lease renewal",
+                        "not from the active primary".into(),
+                    ));
+                }
+                if self.leases.grant(current, from) {
+                    let ack = PgMsg::LeaseAck {
+                        from: self.whoami,
+                        interval_epoch,
+                        seq,
+                    };
+                    fx.send.push((from, ack));
+                }
+                Ok(())
+            }
+            PgMsg::LeaseAck {
+                from,
+                interval_epoch,
+                seq,
+            } => {
+                if interval_epoch != current || !self.is_primary() {
+                    return Err(ignore("lease ack", format!("interval {interval_epoch}")));
+                }
+                self.leases.acked(from, seq);
                 Ok(())
             }
             PgMsg::Notify(notify) => self.on_notify(notify, fx),
@@ -1520,6 +1606,7 @@ impl Pg {
             } if notify.interval_epoch == self.interval.epoch_started => {
                 waiting.remove(&from);
                 copies.insert(from, notify.copy);
+                self.leases.peer_report(from, notify.lease);
                 self.try_finish_peering(fx);
                 Ok(())
             }
@@ -1906,10 +1993,11 @@ impl Pg {
         else {
             return;
         };
-        if !waiting.is_empty() || !*local_done {
+        if !waiting.is_empty() || !*local_done || self.leases.wait_ms() > 0 {
             return;
         }
         self.phase = Phase::Active;
+        self.renew_lease(fx);
         fx.notes.push(format!("active: {}", self.state_name()));
         self.schedule_recovery(fx);
         self.schedule_backfill(fx);
@@ -2156,6 +2244,8 @@ impl Pg {
                         fx.send.push((*osd, msg.clone()));
                     }
                 }
+                // A previous primary's read lease may have run out.
+                self.maybe_active(fx);
             }
             Phase::WaitingTemp { ticks } => {
                 *ticks += 1;
@@ -2203,6 +2293,7 @@ impl Pg {
                 self.schedule_recovery(fx);
                 self.schedule_backfill(fx);
                 self.scrub_tick(fx);
+                self.renew_lease(fx);
             }
             Phase::Replica { .. } | Phase::Incomplete { .. } => {}
         }
@@ -2281,9 +2372,14 @@ impl Pg {
                 waiting.iter().map(|o| o.0).collect::<Vec<_>>()
             )),
             Phase::WaitingTemp { .. } => Some("waiting for a temporary acting set".into()),
-            Phase::Activating { waiting, .. } => {
+            Phase::Activating { waiting, .. } if !waiting.is_empty() => {
                 Some(format!("waiting for {} peer(s) to activate", waiting.len()))
             }
+            Phase::Activating { .. } if self.leases.wait_ms() > 0 => Some(format!(
+                "waiting {} ms for a previous primary's read lease to run out",
+                self.leases.wait_ms()
+            )),
+            Phase::Activating { .. } => Some("activating".into()),
             Phase::Replica { .. } | Phase::Active => None,
         }
     }
@@ -2376,6 +2472,42 @@ impl Pg {
 /// Scrub (see [`crate::scrub`]): the primary's chunk-by-chunk comparison
 /// of its copies, and repair through recovery.
 impl Pg {
+    /// The shell's clock, in milliseconds, set before each event.
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.leases.set_clock(now_ms);
+    }
+
+    /// Whether this OSD may serve reads of the PG now: the active primary
+    /// holding a read lease from every other acting copy.
+    #[must_use]
+    pub fn may_serve_reads(&self) -> bool {
+        self.is_active_primary()
+            && self.leases.readable(
+                self.interval
+                    .acting
+                    .iter()
+                    .copied()
+                    .filter(|o| *o != self.whoami),
+            )
+    }
+
+    /// Primary: renews the read lease with every other acting copy.
+    fn renew_lease(&mut self, fx: &mut Effects) {
+        let Some(seq) = self.leases.renew() else {
+            return;
+        };
+        for osd in &self.interval.acting {
+            if *osd != self.whoami {
+                let renew = PgMsg::LeaseRenew {
+                    from: self.whoami,
+                    interval_epoch: self.interval.epoch_started,
+                    seq,
+                };
+                fx.send.push((*osd, renew));
+            }
+        }
+    }
+
     /// Why a scrub cannot start now, if it cannot.
     #[must_use]
     pub fn scrub_refusal(&self) -> Option<String> {

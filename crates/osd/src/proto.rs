@@ -16,6 +16,7 @@
 //! | `0x0205` | [`PgCommand`] | operator → a PG's primary, request |
 //! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
 
+use crate::lease::LeaseReport;
 use crate::log::{LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
@@ -436,6 +437,7 @@ pub enum PeerMsg {
         backfilling: bool,
         entries: u32,
         missing: u32,
+        lease: LeaseReport,
     },
     /// The authoritative history; entries then missing names are the data
     /// segment, as in `Notify`.
@@ -468,6 +470,14 @@ pub enum PeerMsg {
         interval_epoch: Epoch,
         object: ByteBuf,
         pull: bool,
+    },
+    /// A read-lease renewal (`ack: false`) or its acknowledgement.
+    Lease {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        seq: u64,
+        ack: bool,
     },
     /// The primary asks for a scrub map of the keys in `(after, through]`.
     ScrubRequest {
@@ -670,6 +680,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 backfilling: copy.info.backfilling,
                 entries,
                 missing,
+                lease: notify.lease,
             };
             return Ok((body, data));
         }
@@ -687,6 +698,25 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 missing,
             };
             return Ok((body, data));
+        }
+        PgMsg::LeaseRenew {
+            from,
+            interval_epoch,
+            seq,
+        }
+        | PgMsg::LeaseAck {
+            from,
+            interval_epoch,
+            seq,
+        } => {
+            let body = PeerMsg::Lease {
+                pg,
+                from: *from,
+                interval_epoch: *interval_epoch,
+                seq: *seq,
+                ack: matches!(msg, PgMsg::LeaseAck { .. }),
+            };
+            return Ok((body, Bytes::new()));
         }
         PgMsg::ScrubRequest {
             from,
@@ -1060,6 +1090,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             backfilling,
             entries,
             missing,
+            lease,
         } => {
             let (log, missing) = unrecords(data, entries, missing)?;
             let copy = PeerCopy {
@@ -1076,6 +1107,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 from,
                 interval_epoch,
                 copy,
+                lease,
             };
             (pg, PgMsg::Notify(notify))
         }
@@ -1129,6 +1161,29 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 state,
             };
             (pg, PgMsg::Push(push))
+        }
+        PeerMsg::Lease {
+            pg,
+            from,
+            interval_epoch,
+            seq,
+            ack,
+        } => {
+            no_data()?;
+            let msg = if ack {
+                PgMsg::LeaseAck {
+                    from,
+                    interval_epoch,
+                    seq,
+                }
+            } else {
+                PgMsg::LeaseRenew {
+                    from,
+                    interval_epoch,
+                    seq,
+                }
+            };
+            (pg, msg)
         }
         PeerMsg::ScrubRequest {
             pg,

@@ -4,6 +4,8 @@
 //! deduplicated, min_size and interval rules enforced, bad peers ignored.
 
 use bytes::Bytes;
+use cairn_osd::StoredPg;
+use cairn_osd::lease::{LEASE_MS, Leases};
 use cairn_osd::scrub::{ScrubEntry, ScrubMap, ScrubOrder};
 use cairn_osd::{
     Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext, ObjectState, Pg,
@@ -54,6 +56,8 @@ struct Harness {
     ignored: Vec<(OsdId, Ignored)>,
     /// Scrub maps the shells were asked to read: (reading OSD, order).
     scrub_orders: Vec<(OsdId, ScrubOrder)>,
+    /// The clock every PG is set to before an event (leases).
+    now_ms: u64,
     rng: u64,
 }
 
@@ -74,6 +78,7 @@ impl Harness {
             replies: Vec::new(),
             ignored: Vec::new(),
             scrub_orders: Vec::new(),
+            now_ms: 0,
             rng: seed,
         }
     }
@@ -84,6 +89,7 @@ impl Harness {
 
     fn event(&mut self, osd: OsdId, event: PgEvent) {
         let pg = self.pgs.get_mut(&osd).expect("known osd");
+        pg.set_clock(self.now_ms);
         let fx: Effects = pg.handle(event);
         for write in fx.store {
             self.commits.push((osd, write.version, write.tag.clone()));
@@ -754,4 +760,114 @@ fn scrub_refuses_on_a_replica_and_on_an_unclean_pg() {
     h.change_interval(&short);
     h.run();
     assert!(h.pg(1).scrub_refusal().is_some());
+}
+
+/// Three fresh copies with read leases, peered and active at 1 s.
+fn leased_three() -> Harness {
+    let mut h = three();
+    h.now_ms = 1_000;
+    let start = interval(5, &[1, 2, 3], 2);
+    let context = MapContext {
+        up_osds: [1, 2, 3].into_iter().map(OsdId).collect(),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    for osd in [1, 2, 3] {
+        let mut leases = Leases::default();
+        leases.set_clock(h.now_ms);
+        leases.enable(LEASE_MS, false);
+        let (pg, fx) = Pg::restore_leased(
+            PG,
+            OsdId(osd),
+            start.clone(),
+            PgLimits::default(),
+            StoredPg::default(),
+            context.clone(),
+            leases,
+        )
+        .expect("valid interval");
+        h.pgs.insert(OsdId(osd), pg);
+        for (to, msg) in fx.send {
+            h.links.entry((OsdId(osd), to)).or_default().push_back(msg);
+        }
+    }
+    h.run();
+    h
+}
+
+#[test]
+fn a_cut_off_primary_stops_reading_before_a_new_one_takes_writes() {
+    let mut h = leased_three();
+    assert!(h.pg(1).is_active_primary());
+    h.run();
+    assert!(h.pg(1).may_serve_reads(), "renewed on activation");
+    // Renewals each second keep it readable.
+    for _ in 0..3 {
+        h.now_ms += 1_000;
+        h.event(OsdId(1), PgEvent::Tick);
+        h.run();
+        assert!(h.pg(1).may_serve_reads());
+    }
+    let last_renewal = h.now_ms;
+    // osd.1 is cut off from the others: what it sends is lost, and it
+    // hears of no new map. osd.2 and osd.3 move on without it 500 ms later.
+    h.now_ms += 500;
+    let mut next = interval(6, &[2, 3], 2);
+    next.size = 3;
+    let context = MapContext {
+        up_osds: [2, 3].into_iter().map(OsdId).collect(),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    for osd in [2, 3] {
+        h.event(OsdId(osd), PgEvent::MapContext(context.clone()));
+        h.event(OsdId(osd), PgEvent::IntervalChange(next.clone()));
+    }
+    let cut = |h: &mut Harness| {
+        h.links
+            .retain(|(from, to), _| *from != OsdId(1) && *to != OsdId(1));
+    };
+    cut(&mut h);
+    h.run();
+    assert!(!h.pg(2).is_active_primary(), "waits for osd.1's lease");
+    let why = h.pg(2).blocked_reason().unwrap_or_default();
+    assert!(why.contains("read lease"), "{why}");
+    // Walk time forward: osd.2 may take writes only once osd.1 can no
+    // longer read (both clocks run at the same rate here).
+    while !h.pg(2).is_active_primary() {
+        h.now_ms += 100;
+        h.event(OsdId(1), PgEvent::Tick);
+        cut(&mut h);
+        h.event(OsdId(2), PgEvent::Tick);
+        h.run();
+        h.pgs.get_mut(&OsdId(1)).expect("osd.1").set_clock(h.now_ms);
+        if h.pg(2).is_active_primary() {
+            assert!(
+                !h.pg(1).may_serve_reads(),
+                "old primary still reads at {} ms",
+                h.now_ms
+            );
+        }
+        assert!(h.now_ms < last_renewal + 2 * LEASE_MS, "never activated");
+    }
+    assert!(h.now_ms >= last_renewal + LEASE_MS);
+}
+
+#[test]
+fn a_primary_change_with_the_old_primary_answering_waits_for_no_lease() {
+    let mut h = leased_three();
+    h.now_ms += 1_000;
+    h.event(OsdId(1), PgEvent::Tick);
+    h.run();
+    // osd.1 is marked out but up: it answers the new primary's query, so
+    // its lease is known to be given up.
+    let next = interval(6, &[2, 3], 2);
+    h.change_interval(&next);
+    h.run();
+    assert!(
+        h.pg(2).is_active_primary(),
+        "{:?}",
+        h.pg(2).blocked_reason()
+    );
+    assert!(!h.pg(1).may_serve_reads());
 }

@@ -1,0 +1,317 @@
+//! Read leases (DESIGN.md "Read"): a primary serves reads only while every
+//! replica of its acting set has recently promised not to help another
+//! primary take over, so a primary cut off from its replicas stops serving
+//! reads before a new primary can accept writes.
+//!
+//! - The primary renews about every second, numbering each renewal and
+//!   noting when it sent it. A replica that takes a renewal from the primary
+//!   of its current interval promises, on its own clock, not to let a newer
+//!   primary activate until `receipt + lease`, and acknowledges.
+//! - The primary may read until `send time + lease` of the oldest of its
+//!   replicas' latest acknowledged renewals: its send time is before their
+//!   receipt, so its lease ends before any replica's promise does, whatever
+//!   the clocks' offsets (only their rates are assumed equal).
+//! - A replica that moves to a newer interval takes no renewal of the old
+//!   one, so the old primary's lease runs out within `lease` of the first
+//!   replica moving. A new primary learns, in each peer's answer to its
+//!   query (and from its own promise), how long the promises it may break
+//!   still run, and does not activate (take writes or serve reads) before
+//!   they end, unless the promise's holder answered too and said it no
+//!   longer serves.
+//! - A copy loaded at start promises for `lease` to an unknown holder: it
+//!   may have promised before it stopped.
+//!
+//! Times are milliseconds of a clock the shell sets before each event
+//! ([`Leases::set_clock`]); leases are off until the shell enables them.
+
+use cairn_types::{Epoch, OsdId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Lease length the daemon uses.
+pub const LEASE_MS: u64 = 4_000;
+/// Renewals remembered for their acknowledgements.
+const SENT_KEPT: usize = 16;
+
+/// What a copy promised, and to whom (`None`: unknown, after a restart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Promise {
+    interval: Epoch,
+    holder: Option<OsdId>,
+    until_ms: u64,
+}
+
+/// A copy's lease state, as grantor and (on the primary) as holder.
+#[derive(Clone, Debug, Default)]
+pub struct Leases {
+    lease_ms: Option<u64>,
+    clock_ms: u64,
+    seq: u64,
+    /// Renewals sent: (number, send time).
+    sent: VecDeque<(u64, u64)>,
+    /// Replica -> send time of its latest acknowledged renewal.
+    acked: BTreeMap<OsdId, u64>,
+    promise: Option<Promise>,
+    /// New primary: holder -> end of a promise that binds this interval.
+    waits: BTreeMap<Option<OsdId>, u64>,
+    /// Holders that answered this interval's query and no longer serve.
+    released: BTreeSet<OsdId>,
+}
+
+/// The lease part of a peer's answer to a query.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeaseReport {
+    /// The primary the answering copy promised to, if the promise still
+    /// runs (`Some(None)`: an unknown holder).
+    pub holder: Option<Option<OsdId>>,
+    pub remaining_ms: u64,
+    /// The answering copy serves reads as a primary itself.
+    pub serving: bool,
+}
+
+impl Leases {
+    /// Turns leases on; `restarted`: the copy was loaded from the store
+    /// at start and may have promised before.
+    pub fn enable(&mut self, lease_ms: u64, restarted: bool) {
+        self.lease_ms = Some(lease_ms);
+        if restarted {
+            self.promise = Some(Promise {
+                interval: Epoch(0),
+                holder: None,
+                until_ms: self.clock_ms.saturating_add(lease_ms),
+            });
+        }
+    }
+
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.lease_ms.is_some()
+    }
+
+    /// The shell's clock; it never goes back.
+    pub fn set_clock(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
+    #[must_use]
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    /// A new interval: this copy holds no lease in it yet.
+    pub fn new_interval(&mut self) {
+        self.sent.clear();
+        self.acked.clear();
+        self.waits.clear();
+        self.released.clear();
+    }
+
+    /// Primary: the number of a renewal to send now (`None`: leases off).
+    pub fn renew(&mut self) -> Option<u64> {
+        self.lease_ms?;
+        self.seq += 1;
+        if self.sent.len() == SENT_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((self.seq, self.clock_ms));
+        Some(self.seq)
+    }
+
+    /// Primary: `from` acknowledged renewal `seq`.
+    pub fn acked(&mut self, from: OsdId, seq: u64) {
+        if let Some((_, at)) = self.sent.iter().find(|(s, _)| *s == seq) {
+            let entry = self.acked.entry(from).or_insert(0);
+            *entry = (*entry).max(*at);
+        }
+    }
+
+    /// Primary: whether it may serve reads now, with these replicas.
+    #[must_use]
+    pub fn readable(&self, replicas: impl IntoIterator<Item = OsdId>) -> bool {
+        let Some(lease) = self.lease_ms else {
+            return true;
+        };
+        replicas.into_iter().all(|r| {
+            self.acked
+                .get(&r)
+                .is_some_and(|at| at.saturating_add(lease) > self.clock_ms)
+        })
+    }
+
+    /// Replica: the primary of `interval` renewed; promises and says
+    /// whether to acknowledge.
+    pub fn grant(&mut self, interval: Epoch, primary: OsdId) -> bool {
+        let Some(lease) = self.lease_ms else {
+            return false;
+        };
+        let until_ms = self.clock_ms.saturating_add(lease);
+        // An unexpired promise to someone else is not shortened.
+        let keep_other = self
+            .promise
+            .is_some_and(|p| p.holder != Some(primary) && p.until_ms >= until_ms);
+        if !keep_other {
+            self.promise = Some(Promise {
+                interval,
+                holder: Some(primary),
+                until_ms,
+            });
+        }
+        true
+    }
+
+    /// What this copy tells a new primary (`querier`) about its promise.
+    #[must_use]
+    pub fn report(&self, querier: OsdId, serving: bool) -> LeaseReport {
+        let running = self
+            .promise
+            .filter(|p| p.until_ms > self.clock_ms && p.holder != Some(querier));
+        LeaseReport {
+            holder: running.map(|p| p.holder),
+            remaining_ms: running.map_or(0, |p| p.until_ms - self.clock_ms),
+            serving,
+        }
+    }
+
+    /// New primary: this copy's own promise binds the interval it starts.
+    pub fn bind_own(&mut self, whoami: OsdId) {
+        let report = self.report(whoami, false);
+        if let Some(holder) = report.holder {
+            self.note(holder, report.remaining_ms);
+        }
+    }
+
+    /// New primary: a peer's answer.
+    pub fn peer_report(&mut self, from: OsdId, report: LeaseReport) {
+        if !report.serving {
+            self.released.insert(from);
+        }
+        if let Some(holder) = report.holder {
+            self.note(holder, report.remaining_ms);
+        }
+    }
+
+    fn note(&mut self, holder: Option<OsdId>, remaining_ms: u64) {
+        let until = self.clock_ms.saturating_add(remaining_ms);
+        let entry = self.waits.entry(holder).or_insert(0);
+        *entry = (*entry).max(until);
+    }
+
+    /// New primary: how long it must still wait before activating.
+    #[must_use]
+    pub fn wait_ms(&self) -> u64 {
+        self.waits
+            .iter()
+            .filter(|(holder, _)| holder.is_none_or(|h| !self.released.contains(&h)))
+            .map(|(_, until)| until.saturating_sub(self.clock_ms))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: OsdId = OsdId(1);
+    const R: OsdId = OsdId(2);
+    const NEW: OsdId = OsdId(3);
+
+    fn enabled(clock: u64) -> Leases {
+        let mut l = Leases::default();
+        l.set_clock(clock);
+        l.enable(4_000, false);
+        l
+    }
+
+    #[test]
+    fn the_primary_reads_only_while_every_replica_acknowledged_recently() {
+        let mut primary = enabled(10_000);
+        assert!(!primary.readable([R, NEW]), "nothing acknowledged yet");
+        let seq = primary.renew().expect("enabled");
+        primary.acked(R, seq);
+        assert!(!primary.readable([R, NEW]), "one replica is not enough");
+        primary.acked(NEW, seq);
+        assert!(primary.readable([R, NEW]));
+        primary.set_clock(13_999);
+        assert!(primary.readable([R, NEW]));
+        primary.set_clock(14_000);
+        assert!(!primary.readable([R, NEW]), "lease ran out");
+        assert!(primary.readable([]), "no replica: nothing to promise");
+        let unknown = primary.renew().expect("enabled") + 100;
+        primary.acked(R, unknown);
+        assert!(
+            !primary.readable([R]),
+            "acks of unknown renewals count for nothing"
+        );
+    }
+
+    #[test]
+    fn the_replica_promise_outlasts_the_primary_lease() {
+        // The primary sends at its 10 s; the replica's clock is far off
+        // and the message takes 300 ms.
+        let mut primary = enabled(10_000);
+        let seq = primary.renew().expect("enabled");
+        let mut replica = enabled(500_000);
+        replica.set_clock(500_300);
+        assert!(replica.grant(Epoch(5), P));
+        primary.set_clock(10_400);
+        primary.acked(R, seq);
+        // Both clocks advance 3.5 s: the primary's lease has 100 ms left;
+        // the replica tells a new primary of 400 ms.
+        primary.set_clock(13_900);
+        replica.set_clock(503_800);
+        assert!(primary.readable([R]));
+        let report = replica.report(NEW, false);
+        assert_eq!(report.holder, Some(Some(P)));
+        assert_eq!(report.remaining_ms, 500);
+        let mut new = enabled(70_000);
+        new.new_interval();
+        new.peer_report(R, report);
+        assert_eq!(new.wait_ms(), 500);
+        new.set_clock(70_500);
+        assert_eq!(new.wait_ms(), 0);
+    }
+
+    #[test]
+    fn a_holder_that_answered_and_does_not_serve_releases_its_promises() {
+        let mut replica = enabled(0);
+        replica.grant(Epoch(5), P);
+        let mut new = enabled(100);
+        new.new_interval();
+        new.peer_report(R, replica.report(NEW, false));
+        assert!(new.wait_ms() > 0);
+        // The old primary answered too, in the new interval.
+        new.peer_report(P, LeaseReport::default());
+        assert_eq!(new.wait_ms(), 0);
+        // A holder still serving does not release.
+        let mut new = enabled(100);
+        new.peer_report(R, replica.report(NEW, false));
+        new.peer_report(
+            P,
+            LeaseReport {
+                serving: true,
+                ..LeaseReport::default()
+            },
+        );
+        assert!(new.wait_ms() > 0);
+    }
+
+    #[test]
+    fn a_restarted_copy_binds_for_one_lease_and_disabled_leases_bind_nothing() {
+        let mut restarted = Leases::default();
+        restarted.set_clock(1_000);
+        restarted.enable(4_000, true);
+        restarted.bind_own(NEW);
+        assert_eq!(restarted.wait_ms(), 4_000);
+        let report = restarted.report(NEW, false);
+        assert_eq!(report.holder, Some(None), "an unknown holder");
+        // Its own primary's renewals do not shorten that promise.
+        restarted.grant(Epoch(9), P);
+        assert_eq!(restarted.report(NEW, false).holder, Some(None));
+        let mut off = Leases::default();
+        assert!(off.renew().is_none());
+        assert!(off.readable([R]));
+        assert!(!off.grant(Epoch(1), P));
+        off.bind_own(NEW);
+        assert_eq!(off.wait_ms(), 0);
+    }
+}
