@@ -36,10 +36,20 @@ fn unix_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Flips one byte in every 4 KiB block of an OSD's data file, the way
-/// bit rot would (the OSD keeps running). Returns the blocks changed.
-fn rot(cluster: &Cluster, osd: u32) -> u64 {
-    let path = cluster.dir.join(format!("osd.{osd}/store/data"));
+/// The OSD id the monitor gave the daemon `cairn up` runs in `osd.N/`.
+fn osd_id(cluster: &Cluster, dir_index: u32) -> String {
+    let path = cluster.dir.join(format!("osd.{dir_index}/osd_id"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_owned()
+}
+
+/// Flips one byte in every 4 KiB block of the data file of the OSD in
+/// `osd.N/`, the way bit rot would (the OSD keeps running). Returns the
+/// blocks changed.
+fn rot(cluster: &Cluster, dir_index: u32) -> u64 {
+    let path = cluster.dir.join(format!("osd.{dir_index}/store/data"));
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -172,10 +182,8 @@ fn deep_scrub_finds_rotten_copies_and_repair_restores_them() {
     let health = ok_json(cluster.cairn(&["health", "detail", "--json"]), "health");
     assert_eq!(health["status"], "HEALTH_ERR", "{health}");
     let detail = health["detail"].to_string();
-    assert!(
-        detail.contains("osd.2: read error"),
-        "detail names the copy: {health}"
-    );
+    let rotten = format!("osd.{}: read error", osd_id(&cluster, 2));
+    assert!(detail.contains(&rotten), "detail names the copy: {health}");
     let human =
         String::from_utf8_lossy(&ok(cluster.cairn(&["health", "detail"]), "health")).into_owned();
     assert!(human.contains("inconsistent"), "{human}");
