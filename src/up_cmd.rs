@@ -510,6 +510,7 @@ async fn wait_ready(args: UpArgs) -> CliResult {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
+    check_own_monitor(&args, &mon_addr, deadline).await?;
     let want = usize::from(args.osds);
     loop {
         let map = client.refresh_map().await?;
@@ -547,6 +548,42 @@ async fn wait_ready(args: UpArgs) -> CliResult {
     std::fs::write(&temp, config.to_toml()?)?;
     std::fs::rename(&temp, &path)?;
     Ok(())
+}
+
+/// Fails unless the monitor answering on `mon_addr` is this cluster's: the
+/// fsid it serves is the one our monitor wrote once it listened. Another
+/// cluster's monitor on the same port (ours then failed to bind) is said,
+/// never used.
+async fn check_own_monitor(args: &UpArgs, mon_addr: &str, deadline: Instant) -> CliResult {
+    let path = args
+        .data_dir
+        .join("mon")
+        .join(cairn_mon::daemon::FSID_FILE);
+    let served = match cairn_mon::MonClient::connect(mon_addr).await?
+        .get_map(cairn_types::Epoch(0))
+        .await?
+    {
+        cairn_mon::MapFetch::Full { fsid, .. } | cairn_mon::MapFetch::Incrementals { fsid, .. } => {
+            format!("{fsid:032x}")
+        }
+    };
+    loop {
+        let ours = std::fs::read_to_string(&path).unwrap_or_default();
+        if ours.trim() == served {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the monitor answering on {mon_addr} serves cluster {served}, not this one \
+                 ({}: {:?}); is another cluster using the port? see {}",
+                path.display(),
+                ours.trim(),
+                args.data_dir.join("logs").join("mon.log").display()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the OSDs have reported every PG of every pool (with the

@@ -163,3 +163,35 @@ fn up_put_get_status_down() {
     }
     drop(cluster);
 }
+
+/// A second `cairn up` on a port another cluster serves must not take that
+/// cluster for its own: its monitor cannot bind, and `up` says so instead
+/// of reporting ready (a benchmark once wrote to the wrong cluster so).
+#[test]
+fn up_refuses_another_clusters_monitor_on_its_port() {
+    let first = Cluster::up("port-owner", 1, 17150, &[]);
+    let second_dir = test_dir("port-taker");
+    let data = second_dir.display().to_string();
+    let conf = second_dir.join("cairn.toml");
+    let taken = cairn(
+        &conf,
+        &[
+            "up", "--detach", "--data", &data, "--osds", "1", "--base-port", "17150",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&taken.stderr).into_owned();
+    assert!(!taken.status.success(), "up on a taken port: {stderr}");
+    assert!(
+        stderr.contains("not this one") || stderr.contains("before the cluster was ready"),
+        "says why: {stderr}"
+    );
+    assert!(!conf.exists(), "no client config for a cluster that is not up");
+    // Its daemons are gone; the first cluster is untouched.
+    let _ = cairn(&conf, &["down", "--data", &data], None);
+    for pid in recorded_pids(&second_dir) {
+        assert!(!is_running(pid), "pid {pid} of the refused cluster runs on");
+    }
+    ok(first.cairn(&["status"]), "the first cluster still serves");
+    let _ = std::fs::remove_dir_all(&second_dir);
+}

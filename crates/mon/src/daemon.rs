@@ -117,6 +117,10 @@ pub async fn run(config: MonConfig) -> Result<(), MonError> {
     run_until(config, CancellationToken::new()).await
 }
 
+/// File in the monitor's data dir holding its cluster's fsid (hex), written
+/// once the monitor listens.
+pub const FSID_FILE: &str = "fsid";
+
 /// Runs the monitor until `shutdown` is cancelled, then drains connections
 /// and returns.
 ///
@@ -130,6 +134,10 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
     let mut service = MapService::new(config.service.clone(), loaded.state, loaded.history);
     service.load_settings(loaded.config);
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
+    // Who serves here: `cairn up` checks that the monitor answering on its
+    // port is this one, not another cluster's.
+    let fsid_path = config.data_dir.join(FSID_FILE);
+    std::fs::write(&fsid_path, format!("{:032x}\n", store.fsid()))?;
     tracing::info!(
         addr = %listener.local_addr()?,
         epoch = %service.epoch(),
