@@ -1,18 +1,22 @@
 //! `cairn daemon stop|start NAME`: hold one daemon of a `cairn up` cluster
-//! down on purpose, and let it run again.
+//! down on purpose, and let it run again; `cairn daemon add osd`: grow the
+//! cluster by one OSD.
 //!
 //! Talks to the supervisor through files in the data dir only (layout in
 //! `up_cmd`): `stop` writes `run/NAME.hold`, which the supervisor obeys by
 //! not restarting NAME, then signals the daemon; `start` writes
 //! `run/NAME.start` and removes the hold, and the supervisor starts NAME on
-//! its next tick.
+//! its next tick; `add` appends the next `osd.N` to the roster, which the
+//! supervisor re-reads every tick, then waits for the monitor to see it up.
 
 use crate::output::CliResult;
 use crate::up_cmd::{
-    STOP_TIMEOUT, daemon_pid_file, hold_file, is_live_cairn, pid_file, read_pid, roster_file,
-    signal, start_request_file,
+    Member, OSDS_MAX, STOP_TIMEOUT, daemon_pid_file, hold_file, is_live_cairn, lock_roster,
+    osd_addr, pid_file, read_pid, read_roster, ready_file, roster_file, signal, start_request_file,
+    write_roster,
 };
-use clap::{Args, Subcommand};
+use cairn_client::{Client, ClientConfig};
+use clap::{Args, Subcommand, ValueEnum};
 use rustix::process::Signal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,6 +28,9 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often `stop` and `start` look at the pid file.
 const WAIT_INTERVAL: Duration = Duration::from_millis(100);
+/// Time `add` waits for the new OSD to be up in the map: process start,
+/// store creation and boot, with room for a loaded machine.
+const ADD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `cairn daemon ...`.
 #[derive(Debug, Subcommand)]
@@ -33,6 +40,26 @@ pub enum DaemonCommand {
     Stop(DaemonArgs),
     /// Start a daemon that is held down (or that crashed and stayed down).
     Start(DaemonArgs),
+    /// Add a daemon to the running cluster: `add osd` creates the next
+    /// `osd.N`, has the supervisor run it (and every later `cairn up` on
+    /// this data dir), waits until it is up in the map and prints its id.
+    Add(AddArgs),
+}
+
+/// What `cairn daemon add` can add.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DaemonKind {
+    Osd,
+}
+
+/// Flags of `cairn daemon add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The kind of daemon (one monitor per `cairn up` cluster, so `osd`).
+    kind: DaemonKind,
+    /// The data dir `cairn up` runs with.
+    #[arg(long = "data", value_name = "DIR", default_value = "/var/tmp/cairn")]
+    data_dir: PathBuf,
 }
 
 /// Flags of `cairn daemon stop|start`.
@@ -55,12 +82,14 @@ pub fn run(command: DaemonCommand) -> CliResult {
             check_daemon(&args)?;
             start(&args.data_dir, &args.name)
         }
+        DaemonCommand::Add(args) => match args.kind {
+            DaemonKind::Osd => add_osd(&args.data_dir),
+        },
     }
 }
 
-/// Fails unless a supervisor runs in the data dir and runs `args.name`.
-fn check_daemon(args: &DaemonArgs) -> CliResult {
-    let dir = &args.data_dir;
+/// Fails unless a supervisor runs in `dir`.
+fn check_running(dir: &Path) -> CliResult {
     if read_pid(&pid_file(dir))
         .filter(|p| is_live_cairn(*p))
         .is_none()
@@ -72,6 +101,13 @@ fn check_daemon(args: &DaemonArgs) -> CliResult {
         )
         .into());
     }
+    Ok(())
+}
+
+/// Fails unless a supervisor runs in the data dir and runs `args.name`.
+fn check_daemon(args: &DaemonArgs) -> CliResult {
+    let dir = &args.data_dir;
+    check_running(dir)?;
     let roster = std::fs::read_to_string(roster_file(dir)).unwrap_or_default();
     if !roster.lines().any(|name| name == args.name) {
         let names: Vec<&str> = roster.lines().collect();
@@ -176,5 +212,110 @@ fn start(dir: &Path, name: &str) -> CliResult {
             .into());
         }
         std::thread::sleep(WAIT_INTERVAL);
+    }
+}
+
+/// Registers the next `osd.N` in the roster (the supervisor starts it on
+/// its next tick), then waits until the monitor has it up and prints the
+/// id the monitor gave it.
+fn add_osd(dir: &Path) -> CliResult {
+    check_running(dir)?;
+    if !ready_file(dir).exists() {
+        return Err(format!(
+            "the cluster in {} is still starting; add OSDs once `cairn up` has reported it ready",
+            dir.display()
+        )
+        .into());
+    }
+    let config = ClientConfig::load(&dir.join("cairn.toml"))?;
+    let index = register_osd(dir, &config.mon)?;
+    let name = Member::Osd(index).name();
+    let addr = osd_addr(mon_port(&config.mon)?, index).unwrap_or_default();
+    let (id, epoch) = crate::client_cmd::runtime()?.block_on(wait_osd_up(dir, &name, &config))?;
+    println!("{name} added: OSD id {id}, serving on {addr}, up in the map at epoch {epoch}");
+    Ok(())
+}
+
+/// The monitor's port, which `cairn up` makes the base of the OSD ports.
+fn mon_port(mon: &str) -> CliResult<u16> {
+    let addr: std::net::SocketAddr = mon
+        .parse()
+        .map_err(|e| format!("monitor address {mon:?} in the client config: {e}"))?;
+    Ok(addr.port())
+}
+
+/// Picks the next OSD index (past every `osd.N` of the roster and every
+/// `osd.N` directory, so an old OSD's data is never taken over), creates
+/// its data dir and appends it to the roster, all under the roster lock.
+fn register_osd(dir: &Path, mon: &str) -> CliResult<u16> {
+    let _lock = lock_roster(dir)?;
+    let Some(mut members) = read_roster(dir)? else {
+        return Err(format!(
+            "{} is missing: the supervisor in {} did not write its roster",
+            roster_file(dir).display(),
+            dir.display()
+        )
+        .into());
+    };
+    let mut used: Vec<u16> = members
+        .iter()
+        .filter_map(|m| match m {
+            Member::Osd(index) => Some(*index),
+            Member::Mon => None,
+        })
+        .collect();
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if let Some(Member::Osd(index)) = entry.file_name().to_str().and_then(Member::parse) {
+            used.push(index);
+        }
+    }
+    let index = used.iter().max().map_or(0, |max| max + 1);
+    if index >= OSDS_MAX {
+        return Err(format!(
+            "the cluster in {} has used every OSD name up to osd.{} (at most {OSDS_MAX})",
+            dir.display(),
+            OSDS_MAX - 1
+        )
+        .into());
+    }
+    if osd_addr(mon_port(mon)?, index).is_none() {
+        return Err(format!("no port left for osd.{index} after the monitor's {mon}").into());
+    }
+    let member = Member::Osd(index);
+    std::fs::create_dir(dir.join(member.name()))?;
+    members.push(member);
+    write_roster(dir, &members)?;
+    Ok(index)
+}
+
+/// Waits until `name` has booted (its data dir holds the id the monitor
+/// gave it) and the map has that OSD up; returns the id and the epoch.
+async fn wait_osd_up(dir: &Path, name: &str, config: &ClientConfig) -> CliResult<(u32, u64)> {
+    let deadline = Instant::now() + ADD_TIMEOUT;
+    let client = Client::connect(&config.mon)
+        .await
+        .map_err(|e| format!("cannot reach the monitor at {}: {e}", config.mon))?;
+    let id_path = dir.join(name).join("osd_id");
+    loop {
+        let id = std::fs::read_to_string(&id_path)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok());
+        if let Some(id) = id {
+            let map = client.refresh_map().await?;
+            if map.osds.iter().any(|o| o.id.0 == id && o.up) {
+                return Ok((id, map.epoch.0));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{name} is in the roster but was not up in the map within {} s (the \
+                 supervisor runs it like the others; `cairn daemon stop {name}` holds it \
+                 down); see {}",
+                ADD_TIMEOUT.as_secs(),
+                dir.join("logs").join(format!("{name}.log")).display()
+            )
+            .into());
+        }
+        tokio::time::sleep(WAIT_INTERVAL).await;
     }
 }

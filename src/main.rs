@@ -42,8 +42,8 @@ enum Command {
     Up(up_cmd::UpArgs),
     /// Stop the cluster `cairn up` started.
     Down(up_cmd::DownArgs),
-    /// Hold one daemon of a `cairn up` cluster down (`stop mon|osd.N`), or
-    /// start it again (`start`).
+    /// Hold one daemon of a `cairn up` cluster down (`stop mon|osd.N`),
+    /// start it again (`start`), or add an OSD to it (`add osd`).
     #[command(subcommand)]
     Daemon(daemon_cmd::DaemonCommand),
     /// Cluster summary: epoch, OSDs, pools, PGs.

@@ -5,12 +5,19 @@
 //! Layout under the data dir: `mon/`, `osd.N/`, `logs/*.log`, `run/*.pid`
 //! (children), `run/NAME.hold` (`cairn daemon stop`: keep NAME down),
 //! `run/NAME.start` (`cairn daemon start`: start NAME now), `up.pid` (the
-//! supervisor), `up.daemons` (the names it supervises, one a line),
-//! `up.ready` (written once the cluster serves; holds the summary),
-//! `cairn.toml` (the client config).
+//! supervisor), `up.daemons` (the roster: the daemons of this cluster, one
+//! name a line), `run/roster.lock` (serialises roster changes), `up.ready`
+//! (written once the cluster serves; holds the summary), `cairn.toml` (the
+//! client config).
+//!
+//! The roster decides what runs: `up` merges `--osds` (a minimum) into the
+//! roster an earlier run left, `cairn daemon add osd` appends to it, and
+//! the supervisor re-reads it every tick and starts the daemons it does
+//! not run yet. It outlives `down`, so the next `up` runs every OSD the
+//! cluster has had, not only the first `--osds`.
 //!
 //! The supervisor and `cairn daemon` talk through those files only, so
-//! `daemon stop|start` works on a detached supervisor without a socket.
+//! `daemon stop|start|add` works on a detached supervisor without a socket.
 
 use crate::output::CliResult;
 use cairn_client::{Client, ClientConfig, ClientError};
@@ -41,8 +48,8 @@ const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
 const RESTART_BACKOFF_RESET_AFTER: Duration = Duration::from_secs(60);
 /// How often the supervisor looks at its children.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
-/// Most OSDs one `cairn up` runs.
-const OSDS_MAX: u16 = 64;
+/// Most OSDs one `cairn up` runs (`osd.0` to `osd.63`).
+pub(crate) const OSDS_MAX: u16 = 64;
 /// The pool created on first start.
 const DEFAULT_POOL: &str = "data";
 const DEFAULT_POOL_PG_NUM: u32 = 32;
@@ -53,7 +60,9 @@ pub struct UpArgs {
     /// Directory holding every daemon's data, logs and the client config.
     #[arg(long = "data", value_name = "DIR", default_value = "/var/tmp/cairn")]
     data_dir: PathBuf,
-    /// Number of OSDs.
+    /// Number of OSDs, at least: an earlier run's roster (`up.daemons`,
+    /// with OSDs `cairn daemon add osd` added) may hold more, and all of
+    /// those run.
     #[arg(long, default_value_t = 3)]
     osds: u16,
     /// Run the supervisor in the background; return once the cluster is ready.
@@ -92,19 +101,17 @@ impl UpArgs {
         format!("127.0.0.1:{}", self.base_port)
     }
 
-    fn osd_addr(&self, index: u16) -> String {
-        let port = u32::from(self.base_port) + 1 + u32::from(index);
-        format!("127.0.0.1:{port}")
-    }
-
-    fn summary(&self) -> String {
+    fn summary(&self, list: &[Daemon]) -> String {
         let mut text = format!(
             "cairn cluster up in {}\n  monitor  {}\n",
             self.data_dir.display(),
             self.mon_addr()
         );
-        for index in 0..self.osds {
-            text.push_str(&format!("  osd.{index}    {}\n", self.osd_addr(index)));
+        for daemon in list {
+            if let Member::Osd(index) = daemon.member {
+                let addr = osd_addr(self.base_port, index).unwrap_or_default();
+                text.push_str(&format!("  {:<8} {addr}\n", daemon.name));
+            }
         }
         text.push_str(&format!(
             "  pool     {DEFAULT_POOL}\n  config   {}\n  logs     {}\n",
@@ -115,7 +122,89 @@ impl UpArgs {
     }
 }
 
-fn ready_file(dir: &Path) -> PathBuf {
+/// A daemon of the roster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Member {
+    Mon,
+    /// The OSD whose data is `osd.N/` (its map id is the monitor's choice,
+    /// in boot order, and may differ from N).
+    Osd(u16),
+}
+
+impl Member {
+    pub(crate) fn parse(name: &str) -> Option<Member> {
+        if name == "mon" {
+            return Some(Member::Mon);
+        }
+        let index: u16 = name.strip_prefix("osd.")?.parse().ok()?;
+        // One spelling per OSD: `osd.01` would be a second name for `osd.1`.
+        (index.to_string() == name["osd.".len()..] && index < OSDS_MAX)
+            .then_some(Member::Osd(index))
+    }
+
+    pub(crate) fn name(self) -> String {
+        match self {
+            Member::Mon => "mon".into(),
+            Member::Osd(index) => format!("osd.{index}"),
+        }
+    }
+}
+
+/// Where `cairn up` puts `osd.N`: the port after the monitor's, plus N;
+/// `None` past the last port.
+pub(crate) fn osd_addr(base_port: u16, index: u16) -> Option<String> {
+    let port = u16::try_from(u32::from(base_port) + 1 + u32::from(index)).ok()?;
+    Some(format!("127.0.0.1:{port}"))
+}
+
+/// The roster in `dir`, sorted (the monitor first); `None` when there is
+/// none yet. A line that names no daemon is an error, not skipped: the
+/// file is written by `cairn` only, so it means damage or a hand edit.
+pub(crate) fn read_roster(dir: &Path) -> Result<Option<Vec<Member>>, String> {
+    let path = roster_file(dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("reading {}: {error}", path.display())),
+    };
+    let mut members = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let member = Member::parse(line).ok_or_else(|| {
+            format!(
+                "{} names {line:?}, which is not `mon` or `osd.N` (N below {OSDS_MAX})",
+                path.display()
+            )
+        })?;
+        members.push(member);
+    }
+    members.sort_unstable();
+    members.dedup();
+    Ok(Some(members))
+}
+
+/// Replaces the roster whole (temporary file, then rename), so the
+/// supervisor never reads half of it.
+pub(crate) fn write_roster(dir: &Path, members: &[Member]) -> std::io::Result<()> {
+    let names: String = members.iter().map(|m| format!("{}\n", m.name())).collect();
+    let temp = dir.join("up.daemons.tmp");
+    std::fs::write(&temp, names)?;
+    std::fs::rename(&temp, roster_file(dir))
+}
+
+/// Holds the roster lock until the returned file is dropped: one roster
+/// change (read, decide, write) at a time.
+pub(crate) fn lock_roster(dir: &Path) -> std::io::Result<File> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("run").join("roster.lock"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
+}
+
+/// The summary of a cluster that serves (its client config exists then).
+pub(crate) fn ready_file(dir: &Path) -> PathBuf {
     dir.join("up.ready")
 }
 
@@ -124,7 +213,7 @@ pub(crate) fn pid_file(dir: &Path) -> PathBuf {
     dir.join("up.pid")
 }
 
-/// The names of the daemons the supervisor runs, one a line.
+/// The roster: the daemons of the cluster, one name a line.
 pub(crate) fn roster_file(dir: &Path) -> PathBuf {
     dir.join("up.daemons")
 }
@@ -191,6 +280,10 @@ pub fn run_up(args: UpArgs) -> CliResult {
         .into());
     }
     drop(std::fs::remove_file(ready_file(&args.data_dir)));
+    // Checked here too, not only by the supervisor, so `--detach` reports
+    // a bad roster itself instead of pointing at the supervisor's log.
+    let members = roster_for_up(&args)?;
+    check_ports(args.base_port, &members)?;
     if args.detach && !args.supervise {
         return detach(&args);
     }
@@ -199,10 +292,37 @@ pub fn run_up(args: UpArgs) -> CliResult {
         format!("{}\n", std::process::id()),
     )?;
     let result = supervise(&args);
+    // The roster stays: the next `up` runs the same daemons.
     drop(std::fs::remove_file(pid_file(&args.data_dir)));
-    drop(std::fs::remove_file(roster_file(&args.data_dir)));
     drop(std::fs::remove_file(ready_file(&args.data_dir)));
     result
+}
+
+/// The daemons `up` runs: the monitor, `osd.0` to `osd.{osds - 1}`, and
+/// every daemon of the roster an earlier run left.
+fn roster_for_up(args: &UpArgs) -> CliResult<Vec<Member>> {
+    let mut members = read_roster(&args.data_dir)?.unwrap_or_default();
+    members.push(Member::Mon);
+    members.extend((0..args.osds).map(Member::Osd));
+    members.sort_unstable();
+    members.dedup();
+    Ok(members)
+}
+
+/// Fails unless every OSD of `members` has a port.
+fn check_ports(base_port: u16, members: &[Member]) -> CliResult {
+    for member in members {
+        if let Member::Osd(index) = member
+            && osd_addr(base_port, *index).is_none()
+        {
+            return Err(format!(
+                "--base-port {base_port} too high: osd.{index} would listen past port {}",
+                u16::MAX
+            )
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Starts the supervisor in the background and waits until it reports the
@@ -273,6 +393,7 @@ fn detach(args: &UpArgs) -> CliResult {
 /// One supervised child process.
 #[derive(Debug)]
 struct Daemon {
+    member: Member,
     name: String,
     args: Vec<String>,
     child: Option<Child>,
@@ -286,9 +407,10 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn new(name: String, args: Vec<String>) -> Daemon {
+    fn new(member: Member, args: Vec<String>) -> Daemon {
         Daemon {
-            name,
+            member,
+            name: member.name(),
             args,
             child: None,
             started_at: Instant::now(),
@@ -387,40 +509,41 @@ impl Daemon {
     }
 }
 
-fn daemons(args: &UpArgs) -> Vec<Daemon> {
+/// The daemon `member` of the cluster `args` describes; `None` for an
+/// OSD without a port.
+fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
     let dir = &args.data_dir;
     let path = |p: PathBuf| p.display().to_string();
-    let mut mon_args = vec![
-        "mon".into(),
-        "--data".into(),
-        path(dir.join("mon")),
-        "--addr".into(),
-        args.mon_addr(),
-    ];
-    if let Some(grace) = args.down_grace {
-        mon_args.push("--down-grace".into());
-        mon_args.push(format!("{}ms", grace.as_millis()));
-    }
-    if let Some(out) = args.down_out {
-        mon_args.push("--down-out".into());
-        mon_args.push(format!("{}ms", out.as_millis()));
-    }
-    let mut list = vec![Daemon::new("mon".into(), mon_args)];
-    for index in 0..args.osds {
-        list.push(Daemon::new(
-            format!("osd.{index}"),
-            vec![
-                "osd".into(),
+    let command = match member {
+        Member::Mon => {
+            let mut command = vec![
+                "mon".into(),
                 "--data".into(),
-                path(dir.join(format!("osd.{index}"))),
-                "--mon".into(),
-                args.mon_addr(),
+                path(dir.join("mon")),
                 "--addr".into(),
-                args.osd_addr(index),
-            ],
-        ));
-    }
-    list
+                args.mon_addr(),
+            ];
+            if let Some(grace) = args.down_grace {
+                command.push("--down-grace".into());
+                command.push(format!("{}ms", grace.as_millis()));
+            }
+            if let Some(out) = args.down_out {
+                command.push("--down-out".into());
+                command.push(format!("{}ms", out.as_millis()));
+            }
+            command
+        }
+        Member::Osd(index) => vec![
+            "osd".into(),
+            "--data".into(),
+            path(dir.join(member.name())),
+            "--mon".into(),
+            args.mon_addr(),
+            "--addr".into(),
+            osd_addr(args.base_port, index)?,
+        ],
+    };
+    Some(Daemon::new(member, command))
 }
 
 fn supervise(args: &UpArgs) -> CliResult {
@@ -434,8 +557,7 @@ fn supervise(args: &UpArgs) -> CliResult {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut list = daemons(args);
-    write_roster(&args.data_dir, &list)?;
+    let mut list = start_roster(args)?;
     let mut result = Ok(());
     for daemon in &mut list {
         if let Err(error) = daemon.start(&args.data_dir) {
@@ -450,24 +572,77 @@ fn supervise(args: &UpArgs) -> CliResult {
     result
 }
 
-/// Records which daemons this supervisor runs (for `cairn daemon`) and
-/// clears the hold markers and start requests of an earlier run, so a
-/// fresh `up` starts everything.
-fn write_roster(dir: &Path, list: &[Daemon]) -> std::io::Result<()> {
-    for daemon in list {
-        drop(std::fs::remove_file(hold_file(dir, &daemon.name)));
-        drop(std::fs::remove_file(start_request_file(dir, &daemon.name)));
+/// Merges `--osds` into the roster, writes it back, and clears the hold
+/// markers and start requests of an earlier run, so a fresh `up` starts
+/// everything.
+fn start_roster(args: &UpArgs) -> CliResult<Vec<Daemon>> {
+    let dir = &args.data_dir;
+    let _lock = lock_roster(dir)?;
+    let members = roster_for_up(args)?;
+    check_ports(args.base_port, &members)?;
+    for member in &members {
+        drop(std::fs::remove_file(hold_file(dir, &member.name())));
+        drop(std::fs::remove_file(start_request_file(
+            dir,
+            &member.name(),
+        )));
     }
-    let names: String = list.iter().map(|d| format!("{}\n", d.name)).collect();
-    std::fs::write(roster_file(dir), names)
+    write_roster(dir, &members)?;
+    Ok(members
+        .iter()
+        .filter_map(|member| daemon(args, *member))
+        .collect())
 }
 
-async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
+/// Starts the daemons the roster gained (`cairn daemon add`) since the last
+/// tick; returns whether there were any. Daemons are never dropped here:
+/// the roster only grows while the cluster runs.
+fn adopt_roster(args: &UpArgs, list: &mut Vec<Daemon>, last_error: &mut Option<String>) -> bool {
+    let members = read_roster(&args.data_dir).and_then(|members| {
+        let members = members.unwrap_or_default();
+        check_ports(args.base_port, &members).map_err(|e| e.to_string())?;
+        Ok(members)
+    });
+    let members = match members {
+        Ok(members) => members,
+        Err(error) => {
+            // Once per distinct error: the next tick reads the file again.
+            if last_error.as_ref() != Some(&error) {
+                tracing::warn!(%error, "roster not usable; running the daemons already started");
+                *last_error = Some(error);
+            }
+            return false;
+        }
+    };
+    *last_error = None;
+    let mut added = false;
+    for member in members {
+        if list.iter().any(|d| d.member == member) {
+            continue;
+        }
+        // Every member has a port: checked above.
+        let Some(mut daemon) = daemon(args, member) else {
+            continue;
+        };
+        tracing::info!(daemon = %daemon.name, "added to the roster");
+        if let Err(error) = daemon.start(&args.data_dir) {
+            tracing::warn!(daemon = %daemon.name, %error, "start failed; retrying after the backoff");
+            daemon.restart_at = Some(Instant::now() + daemon.backoff);
+        }
+        list.push(daemon);
+        added = true;
+    }
+    added
+}
+
+async fn supervise_loop(args: &UpArgs, list: &mut Vec<Daemon>) -> CliResult {
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::mon_cmd::cancel_on_signal(shutdown.clone()));
-    let ready = wait_ready(args.clone());
+    let osd_count = list.iter().filter(|d| d.member != Member::Mon).count();
+    let ready = wait_ready(args.clone(), osd_count);
     tokio::pin!(ready);
     let mut is_ready = false;
+    let mut roster_error = None;
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     loop {
         tokio::select! {
@@ -475,7 +650,7 @@ async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
             outcome = &mut ready, if !is_ready => {
                 outcome?;
                 is_ready = true;
-                let summary = args.summary();
+                let summary = args.summary(list);
                 std::fs::write(ready_file(&args.data_dir), &summary)?;
                 if !args.supervise {
                     print!("{summary}");
@@ -483,6 +658,10 @@ async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
                 }
             }
             _ = tick.tick() => {
+                // Before readiness too: an added daemon waits for nothing.
+                if adopt_roster(args, list, &mut roster_error) && is_ready {
+                    std::fs::write(ready_file(&args.data_dir), args.summary(list))?;
+                }
                 for daemon in list.iter_mut() {
                     daemon.poll(&args.data_dir, !args.no_restart);
                 }
@@ -493,7 +672,7 @@ async fn supervise_loop(args: &UpArgs, list: &mut [Daemon]) -> CliResult {
 
 /// Waits until every OSD is up, creates the default pool if missing and
 /// writes the client config.
-async fn wait_ready(args: UpArgs) -> CliResult {
+async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
     let deadline = Instant::now() + READY_TIMEOUT;
     let mon_addr = args.mon_addr();
     let not_ready = |what: String| -> CliResult {
@@ -511,7 +690,7 @@ async fn wait_ready(args: UpArgs) -> CliResult {
         }
     };
     check_own_monitor(&args, &mon_addr, deadline).await?;
-    let want = usize::from(args.osds);
+    let want = osd_count;
     loop {
         let map = client.refresh_map().await?;
         let up = map.osds.iter().filter(|o| o.up).count();
@@ -525,7 +704,7 @@ async fn wait_ready(args: UpArgs) -> CliResult {
     }
     let map = client.refresh_map().await?;
     if map.pool_by_name(DEFAULT_POOL).is_none() {
-        let size = u32::from(args.osds).min(3);
+        let size = u32::try_from(osd_count).unwrap_or(u32::MAX).min(3);
         let command = MonCommand::PoolCreate {
             name: DEFAULT_POOL.into(),
             pg_num: DEFAULT_POOL_PG_NUM,
@@ -687,8 +866,8 @@ pub fn run_down(args: DownArgs) -> CliResult {
             drop(std::fs::remove_file(entry.path()));
         }
     }
+    // The roster stays: `up` on this data dir runs the same daemons again.
     drop(std::fs::remove_file(pid_file(dir)));
-    drop(std::fs::remove_file(roster_file(dir)));
     drop(std::fs::remove_file(ready_file(dir)));
     Ok(())
 }

@@ -1,11 +1,13 @@
 //! `cairn daemon stop osd.1` holds one OSD of a `cairn up` cluster down:
 //! the supervisor does not restart it and the monitor marks it down;
 //! `cairn daemon start osd.1` brings it back up in the map; an unknown
-//! daemon name is refused with a message naming it.
+//! daemon name is refused with a message naming it. `cairn daemon add osd`
+//! grows a running cluster by one OSD, which the next `cairn up` on the
+//! data dir runs too; without a running cluster it is refused.
 
 mod common;
 
-use common::{Cluster, is_running, ok, tree_osds};
+use common::{Cluster, is_running, ok, test_dir, tree_osds};
 use std::time::{Duration, Instant};
 
 /// How long the held OSD must stay dead: several supervisor ticks (200 ms)
@@ -117,4 +119,68 @@ fn daemon_stop_holds_an_osd_down_and_start_brings_it_back() {
         !cluster.dir.join("run").join("osd.9.hold").exists(),
         "a refused stop left a hold marker"
     );
+}
+
+#[test]
+fn daemon_add_osd_joins_the_cluster_and_its_roster() {
+    let empty = test_dir("daemon-add-none");
+    let refused = common::cairn(
+        &empty.join("cairn.toml"),
+        &[
+            "daemon",
+            "add",
+            "osd",
+            "--data",
+            &empty.display().to_string(),
+        ],
+    );
+    assert!(!refused.status.success(), "add without a cluster succeeded");
+    let message = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(message.contains("no cluster running in"), "{message}");
+    assert!(
+        !empty.join("osd.0").exists(),
+        "a refused add made a data dir"
+    );
+    drop(std::fs::remove_dir_all(&empty));
+
+    let base_port = 17650;
+    let cluster = Cluster::up("daemon-add", 3, base_port, &[]);
+    let data = cluster.dir.display().to_string();
+    let added = ok(
+        cluster.cairn(&["daemon", "add", "osd", "--data", &data]),
+        "daemon add osd",
+    );
+    let added = String::from_utf8_lossy(&added).into_owned();
+    assert!(
+        added.starts_with("osd.3 added: OSD id 3, serving on 127.0.0.1:17654"),
+        "{added}"
+    );
+    let osds = tree_osds(&cluster);
+    assert_eq!(osds.len(), 4, "{osds:?}");
+    assert!(osds.iter().all(|o| o["up"] == true), "{osds:?}");
+    let summary = std::fs::read_to_string(cluster.dir.join("up.ready")).expect("up.ready");
+    assert!(summary.contains("osd.3    127.0.0.1:17654"), "{summary}");
+
+    // The roster, not --osds, decides what the next `up` runs.
+    ok(cluster.cairn(&["down", "--data", &data]), "cairn down");
+    let port = base_port.to_string();
+    let up = ok(
+        cluster.cairn(&[
+            "up",
+            "--detach",
+            "--data",
+            &data,
+            "--osds",
+            "3",
+            "--base-port",
+            &port,
+        ]),
+        "cairn up again",
+    );
+    let up = String::from_utf8_lossy(&up).into_owned();
+    assert!(up.contains("osd.3    127.0.0.1:17654"), "{up}");
+    assert!(is_running(cluster.daemon_pid("osd.3")));
+    wait_osd_up(&cluster, 3, true);
+    let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+    assert_eq!(status["osds_up"], 4, "{status}");
 }

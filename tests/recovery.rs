@@ -7,121 +7,16 @@ mod common;
 
 use bytes::Bytes;
 use cairn_client::{Client, ClientConfig, ClientOptions, ReadRange};
-use common::{Cluster, is_running, ok, ok_json};
-use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use common::{
+    Cluster, POOL, Writers, acked_and_errors, kill, ok, ok_json, osd_pg_count, runtime, verify,
+    wait_clean, write_each,
+};
 use std::time::{Duration, Instant};
 
-const POOL: &str = "data";
-/// Longest healing may take in these small clusters.
-const CLEAN_WAIT: Duration = Duration::from_secs(90);
 const OP_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Object `index`'s bytes: distinct per index and sized 1 to 96 KiB.
-fn payload(index: u64) -> Bytes {
-    let len = 1024 + usize::try_from(index * 7919 % (95 * 1024)).unwrap_or(0);
-    Bytes::from(common::pattern(index, len))
-}
-
 fn options() -> ClientOptions {
-    ClientOptions {
-        op_deadline: OP_DEADLINE,
-        map_refresh_interval: Duration::from_millis(300),
-        ..ClientOptions::default()
-    }
-}
-
-/// Waits until every PG of the cluster is reported `active+clean`;
-/// panics with the last status otherwise.
-fn wait_clean(cluster: &Cluster) -> Duration {
-    let started = Instant::now();
-    let mut last = serde_json::Value::Null;
-    while started.elapsed() < CLEAN_WAIT {
-        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
-        let states = status["pgs_by_state"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let current = status["reported_epoch"] == status["epoch"];
-        let clean = current && states.len() == 1 && states.contains_key("active+clean");
-        if clean {
-            return started.elapsed();
-        }
-        last = status;
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let pgs = cluster.cairn(&["pg", "ls"]);
-    panic!(
-        "PGs not active+clean within {CLEAN_WAIT:?}: {}\n{}",
-        last["pgs_by_state"],
-        String::from_utf8_lossy(&pgs.stdout)
-    );
-}
-
-/// Reads every object back and compares it with what was acknowledged.
-async fn verify(client: &Client, indexes: &[u64]) {
-    for index in indexes {
-        let name = format!("obj-{index}");
-        let data = client
-            .read(POOL, name.as_bytes(), ReadRange::default())
-            .await
-            .unwrap_or_else(|e| panic!("read {name}: {e}"));
-        assert!(data == payload(*index), "{name} reads back byte-exact");
-    }
-}
-
-/// Writes `obj-{index}` for each index, one at a time, each acknowledged.
-async fn write_each(client: &Client, indexes: impl IntoIterator<Item = u64>) {
-    for index in indexes {
-        let name = format!("obj-{index}");
-        client
-            .write_full(POOL, name.as_bytes(), payload(index))
-            .await
-            .unwrap_or_else(|e| panic!("write {name}: {e}"));
-    }
-}
-
-/// Writes `obj-{lane}`, `obj-{lane + lanes}`, ... until `stop`; returns
-/// the acknowledged indexes and the errors.
-async fn writer(
-    client: Client,
-    lane: u64,
-    lanes: u64,
-    stop: Arc<AtomicBool>,
-) -> (Vec<u64>, Vec<String>) {
-    let mut acked = Vec::new();
-    let mut errors = Vec::new();
-    let mut index = lane;
-    while !stop.load(Ordering::Relaxed) {
-        let name = format!("obj-{index}");
-        match client
-            .write_full(POOL, name.as_bytes(), payload(index))
-            .await
-        {
-            Ok(_) => acked.push(index),
-            Err(error) => errors.push(format!("{name}: {error}")),
-        }
-        index += lanes;
-    }
-    (acked, errors)
-}
-
-fn kill(pid: u32) {
-    assert!(is_running(pid));
-    let killed = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
+    common::client_options(OP_DEADLINE)
 }
 
 #[test]
@@ -175,10 +70,7 @@ fn a_killed_osd_returns_and_recovers_under_writes() {
         let client = Client::connect_with(&config.mon, options())
             .await
             .expect("connect");
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks: Vec<_> = (0..lanes)
-            .map(|lane| tokio::spawn(writer(client.clone(), lane, lanes, stop.clone())))
-            .collect();
+        let writers = Writers::start(&client, lanes);
         for round in 0..2 {
             tokio::time::sleep(Duration::from_secs(2)).await;
             let name = format!("osd.{}", round + 1);
@@ -192,14 +84,7 @@ fn a_killed_osd_returns_and_recovers_under_writes() {
             );
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        stop.store(true, Ordering::Relaxed);
-        let mut acked = Vec::new();
-        let mut errors = Vec::new();
-        for task in tasks {
-            let (a, e) = task.await.expect("writer");
-            acked.extend(a);
-            errors.extend(e);
-        }
+        let (acked, errors) = acked_and_errors(&writers.stop().await);
         eprintln!(
             "{} writes acknowledged, {} errors",
             acked.len(),
@@ -251,7 +136,7 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
         assert!(moved > 0, "data moved to the new copies: {status}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let collections = stray_collections(&cluster, 2);
+            let collections = osd_pg_count(&cluster, 2);
             if collections == 0 {
                 break;
             }
@@ -262,14 +147,6 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
-}
-
-/// PG copies `osd.N` reports holding (strays included).
-fn stray_collections(cluster: &Cluster, osd: u32) -> u64 {
-    let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
-    status["osd_pgs"][osd.to_string()]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no PG count for osd.{osd}: {status}"))
 }
 
 /// Bytes of the small objects of the backfill test.
@@ -354,6 +231,6 @@ fn copies_beyond_the_log_are_backfilled() {
             .unwrap_or(0);
         eprintln!("objects pushed: {moved}");
         assert!(moved >= 200, "whole PG copies were pushed: {status}");
-        assert_eq!(stray_collections(&cluster, 1), 0, "osd.1's copies removed");
+        assert_eq!(osd_pg_count(&cluster, 1), 0, "osd.1's copies removed");
     });
 }

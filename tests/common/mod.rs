@@ -1,11 +1,18 @@
 //! Shared by the tests that start a real cluster with `cairn up --detach`:
 //! a guard that stops it (and kills every recorded pid) when the test
-//! ends, also on panic, and a bounded way to run `cairn`.
+//! ends, also on panic, and a bounded way to run `cairn`; for the healing
+//! tests, writer lanes that record every write, SIGKILL, and the checks
+//! they end with (every PG `active+clean`, every acknowledged write
+//! byte-exact).
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest any one `cairn` command may run.
@@ -98,6 +105,12 @@ impl Drop for Cluster {
                 );
             }
         }
+        // A failed test's data and logs stay for a look when asked for
+        // (CAIRN_KEEP_FAILED=1).
+        if std::thread::panicking() && std::env::var_os("CAIRN_KEEP_FAILED").is_some() {
+            eprintln!("kept the failed cluster's data dir {}", self.dir.display());
+            return;
+        }
         drop(std::fs::remove_dir_all(&self.dir));
     }
 }
@@ -159,7 +172,12 @@ pub fn cairn_with_env(
         .args(args)
         .envs(env.iter().copied())
         .env("CAIRN_CONF", conf)
-        .env("RUST_LOG", "warn")
+        // The daemons `cairn up` starts inherit it: CAIRN_TEST_LOG=info
+        // (or debug) makes a failed run's DATA/logs worth reading.
+        .env(
+            "RUST_LOG",
+            std::env::var("CAIRN_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -267,4 +285,204 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The pool `cairn up` creates (size 3, min_size 2 with 3 or more OSDs).
+pub const POOL: &str = "data";
+/// Longest healing may take in the small test clusters.
+pub const CLEAN_WAIT: Duration = Duration::from_secs(90);
+
+/// Object `index`'s bytes: distinct per index and sized 1 to 96 KiB.
+pub fn payload(index: u64) -> Bytes {
+    let len = 1024 + usize::try_from(index * 7919 % (95 * 1024)).unwrap_or(0);
+    Bytes::from(pattern(index, len))
+}
+
+/// Client options of the healing tests: `op_deadline` across retries, and
+/// map refreshes often enough to follow kills quickly.
+pub fn client_options(op_deadline: Duration) -> ClientOptions {
+    ClientOptions {
+        op_deadline,
+        map_refresh_interval: Duration::from_millis(300),
+        ..ClientOptions::default()
+    }
+}
+
+/// Waits until every PG of the cluster is reported `active+clean` by OSDs
+/// that have all seen the newest map; returns how long that took, panics
+/// with the last status after [`CLEAN_WAIT`].
+pub fn wait_clean(cluster: &Cluster) -> Duration {
+    let started = Instant::now();
+    let mut last = serde_json::Value::Null;
+    while started.elapsed() < CLEAN_WAIT {
+        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let states = status["pgs_by_state"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let current = status["reported_epoch"] == status["epoch"];
+        let clean = current && states.len() == 1 && states.contains_key("active+clean");
+        if clean {
+            return started.elapsed();
+        }
+        last = status;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let pgs = cluster.cairn(&["pg", "ls"]);
+    panic!(
+        "PGs not active+clean within {CLEAN_WAIT:?}: {}\n{}",
+        last["pgs_by_state"],
+        String::from_utf8_lossy(&pgs.stdout)
+    );
+}
+
+/// Reads `obj-{index}` of [`POOL`] for every index and compares it with
+/// [`payload`].
+pub async fn verify(client: &Client, indexes: &[u64]) {
+    for index in indexes {
+        let name = format!("obj-{index}");
+        let data = client
+            .read(POOL, name.as_bytes(), ReadRange::default())
+            .await
+            .unwrap_or_else(|e| panic!("read {name}: {e}"));
+        assert!(data == payload(*index), "{name} reads back byte-exact");
+    }
+}
+
+/// Writes `obj-{index}` for each index, one at a time, each acknowledged.
+pub async fn write_each(client: &Client, indexes: impl IntoIterator<Item = u64>) {
+    for index in indexes {
+        let name = format!("obj-{index}");
+        client
+            .write_full(POOL, name.as_bytes(), payload(index))
+            .await
+            .unwrap_or_else(|e| panic!("write {name}: {e}"));
+    }
+}
+
+/// One write of a writer lane: which object, when it was issued and when
+/// the client returned, and the error if it was not acknowledged.
+#[derive(Debug)]
+pub struct Write {
+    pub index: u64,
+    pub started: Instant,
+    pub finished: Instant,
+    pub error: Option<ClientError>,
+}
+
+impl Write {
+    pub fn is_acked(&self) -> bool {
+        self.error.is_none()
+    }
+
+    pub fn latency(&self) -> Duration {
+        self.finished - self.started
+    }
+}
+
+/// Writes `obj-{index}` of [`POOL`] with [`payload`] for each index in
+/// turn, one at a time, until `stop` (or the indexes run out); records
+/// every write.
+pub async fn writer(
+    client: Client,
+    indexes: impl Iterator<Item = u64>,
+    stop: Arc<AtomicBool>,
+) -> Vec<Write> {
+    let mut writes = Vec::new();
+    for index in indexes {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let name = format!("obj-{index}");
+        let started = Instant::now();
+        let outcome = client
+            .write_full(POOL, name.as_bytes(), payload(index))
+            .await;
+        writes.push(Write {
+            index,
+            started,
+            finished: Instant::now(),
+            error: outcome.err(),
+        });
+    }
+    writes
+}
+
+/// Writer lanes running on the caller's runtime until [`Writers::stop`].
+#[derive(Debug)]
+pub struct Writers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Write>>>,
+}
+
+impl Writers {
+    /// `lanes` writers; lane `l` writes the indexes `l`, `l + lanes`, ...
+    pub fn start(client: &Client, lanes: u64) -> Writers {
+        Writers::start_filtered(client, lanes, |_| true)
+    }
+
+    /// As [`Writers::start`], skipping the indexes `keep` refuses (to aim
+    /// the lanes at some PGs only).
+    pub fn start_filtered(
+        client: &Client,
+        lanes: u64,
+        keep: impl Fn(u64) -> bool + Clone + Send + 'static,
+    ) -> Writers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..lanes)
+            .map(|lane| {
+                let keep = keep.clone();
+                let indexes = (lane..).step_by(usize::try_from(lanes).unwrap_or(1));
+                tokio::spawn(writer(
+                    client.clone(),
+                    indexes.filter(move |i| keep(*i)),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        Writers { stop, tasks }
+    }
+
+    /// Stops the lanes (each after its write in flight) and returns every
+    /// write they made.
+    pub async fn stop(self) -> Vec<Write> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut writes = Vec::new();
+        for task in self.tasks {
+            writes.extend(task.await.expect("writer lane"));
+        }
+        writes
+    }
+}
+
+/// The acknowledged indexes and the errors of `writes`.
+pub fn acked_and_errors(writes: &[Write]) -> (Vec<u64>, Vec<String>) {
+    let acked = writes
+        .iter()
+        .filter(|w| w.is_acked())
+        .map(|w| w.index)
+        .collect();
+    let errors = writes
+        .iter()
+        .filter_map(|w| Some(format!("obj-{}: {}", w.index, w.error.as_ref()?)))
+        .collect();
+    (acked, errors)
+}
+
+/// SIGKILLs `pid`, which must be running.
+pub fn kill(pid: u32) {
+    assert!(is_running(pid), "pid {pid} is not running");
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+}
+
+/// PG copies OSD `osd` (map id) reports holding, strays included.
+pub fn osd_pg_count(cluster: &Cluster, osd: u64) -> u64 {
+    let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
+    status["osd_pgs"][osd.to_string()]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no PG count for osd.{osd}: {status}"))
 }
