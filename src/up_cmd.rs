@@ -734,11 +734,9 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
 /// cluster's monitor on the same port (ours then failed to bind) is said,
 /// never used.
 async fn check_own_monitor(args: &UpArgs, mon_addr: &str, deadline: Instant) -> CliResult {
-    let path = args
-        .data_dir
-        .join("mon")
-        .join(cairn_mon::daemon::FSID_FILE);
-    let served = match cairn_mon::MonClient::connect(mon_addr).await?
+    let path = args.data_dir.join("mon").join(cairn_mon::daemon::FSID_FILE);
+    let served = match cairn_mon::MonClient::connect(mon_addr)
+        .await?
         .get_map(cairn_types::Epoch(0))
         .await?
     {

@@ -176,7 +176,14 @@ fn up_refuses_another_clusters_monitor_on_its_port() {
     let taken = cairn(
         &conf,
         &[
-            "up", "--detach", "--data", &data, "--osds", "1", "--base-port", "17150",
+            "up",
+            "--detach",
+            "--data",
+            &data,
+            "--osds",
+            "1",
+            "--base-port",
+            "17150",
         ],
         None,
     );
@@ -186,7 +193,10 @@ fn up_refuses_another_clusters_monitor_on_its_port() {
         stderr.contains("not this one") || stderr.contains("before the cluster was ready"),
         "says why: {stderr}"
     );
-    assert!(!conf.exists(), "no client config for a cluster that is not up");
+    assert!(
+        !conf.exists(),
+        "no client config for a cluster that is not up"
+    );
     // Its daemons are gone; the first cluster is untouched.
     let _ = cairn(&conf, &["down", "--data", &data], None);
     for pid in recorded_pids(&second_dir) {

@@ -5,8 +5,8 @@
 //! with `cairn daemon add osd` (it takes its share, old copies go); and
 //! rounds of SIGKILL and restart over different OSDs. Each ends with every
 //! PG `active+clean` and every acknowledged write read back byte-exact.
-//! Two ignored tests pin known bugs (docs/reliability.md, "Known bugs"):
-//! `cargo test --release --test faults -- --ignored` runs them.
+//! Two tests pin bugs this suite found, now fixed (docs/reliability.md,
+//! "Bugs the fault suite found").
 
 mod common;
 
@@ -110,16 +110,12 @@ fn writes_pause_below_min_size_and_resume_when_killed_osds_return() {
 }
 
 /// The same, also for the writes in flight at the kill: none may be
-/// acknowledged while its PG is below `min_size`. It fails today: the
-/// surviving OSD, primary of the new one-copy interval, has the write in
-/// its log (it led the PG or got the sub-write) and answers the client's
-/// resend from the log (`Dup::Answer` in `on_client_write`, before
-/// `start_write`'s `min_size` check), so the write is acknowledged with
-/// one copy known durable. Ceph keeps such a resend waiting until the PG
-/// is active.
+/// acknowledged while its PG is below `min_size`. The surviving OSD,
+/// primary of the new one-copy interval, has the write in its log (it led
+/// the PG or got the sub-write); it once answered the client's resend from
+/// the log, acknowledging a write with one copy known durable. Below
+/// `min_size` nothing is answered now, a resend included.
 #[test]
-#[ignore = "known bug 1 (docs/reliability.md): a resend is answered from the PG log while \
-            the PG is below min_size (crates/osd/src/pg.rs, on_client_write)"]
 fn no_write_is_acknowledged_below_min_size_not_even_a_resend() {
     let _serial = common::serial();
     kill_two_of_three("faults-two-strict", 18320, Strictness::AlsoInFlightAtKill);
@@ -469,17 +465,12 @@ fn osds_killed_and_restarted_in_rounds_under_writes() {
 }
 
 /// The same, each OSD back before the monitor could mark it down (0.3 to
-/// 1.5 s; the grace is 3 s). It fails today: the monitor commits the boot
-/// of an OSD it still has `up` as an epoch that changes no up or acting
-/// set, so no PG starts a new interval. The surviving primaries never
-/// re-peer and never resend the sub-writes the killed process lost, and
-/// the restarted OSD's fresh PGs park every sub-write of the current
-/// interval waiting for an activation that never comes: writes to every
-/// PG the OSD serves as a replica hang for good (each times out after
-/// 30 s) while `cairn status` says `HEALTH_OK`, all PGs `active+clean`.
+/// 1.5 s; the grace is 3 s). The monitor once committed such a boot as an
+/// epoch that changed no up or acting set, so no PG started a new interval
+/// and writes to every PG the OSD served as a replica hung for good while
+/// `cairn status` said `HEALTH_OK`. Now the boot of an OSD the map still
+/// has up marks it down first (its PGs re-peer), and the OSD boots again.
 #[test]
-#[ignore = "known bug 2 (docs/reliability.md): an OSD restarted within the down grace \
-            starts no new interval, so the PGs it serves as a replica hang"]
 fn osds_restarted_before_the_monitor_marks_them_down() {
     let _serial = common::serial();
     kill_restart_rounds("faults-quick", 18420, Restart::BeforeMarkDown);

@@ -327,6 +327,16 @@ impl MapService {
             } => {
                 let id = id.unwrap_or_else(|| self.next_osd_id());
                 let mut inc = self.next_inc();
+                if self.state.map.osd(id).is_some_and(|o| o.up) {
+                    // A new instance of an OSD the map still has up: the
+                    // old one died without being noticed. Mark it down
+                    // first, so every PG it is in starts a new interval
+                    // (its peers re-peer and resend what the old process
+                    // lost); the OSD boots again against the down state.
+                    self.mark_down(&mut inc, id);
+                    self.check(&inc)?;
+                    return Ok((inc, None));
+                }
                 let osd = match self.state.map.osd(id) {
                     Some(old) => OsdInfo {
                         host,

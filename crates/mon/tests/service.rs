@@ -258,6 +258,44 @@ fn silent_osd_goes_down_after_grace_then_out() {
 }
 
 #[test]
+fn a_boot_of_an_osd_still_up_marks_it_down_first() {
+    let mut service = cluster(2);
+    let before = service.epoch();
+    let reboot = || match boot(1) {
+        MonCommand::OsdBoot {
+            id: _,
+            addr,
+            host,
+            rack,
+            device_class,
+            weight,
+            capacity_bytes,
+        } => MonCommand::OsdBoot {
+            id: Some(OsdId(1)),
+            addr,
+            host,
+            rack,
+            device_class,
+            weight,
+            capacity_bytes,
+        },
+        other => other,
+    };
+    assert!(is_up(&service, 1));
+    // osd.1 restarted before anyone noticed: its boot finds it up.
+    let effects = run(&mut service, reboot());
+    one_epoch(&service, before, &effects);
+    assert!(matches!(ok(&effects), Reply::Done { .. }), "boot again");
+    assert!(!is_up(&service, 1), "the old instance is marked down");
+    // The second boot finds it down and brings it up, a further epoch.
+    let before = service.epoch();
+    let effects = run(&mut service, reboot());
+    one_epoch(&service, before, &effects);
+    assert!(matches!(ok(&effects), Reply::OsdBooted { .. }));
+    assert!(is_up(&service, 1));
+}
+
+#[test]
 fn settings_are_validated_persisted_and_change_the_down_out_interval() {
     let mut service = cluster(2);
     let epoch = service.epoch();

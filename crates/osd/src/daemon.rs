@@ -138,6 +138,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     let mon = MonLink::new(config.mon_addr.clone());
     let whoami = boot(&mon, &config, store.capacity()?.total_bytes).await?;
     tracing::info!(osd = whoami.0, addr = %config.addr, "booted");
+    let lease_bound_ms = restart_lease_bound_ms(&config.data_dir);
     let (store_tx, commits) = start_store_threads(store.clone());
     let osd = Arc::new_cyclic(|this| Osd {
         this: this.clone(),
@@ -163,6 +164,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         settings: RwLock::new(OsdSettings::default()),
         config_digest: AtomicU64::new(0),
         started_secs: unix_secs(),
+        lease_bound_ms,
         recovered_objects: AtomicU64::new(0),
         recovered_bytes: AtomicU64::new(0),
     });
@@ -176,6 +178,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         tokio::spawn(map_loop(osd.clone())),
         tokio::spawn(peer_heartbeat_loop(osd.clone())),
         tokio::spawn(pg_tick_loop(osd.clone())),
+        tokio::spawn(alive_loop(osd.config.data_dir.clone())),
     ];
     let handler_osd = osd.clone();
     let handler = move |frame: Frame| {
@@ -251,6 +254,12 @@ async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<
     let deadline = tokio::time::Instant::now() + BOOT_TIMEOUT;
     let reply = loop {
         match mon.command(command.clone()).await {
+            Ok(MonReply::Done { epoch }) => {
+                // The map still had this OSD up (a restart before the
+                // monitor noticed): it was marked down first; boot again.
+                tracing::info!(%epoch, "marked down for the restart; booting again");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
             Ok(reply) => break reply,
             Err(error @ MonError::Wire(_)) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(%error, "monitor not reachable yet");
@@ -696,6 +705,47 @@ async fn pg_tick_loop(osd: Arc<Osd>) {
     }
 }
 
+/// File with the wall-clock time (ms since the Unix epoch) this OSD was
+/// last known alive, rewritten every second.
+const ALIVE_FILE: &str = "alive";
+
+/// How long read leases the previous instance of this OSD granted may
+/// still run: a lease, less the time it has been down, plus the second the
+/// alive file may lag (all of a lease if the file is missing or unreadable).
+fn restart_lease_bound_ms(data_dir: &Path) -> u64 {
+    let last_alive: Option<u64> = std::fs::read_to_string(data_dir.join(ALIVE_FILE))
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    let now = unix_ms();
+    let bound = LEASE_MS + ALIVE_INTERVAL_MS;
+    match last_alive {
+        Some(at) if at <= now => bound.saturating_sub(now - at),
+        _ => bound,
+    }
+}
+
+/// Interval of the alive file's rewrites.
+const ALIVE_INTERVAL_MS: u64 = 1_000;
+
+async fn alive_loop(data_dir: PathBuf) {
+    let path = data_dir.join(ALIVE_FILE);
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(ALIVE_INTERVAL_MS));
+    loop {
+        tick.tick().await;
+        // Not synced: after a power loss the machine was down far longer
+        // than a lease anyway.
+        if let Err(error) = std::fs::write(&path, unix_ms().to_string()) {
+            tracing::warn!(%error, "cannot record that this OSD is alive");
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// Seconds since the Unix epoch.
 fn unix_secs() -> u64 {
     std::time::SystemTime::now()
@@ -776,6 +826,8 @@ struct Osd {
     /// When this process started (seconds since the Unix epoch): PGs never
     /// scrubbed count from here, so a restart does not start every scrub.
     started_secs: u64,
+    /// How long a read lease the previous instance granted may still run.
+    lease_bound_ms: u64,
     recovered_objects: AtomicU64,
     recovered_bytes: AtomicU64,
 }
@@ -1052,7 +1104,7 @@ impl Osd {
         let restarted = lock(&self.preexisting).contains(&collection);
         let mut leases = Leases::default();
         leases.set_clock(clock_ms());
-        leases.enable(LEASE_MS, restarted);
+        leases.enable(LEASE_MS, if restarted { self.lease_bound_ms } else { 0 });
         let (core, fx) = Pg::restore_leased(
             pg,
             self.whoami,

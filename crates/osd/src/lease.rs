@@ -18,8 +18,9 @@
 //!   still run, and does not activate (take writes or serve reads) before
 //!   they end, unless the promise's holder answered too and said it no
 //!   longer serves.
-//! - A copy loaded at start promises for `lease` to an unknown holder: it
-//!   may have promised before it stopped.
+//! - A copy loaded at start may have promised before its OSD stopped: it
+//!   promises to an unknown holder for what may remain of such a promise
+//!   (the shell knows how long the OSD was down; see `daemon.rs`).
 //!
 //! Times are milliseconds of a clock the shell sets before each event
 //! ([`Leases::set_clock`]); leases are off until the shell enables them.
@@ -69,15 +70,15 @@ pub struct LeaseReport {
 }
 
 impl Leases {
-    /// Turns leases on; `restarted`: the copy was loaded from the store
-    /// at start and may have promised before.
-    pub fn enable(&mut self, lease_ms: u64, restarted: bool) {
+    /// Turns leases on; `bound_ms`: how long a promise this copy may have
+    /// made before a restart can still run (0: none).
+    pub fn enable(&mut self, lease_ms: u64, bound_ms: u64) {
         self.lease_ms = Some(lease_ms);
-        if restarted {
+        if bound_ms > 0 {
             self.promise = Some(Promise {
                 interval: Epoch(0),
                 holder: None,
-                until_ms: self.clock_ms.saturating_add(lease_ms),
+                until_ms: self.clock_ms.saturating_add(bound_ms),
             });
         }
     }
@@ -218,7 +219,7 @@ mod tests {
     fn enabled(clock: u64) -> Leases {
         let mut l = Leases::default();
         l.set_clock(clock);
-        l.enable(4_000, false);
+        l.enable(4_000, 0);
         l
     }
 
@@ -299,7 +300,7 @@ mod tests {
     fn a_restarted_copy_binds_for_one_lease_and_disabled_leases_bind_nothing() {
         let mut restarted = Leases::default();
         restarted.set_clock(1_000);
-        restarted.enable(4_000, true);
+        restarted.enable(4_000, 4_000);
         restarted.bind_own(NEW);
         assert_eq!(restarted.wait_ms(), 4_000);
         let report = restarted.report(NEW, false);

@@ -907,6 +907,17 @@ impl Pg {
             fx.replies.push((req, Reply::Retry { reason }));
             return;
         }
+        // Below min_size nothing is answered, not even a resend from the
+        // log: its entry may be on this copy alone.
+        let complete = self.complete_acting_count();
+        if complete < self.interval.min_size {
+            let blocked = Reply::Blocked {
+                acting_count: complete,
+                min_size: self.interval.min_size,
+            };
+            fx.replies.push((req, blocked));
+            return;
+        }
         match self.duplicate(req) {
             Dup::New => {}
             Dup::InFlight => return,
@@ -2482,6 +2493,7 @@ impl Pg {
     #[must_use]
     pub fn may_serve_reads(&self) -> bool {
         self.is_active_primary()
+            && self.complete_acting_count() >= self.interval.min_size
             && self.leases.readable(
                 self.interval
                     .acting

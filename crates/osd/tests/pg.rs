@@ -775,7 +775,7 @@ fn leased_three() -> Harness {
     for osd in [1, 2, 3] {
         let mut leases = Leases::default();
         leases.set_clock(h.now_ms);
-        leases.enable(LEASE_MS, false);
+        leases.enable(LEASE_MS, 0);
         let (pg, fx) = Pg::restore_leased(
             PG,
             OsdId(osd),
@@ -870,4 +870,35 @@ fn a_primary_change_with_the_old_primary_answering_waits_for_no_lease() {
         h.pg(2).blocked_reason()
     );
     assert!(!h.pg(1).may_serve_reads());
+}
+
+/// Two of three copies gone with a write in flight: the survivor holds its
+/// log entry, and a resend must not be answered from it while the PG is
+/// below min_size (the entry may be on this copy alone).
+#[test]
+fn a_resend_below_min_size_is_blocked_not_answered_from_the_log() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    // osd.1 applies locally; the sub-writes never arrive (both replicas die).
+    h.commit(1);
+    h.links.clear();
+    let mut alone = interval(6, &[1], 2);
+    alone.size = 3;
+    let context = MapContext {
+        up_osds: BTreeSet::from([OsdId(1)]),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    h.event(OsdId(1), PgEvent::MapContext(context));
+    h.event(OsdId(1), PgEvent::IntervalChange(alone));
+    h.commit(1);
+    h.run();
+    h.client_write(1, 1, 6, "a");
+    assert!(
+        matches!(h.replies.last(), Some((r, Reply::Blocked { .. })) if *r == req(1)),
+        "{:?}",
+        h.replies.last()
+    );
+    assert!(h.done_versions().is_empty(), "never acknowledged");
+    assert!(!h.pg(1).may_serve_reads(), "no reads below min_size either");
 }
