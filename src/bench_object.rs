@@ -7,6 +7,12 @@
 //! keep them in a local file, `bench-<pool>.txt` next to the client config
 //! (or `--list FILE`), one `name size_bytes` line per acknowledged write.
 //! `--cleanup` removes the objects (after the run) and the file.
+//!
+//! For measurements over time (a failure under load): `--objects N` makes
+//! `write` cycle over N names, overwriting once all exist, so the pool
+//! holds a fixed volume however long the run; `--series FILE` records each
+//! second's throughput with its wall-clock time; SIGINT or SIGTERM ends the
+//! run early (operations in flight finish; summary and list as usual).
 
 use crate::bench_cmd::{parse_duration, parse_size};
 use crate::client_cmd::{ConfArgs, connect};
@@ -15,10 +21,13 @@ use bytes::Bytes;
 use cairn_client::{Client, ClientError, ReadRange};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
 
 /// Most concurrent operations.
 const CONCURRENCY_MAX: usize = 1024;
@@ -68,6 +77,14 @@ pub struct ObjectArgs {
     /// Print the summary as JSON (and no live lines).
     #[arg(long)]
     json: bool,
+    /// write: cycle over this many object names, overwriting once all
+    /// exist, so the pool holds a fixed volume however long the run.
+    #[arg(long = "objects", value_name = "N")]
+    object_count: Option<u64>,
+    /// Write one CSV line per second to FILE (also with --json): wall-clock
+    /// time, MiB/s, operations and errors of that second.
+    #[arg(long = "series", value_name = "FILE")]
+    series_file: Option<PathBuf>,
 }
 
 /// One object of the list: its name and size.
@@ -151,6 +168,12 @@ pub fn run(args: &ObjectArgs) -> CliResult {
     if args.object_size_bytes > OBJECT_SIZE_MAX_BYTES {
         return Err(format!("--object-size must be at most {OBJECT_SIZE_MAX_BYTES} bytes").into());
     }
+    if args.object_count == Some(0) {
+        return Err("--objects must be at least 1".into());
+    }
+    if args.object_count.is_some() && args.mode != Mode::Write {
+        return Err("--objects applies to --mode write only".into());
+    }
     let list_path = args.list_file.clone().unwrap_or_else(|| {
         let conf = args.conf.path();
         let dir = conf.parent().map(PathBuf::from).unwrap_or_default();
@@ -169,11 +192,19 @@ pub fn run(args: &ObjectArgs) -> CliResult {
             Mode::Write => Vec::new(),
             Mode::Seq | Mode::Rand => read_list(&list_path)?,
         };
-        let (stats, elapsed) = run_workers(args, &client, &listed).await;
+        let series = match &args.series_file {
+            Some(path) => Some(Series::create(path)?),
+            None => None,
+        };
+        let (stats, elapsed, series_result) = run_workers(args, &client, &listed, series).await;
+        series_result.map_err(|e| format!("--series: {e}"))?;
         let mut objects = Arc::try_unwrap(stats)
             .map_err(|_| "benchmark workers still running")?
             .into_summary(args, elapsed);
-        let written = std::mem::take(&mut objects.1);
+        let mut written = std::mem::take(&mut objects.1);
+        // With --objects a name is written many times; list it once.
+        let mut seen = HashSet::new();
+        written.retain(|entry| seen.insert(entry.name.clone()));
         let mut summary = objects.0;
         if args.mode == Mode::Write {
             write_list(&list_path, &written)?;
@@ -199,16 +230,20 @@ pub fn run(args: &ObjectArgs) -> CliResult {
     Ok(())
 }
 
-/// Runs the workers and, unless `--json`, the live lines; returns the
-/// counters and the time until the last operation finished.
+/// Runs the workers, the live lines (unless `--json`) and the series file
+/// (with `--series`); returns the counters, the time until the last
+/// operation finished and whether the series was written.
 async fn run_workers(
     args: &ObjectArgs,
     client: &Client,
     listed: &[Listed],
-) -> (Arc<Stats>, Duration) {
+    series: Option<Series>,
+) -> (Arc<Stats>, Duration, std::io::Result<()>) {
     let stats = Arc::new(Stats::default());
     let start = Instant::now();
     let deadline = start + args.duration;
+    let stop = CancellationToken::new();
+    let signals = tokio::spawn(stop_on_signal(stop.clone()));
     let next_index = Arc::new(AtomicU64::new(0));
     let listed: Arc<[Listed]> = listed.into();
     let payload = Bytes::from(pattern(args.object_size_bytes));
@@ -226,19 +261,54 @@ async fn run_workers(
             payload: payload.clone(),
             prefix: prefix.clone(),
             deadline,
+            stop: stop.clone(),
+            object_count: args.object_count,
             rng: (0x9e37_79b9_7f4a_7c15 ^ (worker_index as u64 + 1) ^ client.id()) | 1,
         };
         workers.spawn(worker.run());
     }
-    let reporter = (!args.json).then(|| tokio::spawn(report_live(stats.clone(), start)));
+    let done = CancellationToken::new();
+    let reporter = tokio::spawn(report(
+        stats.clone(),
+        start,
+        !args.json,
+        series,
+        done.clone(),
+    ));
     while workers.join_next().await.is_some() {}
     let elapsed = start.elapsed();
-    if let Some(reporter) = reporter {
-        reporter.abort();
-        // Awaiting the aborted task drops its handle on the counters.
-        drop(reporter.await);
+    done.cancel();
+    // The reporter writes the last, partial second and returns; awaiting it
+    // also drops its handle on the counters.
+    let series_result = reporter
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    signals.abort();
+    drop(signals.await);
+    (stats, elapsed, series_result)
+}
+
+/// The first SIGINT or SIGTERM stops new operations (those in flight
+/// finish, the summary follows); a second one exits at once, for a run
+/// stuck on an unreachable cluster.
+async fn stop_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
     }
-    (stats, elapsed)
+    stop.cancel();
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    std::process::exit(130);
 }
 
 /// One of `--concurrency` loops, each with one operation in flight.
@@ -252,12 +322,16 @@ struct Worker {
     payload: Bytes,
     prefix: String,
     deadline: Instant,
+    /// Set by SIGINT or SIGTERM: start nothing new.
+    stop: CancellationToken,
+    /// `--objects`: write names cycle over this many.
+    object_count: Option<u64>,
     rng: u64,
 }
 
 impl Worker {
     async fn run(mut self) {
-        while Instant::now() < self.deadline {
+        while Instant::now() < self.deadline && !self.stop.is_cancelled() {
             let Some((name, size_bytes)) = self.next_object() else {
                 return;
             };
@@ -294,7 +368,10 @@ impl Worker {
     fn next_object(&mut self) -> Option<(String, u64)> {
         match self.mode {
             Mode::Write => {
-                let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+                let mut index = self.next_index.fetch_add(1, Ordering::Relaxed);
+                if let Some(count) = self.object_count {
+                    index %= count;
+                }
                 Some((
                     format!("{}-{index}", self.prefix),
                     self.payload.len() as u64,
@@ -325,8 +402,102 @@ fn pattern(size_bytes: u64) -> Vec<u8> {
     (0..size_bytes).map(|i| (i % 251) as u8).collect()
 }
 
-/// One line per second, like rados bench.
-async fn report_live(stats: Arc<Stats>, start: Instant) {
+/// The `--series` CSV file, one line per reporting interval.
+struct Series {
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Series {
+    const HEADER: &'static str = "unix_time_secs,elapsed_secs,interval_secs,mib_per_sec,ops,errors,in_flight,latency_avg_secs";
+
+    fn create(path: &Path) -> CliResult<Series> {
+        let file =
+            std::fs::File::create(path).map_err(|e| format!("--series {}: {e}", path.display()))?;
+        let mut series = Series {
+            file: std::io::BufWriter::new(file),
+        };
+        series
+            .line(Series::HEADER)
+            .map_err(|e| format!("--series {}: {e}", path.display()))?;
+        Ok(series)
+    }
+
+    /// Writes and flushes one line, so a reader following the file sees
+    /// each second as it ends.
+    fn line(&mut self, text: &str) -> std::io::Result<()> {
+        writeln!(self.file, "{text}")?;
+        self.file.flush()
+    }
+}
+
+/// Counter values at the end of one reporting interval.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    at: Option<Instant>,
+    started: u64,
+    finished: u64,
+    errors: u64,
+    bytes: u64,
+    latency_ns_sum: u64,
+}
+
+impl Sample {
+    fn take(stats: &Stats) -> Sample {
+        Sample {
+            at: Some(Instant::now()),
+            started: stats.started.load(Ordering::Relaxed),
+            finished: stats.finished.load(Ordering::Relaxed),
+            errors: stats.errors.load(Ordering::Relaxed),
+            bytes: stats.bytes.load(Ordering::Relaxed),
+            latency_ns_sum: stats.latency_ns_sum.load(Ordering::Relaxed),
+        }
+    }
+
+    fn ok(&self) -> u64 {
+        self.finished.saturating_sub(self.errors)
+    }
+}
+
+/// The live lines (one per second, like rados bench) and the series file,
+/// until `done`; then the series gets the last, partial interval.
+async fn report(
+    stats: Arc<Stats>,
+    start: Instant,
+    live: bool,
+    mut series: Option<Series>,
+    done: CancellationToken,
+) -> std::io::Result<()> {
+    if live {
+        print_live_header();
+    }
+    let mut tick = tokio::time::interval(REPORT_INTERVAL);
+    tick.tick().await;
+    let mut before = Sample {
+        at: Some(start),
+        ..Sample::default()
+    };
+    let mut second = 0u64;
+    loop {
+        let is_last = tokio::select! {
+            _ = tick.tick() => false,
+            () = done.cancelled() => true,
+        };
+        let now = Sample::take(&stats);
+        if !is_last && live {
+            second += 1;
+            print_live_line(&stats, start, second, &before, &now);
+        }
+        if let Some(series) = &mut series {
+            series.line(&series_line(start, &before, &now))?;
+        }
+        if is_last {
+            return Ok(());
+        }
+        before = now;
+    }
+}
+
+fn print_live_header() {
     println!(
         "{:>5} {:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11}",
         "sec",
@@ -338,35 +509,59 @@ async fn report_live(stats: Arc<Stats>, start: Instant) {
         "last lat s",
         "avg lat s"
     );
-    let mut tick = tokio::time::interval(REPORT_INTERVAL);
-    tick.tick().await;
-    let mut bytes_before = 0u64;
-    let mut second = 0u64;
-    loop {
-        tick.tick().await;
-        second += 1;
-        let started = stats.started.load(Ordering::Relaxed);
-        let finished = stats.finished.load(Ordering::Relaxed);
-        let bytes = stats.bytes.load(Ordering::Relaxed);
-        let ok = finished.saturating_sub(stats.errors.load(Ordering::Relaxed));
-        let latency_avg = if ok == 0 {
-            0.0
-        } else {
-            stats.latency_ns_sum.load(Ordering::Relaxed) as f64 / ok as f64 / 1e9
-        };
-        println!(
-            "{second:>5} {:>8} {started:>9} {finished:>9} {:>10} {:>10} {:>11} {:>11}",
-            started.saturating_sub(finished),
-            fixed((bytes - bytes_before) as f64 / MIB, 2),
-            fixed(bytes as f64 / MIB / start.elapsed().as_secs_f64(), 2),
-            fixed(
-                stats.latency_ns_last.load(Ordering::Relaxed) as f64 / 1e9,
-                4
-            ),
-            fixed(latency_avg, 4),
-        );
-        bytes_before = bytes;
-    }
+}
+
+fn print_live_line(stats: &Stats, start: Instant, second: u64, before: &Sample, now: &Sample) {
+    let ok = now.ok();
+    let latency_avg = if ok == 0 {
+        0.0
+    } else {
+        now.latency_ns_sum as f64 / ok as f64 / 1e9
+    };
+    println!(
+        "{second:>5} {:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11}",
+        now.started.saturating_sub(now.finished),
+        now.started,
+        now.finished,
+        fixed((now.bytes - before.bytes) as f64 / MIB, 2),
+        fixed(now.bytes as f64 / MIB / start.elapsed().as_secs_f64(), 2),
+        fixed(
+            stats.latency_ns_last.load(Ordering::Relaxed) as f64 / 1e9,
+            4
+        ),
+        fixed(latency_avg, 4),
+    );
+}
+
+/// One CSV line: the interval between two samples, stamped with the
+/// wall-clock time at its end (so it lines up with other tools' clocks).
+fn series_line(start: Instant, before: &Sample, now: &Sample) -> String {
+    let (Some(from), Some(to)) = (before.at, now.at) else {
+        return String::new();
+    };
+    let interval_secs = to.saturating_duration_since(from).as_secs_f64().max(1e-9);
+    let unix_secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let ok = now.ok().saturating_sub(before.ok());
+    let latency_avg = if ok == 0 {
+        0.0
+    } else {
+        now.latency_ns_sum.saturating_sub(before.latency_ns_sum) as f64 / ok as f64 / 1e9
+    };
+    format!(
+        "{},{},{},{},{ok},{},{},{}",
+        fixed(unix_secs, 3),
+        fixed(to.saturating_duration_since(start).as_secs_f64(), 3),
+        fixed(interval_secs, 3),
+        fixed(
+            now.bytes.saturating_sub(before.bytes) as f64 / MIB / interval_secs,
+            2
+        ),
+        now.errors.saturating_sub(before.errors),
+        now.started.saturating_sub(now.finished),
+        fixed(latency_avg, 4),
+    )
 }
 
 impl Stats {
