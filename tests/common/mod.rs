@@ -168,7 +168,24 @@ pub fn cairn_with_env(
     stdin: Option<&[u8]>,
     env: &[(&str, &str)],
 ) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    cairn_wrapped(&[], conf, args, stdin, env)
+}
+
+/// As [`cairn_with_env`], run through `wrapper` (say `ip netns exec NS`).
+pub fn cairn_wrapped(
+    wrapper: &[&str],
+    conf: &Path,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Output {
+    let bin = env!("CARGO_BIN_EXE_cairn");
+    let (program, rest): (&str, Vec<&str>) = match wrapper.split_first() {
+        Some((first, more)) => (first, more.iter().copied().chain([bin]).collect()),
+        None => (bin, Vec::new()),
+    };
+    let mut child = Command::new(program)
+        .args(rest)
         .args(args)
         .envs(env.iter().copied())
         .env("CAIRN_CONF", conf)
