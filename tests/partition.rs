@@ -17,7 +17,6 @@
 
 mod common;
 
-use bytes::Bytes;
 use cairn_client::{Client, ClientOptions, ReadRange};
 use cairn_placement::Placement;
 use common::{is_running, ok, ok_json, test_dir};
@@ -211,7 +210,7 @@ fn reader_in(
                 for (name, index) in &names {
                     let read = client.read(POOL, name.as_bytes(), ReadRange::default());
                     if let Ok(got) = read.await {
-                        let old = got == Bytes::from(payload(*index));
+                        let old = got == payload(*index);
                         seen.lock().expect("reads").push((Instant::now(), old));
                     }
                 }
