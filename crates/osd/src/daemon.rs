@@ -163,6 +163,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         ),
         settings: RwLock::new(OsdSettings::default()),
         config_digest: AtomicU64::new(0),
+        client_idle: std::sync::atomic::AtomicBool::new(false),
         started_secs: unix_secs(),
         lease_bound_ms,
         recovered_objects: AtomicU64::new(0),
@@ -695,8 +696,14 @@ async fn peer_heartbeat_loop(osd: Arc<Osd>) {
 /// backfill messages are sent again.
 async fn pg_tick_loop(osd: Arc<Osd>) {
     let mut tick = tokio::time::interval(PG_TICK_INTERVAL);
+    let mut client_ops_before = 0;
     loop {
         tick.tick().await;
+        // Recovery gets more of the disk while clients leave it idle.
+        let client_ops =
+            osd.io.read_ops.load(Ordering::Relaxed) + osd.io.write_ops.load(Ordering::Relaxed);
+        osd.apply_recovery_limits(client_ops == client_ops_before);
+        client_ops_before = client_ops;
         let pgs: Vec<PgId> = lock(&osd.pgs).keys().copied().collect();
         for pg in pgs {
             osd.feed(pg, PgEvent::Tick).await;
@@ -757,6 +764,7 @@ fn unix_secs() -> u64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct OsdSettings {
     recovery_max_active: usize,
+    recovery_max_active_idle: usize,
     recovery_bytes_per_sec: u64,
     scrub_interval_secs: u64,
     deep_scrub_interval_secs: u64,
@@ -770,6 +778,7 @@ impl OsdSettings {
         let size = |name| usize::try_from(s.u64(name)).unwrap_or(usize::MAX);
         OsdSettings {
             recovery_max_active: size("osd_recovery_max_active"),
+            recovery_max_active_idle: size("osd_recovery_max_active_idle"),
             recovery_bytes_per_sec: s.u64("osd_recovery_max_bytes_per_sec"),
             scrub_interval_secs: s.u64("osd_scrub_interval"),
             deep_scrub_interval_secs: s.u64("osd_deep_scrub_interval"),
@@ -823,6 +832,8 @@ struct Osd {
     settings: RwLock<OsdSettings>,
     /// Their digest (0: none fetched yet).
     config_digest: AtomicU64,
+    /// No client op in the last tick: the idle recovery limit applies.
+    client_idle: std::sync::atomic::AtomicBool,
     /// When this process started (seconds since the Unix epoch): PGs never
     /// scrubbed count from here, so a restart does not start every scrub.
     started_secs: u64,
@@ -1301,6 +1312,21 @@ impl Osd {
         }
     }
 
+    /// Sets the recovery throttle for a busy or an idle (no client op in
+    /// the last tick) OSD.
+    fn apply_recovery_limits(&self, idle: bool) {
+        let settings = self.settings();
+        let limit = if idle {
+            settings
+                .recovery_max_active_idle
+                .max(settings.recovery_max_active)
+        } else {
+            settings.recovery_max_active
+        };
+        self.client_idle.store(idle, Ordering::Relaxed);
+        self.recovery.set(limit, settings.recovery_bytes_per_sec);
+    }
+
     fn settings(&self) -> OsdSettings {
         self.settings
             .read()
@@ -1323,10 +1349,6 @@ impl Osd {
             }
         };
         let settings = OsdSettings::from_settings(&Settings::new(entries));
-        self.recovery.set(
-            settings.recovery_max_active,
-            settings.recovery_bytes_per_sec,
-        );
         let changed = {
             let mut current = self
                 .settings
@@ -1340,6 +1362,7 @@ impl Osd {
             tracing::info!(?settings, "settings applied");
         }
         self.config_digest.store(digest, Ordering::Relaxed);
+        self.apply_recovery_limits(self.client_idle.load(Ordering::Relaxed));
     }
 
     /// Starts the scrubs that are due, most overdue first, up to

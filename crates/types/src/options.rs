@@ -52,6 +52,13 @@ pub const OPTIONS: &[OptionSpec] = &[
                merely misplaced ones)",
     },
     OptionSpec {
+        name: "osd_recovery_max_active_idle",
+        kind: int(1, 256),
+        default: "16",
+        help: "recovery and backfill pushes in flight per OSD while it served no client I/O in \
+               the last second (recovery takes the disk when clients leave it idle)",
+    },
+    OptionSpec {
         name: "osd_recovery_max_bytes_per_sec",
         kind: Kind::Integer {
             min: 0,
