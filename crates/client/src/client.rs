@@ -1,7 +1,9 @@
 //! [`Client`]: the map follower and request executor.
 
 use crate::error::ClientError;
-use crate::limits::{ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT};
+use crate::limits::{
+    ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT, OBJECT_BUSY_BACKOFF_MAX,
+};
 use bytes::Bytes;
 use cairn_mon::proto::MapFetch;
 use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
@@ -149,6 +151,10 @@ enum Attempt {
         refetch: bool,
         why: String,
     },
+    /// The object is busy for a moment (being recovered, scrubbed, or a
+    /// guarded write waits for writes to settle): retry soon, with the
+    /// backoff capped at [`OBJECT_BUSY_BACKOFF_MAX`].
+    Soon(String),
     Fail(ClientError),
 }
 
@@ -418,6 +424,11 @@ impl Client {
             let why = match outcome {
                 Attempt::Done(output, bytes) => return Ok((output, bytes)),
                 Attempt::Fail(error) => return Err(error),
+                Attempt::Soon(why) => {
+                    refetch = false;
+                    backoff = backoff.min(OBJECT_BUSY_BACKOFF_MAX);
+                    why
+                }
                 Attempt::Again {
                     refetch: again,
                     why,
@@ -974,15 +985,13 @@ fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
             refetch: true,
             why: error.to_string(),
         },
-        Err(
-            error @ (OpError::Blocked { .. }
-            | OpError::Busy { .. }
-            | OpError::ObjectBusy
-            | OpError::Timeout(_)),
-        ) => Attempt::Again {
-            refetch: false,
-            why: error.to_string(),
-        },
+        Err(error @ OpError::ObjectBusy) => Attempt::Soon(error.to_string()),
+        Err(error @ (OpError::Blocked { .. } | OpError::Busy { .. } | OpError::Timeout(_))) => {
+            Attempt::Again {
+                refetch: false,
+                why: error.to_string(),
+            }
+        }
         Err(OpError::NotFound) => Attempt::Fail(ClientError::NotFound),
         Err(OpError::CompareFailed(why)) => Attempt::Fail(ClientError::CompareFailed(why)),
         Err(OpError::Full(why)) => Attempt::Fail(ClientError::Full(why)),

@@ -10,6 +10,9 @@ pub const ATTEMPTS_MAX_DEFAULT: u32 = 200;
 pub const BACKOFF_INITIAL_DEFAULT: Duration = Duration::from_millis(20);
 /// Longest wait between attempts.
 pub const BACKOFF_MAX_DEFAULT: Duration = Duration::from_secs(1);
+/// Longest wait before retrying an op on a busy object (recovery of one
+/// object takes milliseconds; a longer backoff would idle the client).
+pub const OBJECT_BUSY_BACKOFF_MAX: Duration = Duration::from_millis(50);
 /// A map older than this is refetched before the next operation, so a
 /// client notices map changes even when no OSD tells it to retry; while a
 /// map subscription is answering, the map counts as fresh regardless.

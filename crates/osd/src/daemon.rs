@@ -1214,6 +1214,11 @@ impl Osd {
                     _ => Priority::Degraded,
                 };
                 for (object, targets) in fx.pushes {
+                    let priority = if fx.urgent.contains(&object) {
+                        Priority::Client
+                    } else {
+                        priority
+                    };
                     self.spawn(move |osd: Arc<Osd>| async move {
                         osd.push_object(pg, object, targets, None, priority).await;
                     });

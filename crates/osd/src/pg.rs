@@ -533,6 +533,8 @@ pub struct Effects {
     pub pg_temp: Option<Option<Vec<OsdId>>>,
     /// Read each object from the local store and push it to these OSDs.
     pub pushes: Vec<(Bytes, Vec<OsdId>)>,
+    /// Objects among `pushes` a client waits for: they go first.
+    pub urgent: BTreeSet<Bytes>,
     /// List local objects after this key (`None`: from the start) and
     /// report them as [`PgEvent::BackfillPage`].
     pub scan: Option<Option<ObjectKey>>,
@@ -559,6 +561,7 @@ impl Effects {
             self.pg_temp = other.pg_temp;
         }
         self.pushes.extend(other.pushes);
+        self.urgent.extend(other.urgent);
         if other.scan.is_some() {
             self.scan = other.scan;
         }
@@ -2102,6 +2105,7 @@ impl Pg {
         // Priority objects may exceed the bound by one: a client waits.
         while let Some(object) = healing.priority.pop_front() {
             if healing.missing.contains_key(&object) && !healing.recovering.contains_key(&object) {
+                fx.urgent.insert(object.clone());
                 start_recovery(
                     healing,
                     self.whoami,

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 /// Which pushes go first when slots are scarce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Priority {
+    /// An object a client waits for.
+    Client,
     /// An object with fewer copies than the pool's size: a further failure
     /// could lose it.
     Degraded,
