@@ -11,5 +11,13 @@
 //! [`rng::Rng`] feeds every random choice, time is virtual, and iteration
 //! orders are deterministic, so a failing seed replays exactly.
 
+pub mod checks;
+pub mod client;
 pub mod linearizability;
+pub mod mon;
+pub mod net;
+pub mod osd;
 pub mod rng;
+pub mod world;
+
+pub use world::{Report, Scenario, Stats, run};
