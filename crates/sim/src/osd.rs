@@ -118,7 +118,16 @@ pub struct OsdProc {
     unsynced: Vec<Unsynced>,
     sync_scheduled: bool,
     last_heard: BTreeMap<OsdId, u64>,
+    /// Messages naming a newer map than this OSD's, held until a map
+    /// update arrives or the daemon's map fetch would have timed out (it
+    /// awaits one fetch, then handles the message either way).
+    deferred: Vec<(u64, Node, Msg)>,
 }
+
+/// How long the daemon waits for a map fetch (`MON_CALL_TIMEOUT`).
+const MAP_FETCH_MS_MAX: u64 = 5_000;
+/// Messages held waiting for a map fetch; beyond it they go through at once.
+const DEFERRED_MAX: usize = 4_096;
 
 /// One OSD: its store (which survives crashes) and its process.
 #[derive(Debug)]
@@ -132,6 +141,13 @@ pub struct SimOsd {
     pub limits: PgLimits,
     /// Transactions lost in crashes, for the report.
     pub lost_txn_count: u64,
+}
+
+/// Whether inputs the PG cores ignore are traced (`CAIRN_SIM_TRACE_IGNORED`;
+/// there are many, most harmless: late acks, stale intervals).
+fn trace_ignored() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("CAIRN_SIM_TRACE_IGNORED").is_some())
 }
 
 /// OSD ids as plain numbers, for trace lines.
@@ -174,6 +190,7 @@ impl SimOsd {
             unsynced: Vec::new(),
             sync_scheduled: false,
             last_heard: BTreeMap::new(),
+            deferred: Vec::new(),
         });
         out.sends.push((Node::Mon, Msg::Boot));
         out.sends.push((Node::Mon, Msg::GetMap { have: Epoch(1) }));
@@ -224,6 +241,53 @@ impl SimOsd {
         if self.process.is_none() {
             return;
         }
+        if self.needs_newer_map(&msg) {
+            let process = self.proc_mut();
+            if process.deferred.len() < DEFERRED_MAX {
+                let have = process.view.epoch();
+                process
+                    .deferred
+                    .push((now_ms + MAP_FETCH_MS_MAX, from, msg));
+                out.sends.push((Node::Mon, Msg::GetMap { have }));
+                return;
+            }
+        }
+        self.handle(now_ms, from, msg, out);
+    }
+
+    /// Whether the daemon would fetch the map before handling `msg`: a PG
+    /// message of an interval newer than its copy's, or a client request
+    /// with a newer map than its own.
+    fn needs_newer_map(&self, msg: &Msg) -> bool {
+        let process = self.proc();
+        match msg {
+            Msg::Pg { pg, msg } => {
+                let started = process.pgs.get(pg).map(|s| s.pg.interval().epoch_started);
+                started.is_none_or(|s| s < msg.interval_epoch())
+                    && msg.interval_epoch() > process.view.epoch()
+            }
+            Msg::Op(request) => request.epoch > process.view.epoch(),
+            _ => false,
+        }
+    }
+
+    /// Handles the held messages whose map fetch is done (`all`) or timed
+    /// out.
+    fn release_deferred(&mut self, now_ms: u64, all: bool, out: &mut Outbox) {
+        let held = std::mem::take(&mut self.proc_mut().deferred);
+        let (ready, waiting): (Vec<_>, Vec<_>) = held
+            .into_iter()
+            .partition(|(deadline, _, _)| all || *deadline <= now_ms);
+        self.proc_mut().deferred = waiting;
+        for (_, from, msg) in ready {
+            if self.process.is_none() {
+                return;
+            }
+            self.handle(now_ms, from, msg, out);
+        }
+    }
+
+    fn handle(&mut self, now_ms: u64, from: Node, msg: Msg, out: &mut Outbox) {
         match msg {
             Msg::Pg { pg, msg } => self.peer_msg(pg, msg, out),
             Msg::Ping => out.sends.push((from, Msg::Pong)),
@@ -233,7 +297,10 @@ impl SimOsd {
                 }
             }
             Msg::HeartbeatReply { up: false } => out.sends.push((Node::Mon, Msg::Boot)),
-            Msg::Map(update) => self.apply_map(update, out),
+            Msg::Map(update) => {
+                self.apply_map(update, out);
+                self.release_deferred(now_ms, true, out);
+            }
             Msg::Op(request) => {
                 if let Node::Client(client) = from {
                     self.client_op(now_ms, client, request, out);
@@ -250,6 +317,10 @@ impl SimOsd {
         }
         match timer {
             OsdTimer::Tick => {
+                self.release_deferred(now_ms, false, out);
+                if self.process.is_none() {
+                    return;
+                }
                 let pgs: Vec<PgId> = self.proc().pgs.keys().copied().collect();
                 for pg in pgs {
                     self.feed(pg, PgEvent::Tick, out);
@@ -422,6 +493,14 @@ impl SimOsd {
             self.submit(None, txn, out);
             StoredPg::default()
         };
+        out.trace.push(format!(
+            "{} {pg}: {} at interval e{} up {:?} acting {:?}",
+            self.id,
+            if exists { "loaded" } else { "created" },
+            interval.epoch_started.0,
+            ids(&interval.up),
+            ids(&interval.acting)
+        ));
         match Pg::restore(pg, self.id, interval, self.limits, stored, context) {
             Ok((core, fx)) => {
                 let slot = PgSlot {
@@ -474,7 +553,7 @@ impl SimOsd {
             store,
             send,
             replies,
-            log: _,
+            log,
             pg_temp,
             pushes,
             scan,
@@ -487,6 +566,12 @@ impl SimOsd {
         }
         for note in notes {
             out.trace.push(format!("{} {pg}: {note}", self.id));
+        }
+        if trace_ignored() {
+            for ignored in log {
+                out.trace
+                    .push(format!("{} {pg}: ignored: {ignored}", self.id));
+            }
         }
         if let Some(acting) = pg_temp {
             let asked = acting.as_deref().map(ids);
@@ -560,12 +645,11 @@ impl SimOsd {
 
     /// The daemon's `peer_msg`.
     fn peer_msg(&mut self, pg: PgId, msg: PgMsg, out: &mut Outbox) {
-        let process = self.proc();
-        let started = process.pgs.get(&pg).map(|s| s.pg.interval().epoch_started);
-        if started.is_none_or(|s| s < msg.interval_epoch()) {
-            let have = process.view.epoch();
-            out.sends.push((Node::Mon, Msg::GetMap { have }));
-        }
+        let started = self
+            .proc()
+            .pgs
+            .get(&pg)
+            .map(|s| s.pg.interval().epoch_started);
         match msg {
             PgMsg::Pull {
                 from,
@@ -736,10 +820,6 @@ impl SimOsd {
     /// the PG core or a read from the store.
     fn client_op(&mut self, now_ms: u64, client: u32, request: ClientRequest, out: &mut Outbox) {
         let process = self.proc();
-        if request.epoch > process.view.epoch() {
-            let have = process.view.epoch();
-            out.sends.push((Node::Mon, Msg::GetMap { have }));
-        }
         let req = request.req;
         match process.view.redundancy(request.pg.pool) {
             None => {

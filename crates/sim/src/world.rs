@@ -428,6 +428,10 @@ impl World {
                 incarnation,
             } => {
                 if self.incarnation_of(to) == incarnation {
+                    if trace_messages() {
+                        let line = format!("msg {from} -> {to}: {}", brief(&msg));
+                        self.note(line);
+                    }
                     self.deliver(from, to, msg);
                 }
             }
@@ -954,6 +958,25 @@ impl World {
         let skip = lines.len().saturating_sub(400);
         lines[skip..].to_vec()
     }
+}
+
+/// Whether every delivered message is traced (`CAIRN_SIM_TRACE_MESSAGES`).
+fn trace_messages() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("CAIRN_SIM_TRACE_MESSAGES").is_some())
+}
+
+/// A message in a few words, for the trace.
+fn brief(msg: &Msg) -> String {
+    let text = match msg {
+        Msg::Pg { pg, msg } => format!("{pg}: {msg:?}"),
+        Msg::Map(crate::net::MapUpdate::Incrementals(incs)) => {
+            let epochs: Vec<u64> = incs.iter().map(|i| i.epoch.0).collect();
+            format!("map {epochs:?}")
+        }
+        other => format!("{other:?}"),
+    };
+    text.chars().take(300).collect()
 }
 
 /// One line about the monitor's newest epoch.
