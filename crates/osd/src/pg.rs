@@ -1687,7 +1687,15 @@ impl Pg {
             self.phase = Phase::WaitingTemp { ticks: 0 };
             return;
         }
+        // The same OSDs in another order (a temporary acting set that came
+        // after the up set changed): serve now, but ask for the order
+        // wanted, or for no temporary set, else the PG stays remapped.
+        let reordered = want != *acting && same_members(&want, acting);
         self.activate(&copies, &auth_log, auth_last, &eligible, fx);
+        if reordered {
+            let temp = (want != self.interval.up).then_some(want);
+            self.request_temp(temp, fx);
+        }
     }
 
     fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {
@@ -2897,6 +2905,11 @@ fn start_recovery(
             .push((object.clone(), lacking.into_iter().collect()));
     }
     healing.recovering.insert(object, 0);
+}
+
+/// Whether two OSD lists hold the same OSDs, in any order.
+fn same_members(a: &[OsdId], b: &[OsdId]) -> bool {
+    a.len() == b.len() && a.iter().all(|o| b.contains(o))
 }
 
 /// What a copy with `log` keeps and receives to match `auth_log`: it keeps
