@@ -20,11 +20,6 @@ const BUGS: &[(&str, &str)] = &[
          its PG copies never activate, so writes (and reads of their objects) hang",
     ),
     (
-        "inactive-serves",
-        "a primary below min_size answers retried writes from its log and serves reads, \
-         though a later interval that never saw its history may replace it",
-    ),
-    (
         "unfound-on-stray",
         "recovery pulls only from acting and up copies: objects that only a stray (or the \
          authoritative copy outside the acting set) holds stay unfound",
@@ -47,7 +42,6 @@ const BUGS: &[(&str, &str)] = &[
 const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
     (0, "unfound-on-stray", "unfound"),
     (8, "restart-unseen", "got no answer"),
-    (10, "inactive-serves", "not linearizable"),
     (17, "unfound-on-stray", "unfound"),
     (36, "read-write-race", "not linearizable"),
     (49, "restart-unseen", "got no answer"),
