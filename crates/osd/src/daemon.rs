@@ -1780,8 +1780,8 @@ impl Osd {
 
     /// Waits (bounded) until no write to `object` is in flight in `pg`, so
     /// a read never returns data that is not yet durable everywhere.
-    /// A write admitted after the last look races with the read, and the
-    /// read may see it; peering (issue 5) keeps such a write.
+    /// A write admitted after the last look races with the read; the read
+    /// checks afterwards that none did ([`read_stands`]).
     async fn wait_object_settled(&self, pg: PgId, object: &[u8]) -> Result<(), OpError> {
         let deadline = tokio::time::Instant::now() + READ_WAIT_FOR_WRITE_MAX;
         loop {
@@ -1808,6 +1808,12 @@ impl Osd {
             self.feed(op.pg, PgEvent::Prioritize { object }).await;
             return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
         }
+        let Some(started) = lock(&self.pgs)
+            .get(&op.pg)
+            .map(|slot| slot.pg.interval().epoch_started)
+        else {
+            return self.retry(format!("PG {} is not held here", op.pg));
+        };
         if !op.object.is_empty()
             && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
         {
@@ -1821,7 +1827,13 @@ impl Osd {
         let kind = op.op;
         let read =
             tokio::task::spawn_blocking(move || read_op(&*store, collection, &key, kind)).await;
+        let stands = || {
+            lock(&self.pgs)
+                .get(&pg)
+                .is_some_and(|slot| read_stands(slot, started, &object))
+        };
         match read {
+            Ok(Ok(_)) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
             Ok(Ok((output, data))) => (
                 ClientReply {
                     result: Ok(output),
@@ -1853,6 +1865,19 @@ impl Osd {
             ),
         }
     }
+}
+
+/// Whether a read that began in the interval starting at `started` may
+/// return what it read from the store: this OSD still may serve reads of
+/// the PG in that interval, and no write to the object is in flight. The
+/// store read runs apart from the PG lock, so a write admitted after the
+/// settle check may be in what it read, not yet durable elsewhere; and an
+/// interval change ends in-flight writes without making them durable.
+#[must_use]
+pub fn read_stands(slot: &PgSlot, started: Epoch, object: &[u8]) -> bool {
+    slot.pg.may_serve_reads()
+        && slot.pg.interval().epoch_started == started
+        && (object.is_empty() || !slot.pg.object_in_flight(object))
 }
 
 /// Reads a PG copy's log, info and missing set from its collection.

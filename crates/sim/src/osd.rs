@@ -18,7 +18,7 @@
 use crate::linearizability::Snapshot;
 use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
 use bytes::Bytes;
-use cairn_osd::daemon::{PgSlot, load_pg, observe, read_object_state};
+use cairn_osd::daemon::{PgSlot, load_pg, observe, read_object_state, read_stands};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
@@ -76,12 +76,15 @@ pub enum OsdTimer {
         client: u32,
         request: ClientRequest,
         deadline_ms: u64,
+        /// The interval the read began in.
+        started: Epoch,
     },
     /// A read whose object was settled, served now (the daemon's read runs
     /// on a blocking task, so writes can slip in before it).
     ReadRun {
         client: u32,
         request: ClientRequest,
+        started: Epoch,
     },
 }
 
@@ -353,9 +356,22 @@ impl SimOsd {
                 client,
                 request,
                 deadline_ms,
-            } => self.read_wait(now_ms, client, request, deadline_ms, out),
-            OsdTimer::ReadRun { client, request } => {
-                let result = self.read(&request);
+                started,
+            } => self.read_wait(now_ms, client, request, (deadline_ms, started), out),
+            OsdTimer::ReadRun {
+                client,
+                request,
+                started,
+            } => {
+                let mut result = self.read(&request);
+                let stands = self
+                    .proc()
+                    .pgs
+                    .get(&request.pg)
+                    .is_some_and(|slot| read_stands(slot, started, &request.object));
+                if !stands {
+                    result = OpResult::Wait("read overtaken by a write or a new interval".into());
+                }
                 out.sends.push((
                     Node::Client(client),
                     Msg::OpReply {
@@ -848,7 +864,15 @@ impl SimOsd {
                 return Self::reply(out, client, req, OpResult::Wait("object missing".into()));
             }
             let deadline_ms = now_ms + READ_WAIT_MS_MAX;
-            return self.read_wait(now_ms, client, request, deadline_ms, out);
+            let Some(started) = self
+                .proc()
+                .pgs
+                .get(&request.pg)
+                .map(|slot| slot.pg.interval().epoch_started)
+            else {
+                return Self::reply(out, client, req, OpResult::Retry("PG not held".into()));
+            };
+            return self.read_wait(now_ms, client, request, (deadline_ms, started), out);
         }
         self.client_write(client, request, out);
     }
@@ -917,7 +941,7 @@ impl SimOsd {
         now_ms: u64,
         client: u32,
         request: ClientRequest,
-        deadline_ms: u64,
+        (deadline_ms, started): (u64, Epoch),
         out: &mut Outbox,
     ) {
         let busy = self
@@ -926,8 +950,12 @@ impl SimOsd {
             .get(&request.pg)
             .is_some_and(|slot| slot.pg.object_in_flight(&request.object));
         if !busy {
-            out.timers
-                .push((Delay::Io, OsdTimer::ReadRun { client, request }));
+            let run = OsdTimer::ReadRun {
+                client,
+                request,
+                started,
+            };
+            out.timers.push((Delay::Io, run));
         } else if now_ms >= deadline_ms {
             Self::reply(
                 out,
@@ -940,6 +968,7 @@ impl SimOsd {
                 client,
                 request,
                 deadline_ms,
+                started,
             };
             out.timers.push((Delay::Ms(READ_POLL_MS), wait));
         }

@@ -25,11 +25,6 @@ const BUGS: &[(&str, &str)] = &[
          authoritative copy outside the acting set) holds stay unfound",
     ),
     (
-        "read-write-race",
-        "a read checks for in-flight writes, then reads the store later: a write admitted \
-         in between is returned before it is durable, and is lost if the primary fails",
-    ),
-    (
         "no-read-lease",
         "a partitioned old primary serves reads until it learns of the new map",
     ),
@@ -40,15 +35,12 @@ const BUGS: &[(&str, &str)] = &[
 /// differently is still caught). They run and must still fail; a fixed one
 /// must leave this list.
 const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
-    (0, "unfound-on-stray", "unfound"),
     (8, "restart-unseen", "got no answer"),
-    (17, "unfound-on-stray", "unfound"),
-    (36, "read-write-race", "not linearizable"),
     (49, "restart-unseen", "got no answer"),
+    (52, "unfound-on-stray", "unfound"),
     (72, "unfound-on-stray", "unfound"),
     (80, "restart-unseen", "got no answer"),
-    (89, "no-read-lease", "not linearizable"),
-    (93, "restart-unseen", "got no answer"),
+    (93, "restart-unseen", "is at Some"),
 ];
 
 fn env_u64(name: &str) -> Option<u64> {
