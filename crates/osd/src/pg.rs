@@ -1430,9 +1430,20 @@ impl Pg {
 
     fn on_map_context(&mut self, context: MapContext, fx: &mut Effects) {
         self.context = context;
+        let probe = self.probe_set();
+        let query = self.query();
         match &mut self.phase {
-            Phase::Peering { waiting, .. } => {
+            Phase::Peering {
+                waiting, copies, ..
+            } => {
                 waiting.retain(|o| self.context.up_osds.contains(o));
+                // An OSD that came up since peering began may hold the only
+                // complete copy of a past interval: ask it too.
+                for osd in probe {
+                    if !copies.contains_key(&osd) && waiting.insert(osd) {
+                        fx.send.push((osd, query.clone()));
+                    }
+                }
                 self.try_finish_peering(fx);
             }
             // An OSD that came back may hold what was missing.

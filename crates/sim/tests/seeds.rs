@@ -11,6 +11,32 @@
 /// The seeds CI runs.
 const CI_SEEDS: std::ops::Range<u64> = 0..100;
 
+/// Seeds outside [`CI_SEEDS`] that failed before a fix, run by CI too
+/// (with the code they were found on; a later change of behaviour gives
+/// them other trajectories, so they are extra coverage, not exact replays).
+const REGRESSION_SEEDS: &[(u64, &str)] = &[
+    (
+        1109,
+        "below min_size, a retry answered from the log, then lost",
+    ),
+    (
+        1153,
+        "a read released by an interval change returned a dropped write",
+    ),
+    (
+        1231,
+        "a read released by an interval change returned a dropped write",
+    ),
+    (
+        1253,
+        "a read saw a write admitted after its in-flight check",
+    ),
+    (
+        10654,
+        "peering never asked an OSD that came up meanwhile: incomplete",
+    ),
+];
+
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
 const BUGS: &[(&str, &str)] = &[
@@ -70,7 +96,11 @@ fn simulated_clusters_keep_their_promises() {
         (first..first + count).collect::<Vec<u64>>()
     });
     let ci = explicit.is_none() && many.is_none();
-    let seeds: Vec<u64> = explicit.or(many).unwrap_or_else(|| CI_SEEDS.collect());
+    let seeds: Vec<u64> = explicit.or(many).unwrap_or_else(|| {
+        CI_SEEDS
+            .chain(REGRESSION_SEEDS.iter().map(|(seed, _)| *seed))
+            .collect()
+    });
     let verbose = std::env::var_os("CAIRN_SIM_VERBOSE").is_some() || seeds.len() == 1;
     let mut unexpected = Vec::new();
     let mut fixed = Vec::new();
