@@ -10,6 +10,12 @@
 //! The one design choice to know: **everything comes from the seed**. One
 //! [`rng::Rng`] feeds every random choice, time is virtual, and iteration
 //! orders are deterministic, so a failing seed replays exactly.
+//!
+//! [`world`] runs a seed (scenario, chaos, heal, checks); [`osd`], [`mon`]
+//! and [`client`] are the simulated processes, [`net`] the network,
+//! [`checks`] what a healed cluster must show and [`linearizability`] the
+//! history checker. `docs/reliability.md` describes faults, checks, how to
+//! run more seeds and replay one, and the bugs found.
 
 pub mod checks;
 pub mod client;

@@ -54,6 +54,21 @@ const BUGS: &[(&str, &str)] = &[
         "no-read-lease",
         "a partitioned old primary serves reads until it learns of the new map",
     ),
+    (
+        "no-up-thru",
+        "a past interval whose primary never went active still blocks peering \
+         (incomplete) when its OSDs hold no complete copy",
+    ),
+    (
+        "dedup-window",
+        "a retry whose log entry was trimmed (more than the log's length of writes \
+         since) is applied a second time",
+    ),
+    (
+        "peer-loss-stall",
+        "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
+         until the next interval change",
+    ),
 ];
 
 /// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
@@ -75,6 +90,14 @@ fn env_u64(name: &str) -> Option<u64> {
             .parse()
             .unwrap_or_else(|_| panic!("{name}={v} is not a number"))
     })
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let first = cairn_sim::run(3);
+    let again = cairn_sim::run(3);
+    assert_eq!(format!("{:?}", first.stats), format!("{:?}", again.stats));
+    assert_eq!(first.failures, again.failures);
 }
 
 #[test]
