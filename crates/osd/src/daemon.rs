@@ -1916,7 +1916,10 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
 /// (`None`: unbounded), at most [`scrub::MAP_ENTRIES_MAX`] of them (`true`:
 /// truncated). An object the store cannot read is reported with its
 /// error; a deep scrub reads (and so checksums) all data.
-fn build_scrub_map(
+///
+/// # Errors
+/// The store cannot list the collection.
+pub fn build_scrub_map(
     store: &dyn ObjectStore,
     collection: CollectionId,
     after: Option<&ObjectKey>,

@@ -83,7 +83,14 @@ impl SimMon {
             self.subscribers.insert(from);
         }
         let event = match (from, msg) {
-            (Node::Osd(osd), Msg::Boot) => Event::Command(boot_command(osd)),
+            (Node::Osd(osd), Msg::Boot) => {
+                let was_up = self.service.state().map.osd(osd).is_some_and(|o| o.up);
+                let (_, mut sends) = self.handle_event(Event::Command(boot_command(osd)));
+                if was_up {
+                    sends.push((from, Msg::BootAgain));
+                }
+                return sends;
+            }
             (Node::Osd(osd), Msg::Heartbeat) => Event::Heartbeat { osd, now_ms },
             (Node::Osd(reporter), Msg::FailureReport { target }) => Event::FailureReport {
                 reporter,

@@ -18,9 +18,13 @@
 use crate::linearizability::Snapshot;
 use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
 use bytes::Bytes;
-use cairn_osd::daemon::{PgSlot, load_pg, observe, read_object_state, read_stands};
+use cairn_osd::daemon::{
+    PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
+};
+use cairn_osd::lease::{LEASE_MS, LeaseReport, Leases};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
+use cairn_osd::scrub::{ScrubMap, ScrubOrder};
 use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
@@ -68,6 +72,18 @@ pub enum OsdTimer {
         pg: PgId,
         after: Option<ObjectKey>,
     },
+    /// A page of objects for a scrub.
+    ScrubList {
+        pg: PgId,
+        after: Option<ObjectKey>,
+    },
+    /// Build a scrub map and send it where the order says.
+    ScrubMap {
+        pg: PgId,
+        order: ScrubOrder,
+    },
+    /// Boot again (the monitor marked this OSD down first).
+    Boot,
     Purge {
         pg: PgId,
     },
@@ -144,7 +160,21 @@ pub struct SimOsd {
     pub limits: PgLimits,
     /// Transactions lost in crashes, for the report.
     pub lost_txn_count: u64,
+    /// The virtual time of the event being handled (the PG cores' clock
+    /// for read leases).
+    now_ms: u64,
+    /// When the process last recorded that it was alive (the daemon's
+    /// alive file, rewritten every second): bounds the read leases a
+    /// restarted copy may still have promised.
+    last_alive_ms: Option<u64>,
 }
+
+/// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
+const SCRUB_CHUNK_OBJECTS: usize = 32;
+/// Pause before booting again after the monitor marked this OSD down.
+const BOOT_AGAIN_MS: u64 = 50;
+/// How often the daemon rewrites its alive file.
+const ALIVE_INTERVAL_MS: u64 = 1_000;
 
 /// Whether inputs the PG cores ignore are traced (`CAIRN_SIM_TRACE_IGNORED`;
 /// there are many, most harmless: late acks, stale intervals).
@@ -172,12 +202,15 @@ impl SimOsd {
             incarnation: 0,
             limits,
             lost_txn_count: 0,
+            now_ms: 0,
+            last_alive_ms: None,
         }
     }
 
     /// Starts the process: boots with the monitor and arms its timers.
-    pub fn start(&mut self, out: &mut Outbox) {
+    pub fn start(&mut self, now_ms: u64, out: &mut Outbox) {
         self.incarnation += 1;
+        self.now_ms = now_ms;
         let preexisting = self
             .store
             .collections()
@@ -244,6 +277,7 @@ impl SimOsd {
         if self.process.is_none() {
             return;
         }
+        self.now_ms = now_ms;
         if self.needs_newer_map(&msg) {
             let process = self.proc_mut();
             if process.deferred.len() < DEFERRED_MAX {
@@ -300,6 +334,9 @@ impl SimOsd {
                 }
             }
             Msg::HeartbeatReply { up: false } => out.sends.push((Node::Mon, Msg::Boot)),
+            // The map still had this OSD up: the monitor marked it down
+            // first (a new interval for its PGs); boot again.
+            Msg::BootAgain => out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot)),
             Msg::Map(update) => {
                 self.apply_map(update, out);
                 self.release_deferred(now_ms, true, out);
@@ -318,12 +355,14 @@ impl SimOsd {
         if self.process.is_none() {
             return;
         }
+        self.now_ms = now_ms;
         match timer {
             OsdTimer::Tick => {
                 self.release_deferred(now_ms, false, out);
                 if self.process.is_none() {
                     return;
                 }
+                self.last_alive_ms = Some(now_ms);
                 let pgs: Vec<PgId> = self.proc().pgs.keys().copied().collect();
                 for pg in pgs {
                     self.feed(pg, PgEvent::Tick, out);
@@ -350,7 +389,10 @@ impl SimOsd {
                 targets,
                 epoch,
             } => self.push_object(pg, object, targets, epoch, out),
-            OsdTimer::Scan { pg, after } => self.scan(pg, after, out),
+            OsdTimer::Scan { pg, after } => self.scan(pg, after, false, out),
+            OsdTimer::ScrubList { pg, after } => self.scan(pg, after, true, out),
+            OsdTimer::ScrubMap { pg, order } => self.scrub_map(pg, order, out),
+            OsdTimer::Boot => out.sends.push((Node::Mon, Msg::Boot)),
             OsdTimer::Purge { pg } => self.purge(pg, out),
             OsdTimer::ReadWait {
                 client,
@@ -517,7 +559,21 @@ impl SimOsd {
             ids(&interval.up),
             ids(&interval.acting)
         ));
-        match Pg::restore(pg, self.id, interval, self.limits, stored, context) {
+        // A copy held before this start may have promised a read lease:
+        // for at most a lease after the process was last alive.
+        let restarted = self.proc().preexisting.contains(&collection);
+        let bound_ms = match self.last_alive_ms {
+            Some(alive) if restarted => {
+                (LEASE_MS + ALIVE_INTERVAL_MS).saturating_sub(self.now_ms - alive)
+            }
+            _ => 0,
+        };
+        let mut leases = Leases::default();
+        leases.set_clock(self.now_ms);
+        leases.enable(LEASE_MS, bound_ms);
+        let restored =
+            Pg::restore_leased(pg, self.id, interval, self.limits, stored, context, leases);
+        match restored {
             Ok((core, fx)) => {
                 let slot = PgSlot {
                     pg: core,
@@ -535,10 +591,11 @@ impl SimOsd {
 
     /// Feeds one event to a PG and carries out its effects.
     pub fn feed(&mut self, pg: PgId, event: PgEvent, out: &mut Outbox) -> bool {
+        let now_ms = self.now_ms;
         let Some(slot) = self.proc_mut().pgs.get_mut(&pg) else {
             return false;
         };
-        let fx = slot.handle(event);
+        let fx = slot.handle_at(now_ms, event);
         self.execute(pg, fx, out);
         true
     }
@@ -574,6 +631,8 @@ impl SimOsd {
             pushes,
             scan,
             purge,
+            scrub_list,
+            scrub_maps,
             notes,
         } = fx;
         for write in store {
@@ -609,6 +668,14 @@ impl SimOsd {
         }
         if purge {
             out.timers.push((Delay::Io, OsdTimer::Purge { pg }));
+        }
+        if let Some(after) = scrub_list {
+            out.timers
+                .push((Delay::Io, OsdTimer::ScrubList { pg, after }));
+        }
+        for order in scrub_maps {
+            out.timers
+                .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
         }
         let process = self.proc_mut();
         for (req, reply) in replies {
@@ -690,6 +757,7 @@ impl SimOsd {
                     from: self.id,
                     interval_epoch,
                     copy: cairn_osd::peering::PeerCopy::default(),
+                    lease: LeaseReport::default(),
                 });
                 out.sends
                     .push((Node::Osd(from), Msg::Pg { pg, msg: notify }));
@@ -794,22 +862,60 @@ impl SimOsd {
         }
     }
 
-    fn scan(&mut self, pg: PgId, after: Option<ObjectKey>, out: &mut Outbox) {
-        match self
-            .store
-            .list(collection_of(pg), after.as_ref(), BACKFILL_SCAN_KEYS)
-        {
+    /// Lists the next page of objects for a backfill, or a scrub.
+    fn scan(&mut self, pg: PgId, after: Option<ObjectKey>, scrub: bool, out: &mut Outbox) {
+        let limit = if scrub {
+            SCRUB_CHUNK_OBJECTS
+        } else {
+            BACKFILL_SCAN_KEYS
+        };
+        match self.store.list(collection_of(pg), after.as_ref(), limit) {
             Ok(page) => {
                 let more = page.next.is_some();
-                let event = PgEvent::BackfillPage {
-                    keys: page.keys,
-                    more,
+                let keys = page.keys;
+                let event = if scrub {
+                    PgEvent::ScrubPage { keys, more }
+                } else {
+                    PgEvent::BackfillPage { keys, more }
                 };
                 self.feed(pg, event, out);
             }
             Err(error) => out
                 .trace
-                .push(format!("{} {pg}: backfill scan failed: {error}", self.id)),
+                .push(format!("{} {pg}: object listing failed: {error}", self.id)),
+        }
+    }
+
+    /// Builds this copy's scrub map of a chunk and sends it where the order
+    /// says (to this OSD's own core for the primary).
+    fn scrub_map(&mut self, pg: PgId, order: ScrubOrder, out: &mut Outbox) {
+        let built = build_scrub_map(
+            &self.store,
+            collection_of(pg),
+            order.after.as_ref(),
+            order.through.as_ref(),
+            order.deep,
+        );
+        let (entries, truncated) = match built {
+            Ok(built) => built,
+            Err(error) => {
+                out.trace
+                    .push(format!("{} {pg}: scrub listing failed: {error}", self.id));
+                return;
+            }
+        };
+        let map = PgMsg::ScrubMap(ScrubMap {
+            from: self.id,
+            interval_epoch: order.interval_epoch,
+            chunk: order.chunk,
+            entries,
+            truncated,
+        });
+        if order.to == self.id {
+            self.feed(pg, map.into(), out);
+        } else {
+            out.sends
+                .push((Node::Osd(order.to), Msg::Pg { pg, msg: map }));
         }
     }
 
@@ -884,6 +990,9 @@ impl SimOsd {
         let interval = slot.pg.interval();
         if interval.primary == Some(self.id) && !slot.pg.is_active_primary() {
             return Err(format!("{pg} is {}", slot.pg.state_name()));
+        }
+        if read && interval.primary == Some(self.id) && !slot.pg.may_serve_reads() {
+            return Err(format!("{pg}: {} holds no read lease now", self.id));
         }
         if read && interval.primary != Some(self.id) {
             return Err(format!("{} is not primary of {pg}", self.id));

@@ -206,8 +206,8 @@ pub struct Stats {
     pub messages_lost: u64,
     pub messages_duplicated: u64,
     pub crashes: u64,
-    /// Restarts of OSDs the monitor never marked down while they were
-    /// stopped (their PGs see no new interval).
+    /// Restarts of OSDs the monitor had not marked down while they were
+    /// stopped (their boot marks them down first, so their PGs re-peer).
     pub quick_restarts: u64,
     pub transactions_lost: u64,
     pub partitions: u64,
@@ -604,7 +604,7 @@ impl World {
                 if sim.is_running() {
                     return;
                 }
-                sim.start(&mut out);
+                sim.start(self.now_ms, &mut out);
                 let still_up = self.mon.service.state().map.osd(*osd).is_some_and(|o| o.up);
                 if still_up {
                     self.stats.quick_restarts += 1;
