@@ -1110,11 +1110,14 @@ impl Pg {
             .copied()
             .filter(|osd| *osd != self.whoami)
             .collect();
-        let beyond_backfill = self
-            .healing
-            .pushed_through
-            .as_ref()
-            .is_none_or(|p| key > *p);
+        // Once the scan has passed the last object, no later scan pushes an
+        // object created beyond it: such writes carry their data.
+        let beyond_backfill = !self.healing.scan_done
+            && self
+                .healing
+                .pushed_through
+                .as_ref()
+                .is_none_or(|p| key > *p);
         for osd in &replicas {
             let log_only = beyond_backfill && self.healing.backfill_targets.contains(osd);
             let msg = SubWrite {

@@ -41,11 +41,6 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
 /// section of `docs/reliability.md` for the diagnosis of each).
 const BUGS: &[(&str, &str)] = &[
     (
-        "backfill-log-only",
-        "a write to an object beyond the backfill scan's last key, made after the scan \
-         ended, reaches the backfill target as a log entry only: its data never arrives",
-    ),
-    (
         "unfound-on-stray",
         "recovery pulls only from acting and up copies: objects that only a stray (or the \
          authoritative copy outside the acting set) holds stay unfound",
@@ -78,7 +73,6 @@ const BUGS: &[(&str, &str)] = &[
 const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
     (11, "unfound-on-stray", "unfound"),
     (15, "unfound-on-stray", "unfound"),
-    (18, "backfill-log-only", "not linearizable"),
     (63, "unfound-on-stray", "unfound"),
     (81, "unfound-on-stray", "unfound"),
 ];
