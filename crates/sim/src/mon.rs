@@ -86,9 +86,7 @@ impl SimMon {
             (Node::Osd(osd), Msg::Boot) => {
                 let was_up = self.service.state().map.osd(osd).is_some_and(|o| o.up);
                 let (_, mut sends) = self.handle_event(Event::Command(boot_command(osd)));
-                if was_up {
-                    sends.push((from, Msg::BootAgain));
-                }
+                sends.push((from, if was_up { Msg::BootAgain } else { Msg::Booted }));
                 return sends;
             }
             (Node::Osd(osd), Msg::Heartbeat) => Event::Heartbeat { osd, now_ms },

@@ -106,6 +106,8 @@ pub enum Msg {
     Ping,
     Pong,
     Boot,
+    /// The monitor took the boot.
+    Booted,
     /// The monitor's answer to a boot of an OSD its map still had up: it
     /// was marked down; boot again.
     BootAgain,

@@ -141,6 +141,10 @@ pub struct OsdProc {
     /// update arrives or the daemon's map fetch would have timed out (it
     /// awaits one fetch, then handles the message either way).
     deferred: Vec<(u64, Node, Msg)>,
+    /// The monitor answered the boot: the daemon serves only after that
+    /// (messages wait meanwhile, as in the listener's backlog).
+    booted: bool,
+    pre_boot: Vec<(Node, Msg)>,
 }
 
 /// How long the daemon waits for a map fetch (`MON_CALL_TIMEOUT`).
@@ -173,6 +177,9 @@ pub struct SimOsd {
 const SCRUB_CHUNK_OBJECTS: usize = 32;
 /// Pause before booting again after the monitor marked this OSD down.
 const BOOT_AGAIN_MS: u64 = 50;
+/// How long a boot waits for the monitor's answer before it is sent again
+/// (the daemon's `MON_CALL_TIMEOUT`).
+const BOOT_RETRY_MS: u64 = 5_000;
 /// How often the daemon rewrites its alive file.
 const ALIVE_INTERVAL_MS: u64 = 1_000;
 
@@ -227,14 +234,28 @@ impl SimOsd {
             sync_scheduled: false,
             last_heard: BTreeMap::new(),
             deferred: Vec::new(),
+            booted: false,
+            pre_boot: Vec::new(),
         });
         out.sends.push((Node::Mon, Msg::Boot));
+        out.timers.push((Delay::Ms(BOOT_RETRY_MS), OsdTimer::Boot));
+        out.trace.push(format!("{} starts", self.id));
+    }
+
+    /// The monitor took the boot: fetch the map, arm the timers, and handle
+    /// what came meanwhile.
+    fn finish_boot(&mut self, now_ms: u64, out: &mut Outbox) {
+        let process = self.proc_mut();
+        process.booted = true;
+        let waiting = std::mem::take(&mut process.pre_boot);
         out.sends.push((Node::Mon, Msg::GetMap { have: Epoch(1) }));
         for timer in [OsdTimer::Tick, OsdTimer::Heartbeat, OsdTimer::Ping] {
             out.timers.push((Delay::Ms(TICK_MS), timer));
         }
         out.timers.push((Delay::Ms(MAP_PULL_MS), OsdTimer::MapPull));
-        out.trace.push(format!("{} starts", self.id));
+        for (from, msg) in waiting {
+            self.deliver(now_ms, from, msg, out);
+        }
     }
 
     /// Kills the process: the store keeps what was synced, plus the first
@@ -261,6 +282,31 @@ impl SimOsd {
         ));
     }
 
+    /// An operator's scrub of `pg` (`cairn pg scrub|deep-scrub|repair`):
+    /// started if this OSD holds the PG and its core would start one now.
+    pub fn operator_scrub(
+        &mut self,
+        now_ms: u64,
+        pg: PgId,
+        deep: bool,
+        repair: bool,
+        out: &mut Outbox,
+    ) {
+        self.now_ms = now_ms;
+        let Some(process) = self.process.as_ref() else {
+            return;
+        };
+        let refusal = process.pgs.get(&pg).map(|slot| slot.pg.scrub_refusal());
+        if let Some(None) = refusal {
+            let event = PgEvent::Scrub {
+                deep,
+                repair,
+                now_secs: now_ms / 1000,
+            };
+            self.feed(pg, event, out);
+        }
+    }
+
     /// Transactions submitted and not yet durable.
     #[must_use]
     pub fn unsynced_count(&self) -> usize {
@@ -278,6 +324,19 @@ impl SimOsd {
             return;
         }
         self.now_ms = now_ms;
+        if !self.proc().booted {
+            match msg {
+                Msg::Booted => self.finish_boot(now_ms, out),
+                Msg::BootAgain => out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot)),
+                other => {
+                    let process = self.proc_mut();
+                    if process.pre_boot.len() < DEFERRED_MAX {
+                        process.pre_boot.push((from, other));
+                    }
+                }
+            }
+            return;
+        }
         if self.needs_newer_map(&msg) {
             let process = self.proc_mut();
             if process.deferred.len() < DEFERRED_MAX {
@@ -392,7 +451,14 @@ impl SimOsd {
             OsdTimer::Scan { pg, after } => self.scan(pg, after, false, out),
             OsdTimer::ScrubList { pg, after } => self.scan(pg, after, true, out),
             OsdTimer::ScrubMap { pg, order } => self.scrub_map(pg, order, out),
-            OsdTimer::Boot => out.sends.push((Node::Mon, Msg::Boot)),
+            OsdTimer::Boot => {
+                out.sends.push((Node::Mon, Msg::Boot));
+                if !self.proc().booted {
+                    // No answer yet: the daemon's boot call times out and
+                    // tries again.
+                    out.timers.push((Delay::Ms(BOOT_RETRY_MS), OsdTimer::Boot));
+                }
+            }
             OsdTimer::Purge { pg } => self.purge(pg, out),
             OsdTimer::ReadWait {
                 client,

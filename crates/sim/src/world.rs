@@ -57,6 +57,9 @@ pub struct Scenario {
     pub partition_weight: u64,
     pub out_weight: u64,
     pub mon_restart_weight: u64,
+    /// Mean gap between operator scrubs (`cairn pg scrub|deep-scrub|repair`)
+    /// in the chaos phase; 0: none.
+    pub scrub_gap_ms: u64,
 }
 
 impl Scenario {
@@ -107,10 +110,14 @@ impl Scenario {
             partition_weight: weight(&mut rng),
             out_weight: weight(&mut rng),
             mon_restart_weight: [0, 1][rng.index(2)],
+            scrub_gap_ms: 0,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
         }
+        // Drawn apart, so adding scrubs left the other draws of a seed alone.
+        let mut later = Rng::new(seed ^ 0x5c4b_0001);
+        scenario.scrub_gap_ms = [0, later.range(2_000, 10_000)][later.index(2)];
         scenario
     }
 
@@ -121,6 +128,7 @@ impl Scenario {
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
+             operator scrubs every ~{} s; \
              mon down grace {} s, down→out {} s, {} reporter(s)",
             self.osd_count,
             self.size,
@@ -142,6 +150,7 @@ impl Scenario {
             self.partition_weight,
             self.out_weight,
             self.mon_restart_weight,
+            self.scrub_gap_ms / 1000,
             self.mon.down_grace_ms / 1000,
             self.mon.down_out_ms / 1000,
             self.mon.reporters_min,
@@ -170,6 +179,12 @@ enum Fault {
     Out(OsdId),
     In(OsdId),
     MonRestart,
+    /// An operator's scrub of the PG with this seed, on its primary.
+    Scrub {
+        pg_seed: u32,
+        deep: bool,
+        repair: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -259,6 +274,7 @@ impl Report {
 
 /// The simulated cluster.
 struct World {
+    seed: u64,
     scenario: Scenario,
     now_ms: u64,
     seq: u64,
@@ -304,6 +320,7 @@ impl World {
             .map(|id| (OsdId(id), SimOsd::new(OsdId(id), scenario.limits)))
             .collect();
         World {
+            seed,
             mon: SimMon::new(scenario.mon.clone()),
             scenario,
             now_ms: 0,
@@ -643,9 +660,60 @@ impl World {
                 self.mon.restart();
                 None
             }
+            Fault::Scrub {
+                pg_seed,
+                deep,
+                repair,
+            } => self.operator_scrub(*pg_seed, *deep, *repair, &mut out),
         };
         if let Some(osd) = osd {
             self.osd_out(osd, out);
+        }
+    }
+
+    /// `cairn pg scrub|deep-scrub|repair`: the primary of the PG in the
+    /// monitor's map starts a scrub if it can.
+    fn operator_scrub(
+        &mut self,
+        pg_seed: u32,
+        deep: bool,
+        repair: bool,
+        out: &mut Outbox,
+    ) -> Option<OsdId> {
+        let map = &self.mon.service.state().map;
+        let pool = map.pool_by_name(crate::client::POOL_NAME)?;
+        let pg = cairn_types::PgId::new(pool.id, pg_seed % pool.pg_num.max(1));
+        let primary = checks::placements(map)
+            .into_iter()
+            .find(|p| p.pg == pg)?
+            .primary?;
+        let verb = match (deep, repair) {
+            (_, true) => "repair",
+            (true, false) => "deep-scrub",
+            (false, false) => "scrub",
+        };
+        self.note(format!("operator: pg {verb} {pg} (on {primary})"));
+        let sim = self.osds.get_mut(&primary)?;
+        sim.operator_scrub(self.now_ms, pg, deep, repair, out);
+        Some(primary)
+    }
+
+    /// Draws the chaos phase's operator scrubs, from an RNG of their own.
+    fn plan_scrubs(&mut self, end_ms: u64, seed: u64) {
+        let gap = self.scenario.scrub_gap_ms;
+        if gap == 0 {
+            return;
+        }
+        let mut rng = Rng::new(seed ^ 0x5c4b_0002);
+        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
+        while at < end_ms {
+            let fault = Fault::Scrub {
+                pg_seed: u32::try_from(rng.below(64)).unwrap_or(0),
+                deep: rng.below(2) == 0,
+                repair: rng.below(3) == 0,
+            };
+            self.schedule(at - self.now_ms, Event::Fault(fault));
+            at += rng.range(gap / 2, gap * 3 / 2);
         }
     }
 
@@ -781,6 +849,7 @@ impl World {
         let end = self.now_ms + self.scenario.chaos_ms;
         self.net.faults = self.scenario.faults;
         self.plan_chaos(end);
+        self.plan_scrubs(end, self.seed);
         let ids: Vec<u32> = self.clients.keys().copied().collect();
         for id in ids {
             if id == self.verifier {

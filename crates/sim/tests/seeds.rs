@@ -60,6 +60,21 @@ const BUGS: &[(&str, &str)] = &[
          since) is applied a second time",
     ),
     (
+        "map-history-gone",
+        "an OSD that starts when the map is more than 100 epochs past genesis gets a full \
+         map, knows no past intervals, and its PGs with data stay incomplete",
+    ),
+    (
+        "stray-notify-lost",
+        "a stray copy announces itself once per interval; if the primary is waiting for \
+         a temporary acting set then, the announcement is dropped and the copy never purged",
+    ),
+    (
+        "stale-push",
+        "a push applied after later writes to its object (a duplicate, or a re-issued push \
+         handled late) replaces them with the older state",
+    ),
+    (
         "peer-loss-stall",
         "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
          until the next interval change",
@@ -71,9 +86,12 @@ const BUGS: &[(&str, &str)] = &[
 /// differently is still caught). They run and must still fail; a fixed one
 /// must leave this list.
 const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
-    (11, "unfound-on-stray", "unfound"),
-    (15, "unfound-on-stray", "unfound"),
+    (17, "unfound-on-stray", "unfound"),
+    (44, "no-up-thru", "incomplete"),
     (63, "unfound-on-stray", "unfound"),
+    (64, "map-history-gone", "map history before epoch"),
+    (72, "stray-notify-lost", "stray copy left"),
+    (74, "map-history-gone", "map history before epoch"),
     (81, "unfound-on-stray", "unfound"),
 ];
 
