@@ -23,6 +23,8 @@ pub const HEAL_CLEAN_MS_MAX: u64 = 300_000;
 pub const MON_TICK_MS: u64 = cairn_mon::limits::TICK_MS;
 /// How long a fresh cluster may take to become clean before chaos starts.
 pub const SETUP_MS_MAX: u64 = 60_000;
+/// How often the heal phase's operator marks out OSDs in again.
+pub const HEAL_ALL_IN_MS: u64 = 5_000;
 /// Time the verifying client's reads may take each.
 pub const VERIFY_OP_DEADLINE_MS: u64 = 60_000;
 /// After the final reads: time for strays to be purged before the copies
@@ -179,6 +181,10 @@ enum Fault {
     Out(OsdId),
     In(OsdId),
     MonRestart,
+    /// The heal phase's operator: every OSD the monitor has out (it marks
+    /// long-down OSDs out itself, also after they come back) goes in
+    /// again; repeated every few seconds.
+    AllIn,
     /// An operator's scrub of the PG with this seed, on its primary.
     Scrub {
         pg_seed: u32,
@@ -665,6 +671,23 @@ impl World {
                 deep,
                 repair,
             } => self.operator_scrub(*pg_seed, *deep, *repair, &mut out),
+            Fault::AllIn => {
+                let out_osds: Vec<OsdId> = self
+                    .mon
+                    .service
+                    .state()
+                    .map
+                    .osds
+                    .iter()
+                    .filter(|o| !o.is_in)
+                    .map(|o| o.id)
+                    .collect();
+                for id in out_osds {
+                    self.fault(Fault::In(id));
+                }
+                self.schedule(HEAL_ALL_IN_MS, Event::Fault(Fault::AllIn));
+                None
+            }
         };
         if let Some(osd) = osd {
             self.osd_out(osd, out);
@@ -788,17 +811,8 @@ impl World {
         let ids: Vec<OsdId> = self.osds.keys().copied().collect();
         for id in ids {
             self.fault(Fault::Restart(id));
-            let is_out = self
-                .mon
-                .service
-                .state()
-                .map
-                .osd(id)
-                .is_some_and(|o| !o.is_in);
-            if is_out {
-                self.fault(Fault::In(id));
-            }
         }
+        self.fault(Fault::AllIn);
         for client in self.clients.values_mut() {
             client.active = false;
         }
