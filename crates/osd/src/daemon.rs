@@ -34,7 +34,8 @@ use crate::limits::{
     PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL,
 };
 use crate::log::{LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code};
-use crate::peering::{PastInterval, PgInfo};
+use crate::map_view::MapView;
+use crate::peering::PgInfo;
 use crate::pg::{
     Activate, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX, MapContext,
     ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
@@ -48,17 +49,14 @@ use crate::scrub::{self, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::throttle::{Priority, Throttle};
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
-use cairn_mon::{
-    Incremental, MapFetch, MonClient, MonError, MonState, OsdEndpoint, OsdStats, PgStat,
-    Reply as MonReply,
-};
-use cairn_placement::{ClusterMap, Placement, Redundancy, Weight};
+use cairn_mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
+use cairn_placement::{Redundancy, Weight};
 use cairn_store::{
     CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
     Transaction,
 };
 use cairn_types::options::Settings;
-use cairn_types::{Epoch, OsdId, PgId, PoolId};
+use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
 use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -364,162 +362,17 @@ impl MonLink {
     }
 }
 
-/// The map as this OSD follows it, with every replicated PG's interval.
+/// One PG this OSD holds, with the sub-writes that arrived early (public
+/// so the simulator's shell parks them the same way).
 #[derive(Debug)]
-struct MapView {
-    state: MonState,
-    placement: Placement,
-    intervals: HashMap<PgId, Interval>,
-    /// Each PG's intervals before its current one, oldest first, at most
-    /// [`PAST_INTERVALS_MAX`].
-    past: HashMap<PgId, Vec<PastInterval>>,
-    /// The epoch the history in `past` starts at (1: the whole history).
-    history_from: Epoch,
-}
-
-/// Past intervals kept per PG; older ones are forgotten, and peering then
-/// treats history before the oldest kept as unknown.
-const PAST_INTERVALS_MAX: usize = 64;
-
-impl MapView {
-    /// The monitor's first map: empty, epoch 1.
-    fn genesis() -> MapView {
-        let state = MonState {
-            map: ClusterMap {
-                epoch: Epoch(1),
-                ..ClusterMap::default()
-            },
-            ..MonState::default()
-        };
-        MapView {
-            placement: Placement::new(&state.map),
-            state,
-            intervals: HashMap::new(),
-            past: HashMap::new(),
-            history_from: Epoch(1),
-        }
-    }
-
-    /// The OSDs up in the current map.
-    fn up_osds(&self) -> BTreeSet<OsdId> {
-        self.state
-            .map
-            .osds
-            .iter()
-            .filter(|o| o.up)
-            .map(|o| o.id)
-            .collect()
-    }
-
-    /// What a PG core needs to know of the map around it.
-    fn context(&self, pg: PgId) -> MapContext {
-        let past = self.past.get(&pg).cloned().unwrap_or_default();
-        // A PG whose kept history was cut short knows nothing before it.
-        let history_from = match past.first() {
-            Some(first) if past.len() >= PAST_INTERVALS_MAX => first.first,
-            _ => self.history_from,
-        };
-        MapContext {
-            up_osds: self.up_osds(),
-            past,
-            history_from,
-        }
-    }
-
-    fn epoch(&self) -> Epoch {
-        self.state.map.epoch
-    }
-
-    /// Applies the next epoch's incremental; `false` if it is not the next.
-    fn advance(&mut self, inc: &Incremental) -> bool {
-        if inc.epoch != self.epoch().next() {
-            return false;
-        }
-        self.state.apply(inc);
-        self.recompute();
-        true
-    }
-
-    /// Jumps to a full map (history unavailable).
-    fn jump(&mut self, map: ClusterMap, endpoints: Vec<(OsdId, OsdEndpoint)>) {
-        self.state = MonState {
-            map,
-            endpoints: endpoints.into_iter().collect(),
-        };
-        self.history_from = self.state.map.epoch;
-        self.past.clear();
-        self.recompute();
-    }
-
-    /// Recomputes intervals at the current epoch: an unchanged PG keeps its
-    /// start, a changed or new one starts now.
-    fn recompute(&mut self) {
-        self.placement = Placement::new(&self.state.map);
-        let epoch = self.epoch();
-        let mut intervals = HashMap::new();
-        for pool in &self.state.map.pools {
-            let Redundancy::Replicated { min_size, .. } = pool.redundancy else {
-                continue;
-            };
-            for seed in 0..pool.pg_num {
-                let pg = PgId::new(pool.id, seed);
-                let Ok(mapping) = self.placement.map_pg(pg) else {
-                    continue;
-                };
-                let now = Interval {
-                    epoch_started: epoch,
-                    up: mapping.up.iter().flatten().copied().collect(),
-                    acting: mapping.acting.iter().flatten().copied().collect(),
-                    primary: mapping.primary,
-                    min_size,
-                    size: pool.redundancy.shard_count(),
-                };
-                let interval = match self.intervals.get(&pg) {
-                    Some(old)
-                        if old.acting == now.acting
-                            && old.up == now.up
-                            && old.primary == now.primary
-                            && old.min_size == now.min_size =>
-                    {
-                        old.clone()
-                    }
-                    Some(old) => {
-                        let past = self.past.entry(pg).or_default();
-                        past.push(PastInterval {
-                            first: old.epoch_started,
-                            last: Epoch(epoch.0.saturating_sub(1)),
-                            acting: old.acting.clone(),
-                            maybe_rw: old.acting.len() >= old.min_size as usize,
-                        });
-                        if past.len() > PAST_INTERVALS_MAX {
-                            past.remove(0);
-                        }
-                        now
-                    }
-                    None => now,
-                };
-                intervals.insert(pg, interval);
-            }
-        }
-        self.past.retain(|pg, _| intervals.contains_key(pg));
-        self.intervals = intervals;
-    }
-
-    fn redundancy(&self, pool: PoolId) -> Option<Redundancy> {
-        self.placement.pool(pool).map(|p| p.redundancy)
-    }
-}
-
-/// One PG this OSD holds, with the sub-writes that arrived early.
-#[derive(Debug)]
-struct PgSlot {
-    pg: Pg,
+pub struct PgSlot {
+    pub pg: Pg,
     /// Sub-writes of the current interval waiting for their predecessor,
     /// keyed by the version they follow.
-    parked: BTreeMap<Version, SubWrite>,
+    pub parked: BTreeMap<Version, SubWrite>,
     /// The interval whose backfill emptied this copy (once per interval:
     /// a resent activation must not empty it again).
-    wiped_in: Option<Epoch>,
+    pub wiped_in: Option<Epoch>,
 }
 
 /// Milliseconds of this process's monotonic clock, for read leases.
@@ -531,7 +384,13 @@ fn clock_ms() -> u64 {
 
 impl PgSlot {
     fn handle(&mut self, event: PgEvent) -> Effects {
-        self.pg.set_clock(clock_ms());
+        self.handle_at(clock_ms(), event)
+    }
+
+    /// Handles `event` with the PG's clock (read leases) at `now_ms`: the
+    /// daemon's monotonic clock, or the simulator's virtual one.
+    pub fn handle_at(&mut self, now_ms: u64, event: PgEvent) -> Effects {
+        self.pg.set_clock(now_ms);
         let event = match event {
             PgEvent::SubWrite(write)
                 if write.interval_epoch == self.pg.interval().epoch_started
@@ -1926,8 +1785,8 @@ impl Osd {
 
     /// Waits (bounded) until no write to `object` is in flight in `pg`, so
     /// a read never returns data that is not yet durable everywhere.
-    /// A write admitted after the last look races with the read, and the
-    /// read may see it; peering (issue 5) keeps such a write.
+    /// A write admitted after the last look races with the read; the read
+    /// checks afterwards that none did ([`read_stands`]).
     async fn wait_object_settled(&self, pg: PgId, object: &[u8]) -> Result<(), OpError> {
         let deadline = tokio::time::Instant::now() + READ_WAIT_FOR_WRITE_MAX;
         loop {
@@ -1954,6 +1813,12 @@ impl Osd {
             self.feed(op.pg, PgEvent::Prioritize { object }).await;
             return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
         }
+        let Some(started) = lock(&self.pgs)
+            .get(&op.pg)
+            .map(|slot| slot.pg.interval().epoch_started)
+        else {
+            return self.retry(format!("PG {} is not held here", op.pg));
+        };
         if !op.object.is_empty()
             && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
         {
@@ -1967,7 +1832,13 @@ impl Osd {
         let kind = op.op;
         let read =
             tokio::task::spawn_blocking(move || read_op(&*store, collection, &key, kind)).await;
+        let stands = || {
+            lock(&self.pgs)
+                .get(&pg)
+                .is_some_and(|slot| read_stands(slot, started, &object))
+        };
         match read {
+            Ok(Ok(_)) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
             Ok(Ok((output, data))) => (
                 ClientReply {
                     result: Ok(output),
@@ -2001,8 +1872,21 @@ impl Osd {
     }
 }
 
+/// Whether a read that began in the interval starting at `started` may
+/// return what it read from the store: this OSD still may serve reads of
+/// the PG in that interval, and no write to the object is in flight. The
+/// store read runs apart from the PG lock, so a write admitted after the
+/// settle check may be in what it read, not yet durable elsewhere; and an
+/// interval change ends in-flight writes without making them durable.
+#[must_use]
+pub fn read_stands(slot: &PgSlot, started: Epoch, object: &[u8]) -> bool {
+    slot.pg.may_serve_reads()
+        && slot.pg.interval().epoch_started == started
+        && (object.is_empty() || !slot.pg.object_in_flight(object))
+}
+
 /// Reads a PG copy's log, info and missing set from its collection.
-fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg, StoreError> {
+pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg, StoreError> {
     let mut stored = StoredPg::default();
     let mut after: Option<Bytes> = None;
     loop {
@@ -2037,7 +1921,10 @@ fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg
 /// (`None`: unbounded), at most [`scrub::MAP_ENTRIES_MAX`] of them (`true`:
 /// truncated). An object the store cannot read is reported with its
 /// error; a deep scrub reads (and so checksums) all data.
-fn build_scrub_map(
+///
+/// # Errors
+/// The store cannot list the collection.
+pub fn build_scrub_map(
     store: &dyn ObjectStore,
     collection: CollectionId,
     after: Option<&ObjectKey>,
@@ -2154,7 +2041,7 @@ fn empty_collection(store: &dyn ObjectStore, collection: CollectionId) -> Result
 const WIPE_BATCH_OBJECTS: usize = 512;
 
 /// An object's whole state for a push (`None`: it does not exist).
-fn read_object_state(
+pub fn read_object_state(
     store: &dyn ObjectStore,
     collection: CollectionId,
     name: &Bytes,
@@ -2276,7 +2163,7 @@ fn check_names(op: &ClientOp) -> Result<(), String> {
 }
 
 /// Whether a write only shrinks what is stored, so it passes on a full OSD.
-fn frees_space(kind: &OpKind) -> bool {
+pub fn frees_space(kind: &OpKind) -> bool {
     matches!(
         kind,
         OpKind::Remove | OpKind::RemoveXattr { .. } | OpKind::OmapRemove { .. }
@@ -2285,7 +2172,7 @@ fn frees_space(kind: &OpKind) -> bool {
 
 /// Reads what `guards` compare: the object's version (0 if absent) and the
 /// xattr one of them names.
-fn observe(
+pub fn observe(
     store: &dyn ObjectStore,
     collection: CollectionId,
     object: &Bytes,
@@ -2328,6 +2215,7 @@ fn op_error(error: StoreError) -> OpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_types::PoolId;
 
     #[test]
     fn id_file_round_trips_and_rejects_junk() {
@@ -2363,15 +2251,5 @@ mod tests {
         assert!(check_names(&op(b"", list(None))).is_ok());
         assert!(check_names(&op(b"", list(Some(vec![b'n'; 70_000])))).is_err());
         assert!(check_names(&op(b"x", list(None))).is_err());
-    }
-
-    #[test]
-    fn map_replay_takes_only_the_next_epoch() {
-        let mut view = MapView::genesis();
-        assert!(view.advance(&Incremental::new(Epoch(2))));
-        assert!(!view.advance(&Incremental::new(Epoch(9))), "gaps refused");
-        assert!(view.advance(&Incremental::new(Epoch(3))));
-        assert_eq!(view.epoch(), Epoch(3));
-        assert!(view.intervals.is_empty());
     }
 }

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod lease;
 pub mod limits;
 pub mod log;
+pub mod map_view;
 pub mod peering;
 pub mod pg;
 pub mod proto;

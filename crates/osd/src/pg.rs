@@ -1113,11 +1113,14 @@ impl Pg {
             .copied()
             .filter(|osd| *osd != self.whoami)
             .collect();
-        let beyond_backfill = self
-            .healing
-            .pushed_through
-            .as_ref()
-            .is_none_or(|p| key > *p);
+        // Once the scan has passed the last object, no later scan pushes an
+        // object created beyond it: such writes carry their data.
+        let beyond_backfill = !self.healing.scan_done
+            && self
+                .healing
+                .pushed_through
+                .as_ref()
+                .is_none_or(|p| key > *p);
         for osd in &replicas {
             let log_only = beyond_backfill && self.healing.backfill_targets.contains(osd);
             let msg = SubWrite {
@@ -1433,9 +1436,20 @@ impl Pg {
 
     fn on_map_context(&mut self, context: MapContext, fx: &mut Effects) {
         self.context = context;
+        let probe = self.probe_set();
+        let query = self.query();
         match &mut self.phase {
-            Phase::Peering { waiting, .. } => {
+            Phase::Peering {
+                waiting, copies, ..
+            } => {
                 waiting.retain(|o| self.context.up_osds.contains(o));
+                // An OSD that came up since peering began may hold the only
+                // complete copy of a past interval: ask it too.
+                for osd in probe {
+                    if !copies.contains_key(&osd) && waiting.insert(osd) {
+                        fx.send.push((osd, query.clone()));
+                    }
+                }
                 self.try_finish_peering(fx);
             }
             // An OSD that came back may hold what was missing.
@@ -1690,7 +1704,15 @@ impl Pg {
             self.phase = Phase::WaitingTemp { ticks: 0 };
             return;
         }
+        // The same OSDs in another order (a temporary acting set that came
+        // after the up set changed): serve now, but ask for the order
+        // wanted, or for no temporary set, else the PG stays remapped.
+        let reordered = want != *acting && same_members(&want, acting);
         self.activate(&copies, &auth_log, auth_last, &eligible, fx);
+        if reordered {
+            let temp = (want != self.interval.up).then_some(want);
+            self.request_temp(temp, fx);
+        }
     }
 
     fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {
@@ -2901,6 +2923,11 @@ fn start_recovery(
             .push((object.clone(), lacking.into_iter().collect()));
     }
     healing.recovering.insert(object, 0);
+}
+
+/// Whether two OSD lists hold the same OSDs, in any order.
+fn same_members(a: &[OsdId], b: &[OsdId]) -> bool {
+    a.len() == b.len() && a.iter().all(|o| b.contains(o))
 }
 
 /// What a copy with `log` keeps and receives to match `auth_log`: it keeps

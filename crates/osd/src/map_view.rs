@@ -1,0 +1,184 @@
+//! A PG's intervals from the map history: the pure part of following the
+//! map, shared by the daemon and the simulator so both compute intervals
+//! and past intervals the same way.
+//!
+//! Interval epochs must agree between primary and replicas, so the map is
+//! replayed one incremental at a time from genesis (epoch 1) and a PG's
+//! interval starts at the first epoch its acting set, up set, primary or
+//! min_size took their current value. After a jump to a full map (the
+//! monitor no longer held the incrementals) history before it is unknown.
+
+use crate::peering::PastInterval;
+use crate::pg::{Interval, MapContext};
+use cairn_mon::{Incremental, MonState, OsdEndpoint};
+use cairn_placement::{ClusterMap, Placement, Redundancy};
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The map as an OSD follows it, with every replicated PG's interval.
+/// The fields are public for reading; change them only through
+/// [`MapView::advance`] and [`MapView::jump`], which keep them consistent.
+#[derive(Debug)]
+pub struct MapView {
+    pub state: MonState,
+    pub placement: Placement,
+    pub intervals: BTreeMap<PgId, Interval>,
+    /// Each PG's intervals before its current one, oldest first, at most
+    /// [`PAST_INTERVALS_MAX`].
+    pub past: BTreeMap<PgId, Vec<PastInterval>>,
+    /// The epoch the history in `past` starts at (1: the whole history).
+    pub history_from: Epoch,
+}
+
+/// Past intervals kept per PG; older ones are forgotten, and peering then
+/// treats history before the oldest kept as unknown.
+pub const PAST_INTERVALS_MAX: usize = 64;
+
+impl MapView {
+    /// The monitor's first map: empty, epoch 1.
+    #[must_use]
+    pub fn genesis() -> MapView {
+        let state = MonState {
+            map: ClusterMap {
+                epoch: Epoch(1),
+                ..ClusterMap::default()
+            },
+            ..MonState::default()
+        };
+        MapView {
+            placement: Placement::new(&state.map),
+            state,
+            intervals: BTreeMap::new(),
+            past: BTreeMap::new(),
+            history_from: Epoch(1),
+        }
+    }
+
+    /// The OSDs up in the current map.
+    #[must_use]
+    pub fn up_osds(&self) -> BTreeSet<OsdId> {
+        self.state
+            .map
+            .osds
+            .iter()
+            .filter(|o| o.up)
+            .map(|o| o.id)
+            .collect()
+    }
+
+    /// What a PG core needs to know of the map around it.
+    #[must_use]
+    pub fn context(&self, pg: PgId) -> MapContext {
+        let past = self.past.get(&pg).cloned().unwrap_or_default();
+        // A PG whose kept history was cut short knows nothing before it.
+        let history_from = match past.first() {
+            Some(first) if past.len() >= PAST_INTERVALS_MAX => first.first,
+            _ => self.history_from,
+        };
+        MapContext {
+            up_osds: self.up_osds(),
+            past,
+            history_from,
+        }
+    }
+
+    #[must_use]
+    pub fn epoch(&self) -> Epoch {
+        self.state.map.epoch
+    }
+
+    /// Applies the next epoch's incremental; `false` if it is not the next.
+    pub fn advance(&mut self, inc: &Incremental) -> bool {
+        if inc.epoch != self.epoch().next() {
+            return false;
+        }
+        self.state.apply(inc);
+        self.recompute();
+        true
+    }
+
+    /// Jumps to a full map (history unavailable).
+    pub fn jump(&mut self, map: ClusterMap, endpoints: Vec<(OsdId, OsdEndpoint)>) {
+        self.state = MonState {
+            map,
+            endpoints: endpoints.into_iter().collect(),
+        };
+        self.history_from = self.state.map.epoch;
+        self.past.clear();
+        self.recompute();
+    }
+
+    /// Recomputes intervals at the current epoch: an unchanged PG keeps its
+    /// start, a changed or new one starts now.
+    fn recompute(&mut self) {
+        self.placement = Placement::new(&self.state.map);
+        let epoch = self.epoch();
+        let mut intervals = BTreeMap::new();
+        for pool in &self.state.map.pools {
+            let Redundancy::Replicated { min_size, .. } = pool.redundancy else {
+                continue;
+            };
+            for seed in 0..pool.pg_num {
+                let pg = PgId::new(pool.id, seed);
+                let Ok(mapping) = self.placement.map_pg(pg) else {
+                    continue;
+                };
+                let now = Interval {
+                    epoch_started: epoch,
+                    up: mapping.up.iter().flatten().copied().collect(),
+                    acting: mapping.acting.iter().flatten().copied().collect(),
+                    primary: mapping.primary,
+                    min_size,
+                    size: pool.redundancy.shard_count(),
+                };
+                let interval = match self.intervals.get(&pg) {
+                    Some(old)
+                        if old.acting == now.acting
+                            && old.up == now.up
+                            && old.primary == now.primary
+                            && old.min_size == now.min_size =>
+                    {
+                        old.clone()
+                    }
+                    Some(old) => {
+                        let past = self.past.entry(pg).or_default();
+                        past.push(PastInterval {
+                            first: old.epoch_started,
+                            last: Epoch(epoch.0.saturating_sub(1)),
+                            acting: old.acting.clone(),
+                            maybe_rw: old.acting.len() >= old.min_size as usize,
+                        });
+                        if past.len() > PAST_INTERVALS_MAX {
+                            past.remove(0);
+                        }
+                        now
+                    }
+                    None => now,
+                };
+                intervals.insert(pg, interval);
+            }
+        }
+        self.past.retain(|pg, _| intervals.contains_key(pg));
+        self.intervals = intervals;
+    }
+
+    #[must_use]
+    pub fn redundancy(&self, pool: PoolId) -> Option<Redundancy> {
+        self.placement.pool(pool).map(|p| p.redundancy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_replay_takes_only_the_next_epoch() {
+        let mut view = MapView::genesis();
+        assert!(view.advance(&Incremental::new(Epoch(2))));
+        assert!(!view.advance(&Incremental::new(Epoch(9))), "gaps refused");
+        assert!(view.advance(&Incremental::new(Epoch(3))));
+        assert_eq!(view.epoch(), Epoch(3));
+        assert!(view.intervals.is_empty());
+    }
+}

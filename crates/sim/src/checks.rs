@@ -1,0 +1,306 @@
+//! What a run must show after healing: every PG `active+clean` on the
+//! monitor's newest map, the copies of each PG identical, no stray copies
+//! left, and a linearizable history.
+
+use crate::client::History;
+use crate::linearizability::{Limits, ObjectFailure, check_objects, describe};
+use crate::osd::SimOsd;
+use bytes::Bytes;
+use cairn_osd::ObjectState;
+use cairn_osd::daemon::read_object_state;
+use cairn_placement::{ClusterMap, Placement, Redundancy};
+use cairn_store::{CollectionId, MemStore, ObjectKey, ObjectStore};
+use cairn_types::{OsdId, PgId};
+use std::collections::BTreeMap;
+
+/// Where placement puts one PG.
+#[derive(Clone, Debug)]
+pub struct PgPlacement {
+    pub pg: PgId,
+    pub acting: Vec<OsdId>,
+    pub up: Vec<OsdId>,
+    pub primary: Option<OsdId>,
+}
+
+/// Every PG of the replicated pools of `map`, placed.
+#[must_use]
+pub fn placements(map: &ClusterMap) -> Vec<PgPlacement> {
+    let placement = Placement::new(map);
+    let mut out = Vec::new();
+    for pool in &map.pools {
+        if !matches!(pool.redundancy, Redundancy::Replicated { .. }) {
+            continue;
+        }
+        for pg in pool.pgs() {
+            let Ok(mapping) = placement.map_pg(pg) else {
+                continue;
+            };
+            let flat =
+                |shards: &[cairn_placement::Shard]| shards.iter().flatten().copied().collect();
+            out.push(PgPlacement {
+                pg,
+                acting: flat(&mapping.acting),
+                up: flat(&mapping.up),
+                primary: mapping.primary,
+            });
+        }
+    }
+    out
+}
+
+/// The PGs that are not `active+clean` on `map`, with why.
+#[must_use]
+pub fn unclean_pgs(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<(PgId, String)> {
+    let mut out = Vec::new();
+    for PgPlacement {
+        pg,
+        acting,
+        up,
+        primary,
+    } in placements(map)
+    {
+        let Some(primary) = primary else {
+            out.push((pg, "no primary".into()));
+            continue;
+        };
+        let Some(process) = osds.get(&primary).and_then(|o| o.process.as_ref()) else {
+            out.push((pg, format!("primary {primary} is not running")));
+            continue;
+        };
+        let Some(slot) = process.pgs.get(&pg) else {
+            out.push((pg, format!("primary {primary} holds no copy")));
+            continue;
+        };
+        let interval = slot.pg.interval();
+        if interval.acting != acting || interval.up != up {
+            out.push((
+                pg,
+                format!(
+                    "{primary} at epoch {} sees acting {:?} up {:?}, the map says {acting:?} {up:?}",
+                    process.view.epoch().0,
+                    interval.acting,
+                    interval.up
+                ),
+            ));
+            continue;
+        }
+        let state = slot.pg.state_name();
+        if state != "active+clean" {
+            let why = slot.pg.blocked_reason().unwrap_or_default();
+            out.push((pg, format!("{state} on {primary} {why}")));
+        }
+    }
+    out
+}
+
+/// Every object of a collection with its whole state.
+fn dump(
+    store: &MemStore,
+    collection: CollectionId,
+) -> Result<BTreeMap<Bytes, ObjectState>, String> {
+    let mut objects = BTreeMap::new();
+    let mut after: Option<ObjectKey> = None;
+    loop {
+        let page = store
+            .list(collection, after.as_ref(), 256)
+            .map_err(|e| e.to_string())?;
+        for key in &page.keys {
+            let state =
+                read_object_state(store, collection, &key.name).map_err(|e| e.to_string())?;
+            if let Some(state) = state {
+                objects.insert(key.name.clone(), state);
+            }
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(objects),
+        }
+    }
+}
+
+/// Differences between the copies of each PG on its acting set, and copies
+/// left on OSDs outside it.
+#[must_use]
+pub fn divergence(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> {
+    let mut failures = Vec::new();
+    for PgPlacement {
+        pg,
+        acting,
+        primary,
+        ..
+    } in placements(map)
+    {
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let Some(primary) = primary else { continue };
+        let Some(reference) = osds.get(&primary).map(|o| dump(&o.store, collection)) else {
+            continue;
+        };
+        let reference = match reference {
+            Ok(objects) => objects,
+            Err(error) => {
+                failures.push(format!(
+                    "{pg}: primary {primary} cannot list its copy: {error}"
+                ));
+                continue;
+            }
+        };
+        let last_update = |osd: OsdId| {
+            osds.get(&osd)
+                .and_then(|o| o.process.as_ref())
+                .and_then(|p| p.pgs.get(&pg))
+                .map(|slot| slot.pg.last_update())
+        };
+        for osd in acting.iter().filter(|o| **o != primary) {
+            let Some(sim_osd) = osds.get(osd) else {
+                continue;
+            };
+            match dump(&sim_osd.store, collection) {
+                Ok(objects) if objects == reference => {}
+                Ok(objects) => failures.push(format!(
+                    "{pg}: {osd}'s copy differs from primary {primary}'s: {}",
+                    diff(&reference, &objects)
+                )),
+                Err(error) => failures.push(format!("{pg}: {osd} cannot list its copy: {error}")),
+            }
+            if last_update(*osd) != last_update(primary) {
+                failures.push(format!(
+                    "{pg}: {osd} is at {:?}, primary {primary} at {:?}",
+                    last_update(*osd),
+                    last_update(primary)
+                ));
+            }
+        }
+        for (id, sim_osd) in osds {
+            let holds = sim_osd
+                .store
+                .collections()
+                .is_ok_and(|c| c.contains(&collection));
+            if holds && !acting.contains(id) {
+                failures.push(format!("{pg}: stray copy left on {id} (acting {acting:?})"));
+            }
+        }
+    }
+    failures
+}
+
+fn diff(a: &BTreeMap<Bytes, ObjectState>, b: &BTreeMap<Bytes, ObjectState>) -> String {
+    let show = |s: Option<&ObjectState>| {
+        s.map_or("absent".to_owned(), |s| {
+            format!(
+                "v{} {:?} xattrs {} omap {}",
+                s.version,
+                String::from_utf8_lossy(&s.data),
+                s.xattrs.len(),
+                s.omap.len()
+            )
+        })
+    };
+    let mut parts = Vec::new();
+    for name in a.keys().chain(b.keys()) {
+        if a.get(name) != b.get(name) && parts.len() < 6 {
+            let part = format!(
+                "{}: {} vs {}",
+                String::from_utf8_lossy(name),
+                show(a.get(name)),
+                show(b.get(name))
+            );
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+    }
+    parts.join("; ")
+}
+
+/// The objects whose histories are not linearizable (or could not be
+/// decided), each with an explanation.
+#[must_use]
+pub fn linearizability(history: &History, limits: &Limits) -> Vec<(Bytes, String)> {
+    let by_object = history.by_object();
+    let mut failures = Vec::new();
+    for (object, failure) in check_objects(&by_object, limits) {
+        let ops = &by_object[&object];
+        let text = match failure {
+            ObjectFailure::Undecided(error) => format!("undecided: {error}"),
+            ObjectFailure::NotLinearizable(why) => {
+                let mut lines = vec![format!(
+                    "not linearizable ({} operations); the longest legal prefix has {}, ending:",
+                    ops.len(),
+                    why.prefix.len()
+                )];
+                let tail = why.prefix.len().saturating_sub(8);
+                for i in &why.prefix[tail..] {
+                    lines.push(format!("    {}", describe(&ops[*i])));
+                }
+                lines.push(format!("  state after it: {}", why.states.join(" | ")));
+                lines.push("  and none of these can come next:".into());
+                for i in why.rest.iter().take(8) {
+                    lines.push(format!("    {}", describe(&ops[*i])));
+                }
+                lines.join("\n")
+            }
+        };
+        failures.push((object, text));
+    }
+    failures
+}
+
+/// What every OSD holds of `pg`, for failure reports: its PG info, log
+/// head and tail, missing objects and objects with versions.
+#[must_use]
+pub fn describe_copies(pg: PgId, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> {
+    let collection = CollectionId::pg(pg.pool.0, pg.seed);
+    let mut lines = Vec::new();
+    for (id, osd) in osds {
+        let holds = osd
+            .store
+            .collections()
+            .is_ok_and(|c| c.contains(&collection));
+        if !holds {
+            continue;
+        }
+        let stored = match cairn_osd::daemon::load_pg(&osd.store, collection) {
+            Ok(stored) => stored,
+            Err(error) => {
+                lines.push(format!("{id}: cannot load {pg}: {error}"));
+                continue;
+            }
+        };
+        let versions = |entries: &[cairn_osd::LogEntry]| -> Vec<String> {
+            entries
+                .iter()
+                .map(|e| format!("{}:{}", e.version, String::from_utf8_lossy(&e.object)))
+                .collect()
+        };
+        let tail_from = stored.log.len().saturating_sub(4);
+        let objects = dump(&osd.store, collection).unwrap_or_default();
+        let objects: Vec<String> = objects
+            .iter()
+            .map(|(name, s)| format!("{}@v{}", String::from_utf8_lossy(name), s.version))
+            .collect();
+        let missing: Vec<String> = stored
+            .missing
+            .iter()
+            .map(|m| String::from_utf8_lossy(m).into_owned())
+            .collect();
+        let state = osd.process.as_ref().and_then(|p| p.pgs.get(&pg)).map_or(
+            "no core".to_owned(),
+            |slot| {
+                format!(
+                    "{} interval e{} acting {:?}",
+                    slot.pg.state_name(),
+                    slot.pg.interval().epoch_started.0,
+                    slot.pg.interval().acting
+                )
+            },
+        );
+        lines.push(format!(
+            "{id} holds {pg} ({state}): info {:?}, {} log entries, first {:?}, last {:?}, missing {missing:?}, objects {objects:?}",
+            stored.info,
+            stored.log.len(),
+            versions(&stored.log[..stored.log.len().min(2)]),
+            versions(&stored.log[tail_from..]),
+        ));
+    }
+    lines
+}

@@ -1,0 +1,145 @@
+//! The simulator's monitor shell around [`MapService`]: turns messages
+//! into service events with the virtual time, "persists" each new epoch
+//! (keeps its incremental) before replying, and pushes every new epoch to
+//! the OSDs and clients, as the daemon answers its subscribers.
+//!
+//! A restart rebuilds the service from what was persisted (the map and its
+//! incrementals), losing its in-memory failure-detection state, as the
+//! daemon does when it restarts from its redb store.
+
+use crate::net::{MapUpdate, Msg, Node};
+use cairn_mon::limits::{INCREMENTALS_KEPT, INCREMENTALS_PER_REPLY_MAX};
+use cairn_mon::proto::MonCommand;
+use cairn_mon::{Event, Incremental, MapService, MonState, ServiceConfig};
+use cairn_placement::Weight;
+use cairn_types::{Epoch, OsdId};
+use std::collections::{BTreeSet, VecDeque};
+
+/// The monitor.
+#[derive(Debug)]
+pub struct SimMon {
+    pub service: MapService,
+    config: ServiceConfig,
+    /// What the daemon would have on disk: the newest incrementals.
+    persisted: VecDeque<Incremental>,
+    /// Everyone who asked for maps (the daemon's subscribers).
+    subscribers: BTreeSet<Node>,
+}
+
+impl SimMon {
+    #[must_use]
+    pub fn new(config: ServiceConfig) -> SimMon {
+        let genesis = MonState {
+            map: cairn_placement::ClusterMap {
+                epoch: Epoch(1),
+                ..cairn_placement::ClusterMap::default()
+            },
+            ..MonState::default()
+        };
+        SimMon {
+            service: MapService::new(config.clone(), genesis, Vec::new()),
+            config,
+            persisted: VecDeque::new(),
+            subscribers: BTreeSet::new(),
+        }
+    }
+
+    /// Restarts from the persisted state.
+    pub fn restart(&mut self) {
+        let state = self.service.state().clone();
+        let history: Vec<Incremental> = self.persisted.iter().cloned().collect();
+        self.service = MapService::new(self.config.clone(), state, history);
+    }
+
+    #[must_use]
+    pub fn epoch(&self) -> Epoch {
+        self.service.epoch()
+    }
+
+    /// Handles one event; returns the messages to send.
+    pub fn handle_event(&mut self, event: Event) -> (Option<Msg>, Vec<(Node, Msg)>) {
+        let effects = self.service.handle(event);
+        let mut sends = Vec::new();
+        if let Some((_, inc)) = effects.persist {
+            self.persisted.push_back(inc.clone());
+            while self.persisted.len() > INCREMENTALS_KEPT {
+                self.persisted.pop_front();
+            }
+            for node in &self.subscribers {
+                let update = MapUpdate::Incrementals(vec![inc.clone()]);
+                sends.push((*node, Msg::Map(update)));
+            }
+        }
+        let reply = match effects.reply {
+            Some(Ok(cairn_mon::Reply::Heartbeat { up, .. })) => Some(Msg::HeartbeatReply { up }),
+            _ => None,
+        };
+        (reply, sends)
+    }
+
+    /// Handles a message from `from` at `now_ms`.
+    pub fn deliver(&mut self, now_ms: u64, from: Node, msg: Msg) -> Vec<(Node, Msg)> {
+        if !matches!(from, Node::Mon) {
+            self.subscribers.insert(from);
+        }
+        let event = match (from, msg) {
+            (Node::Osd(osd), Msg::Boot) => {
+                let was_up = self.service.state().map.osd(osd).is_some_and(|o| o.up);
+                let (_, mut sends) = self.handle_event(Event::Command(boot_command(osd)));
+                sends.push((from, if was_up { Msg::BootAgain } else { Msg::Booted }));
+                return sends;
+            }
+            (Node::Osd(osd), Msg::Heartbeat) => Event::Heartbeat { osd, now_ms },
+            (Node::Osd(reporter), Msg::FailureReport { target }) => Event::FailureReport {
+                reporter,
+                target,
+                now_ms,
+            },
+            (Node::Osd(_), Msg::PgTemp { pg, acting }) => {
+                Event::Command(MonCommand::PgTemp { pg, acting })
+            }
+            (_, Msg::GetMap { have }) => return vec![(from, Msg::Map(self.update_since(have)))],
+            _ => return Vec::new(),
+        };
+        let (reply, mut sends) = self.handle_event(event);
+        if let Some(reply) = reply {
+            sends.push((from, reply));
+        }
+        sends
+    }
+
+    /// The map changes after `have`: incrementals if held, else the map.
+    #[must_use]
+    pub fn update_since(&self, have: Epoch) -> MapUpdate {
+        match self.service.incrementals_since(have) {
+            Some(incrementals) if incrementals.len() <= INCREMENTALS_PER_REPLY_MAX => {
+                MapUpdate::Incrementals(incrementals)
+            }
+            _ => {
+                let state = self.service.state();
+                MapUpdate::Full {
+                    map: state.map.clone(),
+                    endpoints: state
+                        .endpoints
+                        .iter()
+                        .map(|(id, e)| (*id, e.clone()))
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
+/// What an OSD's boot says: one host per OSD, all in one rack.
+#[must_use]
+pub fn boot_command(osd: OsdId) -> MonCommand {
+    MonCommand::OsdBoot {
+        id: Some(osd),
+        addr: format!("sim:{}", osd.0),
+        host: format!("host{}", osd.0),
+        rack: "rack0".into(),
+        device_class: "hdd".into(),
+        weight: Weight::ONE,
+        capacity_bytes: 1 << 40,
+    }
+}

@@ -1,0 +1,262 @@
+//! The simulated network: who talks to whom, what they say, and what the
+//! network does to it (delay, loss, duplication, reordering, partitions).
+//!
+//! Every message is delivered independently after its own random delay, so
+//! messages between two nodes can overtake each other: the real messenger
+//! runs handlers concurrently, so the PG cores must already cope with that.
+//!
+//! Links differ as the real ones do. Requests of clients and of OSDs to the
+//! monitor are retried by their senders, so they may simply be lost. PG
+//! messages between OSDs travel on long-lived TCP connections: a partition
+//! holds them until it heals (TCP retransmits), and they are lost only when
+//! the receiving process restarts (its connections reset), or when the
+//! scenario asks for peer-message loss explicitly (`peer_loss_ppm`; the PG
+//! core assumes lossless sessions between OSDs, see `docs/reliability.md`).
+
+use crate::linearizability::Snapshot;
+use crate::rng::Rng;
+use bytes::Bytes;
+use cairn_mon::{Incremental, OsdEndpoint};
+use cairn_osd::{PgMsg, ReqId};
+use cairn_placement::ClusterMap;
+use cairn_store::Op;
+use cairn_types::{Epoch, OsdId, PgId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A process that sends and receives messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Node {
+    Mon,
+    Osd(OsdId),
+    Client(u32),
+}
+
+impl std::fmt::Display for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Node::Mon => write!(f, "mon"),
+            Node::Osd(osd) => write!(f, "{osd}"),
+            Node::Client(c) => write!(f, "client.{c}"),
+        }
+    }
+}
+
+/// A map change as the monitor sends it.
+#[derive(Clone, Debug)]
+pub enum MapUpdate {
+    Incrementals(Vec<Incremental>),
+    Full {
+        map: ClusterMap,
+        endpoints: Vec<(OsdId, OsdEndpoint)>,
+    },
+}
+
+/// What a client asks an OSD to do.
+#[derive(Clone, Debug)]
+pub enum OpBody {
+    /// A write: the store operations (as the daemon builds them from the
+    /// wire op) and its guards.
+    Write {
+        ops: Vec<Op>,
+        guard: Option<cairn_osd::Guard>,
+        /// Removes of the object, its xattrs or omap keys: the daemon adds
+        /// an existence guard so a missing object is refused from the log.
+        frees_space: bool,
+    },
+    /// The whole object (data, xattrs, omap, version) in one read.
+    Read,
+    /// The values of these omap keys.
+    OmapGet(Vec<Bytes>),
+}
+
+/// A client request to the primary of `pg`.
+#[derive(Clone, Debug)]
+pub struct ClientRequest {
+    pub pg: PgId,
+    pub epoch: Epoch,
+    pub req: ReqId,
+    pub object: Bytes,
+    pub body: OpBody,
+}
+
+/// The answer to a [`ClientRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpResult {
+    /// The write is durable on the acting set; the object's version.
+    Written(u64),
+    /// The write was refused with this PG-log error code.
+    Refused(u32),
+    Snapshot(Option<Snapshot>),
+    Omap(Option<BTreeMap<Bytes, Bytes>>),
+    /// Refetch the map and resend.
+    Retry(String),
+    /// Wait and resend (busy, blocked below min_size, object unsettled).
+    Wait(String),
+    /// The request was refused as malformed: a simulator or OSD bug.
+    Invalid(String),
+}
+
+/// Every message of the simulation.
+#[derive(Clone, Debug)]
+pub enum Msg {
+    Pg {
+        pg: PgId,
+        msg: PgMsg,
+    },
+    Ping,
+    Pong,
+    Boot,
+    /// The monitor took the boot.
+    Booted,
+    /// The monitor's answer to a boot of an OSD its map still had up: it
+    /// was marked down; boot again.
+    BootAgain,
+    Heartbeat,
+    HeartbeatReply {
+        up: bool,
+    },
+    FailureReport {
+        target: OsdId,
+    },
+    PgTemp {
+        pg: PgId,
+        acting: Option<Vec<OsdId>>,
+    },
+    GetMap {
+        have: Epoch,
+    },
+    Map(MapUpdate),
+    Op(ClientRequest),
+    OpReply {
+        req: ReqId,
+        result: OpResult,
+    },
+}
+
+/// Rates of the network's faults, in parts per million per message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetFaults {
+    /// Loss of messages to or from the monitor and clients.
+    pub loss_ppm: u32,
+    /// Loss of messages between OSDs.
+    pub peer_loss_ppm: u32,
+    pub duplicate_ppm: u32,
+    /// A message is delayed by `delay_ms_min..=delay_ms_max`, or with
+    /// `spike_ppm` by up to `spike_ms_max` (so later messages overtake it).
+    pub delay_ms_min: u64,
+    pub delay_ms_max: u64,
+    pub spike_ppm: u32,
+    pub spike_ms_max: u64,
+}
+
+impl NetFaults {
+    /// A healthy network: short delays, nothing lost.
+    #[must_use]
+    pub fn healthy() -> NetFaults {
+        NetFaults {
+            loss_ppm: 0,
+            peer_loss_ppm: 0,
+            duplicate_ppm: 0,
+            delay_ms_min: 1,
+            delay_ms_max: 3,
+            spike_ppm: 0,
+            spike_ms_max: 0,
+        }
+    }
+}
+
+/// A partition: nodes of `side` cannot exchange messages with the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub id: u64,
+    pub side: BTreeSet<Node>,
+}
+
+/// The network's state: fault rates and partitions in force.
+#[derive(Debug)]
+pub struct Network {
+    pub faults: NetFaults,
+    pub partitions: Vec<Partition>,
+    pub sent_count: u64,
+    pub lost_count: u64,
+    pub duplicated_count: u64,
+}
+
+impl Network {
+    #[must_use]
+    pub fn new() -> Network {
+        Network {
+            faults: NetFaults::healthy(),
+            partitions: Vec::new(),
+            sent_count: 0,
+            lost_count: 0,
+            duplicated_count: 0,
+        }
+    }
+
+    /// Whether a partition separates `a` from `b`.
+    #[must_use]
+    pub fn separated(&self, a: Node, b: Node) -> bool {
+        self.partitions
+            .iter()
+            .any(|p| p.side.contains(&a) != p.side.contains(&b))
+    }
+
+    /// What happens to a message from `from` to `to`.
+    pub fn fate(&mut self, rng: &mut Rng, from: Node, to: Node) -> Fate {
+        self.sent_count += 1;
+        if from == to {
+            return Fate::Deliver(vec![0]);
+        }
+        let peer = matches!((from, to), (Node::Osd(_), Node::Osd(_)));
+        if self.separated(from, to) {
+            if peer {
+                return Fate::Hold;
+            }
+            self.lost_count += 1;
+            return Fate::Lost;
+        }
+        let loss_ppm = if peer {
+            self.faults.peer_loss_ppm
+        } else {
+            self.faults.loss_ppm
+        };
+        if rng.chance(loss_ppm) {
+            self.lost_count += 1;
+            return Fate::Lost;
+        }
+        let copies = if rng.chance(self.faults.duplicate_ppm) {
+            self.duplicated_count += 1;
+            2
+        } else {
+            1
+        };
+        Fate::Deliver((0..copies).map(|_| self.delay(rng)).collect())
+    }
+
+    /// A delay for a message.
+    pub fn delay(&self, rng: &mut Rng) -> u64 {
+        let f = &self.faults;
+        if f.spike_ms_max > 0 && rng.chance(f.spike_ppm) {
+            rng.range(f.delay_ms_max, f.spike_ms_max.max(f.delay_ms_max))
+        } else {
+            rng.range(f.delay_ms_min, f.delay_ms_max.max(f.delay_ms_min))
+        }
+    }
+}
+
+/// What the network does with one message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Copies arrive after these delays (two: duplicated).
+    Deliver(Vec<u64>),
+    Lost,
+    /// Held by a partition until it heals.
+    Hold,
+}
+
+impl Default for Network {
+    fn default() -> Network {
+        Network::new()
+    }
+}

@@ -1,0 +1,1116 @@
+//! One simulated run: the event loop over virtual time, the scenario drawn
+//! from the seed, the chaos and heal phases, and the checks at the end.
+
+use crate::checks;
+use crate::client::{ClientOut, ClientTimer, History, SimClient, Workload};
+use crate::linearizability::{Limits, ObjInput};
+use crate::mon::SimMon;
+use crate::net::{Fate, Msg, NetFaults, Network, Node, Partition};
+use crate::osd::{Delay, OsdTimer, Outbox, SimOsd};
+use crate::rng::Rng;
+use bytes::Bytes;
+use cairn_mon::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
+use cairn_mon::{Event as MonEvent, ServiceConfig};
+use cairn_osd::PgLimits;
+use cairn_osd::limits::{LOG_ENTRIES_MAX, PG_LOG_ENTRIES_MIN};
+use cairn_types::OsdId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// The heal phase's promise: every PG `active+clean` within this long.
+pub const HEAL_CLEAN_MS_MAX: u64 = 300_000;
+/// The monitor's tick (its daemon's `TICK_MS`).
+pub const MON_TICK_MS: u64 = cairn_mon::limits::TICK_MS;
+/// How long a fresh cluster may take to become clean before chaos starts.
+pub const SETUP_MS_MAX: u64 = 60_000;
+/// How often the heal phase's operator marks out OSDs in again.
+pub const HEAL_ALL_IN_MS: u64 = 5_000;
+/// Time the verifying client's reads may take each.
+pub const VERIFY_OP_DEADLINE_MS: u64 = 60_000;
+/// After the final reads: time for strays to be purged before the copies
+/// are compared.
+pub const SETTLE_MS: u64 = 30_000;
+/// Events one run may process; a run beyond it is stuck in a loop.
+pub const EVENTS_MAX: u64 = 50_000_000;
+/// Trace lines kept (the newest).
+pub const TRACE_LINES_MAX: usize = 200_000;
+
+/// A run's cluster, workload and faults, all drawn from the seed.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub osd_count: u32,
+    pub size: u32,
+    pub min_size: u32,
+    pub pg_num: u32,
+    pub object_count: usize,
+    pub client_count: u32,
+    pub limits: PgLimits,
+    pub mon: ServiceConfig,
+    pub chaos_ms: u64,
+    pub faults: NetFaults,
+    /// Store latency: a transaction is durable 1 to this many ms after it
+    /// is submitted.
+    pub io_ms_max: u64,
+    pub think_ms_max: u64,
+    pub op_deadline_ms: u64,
+    /// Mean gap between injected faults, and the weights of each kind.
+    pub fault_gap_ms: u64,
+    pub crash_weight: u64,
+    pub partition_weight: u64,
+    pub out_weight: u64,
+    pub mon_restart_weight: u64,
+    /// Mean gap between operator scrubs (`cairn pg scrub|deep-scrub|repair`)
+    /// in the chaos phase; 0: none.
+    pub scrub_gap_ms: u64,
+}
+
+impl Scenario {
+    /// The scenario of `seed`.
+    #[must_use]
+    pub fn from_seed(seed: u64) -> Scenario {
+        let mut rng = Rng::new(seed ^ 0x5ce1_a210);
+        let size = u32::try_from(rng.range(2, 3)).unwrap_or(3);
+        let osd_count = size + u32::try_from(rng.range(0, 3)).unwrap_or(0);
+        let min_size = u32::try_from(rng.range(1, u64::from(size))).unwrap_or(1);
+        // The log lengths an operator may set (`CAIRN_PG_LOG_ENTRIES`), short
+        // ones more often so that copies away for a while need a backfill.
+        let log_entries_max = [PG_LOG_ENTRIES_MIN, 300, 500, LOG_ENTRIES_MAX][rng.index(4)];
+        let loss_ppm = [0, 5_000, 20_000, 50_000][rng.index(4)];
+        let delay_ms_max = rng.range(1, 20);
+        let weight = |rng: &mut Rng| [0, 1, 3][rng.index(3)];
+        let mut scenario = Scenario {
+            osd_count,
+            size,
+            min_size,
+            pg_num: u32::try_from(rng.range(1, 8)).unwrap_or(1),
+            object_count: usize::try_from(rng.range(2, 10)).unwrap_or(4),
+            client_count: u32::try_from(rng.range(2, 5)).unwrap_or(2),
+            limits: PgLimits {
+                log_entries_max,
+                ..PgLimits::default()
+            },
+            mon: ServiceConfig {
+                down_grace_ms: rng.range(6_000, 20_000),
+                down_out_ms: rng.range(15_000, 120_000),
+                reporters_min: usize::try_from(rng.range(1, 2)).unwrap_or(2),
+            },
+            chaos_ms: rng.range(20_000, 60_000),
+            faults: NetFaults {
+                loss_ppm,
+                peer_loss_ppm: peer_loss_ppm(),
+                duplicate_ppm: [0, 0, 5_000, 20_000][rng.index(4)],
+                delay_ms_min: 1,
+                delay_ms_max,
+                spike_ppm: [0, 10_000, 50_000][rng.index(3)],
+                spike_ms_max: rng.range(delay_ms_max, 3_000),
+            },
+            io_ms_max: rng.range(1, 20),
+            think_ms_max: rng.range(0, 100),
+            op_deadline_ms: rng.range(5_000, 30_000),
+            fault_gap_ms: rng.range(2_000, 10_000),
+            crash_weight: weight(&mut rng),
+            partition_weight: weight(&mut rng),
+            out_weight: weight(&mut rng),
+            mon_restart_weight: [0, 1][rng.index(2)],
+            scrub_gap_ms: 0,
+        };
+        if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
+            scenario.crash_weight = 1;
+        }
+        // Drawn apart, so adding scrubs left the other draws of a seed alone.
+        let mut later = Rng::new(seed ^ 0x5c4b_0001);
+        scenario.scrub_gap_ms = [0, later.range(2_000, 10_000)][later.index(2)];
+        scenario
+    }
+
+    #[must_use]
+    pub fn summary(&self) -> String {
+        format!(
+            "{} OSDs, pool size {} min_size {} pg_num {}, {} objects, {} clients, \
+             PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
+             (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
+             (weights: crash {}, partition {}, out {}, mon restart {}); \
+             operator scrubs every ~{} s; \
+             mon down grace {} s, down→out {} s, {} reporter(s)",
+            self.osd_count,
+            self.size,
+            self.min_size,
+            self.pg_num,
+            self.object_count,
+            self.client_count,
+            self.limits.log_entries_max,
+            self.chaos_ms / 1000,
+            self.faults.loss_ppm / 1000,
+            self.faults.peer_loss_ppm / 1000,
+            self.faults.duplicate_ppm / 1000,
+            self.faults.delay_ms_max,
+            self.faults.spike_ppm / 1000,
+            self.faults.spike_ms_max,
+            self.io_ms_max,
+            self.fault_gap_ms / 1000,
+            self.crash_weight,
+            self.partition_weight,
+            self.out_weight,
+            self.mon_restart_weight,
+            self.scrub_gap_ms / 1000,
+            self.mon.down_grace_ms / 1000,
+            self.mon.down_out_ms / 1000,
+            self.mon.reporters_min,
+        )
+    }
+}
+
+/// Loss of messages between OSDs, off unless `CAIRN_SIM_PEER_LOSS_PPM`
+/// asks for it: the PG core assumes lossless sessions between OSDs, and a
+/// lost sub-write stalls its PG until the next interval (see
+/// `docs/reliability.md`), so every seed would fail on that one known gap.
+fn peer_loss_ppm() -> u32 {
+    std::env::var("CAIRN_SIM_PEER_LOSS_PPM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A fault or repair, injected at a scheduled time.
+#[derive(Clone, Debug)]
+enum Fault {
+    Crash(OsdId),
+    Restart(OsdId),
+    Partition(Partition),
+    HealPartition(u64),
+    Out(OsdId),
+    In(OsdId),
+    MonRestart,
+    /// The heal phase's operator: every OSD the monitor has out (it marks
+    /// long-down OSDs out itself, also after they come back) goes in
+    /// again; repeated every few seconds.
+    AllIn,
+    /// An operator's scrub of the PG with this seed, on its primary.
+    Scrub {
+        pg_seed: u32,
+        deep: bool,
+        repair: bool,
+    },
+}
+
+#[derive(Debug)]
+enum Event {
+    Deliver {
+        from: Node,
+        to: Node,
+        msg: Msg,
+        /// For messages to OSDs: the receiving process they were sent to
+        /// (a restarted process's connections are new: the message is lost).
+        incarnation: u64,
+    },
+    Osd {
+        osd: OsdId,
+        incarnation: u64,
+        timer: OsdTimer,
+    },
+    Client {
+        client: u32,
+        timer: ClientTimer,
+    },
+    MonTick,
+    Fault(Fault),
+}
+
+/// Counts for the report.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub events: u64,
+    pub ops: usize,
+    pub ops_acknowledged: usize,
+    pub ops_unknown: usize,
+    pub messages: u64,
+    pub messages_lost: u64,
+    pub messages_duplicated: u64,
+    pub crashes: u64,
+    /// Restarts of OSDs the monitor had not marked down while they were
+    /// stopped (their boot marks them down first, so their PGs re-peer).
+    pub quick_restarts: u64,
+    pub transactions_lost: u64,
+    pub partitions: u64,
+    pub epochs: u64,
+    pub clean_after_heal_ms: Option<u64>,
+    pub virtual_ms: u64,
+}
+
+/// The outcome of one run.
+#[derive(Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub scenario: Scenario,
+    pub failures: Vec<String>,
+    pub stats: Stats,
+    /// Trace lines around the failures (empty on success).
+    pub trace: Vec<String>,
+}
+
+impl Report {
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// What to print on failure: the seed that replays it first.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "simulation seed {} FAILED (replay: CAIRN_SIM_SEED={} cargo test --release -p cairn-sim --test seeds -- --nocapture)",
+            self.seed, self.seed
+        );
+        let _ = writeln!(out, "scenario: {}", self.scenario.summary());
+        let _ = writeln!(out, "stats: {:?}", self.stats);
+        for (i, failure) in self.failures.iter().enumerate() {
+            let _ = writeln!(out, "failure {}: {failure}", i + 1);
+        }
+        if !self.trace.is_empty() {
+            let _ = writeln!(out, "trace (faults, map epochs, and the failing PGs):");
+            for line in &self.trace {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        out
+    }
+}
+
+/// The simulated cluster.
+struct World {
+    seed: u64,
+    scenario: Scenario,
+    now_ms: u64,
+    seq: u64,
+    queue: BTreeMap<(u64, u64), Event>,
+    rng: Rng,
+    net: Network,
+    mon: SimMon,
+    osds: BTreeMap<OsdId, SimOsd>,
+    clients: BTreeMap<u32, SimClient>,
+    history: History,
+    trace: Vec<String>,
+    anomalies: Vec<String>,
+    stats: Stats,
+    verifier: u32,
+    /// Messages between OSDs a partition holds: (from, to, message, the
+    /// receiving process's incarnation).
+    held: Vec<(Node, Node, Msg, u64)>,
+}
+
+impl World {
+    fn new(seed: u64) -> World {
+        let scenario = Scenario::from_seed(seed);
+        let mut rng = Rng::new(seed);
+        let objects: Vec<Bytes> = (0..scenario.object_count)
+            .map(|i| Bytes::from(format!("obj{i}")))
+            .collect();
+        let workload = Workload {
+            objects,
+            think_ms_max: scenario.think_ms_max,
+            op_deadline_ms: scenario.op_deadline_ms,
+        };
+        let mut clients = BTreeMap::new();
+        for id in 0..scenario.client_count {
+            clients.insert(id, SimClient::new(id, rng.fork(), workload.clone()));
+        }
+        let verifier = scenario.client_count;
+        let verify = Workload {
+            op_deadline_ms: VERIFY_OP_DEADLINE_MS,
+            ..workload
+        };
+        clients.insert(verifier, SimClient::new(verifier, rng.fork(), verify));
+        let osds = (0..scenario.osd_count)
+            .map(|id| (OsdId(id), SimOsd::new(OsdId(id), scenario.limits)))
+            .collect();
+        World {
+            seed,
+            mon: SimMon::new(scenario.mon.clone()),
+            scenario,
+            now_ms: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            rng,
+            net: Network::new(),
+            osds,
+            clients,
+            history: History::default(),
+            trace: Vec::new(),
+            anomalies: Vec::new(),
+            stats: Stats::default(),
+            verifier,
+            held: Vec::new(),
+        }
+    }
+
+    fn schedule(&mut self, delay_ms: u64, event: Event) {
+        self.seq += 1;
+        self.queue.insert((self.now_ms + delay_ms, self.seq), event);
+    }
+
+    fn note(&mut self, line: String) {
+        if self.trace.len() >= TRACE_LINES_MAX {
+            self.trace.drain(..TRACE_LINES_MAX / 2);
+        }
+        let ms = self.now_ms;
+        self.trace
+            .push(format!("[{:>4}.{:03}s] {line}", ms / 1000, ms % 1000));
+    }
+
+    fn incarnation_of(&self, node: Node) -> u64 {
+        match node {
+            Node::Osd(osd) => self.osds.get(&osd).map_or(0, |o| o.incarnation),
+            _ => 0,
+        }
+    }
+
+    fn send(&mut self, from: Node, to: Node, msg: Msg) {
+        let incarnation = self.incarnation_of(to);
+        match self.net.fate(&mut self.rng, from, to) {
+            Fate::Deliver(delays) => {
+                for delay in delays {
+                    let event = Event::Deliver {
+                        from,
+                        to,
+                        msg: msg.clone(),
+                        incarnation,
+                    };
+                    self.schedule(delay, event);
+                }
+            }
+            Fate::Lost => {}
+            Fate::Hold => self.held.push((from, to, msg, incarnation)),
+        }
+    }
+
+    /// Delivers the messages partitions held that can now pass.
+    fn release_held(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        for (from, to, msg, incarnation) in held {
+            if self.net.separated(from, to) {
+                self.held.push((from, to, msg, incarnation));
+            } else {
+                let delay = self.net.delay(&mut self.rng);
+                let event = Event::Deliver {
+                    from,
+                    to,
+                    msg,
+                    incarnation,
+                };
+                self.schedule(delay, event);
+            }
+        }
+    }
+
+    /// Runs events until `until_ms` or until `done` holds (checked every
+    /// `check_ms`); returns whether `done` held.
+    fn run_until(
+        &mut self,
+        until_ms: u64,
+        check_ms: u64,
+        mut done: impl FnMut(&World) -> bool,
+    ) -> Result<bool, String> {
+        let mut next_check = self.now_ms;
+        loop {
+            if self.now_ms >= next_check {
+                if done(self) {
+                    return Ok(true);
+                }
+                next_check = self.now_ms + check_ms;
+            }
+            let Some((&(at, _), _)) = self.queue.first_key_value() else {
+                return Ok(false);
+            };
+            if at > until_ms {
+                self.now_ms = until_ms;
+                return Ok(done(self));
+            }
+            let Some(((at, _), event)) = self.queue.pop_first() else {
+                return Ok(false);
+            };
+            self.now_ms = at;
+            self.stats.events += 1;
+            if self.stats.events > EVENTS_MAX {
+                return Err(format!(
+                    "more than {EVENTS_MAX} events by {} ms: the simulation is stuck in a loop",
+                    self.now_ms
+                ));
+            }
+            self.dispatch(event);
+        }
+    }
+
+    fn dispatch(&mut self, event: Event) {
+        match event {
+            Event::Deliver {
+                from,
+                to,
+                msg,
+                incarnation,
+            } => {
+                if self.incarnation_of(to) == incarnation {
+                    if trace_messages() {
+                        let line = format!("msg {from} -> {to}: {}", brief(&msg));
+                        self.note(line);
+                    }
+                    self.deliver(from, to, msg);
+                }
+            }
+            Event::Osd {
+                osd,
+                incarnation,
+                timer,
+            } => {
+                let mut out = Outbox::default();
+                if let Some(sim) = self.osds.get_mut(&osd)
+                    && sim.incarnation == incarnation
+                {
+                    sim.timer(self.now_ms, timer, &mut out);
+                }
+                self.osd_out(osd, out);
+            }
+            Event::Client { client, timer } => {
+                let mut out = ClientOut::default();
+                if let Some(sim) = self.clients.get_mut(&client) {
+                    sim.timer(self.now_ms, timer, &mut self.history, &mut out);
+                }
+                self.client_out(client, out);
+            }
+            Event::MonTick => {
+                let (_, sends) = self.mon.handle_event(MonEvent::Tick {
+                    now_ms: self.now_ms,
+                });
+                self.mon_out(sends);
+                self.schedule(MON_TICK_MS, Event::MonTick);
+            }
+            Event::Fault(fault) => self.fault(fault),
+        }
+    }
+
+    fn deliver(&mut self, from: Node, to: Node, msg: Msg) {
+        match to {
+            Node::Mon => {
+                let sends = self.mon.deliver(self.now_ms, from, msg);
+                self.mon_out(sends);
+            }
+            Node::Osd(osd) => {
+                let mut out = Outbox::default();
+                if let Some(sim) = self.osds.get_mut(&osd) {
+                    sim.deliver(self.now_ms, from, msg, &mut out);
+                }
+                self.osd_out(osd, out);
+            }
+            Node::Client(client) => {
+                let mut out = ClientOut::default();
+                if let Some(sim) = self.clients.get_mut(&client) {
+                    match msg {
+                        Msg::Map(update) => sim.apply_map(update, &mut out),
+                        Msg::OpReply { req, result } => {
+                            sim.reply(self.now_ms, req, result, &mut self.history, &mut out);
+                        }
+                        _ => {}
+                    }
+                }
+                self.client_out(client, out);
+            }
+        }
+    }
+
+    fn mon_out(&mut self, sends: Vec<(Node, Msg)>) {
+        let epoch = self.mon.epoch().0;
+        if epoch > self.stats.epochs {
+            self.stats.epochs = epoch;
+            let line = epoch_summary(&self.mon);
+            self.note(line);
+        }
+        for (to, msg) in sends {
+            self.send(Node::Mon, to, msg);
+        }
+    }
+
+    fn osd_out(&mut self, osd: OsdId, out: Outbox) {
+        let Outbox {
+            sends,
+            timers,
+            trace,
+            anomalies,
+            stop,
+        } = out;
+        for line in trace {
+            self.note(line);
+        }
+        for anomaly in anomalies {
+            self.note(format!("ANOMALY {anomaly}"));
+            self.anomalies
+                .push(format!("at {} ms: {anomaly}", self.now_ms));
+        }
+        for (to, msg) in sends {
+            self.send(Node::Osd(osd), to, msg);
+        }
+        let incarnation = self.osds.get(&osd).map_or(0, |o| o.incarnation);
+        for (delay, timer) in timers {
+            let delay_ms = match delay {
+                Delay::Ms(ms) => ms,
+                Delay::Io => self.rng.range(1, self.scenario.io_ms_max),
+            };
+            self.schedule(
+                delay_ms,
+                Event::Osd {
+                    osd,
+                    incarnation,
+                    timer,
+                },
+            );
+        }
+        if stop {
+            // The daemon exits; its supervisor starts it again.
+            let mut out = Outbox::default();
+            if let Some(sim) = self.osds.get_mut(&osd) {
+                sim.crash(0, &mut out);
+            }
+            self.osd_out(osd, out);
+            let delay = self.rng.range(1_000, 5_000);
+            self.schedule(delay, Event::Fault(Fault::Restart(osd)));
+        }
+    }
+
+    fn client_out(&mut self, client: u32, out: ClientOut) {
+        for line in out.trace {
+            self.note(line);
+        }
+        for anomaly in out.anomalies {
+            self.note(format!("ANOMALY {anomaly}"));
+            self.anomalies
+                .push(format!("at {} ms: {anomaly}", self.now_ms));
+        }
+        for (to, msg) in out.sends {
+            self.send(Node::Client(client), to, msg);
+        }
+        for (delay, timer) in out.timers {
+            self.schedule(delay, Event::Client { client, timer });
+        }
+    }
+
+    fn mon_command(&mut self, command: MonCommand) {
+        let (_, sends) = self.mon.handle_event(MonEvent::Command(command));
+        self.mon_out(sends);
+    }
+
+    fn fault(&mut self, fault: Fault) {
+        let mut out = Outbox::default();
+        let osd = match &fault {
+            Fault::Crash(osd) => {
+                let Some(sim) = self.osds.get_mut(osd) else {
+                    return;
+                };
+                if !sim.is_running() {
+                    return;
+                }
+                let pending = sim.unsynced_count();
+                let keep = if self.rng.below(2) == 0 {
+                    self.rng.index(pending + 1)
+                } else {
+                    0
+                };
+                let before = sim.lost_txn_count;
+                sim.crash(keep, &mut out);
+                self.stats.transactions_lost += sim.lost_txn_count - before;
+                self.stats.crashes += 1;
+                Some(*osd)
+            }
+            Fault::Restart(osd) => {
+                let Some(sim) = self.osds.get_mut(osd) else {
+                    return;
+                };
+                if sim.is_running() {
+                    return;
+                }
+                sim.start(self.now_ms, &mut out);
+                let still_up = self.mon.service.state().map.osd(*osd).is_some_and(|o| o.up);
+                if still_up {
+                    self.stats.quick_restarts += 1;
+                }
+                Some(*osd)
+            }
+            Fault::Partition(partition) => {
+                let side: Vec<String> = partition.side.iter().map(ToString::to_string).collect();
+                self.note(format!(
+                    "partition {}: [{}] cut off from the rest",
+                    partition.id,
+                    side.join(", ")
+                ));
+                self.stats.partitions += 1;
+                self.net.partitions.push(partition.clone());
+                None
+            }
+            Fault::HealPartition(id) => {
+                self.note(format!("partition {id} healed"));
+                self.net.partitions.retain(|p| p.id != *id);
+                self.release_held();
+                None
+            }
+            Fault::Out(osd) => {
+                self.note(format!("operator: osd out {}", osd.0));
+                self.mon_command(MonCommand::OsdOut(*osd));
+                None
+            }
+            Fault::In(osd) => {
+                self.note(format!("operator: osd in {}", osd.0));
+                self.mon_command(MonCommand::OsdIn(*osd));
+                None
+            }
+            Fault::MonRestart => {
+                self.note("monitor restarts".into());
+                self.mon.restart();
+                None
+            }
+            Fault::Scrub {
+                pg_seed,
+                deep,
+                repair,
+            } => self.operator_scrub(*pg_seed, *deep, *repair, &mut out),
+            Fault::AllIn => {
+                let out_osds: Vec<OsdId> = self
+                    .mon
+                    .service
+                    .state()
+                    .map
+                    .osds
+                    .iter()
+                    .filter(|o| !o.is_in)
+                    .map(|o| o.id)
+                    .collect();
+                for id in out_osds {
+                    self.fault(Fault::In(id));
+                }
+                self.schedule(HEAL_ALL_IN_MS, Event::Fault(Fault::AllIn));
+                None
+            }
+        };
+        if let Some(osd) = osd {
+            self.osd_out(osd, out);
+        }
+    }
+
+    /// `cairn pg scrub|deep-scrub|repair`: the primary of the PG in the
+    /// monitor's map starts a scrub if it can.
+    fn operator_scrub(
+        &mut self,
+        pg_seed: u32,
+        deep: bool,
+        repair: bool,
+        out: &mut Outbox,
+    ) -> Option<OsdId> {
+        let map = &self.mon.service.state().map;
+        let pool = map.pool_by_name(crate::client::POOL_NAME)?;
+        let pg = cairn_types::PgId::new(pool.id, pg_seed % pool.pg_num.max(1));
+        let primary = checks::placements(map)
+            .into_iter()
+            .find(|p| p.pg == pg)?
+            .primary?;
+        let verb = match (deep, repair) {
+            (_, true) => "repair",
+            (true, false) => "deep-scrub",
+            (false, false) => "scrub",
+        };
+        self.note(format!("operator: pg {verb} {pg} (on {primary})"));
+        let sim = self.osds.get_mut(&primary)?;
+        sim.operator_scrub(self.now_ms, pg, deep, repair, out);
+        Some(primary)
+    }
+
+    /// Draws the chaos phase's operator scrubs, from an RNG of their own.
+    fn plan_scrubs(&mut self, end_ms: u64, seed: u64) {
+        let gap = self.scenario.scrub_gap_ms;
+        if gap == 0 {
+            return;
+        }
+        let mut rng = Rng::new(seed ^ 0x5c4b_0002);
+        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
+        while at < end_ms {
+            let fault = Fault::Scrub {
+                pg_seed: u32::try_from(rng.below(64)).unwrap_or(0),
+                deep: rng.below(2) == 0,
+                repair: rng.below(3) == 0,
+            };
+            self.schedule(at - self.now_ms, Event::Fault(fault));
+            at += rng.range(gap / 2, gap * 3 / 2);
+        }
+    }
+
+    fn nodes(&self) -> Vec<Node> {
+        let mut nodes = vec![Node::Mon];
+        nodes.extend(self.osds.keys().map(|o| Node::Osd(*o)));
+        nodes.extend(
+            self.clients
+                .keys()
+                .filter(|c| **c != self.verifier)
+                .map(|c| Node::Client(*c)),
+        );
+        nodes
+    }
+
+    /// Draws the chaos phase's faults, from now to `end_ms`.
+    fn plan_chaos(&mut self, end_ms: u64) {
+        let s = self.scenario.clone();
+        let total = s.crash_weight + s.partition_weight + s.out_weight + s.mon_restart_weight;
+        let osd_ids: Vec<OsdId> = self.osds.keys().copied().collect();
+        let nodes = self.nodes();
+        let mut at = self.now_ms + self.rng.range(500, s.fault_gap_ms);
+        let mut partition_id = 0;
+        while at < end_ms {
+            let delay = at - self.now_ms;
+            let osd = osd_ids[self.rng.index(osd_ids.len())];
+            let pick = self.rng.below(total);
+            if pick < s.crash_weight {
+                self.schedule(delay, Event::Fault(Fault::Crash(osd)));
+                let down_ms = self.rng.range(500, 30_000);
+                self.schedule(delay + down_ms, Event::Fault(Fault::Restart(osd)));
+            } else if pick < s.crash_weight + s.partition_weight {
+                partition_id += 1;
+                self.plan_partition(delay, partition_id, &nodes);
+            } else if pick < s.crash_weight + s.partition_weight + s.out_weight {
+                self.schedule(delay, Event::Fault(Fault::Out(osd)));
+                let in_ms = self.rng.range(5_000, 40_000);
+                self.schedule(delay + in_ms, Event::Fault(Fault::In(osd)));
+            } else {
+                self.schedule(delay, Event::Fault(Fault::MonRestart));
+            }
+            at += self.rng.range(s.fault_gap_ms / 2, s.fault_gap_ms * 3 / 2);
+        }
+    }
+
+    /// A partition of a random side of `nodes` from the rest, healed later.
+    fn plan_partition(&mut self, delay: u64, id: u64, nodes: &[Node]) {
+        let side: BTreeSet<Node> = nodes
+            .iter()
+            .copied()
+            .filter(|_| self.rng.below(2) == 0)
+            .collect();
+        if side.is_empty() || side.len() == nodes.len() {
+            return;
+        }
+        let partition = Partition { id, side };
+        self.schedule(delay, Event::Fault(Fault::Partition(partition)));
+        let heal_ms = self.rng.range(1_000, 20_000);
+        self.schedule(delay + heal_ms, Event::Fault(Fault::HealPartition(id)));
+    }
+
+    /// Ends every fault: the network heals, stopped OSDs start, every OSD
+    /// is marked in again; the clients stop issuing new operations.
+    fn heal(&mut self) {
+        self.note("HEAL: network healthy, OSDs restarted, all OSDs in".into());
+        self.net.faults = NetFaults::healthy();
+        self.net.partitions.clear();
+        self.release_held();
+        // Faults still scheduled are dropped.
+        self.queue
+            .retain(|_, event| !matches!(event, Event::Fault(_)));
+        let ids: Vec<OsdId> = self.osds.keys().copied().collect();
+        for id in ids {
+            self.fault(Fault::Restart(id));
+        }
+        self.fault(Fault::AllIn);
+        for client in self.clients.values_mut() {
+            client.active = false;
+        }
+    }
+
+    fn clean(&self) -> bool {
+        checks::unclean_pgs(&self.mon.service.state().map, &self.osds).is_empty()
+    }
+
+    fn clients_idle(&self) -> bool {
+        self.clients.values().all(|c| !c.busy())
+    }
+
+    /// Boots the cluster, creates the pool and waits until it is clean.
+    fn setup(&mut self) -> Result<(), String> {
+        let ids: Vec<OsdId> = self.osds.keys().copied().collect();
+        for id in ids {
+            let delay = self.rng.range(0, 200);
+            self.schedule(delay, Event::Fault(Fault::Restart(id)));
+        }
+        self.schedule(0, Event::MonTick);
+        self.run_until(2_000, 100, |_| false)?;
+        let s = &self.scenario;
+        let create = MonCommand::PoolCreate {
+            name: crate::client::POOL_NAME.into(),
+            pg_num: s.pg_num,
+            redundancy: RedundancySpec::Replicated {
+                size: s.size,
+                min_size: s.min_size,
+            },
+            failure_domain: FailureDomainSpec::Host,
+            device_class: None,
+        };
+        self.mon_command(create);
+        let clean = self.run_until(SETUP_MS_MAX, 500, World::clean)?;
+        if !clean {
+            return Err(format!(
+                "the fresh cluster was not active+clean within {} s: {:?}",
+                SETUP_MS_MAX / 1000,
+                checks::unclean_pgs(&self.mon.service.state().map, &self.osds)
+            ));
+        }
+        self.note("cluster clean: chaos starts".into());
+        Ok(())
+    }
+
+    fn chaos(&mut self) -> Result<(), String> {
+        let end = self.now_ms + self.scenario.chaos_ms;
+        self.net.faults = self.scenario.faults;
+        self.plan_chaos(end);
+        self.plan_scrubs(end, self.seed);
+        let ids: Vec<u32> = self.clients.keys().copied().collect();
+        for id in ids {
+            if id == self.verifier {
+                continue;
+            }
+            if let Some(client) = self.clients.get_mut(&id) {
+                client.active = true;
+            }
+            let delay = self.rng.range(0, 100);
+            self.schedule(
+                delay,
+                Event::Client {
+                    client: id,
+                    timer: ClientTimer::Next,
+                },
+            );
+        }
+        self.run_until(end, 1_000, |_| false)?;
+        Ok(())
+    }
+
+    /// Reads every object once through the verifying client.
+    fn verify_reads(&mut self) -> Result<Vec<String>, String> {
+        let objects: Vec<Bytes> = (0..self.scenario.object_count)
+            .map(|i| Bytes::from(format!("obj{i}")))
+            .collect();
+        let first = self.history.ops.len();
+        if let Some(verifier) = self.clients.get_mut(&self.verifier) {
+            verifier.script = objects
+                .iter()
+                .map(|o| (o.clone(), ObjInput::Read))
+                .collect();
+        }
+        self.schedule(
+            0,
+            Event::Client {
+                client: self.verifier,
+                timer: ClientTimer::Next,
+            },
+        );
+        let deadline = self.now_ms + VERIFY_OP_DEADLINE_MS * (objects.len() as u64 + 1);
+        let verifier = self.verifier;
+        self.run_until(deadline, 100, |w| {
+            w.clients
+                .get(&verifier)
+                .is_some_and(|c| c.script.is_empty() && !c.busy())
+        })?;
+        let mut failures = Vec::new();
+        for recorded in &self.history.ops[first..] {
+            if recorded.op.ret.is_none() {
+                failures.push(format!(
+                    "the final read of {} got no answer within {} s",
+                    String::from_utf8_lossy(&recorded.object),
+                    VERIFY_OP_DEADLINE_MS / 1000
+                ));
+            }
+        }
+        Ok(failures)
+    }
+
+    fn finish_stats(&mut self) {
+        self.stats.ops = self.history.ops.len();
+        self.stats.ops_unknown = self
+            .history
+            .ops
+            .iter()
+            .filter(|r| r.op.ret.is_none())
+            .count();
+        self.stats.ops_acknowledged = self.stats.ops - self.stats.ops_unknown;
+        self.stats.messages = self.net.sent_count;
+        self.stats.messages_lost = self.net.lost_count;
+        self.stats.messages_duplicated = self.net.duplicated_count;
+        self.stats.virtual_ms = self.now_ms;
+    }
+
+    /// The whole run: setup, chaos, heal, checks.
+    fn run(&mut self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if let Err(why) = self.setup() {
+            return vec![why];
+        }
+        if let Err(why) = self.chaos() {
+            return vec![why];
+        }
+        self.heal();
+        let heal_start = self.now_ms;
+        match self.run_until(heal_start + HEAL_CLEAN_MS_MAX, 1_000, World::clean) {
+            Ok(true) => self.stats.clean_after_heal_ms = Some(self.now_ms - heal_start),
+            Ok(false) => {
+                let unclean = checks::unclean_pgs(&self.mon.service.state().map, &self.osds);
+                let mut list: Vec<String> = Vec::new();
+                for (pg, why) in &unclean {
+                    list.push(format!("{pg}: {why}"));
+                    for line in checks::describe_copies(*pg, &self.osds) {
+                        list.push(format!("\n    {line}"));
+                    }
+                }
+                failures.push(format!(
+                    "not every PG active+clean {} s after the heal started: {}",
+                    HEAL_CLEAN_MS_MAX / 1000,
+                    list.join("; ")
+                ));
+            }
+            Err(why) => return vec![why],
+        }
+        // Outstanding client operations finish (or reach their deadline).
+        let idle_by = self.now_ms + self.scenario.op_deadline_ms + 5_000;
+        if let Err(why) = self.run_until(idle_by, 100, World::clients_idle) {
+            return vec![why];
+        }
+        match self.verify_reads() {
+            Ok(mut more) => failures.append(&mut more),
+            Err(why) => return vec![why],
+        }
+        let settle = self.now_ms + SETTLE_MS;
+        if let Err(why) = self.run_until(settle, 1_000, |_| false) {
+            return vec![why];
+        }
+        let map = self.mon.service.state().map.clone();
+        if failures.is_empty() {
+            let unclean = checks::unclean_pgs(&map, &self.osds);
+            for (pg, why) in unclean {
+                failures.push(format!(
+                    "{pg} is no longer active+clean after settling: {why}"
+                ));
+            }
+            failures.extend(checks::divergence(&map, &self.osds));
+        }
+        failures.extend(self.anomalies.iter().cloned());
+        for (object, why) in checks::linearizability(&self.history, &Limits::default()) {
+            failures.push(format!(
+                "object {} (PG {}): {why}",
+                String::from_utf8_lossy(&object),
+                self.pg_of(&object)
+            ));
+        }
+        failures
+    }
+
+    fn pg_of(&self, object: &[u8]) -> String {
+        self.mon
+            .service
+            .state()
+            .map
+            .pool_by_name(crate::client::POOL_NAME)
+            .map_or("?".into(), |pool| {
+                cairn_placement::hash::object_pg(pool.id, pool.pg_num, object).to_string()
+            })
+    }
+
+    /// Trace lines that explain failures: faults, epochs, and lines naming
+    /// the PGs the failures name.
+    fn relevant_trace(&self, failures: &[String]) -> Vec<String> {
+        let pgs: BTreeSet<String> = failures
+            .iter()
+            .flat_map(|f| {
+                f.split(|c: char| !(c.is_ascii_hexdigit() || c == '.'))
+                    .filter(|w| w.contains('.') && w.len() >= 3 && !w.starts_with('.'))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let keep = |line: &String| {
+            line.contains("crashes")
+                || line.contains("starts")
+                || line.contains("partition")
+                || line.contains("epoch")
+                || line.contains("operator")
+                || line.contains("HEAL")
+                || line.contains("ANOMALY")
+                || line.contains("monitor")
+                || pgs.iter().any(|pg| line.contains(&format!(" {pg}:")))
+        };
+        let lines: Vec<String> = self.trace.iter().filter(|l| keep(l)).cloned().collect();
+        let skip = lines.len().saturating_sub(400);
+        lines[skip..].to_vec()
+    }
+}
+
+/// Whether every delivered message is traced (`CAIRN_SIM_TRACE_MESSAGES`).
+fn trace_messages() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("CAIRN_SIM_TRACE_MESSAGES").is_some())
+}
+
+/// A message in a few words, for the trace.
+fn brief(msg: &Msg) -> String {
+    let text = match msg {
+        Msg::Pg { pg, msg } => format!("{pg}: {msg:?}"),
+        Msg::Map(crate::net::MapUpdate::Incrementals(incs)) => {
+            let epochs: Vec<u64> = incs.iter().map(|i| i.epoch.0).collect();
+            format!("map {epochs:?}")
+        }
+        other => format!("{other:?}"),
+    };
+    text.chars().take(300).collect()
+}
+
+/// One line about the monitor's newest epoch.
+fn epoch_summary(mon: &SimMon) -> String {
+    let map = &mon.service.state().map;
+    let osds: Vec<String> = map
+        .osds
+        .iter()
+        .map(|o| {
+            format!(
+                "{}{}{}",
+                o.id.0,
+                if o.up { "" } else { "↓" },
+                if o.is_in { "" } else { "(out)" }
+            )
+        })
+        .collect();
+    let temps: Vec<String> = map
+        .pg_temp
+        .iter()
+        .map(|(pg, acting)| {
+            let acting: Vec<u32> = acting.iter().map(|o| o.0).collect();
+            format!("{pg}→{acting:?}")
+        })
+        .collect();
+    format!(
+        "mon epoch {}: osds [{}] pg_temp [{}]",
+        map.epoch.0,
+        osds.join(" "),
+        temps.join(" ")
+    )
+}
+
+/// Runs the simulation of `seed` to its end and checks it.
+#[must_use]
+pub fn run(seed: u64) -> Report {
+    let mut world = World::new(seed);
+    let failures = world.run();
+    world.finish_stats();
+    let trace = if failures.is_empty() {
+        Vec::new()
+    } else if std::env::var_os("CAIRN_SIM_TRACE").is_some() {
+        world.trace.clone()
+    } else {
+        world.relevant_trace(&failures)
+    };
+    Report {
+        seed,
+        scenario: world.scenario.clone(),
+        failures,
+        stats: world.stats.clone(),
+        trace,
+    }
+}

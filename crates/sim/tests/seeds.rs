@@ -1,0 +1,199 @@
+//! Runs the deterministic cluster simulator over a fixed set of seeds (CI)
+//! or as many as asked: each seed builds a random cluster and workload,
+//! injects faults, heals, and checks that every PG is active+clean, the
+//! copies agree and the client history is linearizable.
+//!
+//! `CAIRN_SIM_SEED=S` replays one seed (with its trace on failure;
+//! `CAIRN_SIM_TRACE=1` prints the whole trace); `CAIRN_SIM_SEEDS=N` runs N
+//! seeds from `CAIRN_SIM_FIRST_SEED` (default 1000) and reports every
+//! failure, known or not.
+
+/// The seeds CI runs.
+const CI_SEEDS: std::ops::Range<u64> = 0..100;
+
+/// Seeds outside [`CI_SEEDS`] that failed before a fix, run by CI too
+/// (with the code they were found on; a later change of behaviour gives
+/// them other trajectories, so they are extra coverage, not exact replays).
+const REGRESSION_SEEDS: &[(u64, &str)] = &[
+    (
+        1109,
+        "below min_size, a retry answered from the log, then lost",
+    ),
+    (
+        1153,
+        "a read released by an interval change returned a dropped write",
+    ),
+    (
+        1231,
+        "a read released by an interval change returned a dropped write",
+    ),
+    (
+        1253,
+        "a read saw a write admitted after its in-flight check",
+    ),
+    (
+        10654,
+        "peering never asked an OSD that came up meanwhile: incomplete",
+    ),
+];
+
+/// Bugs the simulator found that are not fixed yet (see the simulator
+/// section of `docs/reliability.md` for the diagnosis of each).
+const BUGS: &[(&str, &str)] = &[
+    (
+        "unfound-on-stray",
+        "recovery pulls only from acting and up copies: objects that only a stray (or the \
+         authoritative copy outside the acting set) holds stay unfound",
+    ),
+    (
+        "no-read-lease",
+        "a partitioned old primary serves reads until it learns of the new map",
+    ),
+    (
+        "no-up-thru",
+        "a past interval whose primary never went active still blocks peering \
+         (incomplete) when its OSDs hold no complete copy",
+    ),
+    (
+        "dedup-window",
+        "a retry whose log entry was trimmed (more than the log's length of writes \
+         since) is applied a second time",
+    ),
+    (
+        "map-history-gone",
+        "an OSD that starts when the map is more than 100 epochs past genesis gets a full \
+         map, knows no past intervals, and its PGs with data stay incomplete",
+    ),
+    (
+        "stray-notify-lost",
+        "a stray copy announces itself once per interval; if the primary is waiting for \
+         a temporary acting set then, the announcement is dropped and the copy never purged",
+    ),
+    (
+        "stale-push",
+        "a push applied after later writes to its object (a duplicate, or a re-issued push \
+         handled late) replaces them with the older state",
+    ),
+    (
+        "peer-loss-stall",
+        "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
+         until the next interval change",
+    ),
+];
+
+/// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
+/// text the failure report must contain (so a seed that starts failing
+/// differently is still caught). They run and must still fail; a fixed one
+/// must leave this list.
+const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
+    (17, "unfound-on-stray", "unfound"),
+    (44, "no-up-thru", "incomplete"),
+    (63, "unfound-on-stray", "unfound"),
+    (64, "map-history-gone", "map history before epoch"),
+    (72, "stray-notify-lost", "stray copy left"),
+    (74, "map-history-gone", "map history before epoch"),
+    (81, "unfound-on-stray", "unfound"),
+];
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v} is not a number"))
+    })
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let first = cairn_sim::run(3);
+    let again = cairn_sim::run(3);
+    assert_eq!(format!("{:?}", first.stats), format!("{:?}", again.stats));
+    assert_eq!(first.failures, again.failures);
+}
+
+#[test]
+fn known_failures_name_known_bugs() {
+    for (seed, bug, _) in KNOWN_FAILURES {
+        assert!(
+            BUGS.iter().any(|(id, _)| id == bug),
+            "seed {seed}: unknown bug {bug}"
+        );
+        assert!(CI_SEEDS.contains(seed), "seed {seed} is not a CI seed");
+    }
+}
+
+#[test]
+fn simulated_clusters_keep_their_promises() {
+    let explicit = env_u64("CAIRN_SIM_SEED").map(|seed| vec![seed]);
+    let many = env_u64("CAIRN_SIM_SEEDS").map(|count| {
+        let first = env_u64("CAIRN_SIM_FIRST_SEED").unwrap_or(1000);
+        (first..first + count).collect::<Vec<u64>>()
+    });
+    let ci = explicit.is_none() && many.is_none();
+    let seeds: Vec<u64> = explicit.or(many).unwrap_or_else(|| {
+        CI_SEEDS
+            .chain(REGRESSION_SEEDS.iter().map(|(seed, _)| *seed))
+            .collect()
+    });
+    let verbose = std::env::var_os("CAIRN_SIM_VERBOSE").is_some() || seeds.len() == 1;
+    let mut unexpected = Vec::new();
+    let mut fixed = Vec::new();
+    let mut known_failed = 0;
+    let started_all = std::time::Instant::now();
+    for seed in &seeds {
+        let started = std::time::Instant::now();
+        let report = cairn_sim::run(*seed);
+        let known = KNOWN_FAILURES.iter().find(|(s, _, _)| s == seed);
+        let rendered = if report.passed() {
+            String::new()
+        } else {
+            report.render()
+        };
+        if verbose || !report.passed() {
+            println!(
+                "seed {seed}: {} in {:.1} s wall, {:.0} s virtual, {} ops ({} unknown), {} crashes ({} quick restarts), {} partitions, clean {:?} ms after heal",
+                if report.passed() { "pass" } else { "FAIL" },
+                started.elapsed().as_secs_f64(),
+                report.stats.virtual_ms as f64 / 1000.0,
+                report.stats.ops,
+                report.stats.ops_unknown,
+                report.stats.crashes,
+                report.stats.quick_restarts,
+                report.stats.partitions,
+                report.stats.clean_after_heal_ms,
+            );
+        }
+        match known {
+            Some((_, bug, _)) if report.passed() => {
+                fixed.push(format!("seed {seed} passes now (listed for {bug})"));
+            }
+            Some((_, bug, signature)) if rendered.contains(signature) => {
+                known_failed += 1;
+                if verbose || !ci {
+                    println!("seed {seed}: known bug {bug}\n{rendered}");
+                }
+            }
+            None if report.passed() => {}
+            _ => {
+                println!("{rendered}");
+                unexpected.push(*seed);
+            }
+        }
+    }
+    println!(
+        "{} seeds in {:.1} s: {} failed unexpectedly, {known_failed} failed as known bugs",
+        seeds.len(),
+        started_all.elapsed().as_secs_f64(),
+        unexpected.len()
+    );
+    if ci {
+        assert!(
+            fixed.is_empty(),
+            "known-bug seeds that pass now (remove them from KNOWN_FAILURES): {fixed:?}"
+        );
+    }
+    assert!(
+        unexpected.is_empty(),
+        "simulation failed for seeds {unexpected:?}; replay one with CAIRN_SIM_SEED=<seed>"
+    );
+}
