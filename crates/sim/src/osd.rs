@@ -700,6 +700,8 @@ impl SimOsd {
             scrub_list,
             scrub_maps,
             notes,
+            // No recovery throttle here: pushes run in timer order.
+            urgent: _,
         } = fx;
         for write in store {
             let report = Some((pg, write.version, write.tag));
