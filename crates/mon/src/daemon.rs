@@ -255,10 +255,13 @@ fn map_reply(
     have_epoch: Epoch,
 ) -> Result<(MapReply, Bytes), MonError> {
     let epoch = service.epoch();
+    // Far behind but within the history: the next page of incrementals
+    // (the subscriber asks again), never a full map that would lose the
+    // past intervals an OSD's peering needs.
     if have_epoch.0 > 0
-        && let Some(incrementals) = service.incrementals_since(have_epoch)
-        && incrementals.len() <= INCREMENTALS_PER_REPLY_MAX
+        && let Some(mut incrementals) = service.incrementals_since(have_epoch)
     {
+        incrementals.truncate(INCREMENTALS_PER_REPLY_MAX);
         let reply = MapReply {
             fsid,
             epoch,

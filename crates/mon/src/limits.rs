@@ -13,7 +13,8 @@ pub const FULL_MAP_EVERY_EPOCHS: u64 = 50;
 /// Full maps kept on disk (the newest ones).
 pub const FULL_MAPS_KEPT: usize = 2;
 
-/// Incrementals sent in one `GetMap` reply; beyond this a full map is sent
+/// Incrementals sent in one `GetMap` reply; a map further behind (but
+/// within the history) gets them in pages of this many, and asks again
 /// (frame bodies are bounded at 1 MiB).
 pub const INCREMENTALS_PER_REPLY_MAX: usize = 100;
 

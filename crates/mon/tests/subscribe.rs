@@ -238,3 +238,31 @@ async fn held_subscription_is_released_when_the_monitor_stops() {
     assert_eq!(fetched, Err(MonError::ShuttingDown));
     stop(mon).await;
 }
+
+/// A subscriber far behind, within the history, gets the incrementals in
+/// pages, never a full map: an OSD that restarts in an older cluster still
+/// learns the past intervals its peering needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_history_comes_in_pages_of_incrementals() {
+    let (mon, client) = start().await;
+    let page = cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX;
+    for n in 0..(page + 20) {
+        client
+            .command(pool_create(&format!("p{n}")))
+            .await
+            .expect("pool create");
+    }
+    let newest = BOOTED_EPOCH.0 + u64::try_from(page + 20).expect("small");
+    let mut have = Epoch(1);
+    let mut pages = 0;
+    while have.0 < newest {
+        let fetched = client.get_map(have).await.expect("get map");
+        let epochs = incremental_epochs(&fetched);
+        assert!(epochs.len() <= page, "a page holds at most {page}");
+        assert_eq!(epochs.first(), Some(&(have.0 + 1)), "the next epoch first");
+        have = Epoch(*epochs.last().expect("not empty"));
+        pages += 1;
+    }
+    assert_eq!(pages, 2, "{newest} epochs in two pages");
+    stop(mon).await;
+}

@@ -571,6 +571,10 @@ async fn pg_tick_loop(osd: Arc<Osd>) {
     }
 }
 
+/// Pages of incrementals one map refresh fetches at most (the monitor keeps
+/// 500 epochs, 100 a page).
+const MAP_PAGES_MAX: usize = 8;
+
 /// File with the wall-clock time (ms since the Unix epoch) this OSD was
 /// last known alive, rewritten every second.
 const ALIVE_FILE: &str = "alive";
@@ -727,11 +731,20 @@ impl Osd {
 
     /// Fetches map changes, replays them, and brings the PGs up to date.
     async fn refresh_map(&self) -> Result<(), OsdError> {
-        let have = self.map_epoch();
-        let fetch = tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have))
-            .await
-            .map_err(|_| MonError::Wire("map fetch timed out".into()))??;
-        self.apply_fetch(fetch).await;
+        // The monitor pages long histories; fetch until caught up, so the
+        // PGs see the past intervals (not a full map that forgets them).
+        for _page in 0..MAP_PAGES_MAX {
+            let have = self.map_epoch();
+            let fetch = tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have))
+                .await
+                .map_err(|_| MonError::Wire("map fetch timed out".into()))??;
+            let more = matches!(&fetch, MapFetch::Incrementals { incrementals, .. }
+                if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX);
+            self.apply_fetch(fetch).await;
+            if !more {
+                break;
+            }
+        }
         Ok(())
     }
 

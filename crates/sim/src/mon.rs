@@ -108,11 +108,13 @@ impl SimMon {
         sends
     }
 
-    /// The map changes after `have`: incrementals if held, else the map.
+    /// The map changes after `have`: incrementals if held (a page of them
+    /// when far behind, as the daemon sends), else the map.
     #[must_use]
     pub fn update_since(&self, have: Epoch) -> MapUpdate {
         match self.service.incrementals_since(have) {
-            Some(incrementals) if incrementals.len() <= INCREMENTALS_PER_REPLY_MAX => {
+            Some(mut incrementals) => {
+                incrementals.truncate(INCREMENTALS_PER_REPLY_MAX);
                 MapUpdate::Incrementals(incrementals)
             }
             _ => {

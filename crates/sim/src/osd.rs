@@ -397,7 +397,15 @@ impl SimOsd {
             // first (a new interval for its PGs); boot again.
             Msg::BootAgain => out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot)),
             Msg::Map(update) => {
+                // A full page: the history goes on; ask for the next one,
+                // as the daemon's refresh does.
+                let more = matches!(&update, MapUpdate::Incrementals(incrementals)
+                    if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX);
                 self.apply_map(update, out);
+                if more {
+                    let have = self.proc().view.epoch();
+                    out.sends.push((Node::Mon, Msg::GetMap { have }));
+                }
                 self.release_deferred(now_ms, true, out);
             }
             Msg::Op(request) => {

@@ -46,10 +46,6 @@ const BUGS: &[(&str, &str)] = &[
          authoritative copy outside the acting set) holds stay unfound",
     ),
     (
-        "no-read-lease",
-        "a partitioned old primary serves reads until it learns of the new map",
-    ),
-    (
         "no-up-thru",
         "a past interval whose primary never went active still blocks peering \
          (incomplete) when its OSDs hold no complete copy",
@@ -58,11 +54,6 @@ const BUGS: &[(&str, &str)] = &[
         "dedup-window",
         "a retry whose log entry was trimmed (more than the log's length of writes \
          since) is applied a second time",
-    ),
-    (
-        "map-history-gone",
-        "an OSD that starts when the map is more than 100 epochs past genesis gets a full \
-         map, knows no past intervals, and its PGs with data stay incomplete",
     ),
     (
         "stray-notify-lost",
@@ -89,9 +80,7 @@ const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
     (17, "unfound-on-stray", "unfound"),
     (44, "no-up-thru", "incomplete"),
     (63, "unfound-on-stray", "unfound"),
-    (64, "map-history-gone", "map history before epoch"),
     (72, "stray-notify-lost", "stray copy left"),
-    (74, "map-history-gone", "map history before epoch"),
     (81, "unfound-on-stray", "unfound"),
 ];
 
