@@ -76,6 +76,30 @@ fn osd_tree_out_in_df_and_pool_set_rm() {
         !cluster.cairn(&["pool", "set", "scratch"]).status.success(),
         "pool set with nothing to set fails"
     );
+    // With an object in it, raising pg_num would hide the object in a new,
+    // empty PG (PGs do not split yet): refused, nothing changes.
+    ok(
+        common::cairn_with_input(
+            &cluster.conf,
+            &["object", "put", "--pool", "scratch", "kept", "-"],
+            Some(b"still here"),
+        ),
+        "object put",
+    );
+    let split = cluster.cairn(&["pool", "set", "scratch", "--pg-num", "32"]);
+    assert!(!split.status.success(), "pg_num growth of a pool with data");
+    assert!(
+        String::from_utf8_lossy(&split.stderr).contains("splitting PGs is not implemented"),
+        "{}",
+        String::from_utf8_lossy(&split.stderr)
+    );
+    let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
+    assert_eq!(pool(&pools, "scratch").expect("scratch")["pg_num"], 16);
+    let kept = ok(
+        cluster.cairn(&["object", "get", "--pool", "scratch", "kept", "-"]),
+        "object get",
+    );
+    assert_eq!(kept, b"still here");
 
     let unconfirmed = cluster.cairn(&["pool", "rm", "scratch"]);
     assert!(!unconfirmed.status.success(), "pool rm needs confirming");
