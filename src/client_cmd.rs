@@ -114,6 +114,16 @@ pub enum OsdAdminCommand {
         /// `osd.N` or `N`.
         id: String,
     },
+    /// Change an OSD's placement weight (its share of PGs; e.g. its size
+    /// in TiB): only the data placement says must move moves.
+    Reweight {
+        #[command(flatten)]
+        conf: ConfArgs,
+        /// `osd.N` or `N`.
+        id: String,
+        /// The new weight, above 0 (e.g. 0.5, 2, 7.28).
+        weight: f64,
+    },
 }
 
 /// Flags of `cairn df`.
@@ -739,6 +749,22 @@ pub fn run_osd_admin(command: OsdAdminCommand) -> CliResult {
                 let client = connect(&conf).await?;
                 client.mon_command(MonCommand::OsdIn(id)).await?;
                 println!("marked {id} in");
+            }
+            OsdAdminCommand::Reweight { conf, id, weight } => {
+                let id = parse_osd_id(&id)?;
+                if !(weight.is_finite() && weight > 0.0) {
+                    return Err(format!(
+                        "weight {weight} must be above 0 (to stop placing data on an OSD, `cairn osd out`)"
+                    )
+                    .into());
+                }
+                let value = cairn_placement::Weight::from_f64(weight)
+                    .map_err(|e| format!("weight {weight}: {e}"))?;
+                let client = connect(&conf).await?;
+                client
+                    .mon_command(MonCommand::OsdReweight(id, value))
+                    .await?;
+                println!("reweighted {id} to {weight}");
             }
         }
         Ok(())

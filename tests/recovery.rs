@@ -149,6 +149,66 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
     });
 }
 
+/// PG copies each OSD should hold: how many PGs have it in their up set.
+fn placed_copies(cluster: &Cluster) -> std::collections::BTreeMap<u64, u64> {
+    let pgs = ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");
+    let mut placed = std::collections::BTreeMap::new();
+    for pg in pgs.as_array().cloned().unwrap_or_default() {
+        for osd in pg["up"].as_array().cloned().unwrap_or_default() {
+            *placed.entry(osd.as_u64().expect("osd id")).or_insert(0) += 1;
+        }
+    }
+    placed
+}
+
+/// `cairn osd reweight` under writes: the OSD's share shrinks, data moves,
+/// and once clean every OSD holds exactly the PG copies placement gives it
+/// (new copies complete before old ones go).
+#[test]
+fn a_reweighted_osd_gives_up_its_share_and_keeps_the_rest() {
+    let _serial = common::serial();
+    let cluster = Cluster::up("reweight", 4, 18200, &["--no-restart"]);
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        write_each(&client, 0..300).await;
+        let before = osd_pg_count(&cluster, 2);
+        let bad = cluster.cairn(&["osd", "reweight", "2", "0"]);
+        assert!(!bad.status.success(), "a zero weight is refused");
+        ok(
+            cluster.cairn(&["osd", "reweight", "2", "0.25"]),
+            "osd reweight",
+        );
+        write_each(&client, 300..400).await;
+        let took = wait_clean(&cluster);
+        eprintln!("active+clean {took:?} after the writes that followed the reweight");
+        let all: Vec<u64> = (0..400).collect();
+        verify(&client, &all).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let placed = placed_copies(&cluster);
+            let held: Vec<(u64, u64)> = placed
+                .keys()
+                .map(|osd| (*osd, osd_pg_count(&cluster, *osd)))
+                .collect();
+            let exact = held.iter().all(|(osd, n)| placed.get(osd) == Some(n));
+            if exact {
+                let after = placed.get(&2).copied().unwrap_or(0);
+                eprintln!("osd.2 held {before} PG copies, now {after}: {held:?}");
+                assert!(after < before && after > 0, "{before} -> {after}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "copies held {held:?}, placement says {placed:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+}
+
 /// Bytes of the small objects of the backfill test.
 fn small(index: u64) -> Bytes {
     Bytes::from(common::pattern(index, 512))
