@@ -1479,8 +1479,7 @@ impl Pg {
                 interval_epoch,
                 seq,
             } => {
-                let activated = !matches!(self.phase, Phase::Replica { activated: false });
-                if self.interval.primary != Some(from) || interval_epoch != current || !activated {
+                if !self.from_current_primary(from, interval_epoch) {
                     return Err(ignore(
                         "lease renewal",
                         "not from the active primary".into(),
@@ -1598,8 +1597,7 @@ impl Pg {
                 through,
                 deep,
             } => {
-                let activated = !matches!(self.phase, Phase::Replica { activated: false });
-                if self.interval.primary != Some(from) || interval_epoch != current || !activated {
+                if !self.from_current_primary(from, interval_epoch) {
                     return Err(ignore(
                         "scrub request",
                         "not from the active primary".into(),
@@ -1620,6 +1618,14 @@ impl Pg {
                 Err(ignore("message", "routed to the PG core by mistake".into()))
             }
         }
+    }
+
+    /// Whether a message comes from the primary of this copy's current
+    /// interval, and this copy took that primary's activation.
+    fn from_current_primary(&self, from: OsdId, interval_epoch: Epoch) -> bool {
+        self.interval.primary == Some(from)
+            && interval_epoch == self.interval.epoch_started
+            && !matches!(self.phase, Phase::Replica { activated: false })
     }
 
     fn on_notify(&mut self, notify: Notify, fx: &mut Effects) -> Result<(), Ignored> {
