@@ -412,6 +412,7 @@ impl Client {
         let mut backoff = options.backoff_initial;
         let mut refetch = false;
         let mut attempts = 0u32;
+        let mut busy_retries = 0u32;
         loop {
             attempts += 1;
             let outcome = match self.view(refetch).await {
@@ -425,8 +426,12 @@ impl Client {
                 Attempt::Done(output, bytes) => return Ok((output, bytes)),
                 Attempt::Fail(error) => return Err(error),
                 Attempt::Soon(why) => {
+                    // Quick retries on a busy object are bounded by the
+                    // deadline, not the attempt count: 200 of them take
+                    // only 10 s, and recovering an object may take longer.
                     refetch = false;
                     backoff = backoff.min(OBJECT_BUSY_BACKOFF_MAX);
+                    busy_retries += 1;
                     why
                 }
                 Attempt::Again {
@@ -438,7 +443,7 @@ impl Client {
                 }
             };
             let now = Instant::now();
-            if attempts >= options.attempts_max || now + backoff >= deadline {
+            if attempts - busy_retries >= options.attempts_max || now + backoff >= deadline {
                 return Err(ClientError::GaveUp {
                     attempts,
                     elapsed_ms: millis(started.elapsed()),
