@@ -1479,7 +1479,7 @@ impl Pg {
                 interval_epoch,
                 seq,
             } => {
-                if !self.from_current_primary(from, interval_epoch) {
+                if !self.sent_by_current_primary(from, interval_epoch) {
                     return Err(ignore(
                         "lease renewal",
                         "not from the active primary".into(),
@@ -1597,7 +1597,7 @@ impl Pg {
                 through,
                 deep,
             } => {
-                if !self.from_current_primary(from, interval_epoch) {
+                if !self.sent_by_current_primary(from, interval_epoch) {
                     return Err(ignore(
                         "scrub request",
                         "not from the active primary".into(),
@@ -1622,7 +1622,7 @@ impl Pg {
 
     /// Whether a message comes from the primary of this copy's current
     /// interval, and this copy took that primary's activation.
-    fn from_current_primary(&self, from: OsdId, interval_epoch: Epoch) -> bool {
+    fn sent_by_current_primary(&self, from: OsdId, interval_epoch: Epoch) -> bool {
         self.interval.primary == Some(from)
             && interval_epoch == self.interval.epoch_started
             && !matches!(self.phase, Phase::Replica { activated: false })
