@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
+# tests/partition.rs makes network namespaces and veth pairs.
+command -v ip >/dev/null || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
