@@ -1345,14 +1345,12 @@ impl Osd {
     /// Reads this copy's scrub map of a chunk and sends it where the order
     /// says (to this OSD's own PG core for the primary).
     async fn scrub_map(&self, pg: PgId, order: ScrubOrder) {
-        let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
-        let (after, through, deep) = (order.after.clone(), order.through.clone(), order.deep);
-        let built = tokio::task::spawn_blocking(move || {
-            build_scrub_map(&*store, collection, after.as_ref(), through.as_ref(), deep)
-        })
-        .await;
-        let (entries, truncated) = match built {
+        let whoami = self.whoami;
+        let to = order.to;
+        let built =
+            tokio::task::spawn_blocking(move || build_scrub_map(&*store, pg, whoami, &order)).await;
+        let map = match built {
             Ok(Ok(built)) => built,
             Ok(Err(error)) => {
                 tracing::error!(%pg, %error, "cannot list objects for a scrub");
@@ -1363,17 +1361,11 @@ impl Osd {
                 return;
             }
         };
-        let map = PgMsg::ScrubMap(ScrubMap {
-            from: self.whoami,
-            interval_epoch: order.interval_epoch,
-            chunk: order.chunk,
-            entries,
-            truncated,
-        });
-        if order.to == self.whoami {
+        let map = PgMsg::ScrubMap(map);
+        if to == self.whoami {
             self.feed(pg, map.into()).await;
         } else {
-            self.send_to_peer(order.to, pg, &map).await;
+            self.send_to_peer(to, pg, &map).await;
         }
     }
 
@@ -1930,36 +1922,45 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
     Ok(stored)
 }
 
-/// Reads a copy's scrub map of the objects with keys in `(after, through]`
-/// (`None`: unbounded), at most [`scrub::MAP_ENTRIES_MAX`] of them (`true`:
-/// truncated). An object the store cannot read is reported with its
-/// error; a deep scrub reads (and so checksums) all data.
+/// Reads `whoami`'s scrub map of PG `pg` for `order`: the objects with
+/// keys in `(after, through]` (`None`: unbounded), at most
+/// [`scrub::MAP_ENTRIES_MAX`] of them (beyond: `truncated`). An object the
+/// store cannot read is reported with its error; a deep scrub reads (and
+/// so checksums) all data. The daemon and the simulator both build maps
+/// here.
 ///
 /// # Errors
 /// The store cannot list the collection.
 pub fn build_scrub_map(
     store: &dyn ObjectStore,
-    collection: CollectionId,
-    after: Option<&ObjectKey>,
-    through: Option<&ObjectKey>,
-    deep: bool,
-) -> Result<(Vec<ScrubEntry>, bool), StoreError> {
+    pg: PgId,
+    whoami: OsdId,
+    order: &ScrubOrder,
+) -> Result<ScrubMap, StoreError> {
+    let collection = CollectionId::pg(pg.pool.0, pg.seed);
+    let map = |entries, truncated| ScrubMap {
+        from: whoami,
+        interval_epoch: order.interval_epoch,
+        chunk: order.chunk,
+        entries,
+        truncated,
+    };
     let mut entries = Vec::new();
-    let mut cursor = after.cloned();
+    let mut cursor = order.after.clone();
     loop {
         let page = store.list(collection, cursor.as_ref(), SCRUB_LIST_PAGE_KEYS)?;
         for key in &page.keys {
-            if through.is_some_and(|t| key > t) {
-                return Ok((entries, false));
+            if order.through.as_ref().is_some_and(|t| key > t) {
+                return Ok(map(entries, false));
             }
             if entries.len() == scrub::MAP_ENTRIES_MAX {
-                return Ok((entries, true));
+                return Ok(map(entries, true));
             }
-            entries.push(scrub_entry(store, collection, key, deep));
+            entries.push(scrub_entry(store, collection, key, order.deep));
         }
         match page.next {
             Some(_) => cursor = page.keys.last().cloned(),
-            None => return Ok((entries, false)),
+            None => return Ok(map(entries, false)),
         }
     }
 }

@@ -24,7 +24,7 @@ use cairn_osd::daemon::{
 use cairn_osd::lease::{LEASE_MS, LeaseReport, Leases};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
-use cairn_osd::scrub::{ScrubMap, ScrubOrder};
+use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
@@ -965,28 +965,14 @@ impl SimOsd {
     /// Builds this copy's scrub map of a chunk and sends it where the order
     /// says (to this OSD's own core for the primary).
     fn scrub_map(&mut self, pg: PgId, order: ScrubOrder, out: &mut Outbox) {
-        let built = build_scrub_map(
-            &self.store,
-            collection_of(pg),
-            order.after.as_ref(),
-            order.through.as_ref(),
-            order.deep,
-        );
-        let (entries, truncated) = match built {
-            Ok(built) => built,
+        let map = match build_scrub_map(&self.store, pg, self.id, &order) {
+            Ok(map) => PgMsg::ScrubMap(map),
             Err(error) => {
                 out.trace
                     .push(format!("{} {pg}: scrub listing failed: {error}", self.id));
                 return;
             }
         };
-        let map = PgMsg::ScrubMap(ScrubMap {
-            from: self.id,
-            interval_epoch: order.interval_epoch,
-            chunk: order.chunk,
-            entries,
-            truncated,
-        });
         if order.to == self.id {
             self.feed(pg, map.into(), out);
         } else {
