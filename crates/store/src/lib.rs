@@ -16,6 +16,7 @@
 
 mod alloc;
 pub mod bench;
+mod buffer;
 mod commit;
 mod disk;
 pub mod limits;
