@@ -133,6 +133,7 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
         .map_err(|e| MonError::Store(e.to_string()))??;
     let mut service = MapService::new(config.service.clone(), loaded.state, loaded.history);
     service.load_settings(loaded.config);
+    service.load_auto_out(loaded.auto_out);
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
     // Who serves here: `cairn up` checks that the monitor answering on its
     // port is this one, not another cluster's.
@@ -232,6 +233,9 @@ fn run_actor(
                 if let Some(entries) = &effects.persist_config {
                     store.persist_config(entries)?;
                     tracing::info!(?entries, "settings changed");
+                }
+                if let Some(ids) = &effects.persist_auto_out {
+                    store.persist_auto_out(ids)?;
                 }
                 if let (Some(reply), Some(result)) = (reply, effects.reply) {
                     drop(reply.send(result));

@@ -11,7 +11,7 @@ use crate::proto::{MonCommand, Reply};
 use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
 use cairn_types::options::{self, Settings};
 use cairn_types::{Epoch, OsdId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The failure-detection knobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +61,8 @@ pub struct Effects {
     pub persist: Option<(Epoch, Incremental)>,
     /// The settings changed: store these (all that are set).
     pub persist_config: Option<Vec<(String, String)>>,
+    /// The OSDs marked out automatically changed: store these (all).
+    pub persist_auto_out: Option<Vec<OsdId>>,
     pub reply: Option<Result<Reply, MonError>>,
     pub publish: Option<Epoch>,
 }
@@ -81,6 +83,12 @@ pub struct MapService {
     down_since_ms: BTreeMap<OsdId, u64>,
     /// target -> reporter -> time of its latest report.
     reports: BTreeMap<OsdId, BTreeMap<OsdId, u64>>,
+    /// OSDs this monitor marked out because they stayed down, not an
+    /// operator: marked in again when they boot (Ceph's
+    /// `mon_osd_auto_mark_auto_out_in`), so a repaired host rejoins
+    /// without a command while an OSD an operator took out stays out.
+    auto_out: BTreeSet<OsdId>,
+    auto_out_changed: bool,
 }
 
 impl MapService {
@@ -108,7 +116,30 @@ impl MapService {
             last_heartbeat_ms: BTreeMap::new(),
             down_since_ms: BTreeMap::new(),
             reports: BTreeMap::new(),
+            auto_out: BTreeSet::new(),
+            auto_out_changed: false,
         }
+    }
+
+    /// Takes back the stored set of OSDs marked out automatically (at
+    /// start).
+    pub fn load_auto_out(&mut self, ids: Vec<OsdId>) {
+        self.auto_out = ids.into_iter().collect();
+    }
+
+    /// The OSDs marked out automatically and not yet back.
+    #[must_use]
+    pub fn auto_out(&self) -> &BTreeSet<OsdId> {
+        &self.auto_out
+    }
+
+    fn set_auto_out(&mut self, id: OsdId, out: bool) {
+        let changed = if out {
+            self.auto_out.insert(id)
+        } else {
+            self.auto_out.remove(&id)
+        };
+        self.auto_out_changed |= changed;
     }
 
     /// Applies stored settings (at start).
@@ -266,6 +297,9 @@ impl MapService {
             }
         };
         let mut effects = Effects::default();
+        if std::mem::take(&mut self.auto_out_changed) {
+            effects.persist_auto_out = Some(self.auto_out.iter().copied().collect());
+        }
         if !inc.is_empty() {
             let epoch_before = self.epoch();
             self.commit(inc.clone());
@@ -337,12 +371,18 @@ impl MapService {
                     self.check(&inc)?;
                     return Ok((inc, None));
                 }
+                let auto_in = self
+                    .state
+                    .map
+                    .osd(id)
+                    .is_some_and(|o| !o.is_in && self.auto_out.contains(&id));
                 let osd = match self.state.map.osd(id) {
                     Some(old) => OsdInfo {
                         host,
                         rack,
                         device_class,
                         up: true,
+                        is_in: old.is_in || auto_in,
                         ..old.clone()
                     },
                     None => OsdInfo {
@@ -367,10 +407,24 @@ impl MapService {
                 self.last_heartbeat_ms.insert(id, self.now_ms);
                 self.down_since_ms.remove(&id);
                 self.reports.remove(&id);
+                if auto_in {
+                    tracing::info!(osd = %id, "marking OSD in: it was out only for being down");
+                    self.set_auto_out(id, false);
+                }
                 Ok((inc, Some(id)))
             }
-            MonCommand::OsdOut(id) => self.set_osd(id, |o| o.is_in = false),
-            MonCommand::OsdIn(id) => self.set_osd(id, |o| o.is_in = true),
+            // An operator's choice: the OSD is no longer "out for being
+            // down", whichever way it goes.
+            MonCommand::OsdOut(id) => {
+                let decision = self.set_osd(id, |o| o.is_in = false)?;
+                self.set_auto_out(id, false);
+                Ok(decision)
+            }
+            MonCommand::OsdIn(id) => {
+                let decision = self.set_osd(id, |o| o.is_in = true)?;
+                self.set_auto_out(id, false);
+                Ok(decision)
+            }
             MonCommand::OsdReweight(id, weight) => self.set_osd(id, |o| o.weight = weight),
             MonCommand::PoolCreate {
                 name,
@@ -551,6 +605,7 @@ impl MapService {
                         is_in: false,
                         ..osd.clone()
                     });
+                    self.set_auto_out(osd.id, true);
                 }
             }
         }

@@ -12,8 +12,8 @@ use crate::error::MonError;
 use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits::{FULL_MAP_EVERY_EPOCHS, FULL_MAPS_KEPT, INCREMENTALS_KEPT};
 use cairn_placement::ClusterMap;
-use cairn_types::Epoch;
 use cairn_types::envelope;
+use cairn_types::{Epoch, OsdId};
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -25,6 +25,8 @@ const FULL_MAPS: TableDefinition<u64, &[u8]> = TableDefinition::new("full_maps")
 const FSID_KEY: &str = "fsid";
 /// The settings set with `cairn config set` (postcard pairs).
 const CONFIG_KEY: &str = "config";
+/// The OSDs the monitor marked out for being down (postcard list of ids).
+const AUTO_OUT_KEY: &str = "auto_out";
 /// Envelope kind of a stored full monitor state.
 pub const FULL_MAGIC: [u8; 4] = *b"CMON";
 pub const FULL_FORMAT_VERSION: u16 = 1;
@@ -58,6 +60,8 @@ pub struct Loaded {
     pub history: Vec<Incremental>,
     /// The settings set explicitly.
     pub config: Vec<(String, String)>,
+    /// The OSDs marked out for being down.
+    pub auto_out: Vec<OsdId>,
 }
 
 impl MonStore {
@@ -125,6 +129,21 @@ impl MonStore {
         txn.commit().map_err(store_err)
     }
 
+    /// Durably replaces the stored set of OSDs marked out automatically.
+    ///
+    /// # Errors
+    /// [`MonError::Store`]; nothing is stored then.
+    pub fn persist_auto_out(&self, ids: &[OsdId]) -> Result<(), MonError> {
+        let bytes = postcard::to_allocvec(ids).map_err(store_err)?;
+        let txn = self.db.begin_write().map_err(store_err)?;
+        {
+            let mut meta = txn.open_table(META).map_err(store_err)?;
+            meta.insert(AUTO_OUT_KEY, bytes.as_slice())
+                .map_err(store_err)?;
+        }
+        txn.commit().map_err(store_err)
+    }
+
     fn load(&self) -> Result<Loaded, MonError> {
         let txn = self.db.begin_read().map_err(store_err)?;
         let config = {
@@ -132,6 +151,14 @@ impl MonStore {
             match meta.get(CONFIG_KEY).map_err(store_err)? {
                 Some(bytes) => postcard::from_bytes(bytes.value())
                     .map_err(|e| store_err(format!("stored settings: {e}")))?,
+                None => Vec::new(),
+            }
+        };
+        let auto_out = {
+            let meta = txn.open_table(META).map_err(store_err)?;
+            match meta.get(AUTO_OUT_KEY).map_err(store_err)? {
+                Some(bytes) => postcard::from_bytes(bytes.value())
+                    .map_err(|e| store_err(format!("stored auto-out set: {e}")))?,
                 None => Vec::new(),
             }
         };
@@ -177,6 +204,7 @@ impl MonStore {
             state,
             history,
             config,
+            auto_out,
         })
     }
 }
@@ -272,7 +300,6 @@ mod tests {
     use crate::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
     use crate::service::{Event, MapService, ServiceConfig};
     use cairn_placement::Weight;
-    use cairn_types::OsdId;
 
     fn boot(i: u32) -> MonCommand {
         MonCommand::OsdBoot {
@@ -295,6 +322,7 @@ mod tests {
         let (store, loaded) = MonStore::open(dir.path()).expect("open");
         let fsid = store.fsid();
         assert_eq!(loaded.state.map.epoch, Epoch(1));
+        assert!(loaded.auto_out.is_empty());
         let mut service = MapService::new(ServiceConfig::default(), loaded.state, loaded.history);
         let mut commands: Vec<MonCommand> = (0..4).map(boot).collect();
         commands.push(MonCommand::PoolCreate {
@@ -321,10 +349,14 @@ mod tests {
             }
         }
         let before = service.state().clone();
+        store
+            .persist_auto_out(&[OsdId(2), OsdId(3)])
+            .expect("persist auto-out");
         drop(store);
         let (store, loaded) = MonStore::open(dir.path()).expect("reopen");
         assert_eq!(store.fsid(), fsid);
         assert_eq!(loaded.state, before);
+        assert_eq!(loaded.auto_out, vec![OsdId(2), OsdId(3)]);
         assert_eq!(
             loaded.history.last().map(|i| i.epoch),
             Some(before.map.epoch)

@@ -248,12 +248,43 @@ fn silent_osd_goes_down_after_grace_then_out() {
     };
     assert!(out_at_ms > down_at_ms + OUT_MS && out_at_ms <= down_at_ms + OUT_MS + 100);
     assert!(!is_in(&service, 1) && is_up(&service, 0));
-    // A boot brings it up again (still out: an operator or policy marks in).
-    let mut reboot = boot(1);
-    if let MonCommand::OsdBoot { id, .. } = &mut reboot {
-        *id = Some(OsdId(1));
+    assert!(service.auto_out().contains(&OsdId(1)));
+    // A boot brings it up and, as the monitor took it out, in again.
+    let reboot = || {
+        let mut reboot = boot(1);
+        if let MonCommand::OsdBoot { id, .. } = &mut reboot {
+            *id = Some(OsdId(1));
+        }
+        reboot
+    };
+    let effects = run(&mut service, reboot());
+    ok(&effects);
+    assert!(is_up(&service, 1) && is_in(&service, 1));
+    assert_eq!(
+        effects.persist_auto_out,
+        Some(Vec::new()),
+        "the set is stored"
+    );
+    // Taken out by an operator, it stays out across a restart.
+    ok(&run(&mut service, MonCommand::OsdOut(OsdId(1))));
+    let mut now_ms = out_at_ms;
+    let down = loop {
+        now_ms += 100;
+        heartbeat(&mut service, 0, now_ms);
+        tick(&mut service, now_ms);
+        if !is_up(&service, 1) {
+            break now_ms;
+        }
+    };
+    for later in (down..down + 2 * OUT_MS).step_by(500) {
+        heartbeat(&mut service, 0, later);
+        tick(&mut service, later);
     }
-    ok(&run(&mut service, reboot));
+    assert!(
+        service.auto_out().is_empty(),
+        "out by hand, not for being down"
+    );
+    ok(&run(&mut service, reboot()));
     assert!(is_up(&service, 1) && !is_in(&service, 1));
 }
 

@@ -33,7 +33,9 @@ use crate::limits::{
     OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
     PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL,
 };
-use crate::log::{LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code};
+use crate::log::{
+    DUP_KEY_PREFIX, DupEntry, LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code,
+};
 use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
@@ -1907,6 +1909,10 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
                 let entry = LogEntry::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} log entry: {e}")))?;
                 stored.log.push(entry);
+            } else if key.starts_with(DUP_KEY_PREFIX) {
+                let dup = DupEntry::decode(&value)
+                    .map_err(|e| StoreError::Corrupt(format!("{collection} dup entry: {e}")))?;
+                stored.dups.push(dup);
             } else if key[..] == *scrub::STAMPS_KEY {
                 stored.scrub = ScrubStamps::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} scrub stamps: {e}")))?;

@@ -29,7 +29,7 @@ pub mod throttle;
 
 pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;
-pub use log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
+pub use log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use peering::{PastInterval, PeerCopy, PgInfo};
 pub use pg::{
     Activate, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,

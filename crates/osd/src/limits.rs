@@ -6,6 +6,12 @@
 /// trades memory and metadata space against backfill scans.
 pub const LOG_ENTRIES_MAX: usize = 3000;
 
+/// Requests remembered per PG after their entries leave the log (Ceph's
+/// `osd_pg_log_dups_tracked`): a client retrying a write after more than
+/// the log's length of later writes to the PG still gets its first answer
+/// instead of the write being applied again. About 40 bytes each.
+pub const LOG_DUPS_MAX: usize = 3000;
+
 /// Writes in flight per PG (accepted, not yet acknowledged). Beyond it a
 /// client write is answered `Busy`, so one hot PG cannot grow memory without
 /// bound while a replica is slow. Also bounds a replica's writes awaiting
@@ -21,6 +27,7 @@ const _: () = assert!(INFLIGHT_MAX < LOG_ENTRIES_MAX);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PgLimits {
     pub log_entries_max: usize,
+    pub log_dups_max: usize,
     pub inflight_max: usize,
 }
 
@@ -28,6 +35,7 @@ impl Default for PgLimits {
     fn default() -> PgLimits {
         PgLimits {
             log_entries_max: LOG_ENTRIES_MAX,
+            log_dups_max: LOG_DUPS_MAX,
             inflight_max: INFLIGHT_MAX,
         }
     }

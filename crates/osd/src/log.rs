@@ -35,8 +35,18 @@ impl Version {
     /// epoch and sequence big-endian so keys sort in version order.
     #[must_use]
     pub fn log_key(self) -> Bytes {
-        let mut key = Vec::with_capacity(LOG_KEY_PREFIX.len() + 16);
-        key.extend_from_slice(LOG_KEY_PREFIX);
+        self.key_under(LOG_KEY_PREFIX)
+    }
+
+    /// The metadata key of the dup of this version (see [`DupEntry`]).
+    #[must_use]
+    pub fn dup_key(self) -> Bytes {
+        self.key_under(DUP_KEY_PREFIX)
+    }
+
+    fn key_under(self, prefix: &[u8]) -> Bytes {
+        let mut key = Vec::with_capacity(prefix.len() + 16);
+        key.extend_from_slice(prefix);
         key.extend_from_slice(&self.epoch.0.to_be_bytes());
         key.extend_from_slice(&self.seq.to_be_bytes());
         Bytes::from(key)
@@ -51,6 +61,10 @@ impl fmt::Display for Version {
 
 /// Prefix of the PG log's keys in the collection's metadata key space.
 pub const LOG_KEY_PREFIX: &[u8] = b"pglog/";
+
+/// Prefix of the dup entries' keys (requests trimmed from the log, kept for
+/// retries), also followed by the big-endian version.
+pub const DUP_KEY_PREFIX: &[u8] = b"pgdup/";
 
 /// A client request's identity; a resent request keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -150,16 +164,7 @@ impl LogEntry {
             LogKind::Remove => 1,
             LogKind::Refused => 2,
         });
-        match self.result {
-            LogResult::Ok { object_version } => {
-                out.push(0);
-                out.extend_from_slice(&object_version.to_le_bytes());
-            }
-            LogResult::Err { code } => {
-                out.push(1);
-                out.extend_from_slice(&code.to_le_bytes());
-            }
-        }
+        encode_result(&mut out, self.result);
         let name_len = u32::try_from(self.object.len()).expect("object name bounded by store");
         out.extend_from_slice(&name_len.to_le_bytes());
         out.extend_from_slice(&self.object);
@@ -187,20 +192,7 @@ impl LogEntry {
             2 => LogKind::Refused,
             tag => return Err(LogDecodeError::BadTag { what: "kind", tag }),
         };
-        let result = match reader.u8()? {
-            0 => LogResult::Ok {
-                object_version: reader.u64()?,
-            },
-            1 => LogResult::Err {
-                code: u32::from_le_bytes(reader.array()?),
-            },
-            tag => {
-                return Err(LogDecodeError::BadTag {
-                    what: "result",
-                    tag,
-                });
-            }
-        };
+        let result = decode_result(&mut reader)?;
         let name_len = u32::from_le_bytes(reader.array()?) as usize;
         let object = Bytes::copy_from_slice(reader.take(name_len)?);
         if reader.at != bytes.len() {
@@ -210,6 +202,112 @@ impl LogEntry {
             version,
             object,
             kind,
+            req,
+            result,
+        })
+    }
+}
+
+/// A result as both entry encodings store it: tag u8 (0 ok, 1 err), then
+/// the u64 object version or the u32 error code, little-endian.
+fn encode_result(out: &mut Vec<u8>, result: LogResult) {
+    match result {
+        LogResult::Ok { object_version } => {
+            out.push(0);
+            out.extend_from_slice(&object_version.to_le_bytes());
+        }
+        LogResult::Err { code } => {
+            out.push(1);
+            out.extend_from_slice(&code.to_le_bytes());
+        }
+    }
+}
+
+fn decode_result(reader: &mut Reader<'_>) -> Result<LogResult, LogDecodeError> {
+    match reader.u8()? {
+        0 => Ok(LogResult::Ok {
+            object_version: reader.u64()?,
+        }),
+        1 => Ok(LogResult::Err {
+            code: u32::from_le_bytes(reader.array()?),
+        }),
+        tag => Err(LogDecodeError::BadTag {
+            what: "result",
+            tag,
+        }),
+    }
+}
+
+/// A request trimmed from the log, kept (like Ceph's pg log "dups") so a
+/// client that retries it after more writes to the PG than the log holds
+/// still gets its answer instead of having it applied twice. Only the
+/// request, its version and its result: no object name, so thousands fit
+/// in a peering message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DupEntry {
+    pub version: Version,
+    pub req: ReqId,
+    pub result: LogResult,
+}
+
+const DUP_ENTRY_FORMAT: u8 = 1;
+
+impl DupEntry {
+    #[must_use]
+    pub fn of(entry: &LogEntry) -> DupEntry {
+        DupEntry {
+            version: entry.version,
+            req: entry.req,
+            result: entry.result,
+        }
+    }
+
+    /// Its metadata key: [`DUP_KEY_PREFIX`], then epoch and sequence
+    /// big-endian, so keys sort in version order.
+    #[must_use]
+    pub fn key(&self) -> Bytes {
+        self.version.dup_key()
+    }
+
+    /// Format version 1, then little-endian epoch u64, seq u64, client u64,
+    /// tid u64, and the result as in [`LogEntry::encode`].
+    #[must_use]
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(42);
+        out.push(DUP_ENTRY_FORMAT);
+        for word in [
+            self.version.epoch.0,
+            self.version.seq,
+            self.req.client,
+            self.req.tid,
+        ] {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+        encode_result(&mut out, self.result);
+        Bytes::from(out)
+    }
+
+    /// Decodes what [`DupEntry::encode`] wrote, validating every field.
+    ///
+    /// # Errors
+    /// [`LogDecodeError`] for unknown formats, tags, short or long input.
+    pub fn decode(bytes: &[u8]) -> Result<DupEntry, LogDecodeError> {
+        let mut reader = Reader { bytes, at: 0 };
+        let format = reader.u8()?;
+        if format != DUP_ENTRY_FORMAT {
+            return Err(LogDecodeError::UnknownFormat(format));
+        }
+        let version = Version::new(reader.u64()?, reader.u64()?);
+        let req = ReqId {
+            client: reader.u64()?,
+            tid: reader.u64()?,
+        };
+        let result = decode_result(&mut reader)?;
+        if reader.at != bytes.len() {
+            return Err(LogDecodeError::Trailing(bytes.len() - reader.at));
+        }
+        Ok(DupEntry {
+            version,
             req,
             result,
         })
@@ -249,28 +347,41 @@ impl<'a> Reader<'a> {
 }
 
 /// The in-memory PG log: entries in increasing version order, at most
-/// `entries_max`, with an index from request id to version for dedup.
+/// `entries_max`, then (older) the dups of trimmed entries, at most
+/// `dups_max`, with an index from request id to version for dedup.
 #[derive(Debug)]
 pub struct PgLog {
     entries: VecDeque<LogEntry>,
+    dups: VecDeque<DupEntry>,
     by_req: HashMap<ReqId, Version>,
     entries_max: usize,
+    dups_max: usize,
+}
+
+/// What an append pushed out: entries that left the log for the dups, and
+/// the versions of dups forgotten for good.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    pub to_dups: Vec<DupEntry>,
+    pub forgotten: Vec<Version>,
 }
 
 impl PgLog {
     #[must_use]
-    pub fn new(entries_max: usize) -> PgLog {
+    pub fn new(entries_max: usize, dups_max: usize) -> PgLog {
         assert!(entries_max > 0, "a PG log must hold at least one entry");
         PgLog {
             entries: VecDeque::new(),
+            dups: VecDeque::new(),
             by_req: HashMap::new(),
             entries_max,
+            dups_max,
         }
     }
 
     /// Appends `entry` (whose version must exceed every logged one) and
-    /// returns the versions trimmed to stay within the bound.
-    pub fn append(&mut self, entry: LogEntry) -> Vec<Version> {
+    /// returns what was trimmed to stay within the bounds.
+    pub fn append(&mut self, entry: LogEntry) -> Trimmed {
         if let Some(last) = self.entries.back() {
             assert!(
                 entry.version > last.version,
@@ -281,25 +392,73 @@ impl PgLog {
         }
         self.by_req.insert(entry.req, entry.version);
         self.entries.push_back(entry);
-        let mut trimmed = Vec::new();
+        let mut trimmed = Trimmed::default();
         while self.entries.len() > self.entries_max {
             let old = self
                 .entries
                 .pop_front()
                 .expect("log is longer than its bound");
-            if self.by_req.get(&old.req) == Some(&old.version) {
-                self.by_req.remove(&old.req);
-            }
-            trimmed.push(old.version);
+            let dup = DupEntry::of(&old);
+            trimmed.to_dups.push(dup);
+            trimmed.forgotten.extend(self.push_dup(dup));
         }
         trimmed
     }
 
-    /// The entry that recorded request `req`, if still in the log.
+    /// Adds `dup`, older than every entry and newer than every dup, and
+    /// returns the version of the dup forgotten to stay within the bound.
+    fn push_dup(&mut self, dup: DupEntry) -> Option<Version> {
+        if self.dups_max == 0 {
+            self.forget(dup.req, dup.version);
+            return Some(dup.version);
+        }
+        self.dups.push_back(dup);
+        if self.dups.len() <= self.dups_max {
+            return None;
+        }
+        let old = self.dups.pop_front()?;
+        self.forget(old.req, old.version);
+        Some(old.version)
+    }
+
+    fn forget(&mut self, req: ReqId, version: Version) {
+        if self.by_req.get(&req) == Some(&version) {
+            self.by_req.remove(&req);
+        }
+    }
+
+    /// Takes back stored dups (any order; an empty log only): the newest
+    /// `dups_max` are kept.
+    pub fn restore_dups(&mut self, mut dups: Vec<DupEntry>) {
+        assert!(self.entries.is_empty(), "dups restored under a log");
+        dups.sort_by_key(|d| d.version);
+        dups.dedup_by_key(|d| d.version);
+        let skip = dups.len().saturating_sub(self.dups_max);
+        for dup in dups.into_iter().skip(skip) {
+            if self
+                .dups
+                .back()
+                .is_some_and(|last| last.version >= dup.version)
+            {
+                continue;
+            }
+            self.by_req.insert(dup.req, dup.version);
+            self.dups.push_back(dup);
+        }
+    }
+
+    /// The request `req` as logged, if its entry or its dup is still kept.
     #[must_use]
-    pub fn find_req(&self, req: ReqId) -> Option<&LogEntry> {
+    pub fn find_req(&self, req: ReqId) -> Option<DupEntry> {
         let version = *self.by_req.get(&req)?;
-        self.get(version)
+        if let Some(entry) = self.get(version) {
+            return Some(DupEntry::of(entry));
+        }
+        let index = self
+            .dups
+            .binary_search_by(|dup| dup.version.cmp(&version))
+            .ok()?;
+        self.dups.get(index).copied()
     }
 
     /// The entry of `version`, if still in the log.
@@ -314,6 +473,35 @@ impl PgLog {
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &LogEntry> {
         self.entries.iter()
+    }
+
+    /// The dups, oldest first.
+    pub fn dups(&self) -> impl DoubleEndedIterator<Item = &DupEntry> {
+        self.dups.iter()
+    }
+
+    /// What appending one more entry would trim: the oldest entry (to the
+    /// dups) and the dup that would then be forgotten. For writing the
+    /// same change to the store in the append's transaction.
+    #[must_use]
+    pub fn next_trim(&self) -> (Option<&LogEntry>, Option<&DupEntry>) {
+        if self.entries.len() < self.entries_max {
+            return (None, None);
+        }
+        let oldest = self.entries.front();
+        let forgotten = if self.dups_max == 0 {
+            None
+        } else if self.dups.len() >= self.dups_max {
+            self.dups.front()
+        } else {
+            None
+        };
+        (oldest, forgotten)
+    }
+
+    #[must_use]
+    pub fn dups_max(&self) -> usize {
+        self.dups_max
     }
 
     #[must_use]
@@ -422,16 +610,82 @@ mod tests {
     }
 
     #[test]
-    fn log_trims_oldest_and_forgets_their_requests() {
-        let mut log = PgLog::new(2);
-        assert!(log.append(entry(1)).is_empty());
-        assert!(log.append(entry(2)).is_empty());
-        assert_eq!(log.append(entry(3)), vec![Version::new(3, 1)]);
+    fn log_trims_oldest_into_dups_then_forgets_them() {
+        let mut log = PgLog::new(2, 2);
+        assert_eq!(log.append(entry(1)), Trimmed::default());
+        assert_eq!(log.append(entry(2)), Trimmed::default());
+        assert_eq!(
+            log.next_trim().0.map(|e| e.version),
+            Some(Version::new(3, 1))
+        );
+        let trimmed = log.append(entry(3));
+        assert_eq!(trimmed.to_dups, vec![DupEntry::of(&entry(1))]);
+        assert!(trimmed.forgotten.is_empty());
         assert_eq!(log.len(), 2);
+        // A retry of a trimmed request still finds its answer.
+        let dup = log
+            .find_req(ReqId { client: 7, tid: 1 })
+            .expect("kept as a dup");
+        assert_eq!(dup.version, Version::new(3, 1));
+        assert_eq!(dup.result, LogResult::Ok { object_version: 1 });
+        assert!(
+            log.get(Version::new(3, 1)).is_none(),
+            "no longer a log entry"
+        );
+        log.append(entry(4));
+        assert_eq!(
+            log.next_trim().1.map(|d| d.version),
+            Some(Version::new(3, 1))
+        );
+        let trimmed = log.append(entry(5));
+        assert_eq!(trimmed.forgotten, vec![Version::new(3, 1)]);
         assert!(log.find_req(ReqId { client: 7, tid: 1 }).is_none());
         assert_eq!(
-            log.find_req(ReqId { client: 7, tid: 3 }).map(|e| e.version),
-            Some(Version::new(3, 3))
+            log.find_req(ReqId { client: 7, tid: 2 }).map(|d| d.version),
+            Some(Version::new(3, 2))
         );
+        assert_eq!(
+            log.find_req(ReqId { client: 7, tid: 5 }).map(|e| e.version),
+            Some(Version::new(3, 5))
+        );
+        assert_eq!(log.dups().count(), 2);
+    }
+
+    #[test]
+    fn restored_dups_answer_retries_and_keep_the_newest() {
+        let mut log = PgLog::new(4, 2);
+        log.restore_dups(vec![
+            DupEntry::of(&entry(3)),
+            DupEntry::of(&entry(1)),
+            DupEntry::of(&entry(2)),
+        ]);
+        assert!(log.find_req(ReqId { client: 7, tid: 1 }).is_none());
+        assert!(log.find_req(ReqId { client: 7, tid: 2 }).is_some());
+        assert!(log.find_req(ReqId { client: 7, tid: 3 }).is_some());
+        log.append(entry(4));
+        assert_eq!(log.dups().count(), 2);
+    }
+
+    #[test]
+    fn dup_entry_golden_bytes_round_trip() {
+        let dup = DupEntry {
+            version: Version::new(2, 5),
+            req: ReqId { client: 1, tid: 9 },
+            result: LogResult::Err { code: 3 },
+        };
+        let bytes = dup.encode();
+        let mut golden = vec![1u8];
+        for word in [2u64, 5, 1, 9] {
+            golden.extend_from_slice(&word.to_le_bytes());
+        }
+        golden.extend_from_slice(&[1, 3, 0, 0, 0]);
+        assert_eq!(bytes.as_ref(), golden.as_slice());
+        assert_eq!(DupEntry::decode(&bytes), Ok(dup));
+        assert_eq!(
+            DupEntry::decode(&bytes[..bytes.len() - 1]),
+            Err(LogDecodeError::Truncated(golden.len() - 4))
+        );
+        assert!(dup.key().starts_with(DUP_KEY_PREFIX));
+        assert!(DupEntry::of(&entry(1)).key() < DupEntry::of(&entry(2)).key());
     }
 }

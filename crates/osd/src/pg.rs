@@ -14,7 +14,7 @@
 
 use crate::lease::{LeaseReport, Leases};
 use crate::limits::{BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS};
-use crate::log::{LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
+use crate::log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
 use crate::peering::{
     PastInterval, PeerCopy, PgInfo, blocked_by, choose_auth, log_recoverable, missing_objects,
     want_acting,
@@ -136,6 +136,9 @@ pub struct Activate {
     pub missing: Vec<Bytes>,
     /// The peer's copy is not usable: empty it and take a backfill.
     pub backfill: bool,
+    /// With `backfill`: the primary's dups, so the new copy can answer
+    /// retries of requests older than the log too.
+    pub dups: Vec<DupEntry>,
 }
 
 /// An object's whole state, as recovery and backfill copy it.
@@ -700,6 +703,8 @@ const EARLY_MSGS_MAX: usize = 1024;
 pub struct StoredPg {
     /// Log entries in version order.
     pub log: Vec<LogEntry>,
+    /// Requests trimmed from the log, kept for retries.
+    pub dups: Vec<DupEntry>,
     /// `None`: no info stored (a copy that never activated).
     pub info: Option<PgInfo>,
     pub missing: BTreeSet<Bytes>,
@@ -745,7 +750,7 @@ impl Pg {
             last_update: Version::ZERO,
             last_complete: Version::ZERO,
             committed_to: Version::ZERO,
-            log: PgLog::new(limits.log_entries_max),
+            log: PgLog::new(limits.log_entries_max, limits.log_dups_max),
             uncommitted: BTreeMap::new(),
             inflight: BTreeMap::new(),
             acks_owed: BTreeMap::new(),
@@ -808,6 +813,7 @@ impl Pg {
     ) -> Result<(Pg, Effects), IntervalError> {
         let mut core = Pg::blank(pg, whoami, interval, limits)?;
         core.leases = leases;
+        core.log.restore_dups(stored.dups);
         for entry in stored.log {
             if entry.version > core.last_update {
                 core.last_update = entry.version;
@@ -1154,11 +1160,24 @@ impl Pg {
             key: entry.version.log_key(),
             value: entry.encode(),
         });
-        if self.log.len() >= self.limits.log_entries_max
-            && let Some(oldest) = self.log.iter().next()
-        {
+        // What the append will trim: the oldest entry becomes a dup, and
+        // the oldest dup may be forgotten.
+        let (oldest, forgotten) = self.log.next_trim();
+        if let Some(oldest) = oldest {
             txn.push(Op::MetaRemove {
                 key: oldest.version.log_key(),
+            });
+            if self.log.dups_max() > 0 {
+                let dup = DupEntry::of(oldest);
+                txn.push(Op::MetaSet {
+                    key: dup.key(),
+                    value: dup.encode(),
+                });
+            }
+        }
+        if let Some(forgotten) = forgotten {
+            txn.push(Op::MetaRemove {
+                key: forgotten.key(),
             });
         }
         txn.validate()?;
@@ -1172,7 +1191,7 @@ impl Pg {
         let version = entry.version;
         assert!(version > prior, "log entry {version} not after {prior}");
         let trimmed = self.log.append(entry);
-        assert!(trimmed.len() <= 1, "log grew past its bound");
+        assert!(trimmed.to_dups.len() <= 1, "log grew past its bound");
         self.last_update = version;
         self.uncommitted.insert(version, prior);
         fx.store.push(StoreWrite {
@@ -1779,6 +1798,11 @@ impl Pg {
                 let (keep, entries) = log_delta(&copy.log, auth_log);
                 (keep, entries, missing)
             };
+            let dups = if backfill {
+                self.log.dups().copied().collect()
+            } else {
+                Vec::new()
+            };
             let msg = PgMsg::Activate(Activate {
                 from: self.whoami,
                 interval_epoch: epoch,
@@ -1788,6 +1812,7 @@ impl Pg {
                 committed_to: auth_last,
                 missing: missing.into_iter().collect(),
                 backfill,
+                dups,
             });
             healing.activations.insert(*osd, msg.clone());
             fx.send.push((*osd, msg));
@@ -1807,6 +1832,7 @@ impl Pg {
         self.adopt(
             keep_through,
             entries,
+            Vec::new(),
             auth_last,
             own_missing,
             false,
@@ -1827,14 +1853,16 @@ impl Pg {
         };
     }
 
-    /// Replaces this copy's log after `keep_through` with `entries`, records
-    /// `missing` and the activation, in transactions of bounded size whose
-    /// last carries `tag`.
+    /// Replaces this copy's log after `keep_through` with `entries`, adds
+    /// `dups` to its own (a `backfill` replaces them), records `missing` and
+    /// the activation, in transactions of bounded size whose last carries
+    /// `tag`.
     #[allow(clippy::too_many_arguments)]
     fn adopt(
         &mut self,
         keep_through: Version,
         entries: Vec<LogEntry>,
+        dups: Vec<DupEntry>,
         last_update: Version,
         missing: BTreeSet<Bytes>,
         backfill: bool,
@@ -1849,11 +1877,27 @@ impl Pg {
                 value: Bytes::new(),
             });
         }
-        let mut log = PgLog::new(self.limits.log_entries_max);
-        let mut kept = BTreeSet::new();
+        let mut log = PgLog::new(self.limits.log_entries_max, self.limits.log_dups_max);
+        // Own dups stay, unless this copy is replaced by a backfill, whose
+        // dups come from the primary.
+        let mut kept_dups = Vec::new();
+        for dup in self.log.dups() {
+            if backfill {
+                ops.push(Op::MetaRemove { key: dup.key() });
+            } else {
+                kept_dups.push(*dup);
+            }
+        }
+        for dup in &dups {
+            ops.push(Op::MetaSet {
+                key: dup.key(),
+                value: dup.encode(),
+            });
+        }
+        kept_dups.extend(dups);
+        log.restore_dups(kept_dups);
         for entry in self.log.iter() {
             if entry.version <= keep_through {
-                kept.insert(entry.version);
                 log.append(entry.clone());
             } else {
                 ops.push(Op::MetaRemove {
@@ -1869,12 +1913,23 @@ impl Pg {
                 key: entry.version.log_key(),
                 value: entry.encode(),
             });
-            for trimmed in log.append(entry) {
-                if kept.remove(&trimmed) {
-                    ops.push(Op::MetaRemove {
-                        key: trimmed.log_key(),
+            let trimmed = log.append(entry);
+            for dup in trimmed.to_dups {
+                // Stored before this adoption, or set above by it.
+                ops.push(Op::MetaRemove {
+                    key: dup.version.log_key(),
+                });
+                if log.dups_max() > 0 {
+                    ops.push(Op::MetaSet {
+                        key: dup.key(),
+                        value: dup.encode(),
                     });
                 }
+            }
+            for version in trimmed.forgotten {
+                ops.push(Op::MetaRemove {
+                    key: version.dup_key(),
+                });
             }
         }
         for object in self.local_missing.difference(&missing) {
@@ -1940,22 +1995,19 @@ impl Pg {
                 ),
             });
         }
-        let entries = if msg.backfill {
-            // The shell emptied the collection first: no log to keep.
-            self.log = PgLog::new(self.limits.log_entries_max);
-            self.local_missing.clear();
-            msg.entries
+        // A backfill: the shell emptied the collection's objects first, and
+        // the adoption drops every log entry, dup and missing mark of the
+        // old copy (keeping nothing of its log).
+        let entries = msg.entries;
+        let (keep, dups) = if msg.backfill {
+            (Version::ZERO, msg.dups)
         } else {
-            msg.entries
-        };
-        let keep = if msg.backfill {
-            Version::ZERO
-        } else {
-            msg.keep_through
+            (msg.keep_through, Vec::new())
         };
         self.adopt(
             keep,
             entries,
+            dups,
             msg.last_update,
             msg.missing.into_iter().collect(),
             msg.backfill,
@@ -3147,6 +3199,7 @@ mod tests {
                 committed_to: Version::new(4, 2),
                 missing,
                 backfill: false,
+                dups: Vec::new(),
             }))
         };
         let huge = vec![b'x'; cairn_store::limits::OBJECT_NAME_BYTES_MAX + 1];

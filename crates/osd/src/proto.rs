@@ -17,7 +17,7 @@
 //! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
 
 use crate::lease::LeaseReport;
-use crate::log::{LogEntry, ReqId, Version};
+use crate::log::{DupEntry, LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 use crate::scrub::{self, ScrubEntry, ScrubMap};
@@ -451,6 +451,9 @@ pub enum PeerMsg {
         backfill: bool,
         entries: u32,
         missing: u32,
+        /// Dup entries (see `DupEntry`), after the names in the data
+        /// segment, each with its length like them.
+        dups: u32,
     },
     /// An object's whole state; its data is the data segment.
     Push {
@@ -685,7 +688,9 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
             return Ok((body, data));
         }
         PgMsg::Activate(activate) => {
-            let (data, entries, missing) = records(&activate.entries, activate.missing.iter());
+            let (data, entries, missing) =
+                records_with_dups(&activate.entries, activate.missing.iter(), &activate.dups);
+            let dups = u32::try_from(activate.dups.len()).unwrap_or(u32::MAX);
             let body = PeerMsg::Activate {
                 pg,
                 from: activate.from,
@@ -696,6 +701,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 backfill: activate.backfill,
                 entries,
                 missing,
+                dups,
             };
             return Ok((body, data));
         }
@@ -844,6 +850,16 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
 /// The data segment of `Notify` and `Activate`: each log entry, then each
 /// name, as a u32 little-endian length and the bytes; with their counts.
 fn records<'a>(entries: &[LogEntry], names: impl Iterator<Item = &'a Bytes>) -> (Bytes, u32, u32) {
+    records_with_dups(entries, names, &[])
+}
+
+/// As [`records`], then each dup entry the same way (the count is the
+/// caller's to send).
+fn records_with_dups<'a>(
+    entries: &[LogEntry],
+    names: impl Iterator<Item = &'a Bytes>,
+    dups: &[DupEntry],
+) -> (Bytes, u32, u32) {
     let mut out = BytesMut::new();
     let mut put = |bytes: &[u8]| {
         let len = u32::try_from(bytes.len()).expect("records are bounded by the store's limits");
@@ -858,6 +874,9 @@ fn records<'a>(entries: &[LogEntry], names: impl Iterator<Item = &'a Bytes>) -> 
         put(name);
         count += 1;
     }
+    for dup in dups {
+        put(&dup.encode());
+    }
     let entries = u32::try_from(entries.len()).unwrap_or(u32::MAX);
     (out.freeze(), entries, count)
 }
@@ -868,6 +887,20 @@ fn unrecords(
     entries: u32,
     names: u32,
 ) -> Result<(Vec<LogEntry>, Vec<Bytes>), PeerDecodeError> {
+    let (log, names, _) = unrecords_with_dups(data, entries, names, 0)?;
+    Ok((log, names))
+}
+
+/// Log entries, names and dup entries, as [`records_with_dups`] wrote them.
+type Records = (Vec<LogEntry>, Vec<Bytes>, Vec<DupEntry>);
+
+/// Reads what [`records_with_dups`] wrote.
+fn unrecords_with_dups(
+    data: &Bytes,
+    entries: u32,
+    names: u32,
+    dups: u32,
+) -> Result<Records, PeerDecodeError> {
     let bad = || PeerDecodeError::DataLength(data.len());
     let mut at = 0usize;
     let mut next = || -> Result<Bytes, PeerDecodeError> {
@@ -895,10 +928,16 @@ fn unrecords(
     for _ in 0..names {
         out.push(next()?);
     }
+    let mut dup_entries = Vec::new();
+    for _ in 0..dups {
+        let bytes = next()?;
+        dup_entries
+            .push(DupEntry::decode(&bytes).map_err(|e| PeerDecodeError::Entry(e.to_string()))?);
+    }
     if at != data.len() {
         return Err(bad());
     }
-    Ok((log, out))
+    Ok((log, out, dup_entries))
 }
 
 /// Decodes a peer message and its data segment into the PG it is for and
@@ -1121,8 +1160,9 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             backfill,
             entries,
             missing,
+            dups,
         } => {
-            let (entries, missing) = unrecords(data, entries, missing)?;
+            let (entries, missing, dups) = unrecords_with_dups(data, entries, missing, dups)?;
             let activate = Activate {
                 from,
                 interval_epoch,
@@ -1132,6 +1172,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 committed_to: committed_to.into(),
                 missing,
                 backfill,
+                dups,
             };
             (pg, PgMsg::Activate(activate))
         }
@@ -1304,6 +1345,49 @@ mod tests {
         assert!(matches!(
             decode_pg_msg(back, &short),
             Err(PeerDecodeError::DataLength(100))
+        ));
+    }
+
+    #[test]
+    fn a_backfill_activation_carries_the_dups_and_a_cut_one_is_refused() {
+        let pg = PgId::new(PoolId(3), 5);
+        let entry = |seq: u64| LogEntry {
+            version: Version::new(9, seq),
+            object: Bytes::from_static(b"obj"),
+            kind: LogKind::Write,
+            req: ReqId {
+                client: 1,
+                tid: seq,
+            },
+            result: LogResult::Ok {
+                object_version: seq,
+            },
+        };
+        let msg = PgMsg::Activate(Activate {
+            from: OsdId(1),
+            interval_epoch: Epoch(9),
+            keep_through: Version::ZERO,
+            entries: vec![entry(3), entry(4)],
+            last_update: Version::new(9, 4),
+            committed_to: Version::new(9, 4),
+            missing: Vec::new(),
+            backfill: true,
+            dups: vec![
+                DupEntry::of(&entry(1)),
+                DupEntry {
+                    result: LogResult::Err { code: 3 },
+                    ..DupEntry::of(&entry(2))
+                },
+            ],
+        });
+        let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
+        let bytes = postcard::to_allocvec(&body).expect("postcard");
+        let back: PeerMsg = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(decode_pg_msg(back.clone(), &data), Ok((pg, msg)));
+        let short = data.slice(..data.len() - 1);
+        assert!(matches!(
+            decode_pg_msg(back, &short),
+            Err(PeerDecodeError::DataLength(_))
         ));
     }
 

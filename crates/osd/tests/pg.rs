@@ -542,6 +542,7 @@ fn too_many_in_flight_is_busy() {
     let limits = PgLimits {
         log_entries_max: 8,
         inflight_max: 2,
+        ..PgLimits::default()
     };
     let mut h = Harness::new(&[1, 2, 3], &interval(5, &[1, 2, 3], 2), limits, 1);
     for tid in 1..=3 {
@@ -556,6 +557,7 @@ fn too_many_in_flight_is_busy() {
 fn log_stays_bounded_on_every_osd() {
     let limits = PgLimits {
         log_entries_max: 4,
+        log_dups_max: 3,
         inflight_max: 2,
     };
     let mut h = Harness::new(&[1, 2, 3], &interval(5, &[1, 2, 3], 2), limits, 3);
@@ -574,6 +576,52 @@ fn log_stays_bounded_on_every_osd() {
                 .any(|op| matches!(op, Op::MetaRemove { .. }))
         );
     }
+}
+
+#[test]
+fn a_retry_after_its_entry_left_the_log_is_answered_from_the_dups() {
+    let limits = PgLimits {
+        log_entries_max: 4,
+        log_dups_max: 8,
+        inflight_max: 2,
+    };
+    let mut h = Harness::new(&[1, 2, 3], &interval(5, &[1, 2, 3], 2), limits, 3);
+    h.client_write(1, 1, 5, "a");
+    h.run();
+    for tid in 2..=7 {
+        h.client_write(1, tid, 5, &format!("o{tid}"));
+        h.run();
+    }
+    assert!(
+        !h.log_versions(1).contains(&Version::new(5, 1)),
+        "the first write's entry was trimmed"
+    );
+    let stored_before = h.stored[&OsdId(1)].len();
+    // Each trim moved the entry to a dup key in the same transaction.
+    let dup_keys = h.stored[&OsdId(1)]
+        .iter()
+        .flat_map(|w| &w.txn.ops)
+        .filter(|op| matches!(op, Op::MetaSet { key, .. } if key.starts_with(b"pgdup/")))
+        .count();
+    assert_eq!(dup_keys, 3);
+    h.client_write(1, 1, 5, "a");
+    assert_eq!(
+        h.stored[&OsdId(1)].len(),
+        stored_before,
+        "the retry was not applied again"
+    );
+    assert_eq!(h.replies.len(), 8);
+    assert_eq!(h.replies[0], h.replies[7], "the first answer, again");
+    assert_eq!(h.pg(1).last_update(), Version::new(5, 7));
+
+    // Past the dups' bound too, a retry is a new request (as in Ceph).
+    for tid in 8..=20 {
+        h.client_write(1, tid, 5, &format!("o{tid}"));
+        h.run();
+    }
+    h.client_write(1, 1, 5, "a");
+    h.run();
+    assert_eq!(h.pg(1).last_update(), Version::new(5, 21));
 }
 
 proptest! {
@@ -616,6 +664,7 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
     let limits = PgLimits {
         log_entries_max: 4,
         inflight_max: 2,
+        ..PgLimits::default()
     };
     let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
     for tid in 1..=6 {
