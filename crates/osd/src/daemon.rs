@@ -1151,9 +1151,15 @@ impl Osd {
         priority: Priority,
     ) {
         let _permit = self.recovery.acquire(priority).await;
-        let current = lock(&self.pgs)
+        // The PG's last update before the read: what the push is as of.
+        let (current, as_of) = lock(&self.pgs)
             .get(&pg)
-            .map(|slot| slot.pg.interval().epoch_started);
+            .map_or((None, Version::ZERO), |slot| {
+                (
+                    Some(slot.pg.interval().epoch_started),
+                    slot.pg.last_update(),
+                )
+            });
         let Some(epoch) = interval_epoch.or(current) else {
             return;
         };
@@ -1183,6 +1189,7 @@ impl Osd {
             interval_epoch: epoch,
             object,
             state,
+            as_of,
         });
         for target in targets {
             self.send_to_peer(target, pg, &push).await;

@@ -158,6 +158,10 @@ pub struct Push {
     pub object: Bytes,
     /// `None`: the object does not exist (remove it).
     pub state: Option<ObjectState>,
+    /// The sender's last update when it read `state`: a write to the object
+    /// the receiver logged after it makes this push stale (a late or
+    /// duplicated copy of a push already applied), and it is ignored.
+    pub as_of: Version,
 }
 
 /// A replica's report that `version` is durable on it.
@@ -2128,6 +2132,25 @@ impl Pg {
                 return Ok(());
             }
             self.pushes_owed.insert(push.object.clone(), from);
+        }
+        // Writes to an object wait while any copy lacks it, so a logged
+        // write after `as_of` means this push was already applied (this is
+        // a late or duplicated copy) and that write came after: applying
+        // the older state now would undo it.
+        let newer = self
+            .log
+            .iter()
+            .rev()
+            .take_while(|entry| entry.version > push.as_of)
+            .any(|entry| entry.object == push.object && entry.kind != LogKind::Refused);
+        if newer {
+            if !self.is_primary() {
+                self.pushes_owed.remove(&push.object);
+            }
+            return Err(ignore(format!(
+                "stale: a write to the object after {} is logged here",
+                push.as_of
+            )));
         }
         let txn = push_txn(self.collection, &push)
             .map_err(|e| ignore(format!("bad object state: {e}")))?;

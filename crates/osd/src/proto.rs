@@ -465,6 +465,8 @@ pub enum PeerMsg {
         version: u64,
         xattrs: Vec<(ByteBuf, ByteBuf)>,
         omap: Vec<(ByteBuf, ByteBuf)>,
+        /// The sender's last update when it read the object.
+        as_of: VersionWire,
     },
     /// `PushAck` or `Pull` of one object.
     ObjectSignal {
@@ -778,6 +780,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 version: state.version,
                 xattrs: bufs(&state.xattrs),
                 omap: bufs(&state.omap),
+                as_of: push.as_of.into(),
             };
             return Ok((body, state.data));
         }
@@ -1185,6 +1188,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             version,
             xattrs,
             omap,
+            as_of,
         } => {
             let state = exists.then(|| ObjectState {
                 data: data.clone(),
@@ -1200,6 +1204,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 interval_epoch,
                 object: unbuf(object),
                 state,
+                as_of: as_of.into(),
             };
             (pg, PgMsg::Push(push))
         }

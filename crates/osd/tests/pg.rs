@@ -107,6 +107,7 @@ impl Harness {
                     interval_epoch: epoch,
                     object: object.clone(),
                     state: Some(ObjectState::default()),
+                    as_of: self.pgs[&osd].last_update(),
                 });
                 self.links.entry((osd, to)).or_default().push_back(push);
             }
@@ -172,6 +173,7 @@ impl Harness {
                 interval_epoch,
                 object,
                 state: Some(ObjectState::default()),
+                as_of: self.pgs[&to].last_update(),
             });
             self.links.entry((to, from)).or_default().push_back(push);
             return;
@@ -622,6 +624,39 @@ fn a_retry_after_its_entry_left_the_log_is_answered_from_the_dups() {
     h.client_write(1, 1, 5, "a");
     h.run();
     assert_eq!(h.pg(1).last_update(), Version::new(5, 21));
+}
+
+#[test]
+fn a_push_older_than_a_logged_write_to_its_object_is_ignored() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    h.run();
+    let as_of = h.pg(1).last_update();
+    h.client_write(1, 2, 5, "a");
+    h.run();
+    let before = h.stored[&OsdId(2)].len();
+    let push = |as_of| {
+        PgMsg::Push(Push {
+            from: OsdId(1),
+            interval_epoch: Epoch(5),
+            object: Bytes::from_static(b"a"),
+            state: Some(ObjectState::default()),
+            as_of,
+        })
+    };
+    // A late copy of a push read before the second write: ignored.
+    h.deliver(OsdId(2), push(as_of));
+    assert_eq!(h.stored[&OsdId(2)].len(), before, "nothing applied");
+    assert!(
+        h.ignored
+            .iter()
+            .any(|(osd, why)| *osd == OsdId(2) && format!("{why:?}").contains("stale")),
+        "{:?}",
+        h.ignored
+    );
+    // One read after it applies.
+    h.deliver(OsdId(2), push(h.pg(1).last_update()));
+    assert_eq!(h.stored[&OsdId(2)].len(), before + 1);
 }
 
 proptest! {

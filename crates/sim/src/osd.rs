@@ -902,11 +902,9 @@ impl SimOsd {
         epoch: Option<Epoch>,
         out: &mut Outbox,
     ) {
-        let current = self
-            .proc()
-            .pgs
-            .get(&pg)
-            .map(|s| s.pg.interval().epoch_started);
+        let (current, as_of) = self.proc().pgs.get(&pg).map_or((None, Version::ZERO), |s| {
+            (Some(s.pg.interval().epoch_started), s.pg.last_update())
+        });
         let Some(epoch) = epoch.or(current) else {
             return;
         };
@@ -926,6 +924,7 @@ impl SimOsd {
             interval_epoch: epoch,
             object,
             state,
+            as_of,
         });
         for target in targets {
             out.sends.push((
