@@ -164,10 +164,7 @@ fn payload(len: usize, seed: u64) -> Bytes {
         out.extend_from_slice(&x.to_le_bytes());
     }
     out.truncate(len);
-    // As a payload arrives from the network: in block-aligned memory (the
-    // wire crate receives data segments so), which the store writes with
-    // `O_DIRECT` without staging a copy.
-    cairn_types::aligned::aligned_copy(&out)
+    Bytes::from(out)
 }
 
 /// Per-operation latencies and bytes from the workers.

@@ -27,11 +27,6 @@ pub const INLINE_SIZE_BYTES_MAX: u64 = 2 * 1024;
 /// (4 KiB objects, 16 writers: 17,500 → 25,200 commits/s).
 pub const DIRECT_WRITE_BYTES_MIN: u64 = 64 * 1024;
 
-/// Aligned payloads at least this long are checksummed on a second thread
-/// while they are written (a thread start costs tens of microseconds, the
-/// checksums of 1 MiB about 50).
-pub const PARALLEL_CSUM_BYTES_MIN: u64 = 1024 * 1024;
-
 /// The x86-64 and aarch64 (4 KiB granule) huge page: staging buffers of at
 /// least this size are aligned to it and asked to be backed by huge pages.
 pub const HUGE_PAGE_BYTES: u64 = 2 * 1024 * 1024;
