@@ -119,14 +119,7 @@ impl MonStore {
     /// # Errors
     /// [`MonError::Store`]; nothing is stored then.
     pub fn persist_config(&self, entries: &[(String, String)]) -> Result<(), MonError> {
-        let bytes = postcard::to_allocvec(entries).map_err(store_err)?;
-        let txn = self.db.begin_write().map_err(store_err)?;
-        {
-            let mut meta = txn.open_table(META).map_err(store_err)?;
-            meta.insert(CONFIG_KEY, bytes.as_slice())
-                .map_err(store_err)?;
-        }
-        txn.commit().map_err(store_err)
+        self.put_meta(CONFIG_KEY, &entries)
     }
 
     /// Durably replaces the stored set of OSDs marked out automatically.
@@ -134,33 +127,28 @@ impl MonStore {
     /// # Errors
     /// [`MonError::Store`]; nothing is stored then.
     pub fn persist_auto_out(&self, ids: &[OsdId]) -> Result<(), MonError> {
-        let bytes = postcard::to_allocvec(ids).map_err(store_err)?;
+        self.put_meta(AUTO_OUT_KEY, &ids)
+    }
+
+    /// Durably replaces one postcard-encoded value of the meta table.
+    fn put_meta<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<(), MonError> {
+        let bytes = postcard::to_allocvec(value).map_err(store_err)?;
         let txn = self.db.begin_write().map_err(store_err)?;
         {
             let mut meta = txn.open_table(META).map_err(store_err)?;
-            meta.insert(AUTO_OUT_KEY, bytes.as_slice())
-                .map_err(store_err)?;
+            meta.insert(key, bytes.as_slice()).map_err(store_err)?;
         }
         txn.commit().map_err(store_err)
     }
 
     fn load(&self) -> Result<Loaded, MonError> {
         let txn = self.db.begin_read().map_err(store_err)?;
-        let config = {
+        let (config, auto_out) = {
             let meta = txn.open_table(META).map_err(store_err)?;
-            match meta.get(CONFIG_KEY).map_err(store_err)? {
-                Some(bytes) => postcard::from_bytes(bytes.value())
-                    .map_err(|e| store_err(format!("stored settings: {e}")))?,
-                None => Vec::new(),
-            }
-        };
-        let auto_out = {
-            let meta = txn.open_table(META).map_err(store_err)?;
-            match meta.get(AUTO_OUT_KEY).map_err(store_err)? {
-                Some(bytes) => postcard::from_bytes(bytes.value())
-                    .map_err(|e| store_err(format!("stored auto-out set: {e}")))?,
-                None => Vec::new(),
-            }
+            (
+                meta_value(&meta, CONFIG_KEY, "settings")?.unwrap_or_default(),
+                meta_value(&meta, AUTO_OUT_KEY, "auto-out set")?.unwrap_or_default(),
+            )
         };
         let fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
         let (_, newest) = fulls
@@ -206,6 +194,20 @@ impl MonStore {
             config,
             auto_out,
         })
+    }
+}
+
+/// One postcard-encoded value of the meta table, if stored.
+fn meta_value<T: serde::de::DeserializeOwned>(
+    meta: &redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    key: &str,
+    what: &str,
+) -> Result<Option<T>, MonError> {
+    match meta.get(key).map_err(store_err)? {
+        Some(bytes) => postcard::from_bytes(bytes.value())
+            .map(Some)
+            .map_err(|e| store_err(format!("stored {what}: {e}"))),
+        None => Ok(None),
     }
 }
 

@@ -150,15 +150,7 @@ impl LogEntry {
     #[must_use]
     pub fn encode(&self) -> Bytes {
         let mut out = Vec::with_capacity(48 + self.object.len());
-        out.push(LOG_ENTRY_FORMAT);
-        for word in [
-            self.version.epoch.0,
-            self.version.seq,
-            self.req.client,
-            self.req.tid,
-        ] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
+        encode_head(&mut out, LOG_ENTRY_FORMAT, self.version, self.req);
         out.push(match self.kind {
             LogKind::Write => 0,
             LogKind::Remove => 1,
@@ -177,15 +169,7 @@ impl LogEntry {
     /// [`LogDecodeError`] for unknown formats, tags, short or long input.
     pub fn decode(bytes: &[u8]) -> Result<LogEntry, LogDecodeError> {
         let mut reader = Reader { bytes, at: 0 };
-        let format = reader.u8()?;
-        if format != LOG_ENTRY_FORMAT {
-            return Err(LogDecodeError::UnknownFormat(format));
-        }
-        let version = Version::new(reader.u64()?, reader.u64()?);
-        let req = ReqId {
-            client: reader.u64()?,
-            tid: reader.u64()?,
-        };
+        let (version, req) = decode_head(&mut reader, LOG_ENTRY_FORMAT)?;
         let kind = match reader.u8()? {
             0 => LogKind::Write,
             1 => LogKind::Remove,
@@ -206,6 +190,28 @@ impl LogEntry {
             result,
         })
     }
+}
+
+/// The start both entry encodings share: the format byte, then epoch, seq,
+/// client and tid as little-endian u64s.
+fn encode_head(out: &mut Vec<u8>, format: u8, version: Version, req: ReqId) {
+    out.push(format);
+    for word in [version.epoch.0, version.seq, req.client, req.tid] {
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+}
+
+fn decode_head(reader: &mut Reader<'_>, format: u8) -> Result<(Version, ReqId), LogDecodeError> {
+    let found = reader.u8()?;
+    if found != format {
+        return Err(LogDecodeError::UnknownFormat(found));
+    }
+    let version = Version::new(reader.u64()?, reader.u64()?);
+    let req = ReqId {
+        client: reader.u64()?,
+        tid: reader.u64()?,
+    };
+    Ok((version, req))
 }
 
 /// A result as both entry encodings store it: tag u8 (0 ok, 1 err), then
@@ -274,15 +280,7 @@ impl DupEntry {
     #[must_use]
     pub fn encode(&self) -> Bytes {
         let mut out = Vec::with_capacity(42);
-        out.push(DUP_ENTRY_FORMAT);
-        for word in [
-            self.version.epoch.0,
-            self.version.seq,
-            self.req.client,
-            self.req.tid,
-        ] {
-            out.extend_from_slice(&word.to_le_bytes());
-        }
+        encode_head(&mut out, DUP_ENTRY_FORMAT, self.version, self.req);
         encode_result(&mut out, self.result);
         Bytes::from(out)
     }
@@ -293,15 +291,7 @@ impl DupEntry {
     /// [`LogDecodeError`] for unknown formats, tags, short or long input.
     pub fn decode(bytes: &[u8]) -> Result<DupEntry, LogDecodeError> {
         let mut reader = Reader { bytes, at: 0 };
-        let format = reader.u8()?;
-        if format != DUP_ENTRY_FORMAT {
-            return Err(LogDecodeError::UnknownFormat(format));
-        }
-        let version = Version::new(reader.u64()?, reader.u64()?);
-        let req = ReqId {
-            client: reader.u64()?,
-            tid: reader.u64()?,
-        };
+        let (version, req) = decode_head(&mut reader, DUP_ENTRY_FORMAT)?;
         let result = decode_result(&mut reader)?;
         if reader.at != bytes.len() {
             return Err(LogDecodeError::Trailing(bytes.len() - reader.at));
