@@ -651,6 +651,11 @@ struct Healing {
     pushed_through: Option<ObjectKey>,
     scan_pending: bool,
     scan_done: bool,
+    /// Objects whose writes went to the backfill targets as log entries
+    /// only (beyond `pushed_through`) and that no scanned page has listed
+    /// since: a page listed before such a write reached the store lacks
+    /// the object, so the scan pushes these itself as it passes them.
+    log_only_unlisted: BTreeSet<ObjectKey>,
     /// Backfill pushes in flight -> targets that have not acked, ticks.
     backfill_in_flight: BTreeMap<ObjectKey, (BTreeSet<OsdId>, u32)>,
     /// Backfill targets told they are done, not yet acknowledged.
@@ -1131,6 +1136,9 @@ impl Pg {
                 .pushed_through
                 .as_ref()
                 .is_none_or(|p| key > *p);
+        if beyond_backfill && !self.healing.backfill_targets.is_empty() {
+            self.healing.log_only_unlisted.insert(key.clone());
+        }
         for osd in &replicas {
             let log_only = beyond_backfill && self.healing.backfill_targets.contains(osd);
             let msg = SubWrite {
@@ -2274,12 +2282,32 @@ impl Pg {
     /// could miss it, while the write went to the targets as a log entry
     /// only (the scan had not reached the object). The next tick or push
     /// ack scans again from there.
+    ///
+    /// Objects written log-only beyond the scan that the page does not list
+    /// (their write reached the store after the listing) are pushed as the
+    /// scan passes them, and all that remain when the last page ends.
     fn on_backfill_page(&mut self, keys: Vec<ObjectKey>, more: bool, fx: &mut Effects) {
         if !self.healing.scan_pending {
             return;
         }
         self.healing.scan_pending = false;
         let targets: Vec<OsdId> = self.healing.backfill_targets.iter().copied().collect();
+        let healing = &mut self.healing;
+        if let Some(through) = &healing.pushed_through {
+            healing.log_only_unlisted.retain(|k| k > through);
+        }
+        for key in &keys {
+            healing.log_only_unlisted.remove(key);
+        }
+        let page_end = keys.last().cloned();
+        let mut keys: BTreeSet<ObjectKey> = keys.into_iter().collect();
+        keys.extend(
+            healing
+                .log_only_unlisted
+                .iter()
+                .filter(|k| !more || page_end.as_ref().is_some_and(|end| *k < end))
+                .cloned(),
+        );
         for key in keys {
             if self
                 .healing
@@ -2293,6 +2321,7 @@ impl Pg {
                 return;
             }
             let healing = &mut self.healing;
+            healing.log_only_unlisted.remove(&key);
             healing.pushed_through = Some(key.clone());
             let waiting: BTreeSet<OsdId> = targets.iter().copied().collect();
             healing.backfill_in_flight.insert(key.clone(), (waiting, 0));

@@ -743,6 +743,46 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
     assert_eq!(fx.pushes.len(), 1, "o9 is pushed once its write is durable");
 }
 
+/// A write admitted while the last page was being listed reached the store
+/// too late to be listed, and went to the target as a log entry only: the
+/// scan must push that object itself before declaring the target complete.
+#[test]
+fn backfill_pushes_a_log_only_object_its_last_page_did_not_list() {
+    let limits = PgLimits {
+        log_entries_max: 4,
+        inflight_max: 2,
+        ..PgLimits::default()
+    };
+    let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
+    for tid in 1..=6 {
+        h.client_write(1, tid, 5, &format!("o{tid}"));
+        h.run();
+    }
+    let mut next = interval(6, &[1, 2], 2);
+    next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
+    next.size = 3;
+    h.change_interval(&next);
+    h.run();
+    // The scan was asked for; before its (empty, last) page is handled, a
+    // write creates o9 beyond it: log-only to osd.4.
+    assert_eq!(
+        h.pg(1).state_name(),
+        "active+undersized+degraded+remapped+backfilling"
+    );
+    h.client_write(1, 10, 6, "o9");
+    h.run();
+    let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
+    let fx = primary.handle(PgEvent::BackfillPage {
+        keys: Vec::new(),
+        more: false,
+    });
+    assert_eq!(
+        fx.pushes,
+        vec![(Bytes::from_static(b"o9"), vec![OsdId(4)])],
+        "the unlisted log-only object is pushed, not skipped"
+    );
+}
+
 /// What a copy's scrub map says of one object.
 fn scrub_entry(name: &str, version: u64, data_digest: u32) -> ScrubEntry {
     ScrubEntry {
