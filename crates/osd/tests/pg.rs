@@ -691,11 +691,10 @@ proptest! {
     }
 }
 
-/// A backfill scan that reaches an object with a write in flight does not
-/// push it (the store may not hold the write yet, and the target got the
-/// write as a log entry only); it pushes it on a later scan, after the write.
-#[test]
-fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
+/// Six writes on osd.1 and osd.2 with a 4-entry log, then osd.4 joins the
+/// up set: its empty copy is beyond the log, so it is backfilled while
+/// osd.1 and osd.2 act.
+fn backfilling() -> Harness {
     let limits = PgLimits {
         log_entries_max: 4,
         inflight_max: 2,
@@ -706,8 +705,6 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
         h.client_write(1, tid, 5, &format!("o{tid}"));
         h.run();
     }
-    // osd.4 joins the up set; the log no longer reaches back to its empty
-    // copy, so it is backfilled while osd.1 and osd.2 act.
     let mut next = interval(6, &[1, 2], 2);
     next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
     next.size = 3;
@@ -717,6 +714,15 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
         h.pg(1).state_name(),
         "active+undersized+degraded+remapped+backfilling"
     );
+    h
+}
+
+/// A backfill scan that reaches an object with a write in flight does not
+/// push it (the store may not hold the write yet, and the target got the
+/// write as a log entry only); it pushes it on a later scan, after the write.
+#[test]
+fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
+    let mut h = backfilling();
     h.client_write(1, 10, 6, "o9");
     let key = ObjectKey::new(Bytes::from_static(b"o9"));
     let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
@@ -748,27 +754,9 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
 /// scan must push that object itself before declaring the target complete.
 #[test]
 fn backfill_pushes_a_log_only_object_its_last_page_did_not_list() {
-    let limits = PgLimits {
-        log_entries_max: 4,
-        inflight_max: 2,
-        ..PgLimits::default()
-    };
-    let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
-    for tid in 1..=6 {
-        h.client_write(1, tid, 5, &format!("o{tid}"));
-        h.run();
-    }
-    let mut next = interval(6, &[1, 2], 2);
-    next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
-    next.size = 3;
-    h.change_interval(&next);
-    h.run();
+    let mut h = backfilling();
     // The scan was asked for; before its (empty, last) page is handled, a
     // write creates o9 beyond it: log-only to osd.4.
-    assert_eq!(
-        h.pg(1).state_name(),
-        "active+undersized+degraded+remapped+backfilling"
-    );
     h.client_write(1, 10, 6, "o9");
     h.run();
     let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
