@@ -46,6 +46,15 @@ fn boot(host: u32) -> MonCommand {
     }
 }
 
+/// The boot of an existing OSD, `osd.{host}` on host `h{host}`.
+fn reboot(host: u32) -> MonCommand {
+    let mut command = boot(host);
+    if let MonCommand::OsdBoot { id, .. } = &mut command {
+        *id = Some(OsdId(host));
+    }
+    command
+}
+
 fn pool(name: &str, size: u32) -> MonCommand {
     MonCommand::PoolCreate {
         name: name.into(),
@@ -250,14 +259,7 @@ fn silent_osd_goes_down_after_grace_then_out() {
     assert!(!is_in(&service, 1) && is_up(&service, 0));
     assert!(service.auto_out().contains(&OsdId(1)));
     // A boot brings it up and, as the monitor took it out, in again.
-    let reboot = || {
-        let mut reboot = boot(1);
-        if let MonCommand::OsdBoot { id, .. } = &mut reboot {
-            *id = Some(OsdId(1));
-        }
-        reboot
-    };
-    let effects = run(&mut service, reboot());
+    let effects = run(&mut service, reboot(1));
     ok(&effects);
     assert!(is_up(&service, 1) && is_in(&service, 1));
     assert_eq!(
@@ -284,7 +286,7 @@ fn silent_osd_goes_down_after_grace_then_out() {
         service.auto_out().is_empty(),
         "out by hand, not for being down"
     );
-    ok(&run(&mut service, reboot()));
+    ok(&run(&mut service, reboot(1)));
     assert!(is_up(&service, 1) && !is_in(&service, 1));
 }
 
@@ -292,35 +294,15 @@ fn silent_osd_goes_down_after_grace_then_out() {
 fn a_boot_of_an_osd_still_up_marks_it_down_first() {
     let mut service = cluster(2);
     let before = service.epoch();
-    let reboot = || match boot(1) {
-        MonCommand::OsdBoot {
-            id: _,
-            addr,
-            host,
-            rack,
-            device_class,
-            weight,
-            capacity_bytes,
-        } => MonCommand::OsdBoot {
-            id: Some(OsdId(1)),
-            addr,
-            host,
-            rack,
-            device_class,
-            weight,
-            capacity_bytes,
-        },
-        other => other,
-    };
     assert!(is_up(&service, 1));
     // osd.1 restarted before anyone noticed: its boot finds it up.
-    let effects = run(&mut service, reboot());
+    let effects = run(&mut service, reboot(1));
     one_epoch(&service, before, &effects);
     assert!(matches!(ok(&effects), Reply::Done { .. }), "boot again");
     assert!(!is_up(&service, 1), "the old instance is marked down");
     // The second boot finds it down and brings it up, a further epoch.
     let before = service.epoch();
-    let effects = run(&mut service, reboot());
+    let effects = run(&mut service, reboot(1));
     one_epoch(&service, before, &effects);
     assert!(matches!(ok(&effects), Reply::OsdBooted { .. }));
     assert!(is_up(&service, 1));
