@@ -339,9 +339,12 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                 if pg_num.is_none() && pgp_num.is_none() && min_size.is_none() {
                     return Err("nothing to set: give --pg-num, --pgp-num or --min-size".into());
                 }
-                if pg_num.is_some() || pgp_num.is_some() {
-                    refuse_split_of_data(&client, &name, pg_num, pgp_num).await?;
-                }
+                let before = client
+                    .refresh_map()
+                    .await?
+                    .pool_by_name(&name)
+                    .map(|p| (p.pg_num, p.pgp_num))
+                    .ok_or_else(|| format!("pool {name:?} does not exist"))?;
                 let command = MonCommand::PoolSet {
                     name: name.clone(),
                     pg_num,
@@ -349,6 +352,26 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                     min_size,
                 };
                 client.mon_command(command).await?;
+                // As in Ceph, pgp_num follows a pg_num increase unless set:
+                // in a later epoch, so the PGs split where they are first,
+                // then the new ones move (rebalancing like any remap).
+                if let (Some(new), None) = (pg_num, pgp_num)
+                    && new > before.0
+                {
+                    println!("pool {name}: pg_num {} -> {new} (PGs split in place)", before.0);
+                    let follow = MonCommand::PoolSet {
+                        name: name.clone(),
+                        pg_num: None,
+                        pgp_num: Some(new),
+                        min_size: None,
+                    };
+                    client.mon_command(follow).await?;
+                    println!(
+                        "pool {name}: pgp_num {} -> {new} (new PGs move to their OSDs; `cairn status` shows the rebalance)",
+                        before.1
+                    );
+                    return Ok(());
+                }
                 println!("pool {name} updated");
                 Ok(())
             }
@@ -384,41 +407,6 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
             }
         }
     })
-}
-
-/// PGs do not split yet: raising `pg_num` (or moving `pgp_num`) of a pool
-/// that holds objects would hash them to new, empty PGs, hiding them. Such
-/// a change is refused with the reason; on an empty pool it is fine.
-async fn refuse_split_of_data(
-    client: &Client,
-    name: &str,
-    pg_num: Option<u32>,
-    pgp_num: Option<u32>,
-) -> CliResult {
-    let map = client.refresh_map().await?;
-    let pool = map
-        .pool_by_name(name)
-        .ok_or_else(|| format!("pool {name:?} does not exist"))?;
-    // Invalid values (a shrink, past the bound) are left to the monitor,
-    // which says what is wrong with them.
-    let max = cairn_placement::limits::PG_NUM_MAX;
-    let new_pg_num = pg_num.unwrap_or(pool.pg_num);
-    let grows = new_pg_num > pool.pg_num && new_pg_num <= max;
-    let moves = pgp_num.is_some_and(|n| n != pool.pgp_num && n <= new_pg_num);
-    let changes = grows || moves;
-    if !changes {
-        return Ok(());
-    }
-    let page = client.list(name, None, 1).await?;
-    if !page.names.is_empty() {
-        return Err(format!(
-            "pool {name} holds objects, and splitting PGs is not implemented yet: a new pg_num \
-             or pgp_num would place them in new, empty PGs. Create a pool with the PG count \
-             you need and copy the objects, or set it before writing"
-        )
-        .into());
-    }
-    Ok(())
 }
 
 fn read_input(file: &PathBuf) -> CliResult<Bytes> {

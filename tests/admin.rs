@@ -76,8 +76,8 @@ fn osd_tree_out_in_df_and_pool_set_rm() {
         !cluster.cairn(&["pool", "set", "scratch"]).status.success(),
         "pool set with nothing to set fails"
     );
-    // With an object in it, raising pg_num would hide the object in a new,
-    // empty PG (PGs do not split yet): refused, nothing changes.
+    // With an object in it, raising pg_num splits its PG: the object is
+    // still there, and pgp_num follows pg_num.
     ok(
         common::cairn_with_input(
             &cluster.conf,
@@ -86,15 +86,21 @@ fn osd_tree_out_in_df_and_pool_set_rm() {
         ),
         "object put",
     );
-    let split = cluster.cairn(&["pool", "set", "scratch", "--pg-num", "32"]);
-    assert!(!split.status.success(), "pg_num growth of a pool with data");
+    let split = ok(
+        cluster.cairn(&["pool", "set", "scratch", "--pg-num", "32"]),
+        "pool set --pg-num with data",
+    );
+    let said = String::from_utf8_lossy(&split);
     assert!(
-        String::from_utf8_lossy(&split.stderr).contains("splitting PGs is not implemented"),
-        "{}",
-        String::from_utf8_lossy(&split.stderr)
+        said.contains("pg_num 16 -> 32") && said.contains("pgp_num 16 -> 32"),
+        "{said}"
     );
     let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
-    assert_eq!(pool(&pools, "scratch").expect("scratch")["pg_num"], 16);
+    let scratch = pool(&pools, "scratch").expect("scratch");
+    assert_eq!(scratch["pg_num"], 32, "{scratch}");
+    assert_eq!(scratch["pgp_num"], 32, "{scratch}");
+    let shrink = cluster.cairn(&["pool", "set", "scratch", "--pg-num", "8"]);
+    assert!(!shrink.status.success(), "pg_num does not shrink");
     let kept = ok(
         cluster.cairn(&["object", "get", "--pool", "scratch", "kept", "-"]),
         "object get",

@@ -149,6 +149,92 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
     });
 }
 
+/// `cairn pool set --pg-num` on a pool with data, under writes, with an
+/// OSD SIGKILLed just after and brought back: every PG copy splits in
+/// place, the new PGs then move to their own OSDs (pgp_num follows), and
+/// once clean every acknowledged write reads back from its new PG and
+/// every OSD holds exactly the copies placement gives it.
+#[test]
+fn raising_pg_num_splits_pgs_under_writes_and_a_kill() {
+    let _serial = common::serial();
+    let base_port = 18250;
+    let cluster = Cluster::up(
+        "split",
+        4,
+        base_port,
+        &["--no-restart", "--down-grace", "3s"],
+    );
+    let config = ClientConfig::load(&cluster.conf).expect("client config");
+    let first: Vec<u64> = (0..300).collect();
+    runtime().block_on(async {
+        let client = Client::connect_with(&config.mon, options())
+            .await
+            .expect("connect");
+        write_each(&client, first.iter().copied()).await;
+        let writers = Writers::start(&client, 3);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ok(
+            cluster.cairn(&["pool", "set", POOL, "--pg-num", "64"]),
+            "pool set --pg-num",
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        kill(cluster.daemon_pid("osd.3"));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let data = cluster.dir.display().to_string();
+        ok(
+            cluster.cairn(&["daemon", "start", "osd.3", "--data", &data]),
+            "daemon start",
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (acked, errors) = acked_and_errors(&writers.stop().await);
+        eprintln!(
+            "{} writes acknowledged, {} errors",
+            acked.len(),
+            errors.len()
+        );
+        assert!(acked.len() > 50, "writes went on: {errors:?}");
+        assert!(errors.is_empty(), "no write failed for good: {errors:?}");
+        let took = wait_clean(&cluster);
+        eprintln!("active+clean {took:?} after the writers stopped");
+        verify(&client, &first).await;
+        verify(&client, &acked).await;
+        let pgs = ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");
+        let pgs = pgs.as_array().cloned().unwrap_or_default();
+        assert_eq!(pgs.len(), 64, "every PG reported");
+        let child_entries: u64 = pgs
+            .iter()
+            .filter(|pg| {
+                pg["pg"].as_str().is_some_and(|id| {
+                    u32::from_str_radix(id.rsplit('.').next().unwrap_or("0"), 16).unwrap_or(0) >= 32
+                })
+            })
+            .map(|pg| pg["log_entries"].as_u64().unwrap_or(0))
+            .sum();
+        eprintln!("log entries in the 32 new PGs: {child_entries}");
+        assert!(
+            child_entries > 100,
+            "the new PGs took their share of the logs"
+        );
+        // The split copies left on OSDs the new PGs moved away from go.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let placed = placed_copies(&cluster);
+            let held: Vec<(u64, u64)> = placed
+                .keys()
+                .map(|osd| (*osd, osd_pg_count(&cluster, *osd)))
+                .collect();
+            if held.iter().all(|(osd, n)| placed.get(osd) == Some(n)) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "copies held {held:?}, placement says {placed:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+}
+
 /// PG copies each OSD should hold: how many PGs have it in their up set.
 fn placed_copies(cluster: &Cluster) -> std::collections::BTreeMap<u64, u64> {
     let pgs = ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");

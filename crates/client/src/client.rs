@@ -852,7 +852,10 @@ impl Client {
     }
 
     /// Up to `limit` object names of `pool`, from `cursor` (`None`: the
-    /// start). Walks the pool's PGs in order, asking each PG's primary.
+    /// start). Walks the pool's PGs in order, asking each PG's primary. The
+    /// PG count is read again before each PG, so a listing that spans a
+    /// `pg_num` increase also walks the new PGs; it may then return a name
+    /// twice (once from its old PG, once from its new one), never skip one.
     ///
     /// # Errors
     /// [`ClientError::NoPool`], or another [`ClientError`].
@@ -862,24 +865,10 @@ impl Client {
         cursor: Option<ListCursor>,
         limit: u32,
     ) -> Result<ListPage, ClientError> {
-        let pg_num = {
-            let view = self.view(false).await?;
-            match view.map.pool_by_name(pool) {
-                Some(p) => p.pg_num,
-                None => {
-                    self.view(true)
-                        .await?
-                        .map
-                        .pool_by_name(pool)
-                        .ok_or_else(|| ClientError::NoPool(pool.to_owned()))?
-                        .pg_num
-                }
-            }
-        };
         let mut cursor = cursor.unwrap_or_default();
         let mut names = Vec::new();
         let limit = limit.max(1);
-        while cursor.pg_seed < pg_num {
+        while cursor.pg_seed < self.pool_pg_num(pool).await? {
             let want = limit - u32::try_from(names.len()).unwrap_or(limit);
             if want == 0 {
                 return Ok(ListPage {
@@ -917,6 +906,20 @@ impl Client {
             };
         }
         Ok(ListPage { names, next: None })
+    }
+
+    /// The `pg_num` of `pool` in the client's map (refreshed once if the
+    /// pool is not in it).
+    async fn pool_pg_num(&self, pool: &str) -> Result<u32, ClientError> {
+        if let Some(p) = self.view(false).await?.map.pool_by_name(pool) {
+            return Ok(p.pg_num);
+        }
+        self.view(true)
+            .await?
+            .map
+            .pool_by_name(pool)
+            .map(|p| p.pg_num)
+            .ok_or_else(|| ClientError::NoPool(pool.to_owned()))
     }
 }
 

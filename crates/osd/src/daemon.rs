@@ -58,7 +58,7 @@ use cairn_store::{
     Transaction,
 };
 use cairn_types::options::Settings;
-use cairn_types::{Epoch, OsdId, PgId};
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
 use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -151,6 +151,8 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         mon,
         map: RwLock::new(MapView::genesis()),
         map_fetch: tokio::sync::Mutex::new(()),
+        split_for: Mutex::new(HashMap::new()),
+        collections_lock: tokio::sync::Mutex::new(()),
         pgs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
         peers: tokio::sync::Mutex::new(HashMap::new()),
@@ -421,6 +423,19 @@ impl PgSlot {
 /// What the store threads report: a PG's transaction is durable, or failed.
 type Committed = (PgId, StoreWrite, Result<(), StoreError>);
 
+/// What the store threads take: a PG's transaction, or a barrier answered
+/// once every transaction queued before it is durable.
+enum StoreJob {
+    Write(PgId, StoreWrite),
+    Barrier(oneshot::Sender<()>),
+}
+
+/// What the submitter hands the waiter.
+enum Submitted {
+    Write(PgId, StoreWrite, cairn_store::Commit),
+    Barrier(oneshot::Sender<()>),
+}
+
 /// Starts the store's submitter (submits in the order transactions were
 /// queued, which is version order per PG) and waiter (reports commits).
 /// The channels are unbounded: what is in them is bounded by each PG's
@@ -429,26 +444,36 @@ type Committed = (PgId, StoreWrite, Result<(), StoreError>);
 fn start_store_threads(
     store: Arc<DiskStore>,
 ) -> (
-    std::sync::mpsc::Sender<(PgId, StoreWrite)>,
+    std::sync::mpsc::Sender<StoreJob>,
     mpsc::UnboundedReceiver<Committed>,
 ) {
-    let (store_tx, store_rx) = std::sync::mpsc::channel::<(PgId, StoreWrite)>();
+    let (store_tx, store_rx) = std::sync::mpsc::channel::<StoreJob>();
     let (wait_tx, wait_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
-        for (pg, mut write) in store_rx {
-            let collection = write.txn.collection;
-            let txn = std::mem::replace(&mut write.txn, Transaction::new(collection));
-            let commit = store.submit(txn);
-            if wait_tx.send((pg, write, commit)).is_err() {
+        for job in store_rx {
+            let submitted = match job {
+                StoreJob::Write(pg, mut write) => {
+                    let collection = write.txn.collection;
+                    let txn = std::mem::replace(&mut write.txn, Transaction::new(collection));
+                    Submitted::Write(pg, write, store.submit(txn))
+                }
+                StoreJob::Barrier(done) => Submitted::Barrier(done),
+            };
+            if wait_tx.send(submitted).is_err() {
                 break;
             }
         }
     });
     std::thread::spawn(move || {
-        for (pg, write, commit) in wait_rx {
-            if done_tx.send((pg, write, commit.wait())).is_err() {
-                break;
+        for submitted in wait_rx {
+            match submitted {
+                Submitted::Write(pg, write, commit) => {
+                    if done_tx.send((pg, write, commit.wait())).is_err() {
+                        break;
+                    }
+                }
+                Submitted::Barrier(done) => drop(done.send(())),
             }
         }
     });
@@ -671,7 +696,7 @@ struct Osd {
     pg_limits: PgLimits,
     config: OsdConfig,
     store: Arc<DiskStore>,
-    store_tx: std::sync::mpsc::Sender<(PgId, StoreWrite)>,
+    store_tx: std::sync::mpsc::Sender<StoreJob>,
     /// Collections held at start (strays included), until purged: their PGs
     /// get a core even where this OSD does not act, so the primary learns
     /// of the copy and has it removed once clean.
@@ -680,6 +705,10 @@ struct Osd {
     map: RwLock<MapView>,
     /// One map fetch at a time.
     map_fetch: tokio::sync::Mutex<()>,
+    /// Each pool's `pg_num` this OSD's copies were last split for.
+    split_for: Mutex<HashMap<PoolId, u32>>,
+    /// Held while collections are split or removed.
+    collections_lock: tokio::sync::Mutex<()>,
     pgs: Mutex<HashMap<PgId, PgSlot>>,
     /// Clients waiting for a write's reply.
     pending: Mutex<Waiters>,
@@ -925,6 +954,7 @@ impl Osd {
     /// Creates the PGs this OSD newly acts for or holds, and tells existing
     /// ones of interval changes and of OSDs going up or down.
     async fn sync_pgs(&self) {
+        let split = self.split_pgs().await;
         let (entries, up_osds) = {
             let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
             let entries: Vec<(PgId, Interval, MapContext)> = view
@@ -958,7 +988,18 @@ impl Osd {
                     || interval.up.contains(&self.whoami)
                     || lock(&self.preexisting).contains(&collection) =>
                 {
-                    if let Err(error) = self.create_pg(pg, interval, context).await {
+                    // A copy just split may have promised a read lease as
+                    // the core it replaces; one from before this process
+                    // started, for as long as that one may run.
+                    let lease_bound_ms = if split.contains(&collection) {
+                        LEASE_MS
+                    } else if lock(&self.preexisting).contains(&collection) {
+                        self.lease_bound_ms
+                    } else {
+                        0
+                    };
+                    if let Err(error) = self.create_pg(pg, interval, context, lease_bound_ms).await
+                    {
                         tracing::error!(%pg, %error, "cannot load PG");
                     }
                 }
@@ -967,29 +1008,144 @@ impl Osd {
         }
     }
 
+    /// Splits this OSD's copies of the PGs of pools whose `pg_num` grew
+    /// (see [`crate::split`]): the cores of those pools are retired (their
+    /// waiting clients retry), their queued writes made durable, the
+    /// collections split, and the copies then load again as held copies.
+    /// Returns the collections split or retired. A store failure here stops
+    /// the OSD, as a refused PG transaction does.
+    async fn split_pgs(&self) -> HashSet<CollectionId> {
+        let (epoch, pools) = {
+            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let pools: Vec<(PoolId, u32)> = view
+                .state
+                .map
+                .pools
+                .iter()
+                .map(|p| (p.id, p.pg_num))
+                .collect();
+            (view.epoch(), pools)
+        };
+        let due: Vec<(PoolId, u32, Option<u32>)> = {
+            let split_for = lock(&self.split_for);
+            pools
+                .into_iter()
+                .filter_map(|(pool, pg_num)| {
+                    let old = split_for.get(&pool).copied();
+                    (old != Some(pg_num)).then_some((pool, pg_num, old))
+                })
+                .collect()
+        };
+        let mut changed = HashSet::new();
+        if due.is_empty() {
+            return changed;
+        }
+        let _collections = self.collections_lock.lock().await;
+        let mut replies = Vec::new();
+        {
+            let mut pgs = lock(&self.pgs);
+            for &(pool, _, old) in &due {
+                if old.is_none() {
+                    continue;
+                }
+                let doomed: Vec<PgId> = pgs.keys().filter(|pg| pg.pool == pool).copied().collect();
+                for pg in doomed {
+                    if let Some(mut slot) = pgs.remove(&pg) {
+                        replies.extend(slot.pg.retire(epoch));
+                        changed.insert(CollectionId::pg(pg.pool.0, pg.seed));
+                    }
+                }
+            }
+        }
+        if !replies.is_empty() {
+            let mut pending = lock(&self.pending);
+            for (req, reply) in replies {
+                for waiter in pending.remove(&req).unwrap_or_default() {
+                    drop(waiter.send(reply.clone()));
+                }
+            }
+        }
+        let (done, durable) = oneshot::channel();
+        if self.store_tx.send(StoreJob::Barrier(done)).is_ok() {
+            drop(durable.await);
+        }
+        let store = self.store.clone();
+        let work: Vec<(PoolId, u32)> = due
+            .iter()
+            .map(|&(pool, pg_num, _)| (pool, pg_num))
+            .collect();
+        let result = tokio::task::spawn_blocking(move || {
+            let mut touched = HashSet::new();
+            for (pool, pg_num) in work {
+                let mut apply = |txn: Transaction| store.apply(txn);
+                let split = crate::split::split_pool(&*store, pool, pg_num, &mut apply)?;
+                if !split.is_empty() {
+                    tracing::info!(
+                        pool = pool.0,
+                        pg_num,
+                        collections = split.len(),
+                        "PGs split"
+                    );
+                }
+                touched.extend(split);
+            }
+            Ok::<_, StoreError>(touched)
+        })
+        .await;
+        match result {
+            Ok(Ok(touched)) => changed.extend(touched),
+            Ok(Err(error)) => {
+                tracing::error!(%error, "PG split failed in the store; stopping");
+                std::process::exit(EXIT_STORE_FAILED);
+            }
+            Err(error) => {
+                tracing::error!(%error, "PG split task failed; stopping");
+                std::process::exit(EXIT_STORE_FAILED);
+            }
+        }
+        lock(&self.preexisting).extend(changed.iter().copied());
+        let mut split_for = lock(&self.split_for);
+        for (pool, pg_num, _) in due {
+            split_for.insert(pool, pg_num);
+        }
+        changed
+    }
+
     /// Loads (or creates) a PG's collection and starts its core.
+    /// `lease_bound_ms`: how long a read lease an earlier core of this copy
+    /// promised may still run.
     async fn create_pg(
         &self,
         pg: PgId,
         interval: Interval,
         context: MapContext,
+        lease_bound_ms: u64,
     ) -> Result<(), OsdError> {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let pg_num = self
+            .map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .placement
+            .pool(pg.pool)
+            .map_or(0, |p| p.pg_num);
         let store = self.store.clone();
         let stored = tokio::task::spawn_blocking(move || {
             if store.collections()?.contains(&collection) {
                 return load_pg(&*store, collection);
             }
-            store.apply(Transaction::new(collection).with(Op::CreateCollection))?;
+            store.apply(
+                Transaction::new(collection)
+                    .with(Op::CreateCollection)
+                    .with(crate::split::pg_num_op(pg_num)),
+            )?;
             Ok(StoredPg::default())
         })
         .await
         .map_err(|e| OsdError::Config(format!("load task: {e}")))??;
-        // A copy held before this start may have promised a read lease.
-        let restarted = lock(&self.preexisting).contains(&collection);
         let mut leases = Leases::default();
         leases.set_clock(clock_ms());
-        leases.enable(LEASE_MS, if restarted { self.lease_bound_ms } else { 0 });
+        leases.enable(LEASE_MS, lease_bound_ms);
         let (core, fx) = Pg::restore_leased(
             pg,
             self.whoami,
@@ -1023,7 +1179,7 @@ impl Osd {
     /// sees each PG's transactions in the order the core made them.
     fn queue_store(&self, pg: PgId, mut fx: Effects) -> Effects {
         for write in fx.store.drain(..) {
-            if self.store_tx.send((pg, write)).is_err() {
+            if self.store_tx.send(StoreJob::Write(pg, write)).is_err() {
                 tracing::error!(%pg, "store threads stopped");
             }
         }
@@ -1380,6 +1536,7 @@ impl Osd {
 
     /// Removes a stray copy: the PG is clean on its acting set.
     async fn purge(&self, pg: PgId) {
+        let _collections = self.collections_lock.lock().await;
         if lock(&self.pgs).remove(&pg).is_none() {
             return;
         }
@@ -1598,11 +1755,18 @@ impl Osd {
         {
             tracing::warn!(%error, "map refresh for a newer client failed");
         }
-        let redundancy = self
-            .map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .redundancy(op.pg.pool);
+        let (redundancy, pg_num) = {
+            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let pool = view.placement.pool(op.pg.pool);
+            (pool.map(|p| p.redundancy), pool.map_or(0, |p| p.pg_num))
+        };
+        // A client whose map predates a split may name the old PG.
+        if !op.object.is_empty() && pg_num > 0 {
+            let home = cairn_placement::hash::object_pg(op.pg.pool, pg_num, &op.object);
+            if home != op.pg {
+                return self.retry(format!("object belongs to PG {home}, not {}", op.pg));
+            }
+        }
         match redundancy {
             None => return self.retry(format!("pool {} not in this OSD's map", op.pg.pool.0)),
             Some(Redundancy::Erasure { .. }) => {

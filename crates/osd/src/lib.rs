@@ -25,6 +25,7 @@ pub mod peering;
 pub mod pg;
 pub mod proto;
 pub mod scrub;
+pub mod split;
 pub mod throttle;
 
 pub use daemon::{OsdConfig, OsdError, run, run_until};

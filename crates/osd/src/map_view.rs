@@ -11,6 +11,7 @@
 use crate::peering::PastInterval;
 use crate::pg::{Interval, MapContext};
 use cairn_mon::{Incremental, MonState, OsdEndpoint};
+use cairn_placement::hash::stable_mod;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,8 @@ pub struct MapView {
     pub past: BTreeMap<PgId, Vec<PastInterval>>,
     /// The epoch the history in `past` starts at (1: the whole history).
     pub history_from: Epoch,
+    /// Each pool's `pg_num` at the last epoch applied.
+    pg_nums: BTreeMap<PoolId, u32>,
 }
 
 /// Past intervals kept per PG; older ones are forgotten, and peering then
@@ -51,6 +54,7 @@ impl MapView {
             intervals: BTreeMap::new(),
             past: BTreeMap::new(),
             history_from: Epoch(1),
+            pg_nums: BTreeMap::new(),
         }
     }
 
@@ -109,7 +113,10 @@ impl MapView {
     }
 
     /// Recomputes intervals at the current epoch: an unchanged PG keeps its
-    /// start, a changed or new one starts now.
+    /// start, a changed or new one starts now. A `pg_num` change starts a
+    /// new interval for every PG of the pool (they split), and a PG split
+    /// off inherits its parent's past intervals: its objects were the
+    /// parent's, on the parent's OSDs.
     fn recompute(&mut self) {
         self.placement = Placement::new(&self.state.map);
         let epoch = self.epoch();
@@ -118,6 +125,11 @@ impl MapView {
             let Redundancy::Replicated { min_size, .. } = pool.redundancy else {
                 continue;
             };
+            let split_from = self
+                .pg_nums
+                .get(&pool.id)
+                .copied()
+                .filter(|&old| old != pool.pg_num);
             for seed in 0..pool.pg_num {
                 let pg = PgId::new(pool.id, seed);
                 let Ok(mapping) = self.placement.map_pg(pg) else {
@@ -133,7 +145,8 @@ impl MapView {
                 };
                 let interval = match self.intervals.get(&pg) {
                     Some(old)
-                        if old.acting == now.acting
+                        if split_from.is_none()
+                            && old.acting == now.acting
                             && old.up == now.up
                             && old.primary == now.primary
                             && old.min_size == now.min_size =>
@@ -153,13 +166,28 @@ impl MapView {
                         }
                         now
                     }
-                    None => now,
+                    None => {
+                        if let Some(from) = split_from.filter(|&from| seed >= from) {
+                            let parent = PgId::new(pool.id, stable_mod(seed, from));
+                            if let Some(past) = self.past.get(&parent).cloned() {
+                                self.past.insert(pg, past);
+                            }
+                        }
+                        now
+                    }
                 };
                 intervals.insert(pg, interval);
             }
         }
         self.past.retain(|pg, _| intervals.contains_key(pg));
         self.intervals = intervals;
+        self.pg_nums = self
+            .state
+            .map
+            .pools
+            .iter()
+            .map(|p| (p.id, p.pg_num))
+            .collect();
     }
 
     #[must_use]
@@ -180,5 +208,73 @@ mod tests {
         assert!(view.advance(&Incremental::new(Epoch(3))));
         assert_eq!(view.epoch(), Epoch(3));
         assert!(view.intervals.is_empty());
+    }
+
+    fn osd(id: u32, up: bool) -> cairn_placement::OsdInfo {
+        cairn_placement::OsdInfo {
+            id: OsdId(id),
+            host: format!("h{id}"),
+            rack: "r0".into(),
+            weight: cairn_placement::Weight::ONE,
+            device_class: "ssd".into(),
+            up,
+            is_in: true,
+        }
+    }
+
+    fn pool(pg_num: u32, pgp_num: u32) -> cairn_placement::Pool {
+        cairn_placement::Pool {
+            id: PoolId(1),
+            name: "p".into(),
+            pg_num,
+            pgp_num,
+            redundancy: Redundancy::Replicated {
+                size: 2,
+                min_size: 1,
+            },
+            failure_domain: cairn_placement::FailureDomain::Osd,
+            device_class: None,
+        }
+    }
+
+    /// A `pg_num` increase starts a new interval for every PG of the pool,
+    /// and a new PG inherits its parent's past (its objects were there).
+    #[test]
+    fn a_split_starts_intervals_and_children_inherit_the_parents_past() {
+        let mut view = MapView::genesis();
+        let mut inc = Incremental::new(Epoch(2));
+        inc.osd_upserts = (0..4).map(|i| osd(i, true)).collect();
+        inc.pool_upserts = vec![pool(2, 2)];
+        assert!(view.advance(&inc));
+        let mut inc = Incremental::new(Epoch(3));
+        inc.osd_upserts = vec![osd(0, false)];
+        assert!(view.advance(&inc));
+        let before: BTreeMap<PgId, Interval> = view.intervals.clone();
+        let mut inc = Incremental::new(Epoch(4));
+        inc.pool_upserts = vec![pool(5, 2)];
+        assert!(view.advance(&inc));
+        assert_eq!(view.intervals.len(), 5);
+        for (pg, interval) in &view.intervals {
+            assert_eq!(interval.epoch_started, Epoch(4), "{pg}");
+            let parent = PgId::new(PoolId(1), stable_mod(pg.seed, 2));
+            // Placement still by pgp_num 2: children act where parents do.
+            assert_eq!(interval.acting, before[&parent].acting, "{pg}");
+            assert_eq!(view.past.get(pg), view.past.get(&parent), "{pg}");
+            let past = &view.past[pg];
+            let last = past.last().expect("the parent's interval is past");
+            assert_eq!(
+                (last.first, last.last),
+                (before[&parent].epoch_started, Epoch(3))
+            );
+        }
+        // An unrelated epoch changes nothing; pgp_num then moves children.
+        assert!(view.advance(&Incremental::new(Epoch(5))));
+        assert!(view.intervals.values().all(|i| i.epoch_started == Epoch(4)));
+        let mut inc = Incremental::new(Epoch(6));
+        inc.pool_upserts = vec![pool(5, 5)];
+        assert!(view.advance(&inc));
+        let parents_kept = (0..2)
+            .all(|seed| view.intervals[&PgId::new(PoolId(1), seed)].epoch_started == Epoch(4));
+        assert!(parents_kept, "pgp_num moves only the new PGs");
     }
 }

@@ -2540,6 +2540,17 @@ impl Pg {
         )
     }
 
+    /// The PG is being split (its pool's `pg_num` grew), so this core is
+    /// retired: the writes it has in flight are answered with a retry (the
+    /// clients resend them to the PG their object now belongs to).
+    pub fn retire(&mut self, epoch: Epoch) -> Vec<(ReqId, Reply)> {
+        let reason = RetryReason::IntervalChanged { epoch };
+        std::mem::take(&mut self.inflight)
+            .into_values()
+            .map(|flight| (flight.req, Reply::Retry { reason }))
+            .collect()
+    }
+
     /// Whether this OSD serves client ops for the PG now.
     #[must_use]
     pub fn is_active_primary(&self) -> bool {

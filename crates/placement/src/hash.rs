@@ -40,6 +40,37 @@ pub fn object_pg(pool: PoolId, pg_num: u32, name: &[u8]) -> PgId {
     PgId::new(pool, stable_mod(object_hash32(name), pg_num))
 }
 
+/// The PGs PG `parent` splits into when its pool's `pg_num` grows from
+/// `from` to `to`: every new seed whose objects were `parent`'s. Growing
+/// in one step or several ends with the same objects in the same PGs,
+/// because `stable_mod(stable_mod(h, to), from) == stable_mod(h, from)`.
+#[must_use]
+pub fn split_children(parent: u32, from: u32, to: u32) -> Vec<u32> {
+    if from == 0 {
+        return Vec::new();
+    }
+    (from..to)
+        .filter(|&c| stable_mod(c, from) == parent)
+        .collect()
+}
+
+/// The hash bits selecting PG `child`'s objects when the pool has `pg_num`
+/// PGs: `(bits, value)` with `stable_mod(h, pg_num) == child` exactly when
+/// `h & (2^bits - 1) == value` (the form the store splits collections by).
+#[must_use]
+pub fn split_rule(child: u32, pg_num: u32) -> (u8, u32) {
+    let span = u64::from(pg_num).next_power_of_two();
+    #[allow(clippy::cast_possible_truncation)]
+    let bits = span.trailing_zeros() as u8;
+    let half = span / 2;
+    let child_wide = u64::from(child);
+    if child_wide < half && child_wide + half >= u64::from(pg_num) {
+        (bits - 1, child)
+    } else {
+        (bits, child)
+    }
+}
+
 /// The seed a PG's placement draws derive from. PGs that agree on
 /// `stable_mod(seed, pgp_num)` share it and so share their OSDs.
 #[must_use]
@@ -107,6 +138,49 @@ mod tests {
         assert_eq!(osd_key(OsdId(42)), 0xeb9e_6178);
         assert_eq!(fmix32(1), 0x514e_28b7);
         assert_eq!(straw(0xdead_beef, 0x1234_5678), 0xedb2_2d38);
+    }
+
+    #[test]
+    fn a_split_moves_exactly_the_objects_its_rule_selects() {
+        let mask = |bits: u8| {
+            if bits >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << bits) - 1
+            }
+        };
+        for to in 1..70u32 {
+            for from in 1..=to {
+                let mut seen = vec![0u32; to as usize];
+                for parent in 0..from {
+                    for child in split_children(parent, from, to) {
+                        seen[child as usize] += 1;
+                    }
+                }
+                for (child, n) in seen.iter().enumerate() {
+                    let expect = u32::from(child as u32 >= from);
+                    assert_eq!(*n, expect, "{from}->{to}: child {child}");
+                }
+            }
+            for h in (0..4096u32).chain([u32::MAX, u32::MAX - 7, 1 << 31]) {
+                let pg = stable_mod(h, to);
+                for from in 1..=to {
+                    assert_eq!(
+                        stable_mod(pg, from),
+                        stable_mod(h, from),
+                        "h {h} {from}->{to}"
+                    );
+                }
+                for child in 0..to {
+                    let (bits, value) = split_rule(child, to);
+                    assert_eq!(
+                        h & mask(bits) == value,
+                        pg == child,
+                        "h {h} child {child}/{to}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
