@@ -1267,8 +1267,8 @@ impl Osd {
             for order in fx.scrub_maps {
                 self.spawn(move |osd: Arc<Osd>| async move { osd.scrub_map(pg, order).await });
             }
-            if fx.purge {
-                self.spawn(move |osd: Arc<Osd>| async move { osd.purge(pg).await });
+            if let Some(epoch) = fx.purge {
+                self.spawn(move |osd: Arc<Osd>| async move { osd.purge(pg, epoch).await });
             }
             if !fx.replies.is_empty() {
                 let mut pending = lock(&self.pending);
@@ -1535,10 +1535,16 @@ impl Osd {
     }
 
     /// Removes a stray copy: the PG is clean on its acting set.
-    async fn purge(&self, pg: PgId) {
+    async fn purge(&self, pg: PgId, epoch: Epoch) {
         let _collections = self.collections_lock.lock().await;
-        if lock(&self.pgs).remove(&pg).is_none() {
-            return;
+        {
+            let mut pgs = lock(&self.pgs);
+            // The copy may have joined a newer interval since it was told.
+            if !pgs.get(&pg).is_some_and(|slot| slot.pg.purge_stands(epoch)) {
+                tracing::debug!(%pg, epoch = epoch.0, "stray removal overtaken by a new interval");
+                return;
+            }
+            pgs.remove(&pg);
         }
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         lock(&self.preexisting).remove(&collection);
@@ -1681,6 +1687,14 @@ impl Osd {
                     )
                     .await;
                 });
+                return;
+            }
+            // A copy answers only a query of an interval its map has reached:
+            // before, it may not have split for a pg_num increase yet, and
+            // its answer would describe the wrong objects. The primary asks
+            // again.
+            PgMsg::Query { interval_epoch, .. } if interval_epoch > self.map_epoch() => {
+                tracing::debug!(%pg, epoch = interval_epoch.0, "query of a newer map dropped");
                 return;
             }
             PgMsg::Query {

@@ -545,8 +545,11 @@ pub struct Effects {
     /// List local objects after this key (`None`: from the start) and
     /// report them as [`PgEvent::BackfillPage`].
     pub scan: Option<Option<ObjectKey>>,
-    /// Remove this copy: it is a stray of a PG clean elsewhere.
-    pub purge: bool,
+    /// Remove this copy: it is a stray of a PG clean elsewhere, in the
+    /// interval starting at this epoch. The shell removes it only if the
+    /// copy is still in that interval when the removal runs (see
+    /// [`Pg::purge_stands`]): by then the copy may have joined a new one.
+    pub purge: Option<Epoch>,
     /// List local objects after this key for the scrub and report them as
     /// [`PgEvent::ScrubPage`].
     pub scrub_list: Option<Option<ObjectKey>>,
@@ -572,7 +575,7 @@ impl Effects {
         if other.scan.is_some() {
             self.scan = other.scan;
         }
-        self.purge |= other.purge;
+        self.purge = self.purge.or(other.purge);
         if other.scrub_list.is_some() {
             self.scrub_list = other.scrub_list;
         }
@@ -662,8 +665,16 @@ struct Healing {
     backfill_done_waiting: BTreeSet<OsdId>,
     /// OSDs holding copies outside the acting and up sets.
     strays: BTreeSet<OsdId>,
+    /// Strays whose copies can be brought up to date from the log, with
+    /// the objects each lacks: recovery sources for what no member holds
+    /// (after a remap the data may sit only there, as Ceph's missing_loc
+    /// counts every peer).
+    stray_sources: BTreeMap<OsdId, BTreeSet<Bytes>>,
     /// Activation messages, resent until acknowledged.
     activations: BTreeMap<OsdId, PgMsg>,
+    /// Stray copy: ticks since the interval began (it announces itself
+    /// again now and then, until the primary purges it).
+    stray_ticks: u32,
     /// What was last asked of the monitor in this interval.
     temp_requested: Option<Option<Vec<OsdId>>>,
 }
@@ -1616,7 +1627,7 @@ impl Pg {
                 if self.interval.primary != Some(from) || interval_epoch != current || member {
                     return Err(ignore("purge", "not a stray of this interval".into()));
                 }
-                fx.purge = true;
+                fx.purge = Some(current);
                 Ok(())
             }
             PgMsg::Push(push) => self.on_push(push, fx),
@@ -1681,6 +1692,11 @@ impl Pg {
                     || self.healing.backfill_targets.contains(&from);
                 if !member && notify.copy.info.exists {
                     self.healing.strays.insert(from);
+                    let log: Vec<LogEntry> = self.log.iter().cloned().collect();
+                    if notify.copy.info.complete() && log_recoverable(&notify.copy, &log) {
+                        let lacks = missing_objects(&notify.copy, &log);
+                        self.healing.stray_sources.insert(from, lacks);
+                    }
                     self.maybe_clean(fx);
                 }
                 Ok(())
@@ -1788,6 +1804,10 @@ impl Pg {
         for (osd, copy) in copies {
             if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
                 healing.strays.insert(*osd);
+                if eligible.contains(osd) && copy.info.complete() {
+                    let lacks = missing_objects(copy, auth_log);
+                    healing.stray_sources.insert(*osd, lacks);
+                }
             }
         }
         let empty = PeerCopy::default();
@@ -2219,6 +2239,7 @@ impl Pg {
                 fx.urgent.insert(object.clone());
                 start_recovery(
                     healing,
+                    &self.context.up_osds,
                     self.whoami,
                     self.interval.epoch_started,
                     object,
@@ -2236,6 +2257,7 @@ impl Pg {
             let Some(object) = next else { break };
             start_recovery(
                 healing,
+                &self.context.up_osds,
                 self.whoami,
                 self.interval.epoch_started,
                 object,
@@ -2356,6 +2378,7 @@ impl Pg {
         if !self.is_clean() {
             return;
         }
+        self.healing.stray_sources.clear();
         for stray in std::mem::take(&mut self.healing.strays) {
             let purge = PgMsg::Purge {
                 from: self.whoami,
@@ -2442,7 +2465,22 @@ impl Pg {
                 self.scrub_tick(fx);
                 self.renew_lease(fx);
             }
-            Phase::Replica { .. } | Phase::Incomplete { .. } => {}
+            Phase::Replica { activated: false } => {
+                // A stray's announcement may have come while the primary
+                // could not take it (peering, waiting for a temporary
+                // acting set) or been lost: announce again, or the copy is
+                // never purged.
+                let member = self.interval.acting.contains(&self.whoami)
+                    || self.interval.up.contains(&self.whoami);
+                self.healing.stray_ticks += 1;
+                if let (false, Some(primary)) = (member, self.interval.primary)
+                    && self.healing.stray_ticks.is_multiple_of(RESEND_TICKS * 3)
+                {
+                    let notify = self.notify(self.interval.epoch_started);
+                    fx.send.push((primary, notify));
+                }
+            }
+            Phase::Replica { activated: true } | Phase::Incomplete { .. } => {}
         }
     }
 
@@ -2538,6 +2576,15 @@ impl Pg {
             self.healing.missing.len(),
             self.healing.backfill_targets.len(),
         )
+    }
+
+    /// Whether a removal this copy asked for in the interval starting at
+    /// `epoch` may still run: the copy is in that interval and a stray.
+    #[must_use]
+    pub fn purge_stands(&self, epoch: Epoch) -> bool {
+        let member =
+            self.interval.acting.contains(&self.whoami) || self.interval.up.contains(&self.whoami);
+        self.interval.epoch_started == epoch && !member
     }
 
     /// The PG is being split (its pool's `pg_num` grew), so this core is
@@ -3017,6 +3064,7 @@ fn bad_history(entries: &[LogEntry], missing: &[Bytes]) -> Option<String> {
 /// holds is marked unfound.
 fn start_recovery(
     healing: &mut Healing,
+    up_osds: &BTreeSet<OsdId>,
     whoami: OsdId,
     interval_epoch: Epoch,
     object: Bytes,
@@ -3028,7 +3076,14 @@ fn start_recovery(
             .sources
             .iter()
             .find(|o| !lacking.contains(o) && **o != whoami)
-            .copied();
+            .copied()
+            .or_else(|| {
+                healing
+                    .stray_sources
+                    .iter()
+                    .find(|(osd, lacks)| up_osds.contains(osd) && !lacks.contains(&object))
+                    .map(|(osd, _)| *osd)
+            });
         let Some(source) = source else {
             healing.unfound.insert(object);
             return;

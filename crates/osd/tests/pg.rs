@@ -1014,3 +1014,97 @@ fn a_resend_below_min_size_is_blocked_not_answered_from_the_log() {
     assert!(h.done_versions().is_empty(), "never acknowledged");
     assert!(!h.pg(1).may_serve_reads(), "no reads below min_size either");
 }
+
+/// A copy restored from `stored` into `interval`, as the daemon loads one.
+fn restored(
+    osd: u32,
+    interval: &Interval,
+    stored: StoredPg,
+    context: &MapContext,
+) -> (Pg, Effects) {
+    Pg::restore(
+        PG,
+        OsdId(osd),
+        interval.clone(),
+        PgLimits::default(),
+        stored,
+        context.clone(),
+    )
+    .expect("valid interval")
+}
+
+/// After a remap, the only copy of an object may sit on a stray (here the
+/// acting copies both know they lack it): recovery pulls it from the stray
+/// rather than leaving it unfound, and then the stray is removed.
+#[test]
+fn an_object_only_a_stray_holds_is_recovered_from_the_stray() {
+    let version = Version::new(5, 1);
+    let entry = cairn_osd::LogEntry {
+        version,
+        object: Bytes::from_static(b"o1"),
+        kind: LogKind::Write,
+        req: req(1),
+        result: LogResult::Ok { object_version: 1 },
+    };
+    let info = cairn_osd::PgInfo {
+        exists: true,
+        last_update: version,
+        last_epoch_started: Epoch(5),
+        backfilling: false,
+    };
+    let copy = |missing: &[&'static str]| StoredPg {
+        log: vec![entry.clone()],
+        info: Some(info.clone()),
+        missing: missing
+            .iter()
+            .map(|m| Bytes::from_static(m.as_bytes()))
+            .collect(),
+        ..StoredPg::default()
+    };
+    let now = interval(6, &[1, 2], 1);
+    let context = MapContext {
+        up_osds: [1, 2, 3].into_iter().map(OsdId).collect(),
+        past: vec![cairn_osd::PastInterval {
+            first: Epoch(5),
+            last: Epoch(5),
+            acting: vec![OsdId(1), OsdId(2), OsdId(3)],
+            maybe_rw: true,
+        }],
+        history_from: Epoch(1),
+    };
+    let mut h = three();
+    h.pgs.clear();
+    for (osd, stored) in [(1, copy(&["o1"])), (2, copy(&["o1"])), (3, copy(&[]))] {
+        let (pg, fx) = restored(osd, &now, stored, &context);
+        h.pgs.insert(OsdId(osd), pg);
+        for (to, msg) in fx.send {
+            h.links.entry((OsdId(osd), to)).or_default().push_back(msg);
+        }
+    }
+    let mut pulled_from = Vec::new();
+    for _ in 0..20 {
+        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
+            let msg = h
+                .links
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front)
+                .expect("queued");
+            if matches!(msg, PgMsg::Pull { .. }) {
+                pulled_from.push(key.1);
+            }
+            h.deliver(key.1, msg);
+            for osd in [1, 2, 3] {
+                h.commit(osd);
+            }
+        }
+        h.event(OsdId(1), PgEvent::Tick);
+    }
+    assert_eq!(
+        pulled_from.first(),
+        Some(&OsdId(3)),
+        "pulled from the stray"
+    );
+    let state = h.pg(1).state_name();
+    assert!(!state.contains("unfound"), "{state}");
+    assert_eq!(state, "active+clean", "recovered, and the stray purged");
+}

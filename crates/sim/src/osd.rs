@@ -31,7 +31,7 @@ use cairn_placement::Redundancy;
 use cairn_store::{
     CollectionId, Commit, MemStore, ObjectKey, ObjectStore, Op, StoreError, Transaction,
 };
-use cairn_types::{Epoch, OsdId, PgId};
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Period of the PG ticks, monitor heartbeats and peer pings (the daemon's
@@ -86,6 +86,7 @@ pub enum OsdTimer {
     Boot,
     Purge {
         pg: PgId,
+        epoch: Epoch,
     },
     /// A read waiting for its object's writes to settle.
     ReadWait {
@@ -132,6 +133,11 @@ pub struct OsdProc {
     pub view: MapView,
     pub pgs: BTreeMap<PgId, PgSlot>,
     preexisting: BTreeSet<CollectionId>,
+    /// Each pool's `pg_num` this process split its copies for.
+    split_for: BTreeMap<PoolId, u32>,
+    /// Copies split in the current `sync_pgs`: their new cores honour any
+    /// read lease the retired ones promised.
+    split_now: BTreeSet<CollectionId>,
     told_up: BTreeSet<OsdId>,
     waiters: BTreeMap<ReqId, Vec<u32>>,
     unsynced: Vec<Unsynced>,
@@ -228,6 +234,8 @@ impl SimOsd {
             view: MapView::genesis(),
             pgs: BTreeMap::new(),
             preexisting,
+            split_for: BTreeMap::new(),
+            split_now: BTreeSet::new(),
             told_up: BTreeSet::new(),
             waiters: BTreeMap::new(),
             unsynced: Vec::new(),
@@ -467,7 +475,7 @@ impl SimOsd {
                     out.timers.push((Delay::Ms(BOOT_RETRY_MS), OsdTimer::Boot));
                 }
             }
-            OsdTimer::Purge { pg } => self.purge(pg, out),
+            OsdTimer::Purge { pg, epoch } => self.purge(pg, epoch, out),
             OsdTimer::ReadWait {
                 client,
                 request,
@@ -564,6 +572,7 @@ impl SimOsd {
     /// holds, and tells existing ones of interval changes and of OSDs going
     /// up or down.
     fn sync_pgs(&mut self, out: &mut Outbox) {
+        self.split_pgs(out);
         let whoami = self.id;
         let process = self.proc_mut();
         let entries: Vec<(PgId, Interval, MapContext)> = process
@@ -602,6 +611,98 @@ impl SimOsd {
                 None => {}
             }
         }
+        self.proc_mut().split_now.clear();
+    }
+
+    /// The daemon's `split_pgs`: when a pool's `pg_num` grew, retires its
+    /// cores (in-flight writes get a retry), splits every copy of the pool
+    /// in the store (queued like any write, so a crash keeps a prefix), and
+    /// lets them load again as held copies.
+    fn split_pgs(&mut self, out: &mut Outbox) {
+        let whoami = self.id;
+        let process = self.proc();
+        let epoch = process.view.epoch();
+        let due: Vec<(PoolId, u32, Option<u32>)> = process
+            .view
+            .state
+            .map
+            .pools
+            .iter()
+            .filter_map(|p| {
+                let old = process.split_for.get(&p.id).copied();
+                (old != Some(p.pg_num)).then_some((p.id, p.pg_num, old))
+            })
+            .collect();
+        let mut changed = BTreeSet::new();
+        for &(pool, _, old) in &due {
+            if old.is_none() {
+                continue;
+            }
+            let doomed: Vec<PgId> = self
+                .proc()
+                .pgs
+                .keys()
+                .filter(|pg| pg.pool == pool)
+                .copied()
+                .collect();
+            for pg in doomed {
+                if let Some(mut slot) = self.proc_mut().pgs.remove(&pg) {
+                    let fx = Effects {
+                        replies: slot.pg.retire(epoch),
+                        ..Effects::default()
+                    };
+                    self.execute(pg, fx, out);
+                    changed.insert(collection_of(pg));
+                }
+            }
+        }
+        let mut queued = Vec::new();
+        for &(pool, pg_num, _) in &due {
+            let store = &self.store;
+            // Applied at once (durable at the next sync, as the daemon's
+            // would be after its apply), so planning the next parent
+            // reads it; a refused one stops the OSD at the sync.
+            let planned = cairn_osd::split::split_pool(store, pool, pg_num, &mut |txn| {
+                let commit = store.submit(txn.clone());
+                queued.push(Unsynced {
+                    report: None,
+                    txn,
+                    commit,
+                });
+                Ok(())
+            });
+            match planned {
+                Ok(touched) => {
+                    if !touched.is_empty() {
+                        out.trace.push(format!(
+                            "{whoami} pool {} split to pg_num {pg_num}: {} collections",
+                            pool.0,
+                            touched.len()
+                        ));
+                    }
+                    changed.extend(touched);
+                }
+                Err(error) => {
+                    out.anomalies
+                        .push(format!("{whoami}: PG split failed in the store: {error}"));
+                    out.stop = true;
+                }
+            }
+        }
+        if !queued.is_empty() {
+            let process = self.proc_mut();
+            process.unsynced.extend(queued);
+            if !process.sync_scheduled {
+                process.sync_scheduled = true;
+                out.timers.push((Delay::Io, OsdTimer::Sync));
+            }
+        }
+        let process = self.proc_mut();
+        for (pool, pg_num, _) in due {
+            process.split_for.insert(pool, pg_num);
+        }
+        process.preexisting.extend(changed.iter().copied());
+        process.split_now = changed;
     }
 
     /// Loads (or creates) a PG's collection and starts its core.
@@ -621,7 +722,15 @@ impl SimOsd {
                 }
             }
         } else {
-            let txn = Transaction::new(collection).with(Op::CreateCollection);
+            let pg_num = self
+                .proc()
+                .view
+                .placement
+                .pool(pg.pool)
+                .map_or(0, |p| p.pg_num);
+            let txn = Transaction::new(collection)
+                .with(Op::CreateCollection)
+                .with(cairn_osd::split::pg_num_op(pg_num));
             self.submit(None, txn, out);
             StoredPg::default()
         };
@@ -635,8 +744,10 @@ impl SimOsd {
         ));
         // A copy held before this start may have promised a read lease:
         // for at most a lease after the process was last alive.
+        // A copy split just now: as long as its retired core's promise.
         let restarted = self.proc().preexisting.contains(&collection);
         let bound_ms = match self.last_alive_ms {
+            _ if self.proc().split_now.contains(&collection) => LEASE_MS,
             Some(alive) if restarted => {
                 (LEASE_MS + ALIVE_INTERVAL_MS).saturating_sub(self.now_ms - alive)
             }
@@ -742,8 +853,8 @@ impl SimOsd {
         if let Some(after) = scan {
             out.timers.push((Delay::Io, OsdTimer::Scan { pg, after }));
         }
-        if purge {
-            out.timers.push((Delay::Io, OsdTimer::Purge { pg }));
+        if let Some(epoch) = purge {
+            out.timers.push((Delay::Io, OsdTimer::Purge { pg, epoch }));
         }
         if let Some(after) = scrub_list {
             out.timers
@@ -822,6 +933,17 @@ impl SimOsd {
                     epoch: Some(interval_epoch),
                 };
                 out.timers.push((Delay::Io, push));
+                return;
+            }
+            // The daemon's rule: a copy answers only a query of an interval
+            // its map has reached (its copy may be about to split).
+            PgMsg::Query { interval_epoch, .. } if interval_epoch > self.proc().view.epoch() => {
+                out.trace.push(format!(
+                    "{} {pg}: query of e{} dropped: map at e{}",
+                    self.id,
+                    interval_epoch.0,
+                    self.proc().view.epoch().0
+                ));
                 return;
             }
             PgMsg::Query {
@@ -981,10 +1103,20 @@ impl SimOsd {
     }
 
     /// Removes a stray copy: the PG is clean on its acting set.
-    fn purge(&mut self, pg: PgId, out: &mut Outbox) {
-        if self.proc_mut().pgs.remove(&pg).is_none() {
+    fn purge(&mut self, pg: PgId, epoch: Epoch, out: &mut Outbox) {
+        let stands = self
+            .proc()
+            .pgs
+            .get(&pg)
+            .is_some_and(|slot| slot.pg.purge_stands(epoch));
+        if !stands {
+            out.trace.push(format!(
+                "{} {pg}: stray removal of e{} overtaken by a new interval",
+                self.id, epoch.0
+            ));
             return;
         }
+        self.proc_mut().pgs.remove(&pg);
         let collection = collection_of(pg);
         self.proc_mut().preexisting.remove(&collection);
         self.empty_collection(collection, out);

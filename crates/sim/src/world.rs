@@ -62,6 +62,9 @@ pub struct Scenario {
     /// Mean gap between operator scrubs (`cairn pg scrub|deep-scrub|repair`)
     /// in the chaos phase; 0: none.
     pub scrub_gap_ms: u64,
+    /// An operator's `cairn pool set --pg-num` in the chaos phase: when
+    /// (ms into it) and the new `pg_num`; `pgp_num` follows a little later.
+    pub split: Option<(u64, u32)>,
 }
 
 impl Scenario {
@@ -113,6 +116,7 @@ impl Scenario {
             out_weight: weight(&mut rng),
             mon_restart_weight: [0, 1][rng.index(2)],
             scrub_gap_ms: 0,
+            split: None,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -120,6 +124,13 @@ impl Scenario {
         // Drawn apart, so adding scrubs left the other draws of a seed alone.
         let mut later = Rng::new(seed ^ 0x5c4b_0001);
         scenario.scrub_gap_ms = [0, later.range(2_000, 10_000)][later.index(2)];
+        // Likewise splits.
+        let mut split = Rng::new(seed ^ 0x5b11_7001);
+        if split.index(2) == 0 {
+            let at = split.range(0, scenario.chaos_ms * 3 / 4);
+            let grow = u32::try_from(split.range(1, u64::from(scenario.pg_num) * 2)).unwrap_or(1);
+            scenario.split = Some((at, scenario.pg_num + grow));
+        }
         scenario
     }
 
@@ -130,7 +141,7 @@ impl Scenario {
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
-             operator scrubs every ~{} s; \
+             operator scrubs every ~{} s; {}; \
              mon down grace {} s, down→out {} s, {} reporter(s)",
             self.osd_count,
             self.size,
@@ -153,6 +164,9 @@ impl Scenario {
             self.out_weight,
             self.mon_restart_weight,
             self.scrub_gap_ms / 1000,
+            self.split.map_or("no split".to_string(), |(at, n)| {
+                format!("pg_num -> {n} at {} s", at / 1000)
+            }),
             self.mon.down_grace_ms / 1000,
             self.mon.down_out_ms / 1000,
             self.mon.reporters_min,
@@ -185,6 +199,12 @@ enum Fault {
     /// long-down OSDs out itself, also after they come back) goes in
     /// again; repeated every few seconds.
     AllIn,
+    /// An operator's `cairn pool set --pg-num` (`pgp: false`), then the
+    /// `pgp_num` that follows it (`pgp: true`).
+    PgNum {
+        pg_num: u32,
+        pgp: bool,
+    },
     /// An operator's scrub of the PG with this seed, on its primary.
     Scrub {
         pg_seed: u32,
@@ -661,6 +681,17 @@ impl World {
                 self.mon_command(MonCommand::OsdIn(*osd));
                 None
             }
+            Fault::PgNum { pg_num, pgp } => {
+                let what = if *pgp { "pgp_num" } else { "pg_num" };
+                self.note(format!("operator: pool set {what} {pg_num}"));
+                self.mon_command(MonCommand::PoolSet {
+                    name: crate::client::POOL_NAME.into(),
+                    pg_num: (!*pgp).then_some(*pg_num),
+                    pgp_num: pgp.then_some(*pg_num),
+                    min_size: None,
+                });
+                None
+            }
             Fault::MonRestart => {
                 self.note("monitor restarts".into());
                 self.mon.restart();
@@ -864,6 +895,12 @@ impl World {
         self.net.faults = self.scenario.faults;
         self.plan_chaos(end);
         self.plan_scrubs(end, self.seed);
+        if let Some((at, pg_num)) = self.scenario.split {
+            let pgp_after = Rng::new(self.seed ^ 0x5b11_7002).range(0, 3_000);
+            self.schedule(at, Event::Fault(Fault::PgNum { pg_num, pgp: false }));
+            let pgp = Fault::PgNum { pg_num, pgp: true };
+            self.schedule(at + pgp_after, Event::Fault(pgp));
+        }
         let ids: Vec<u32> = self.clients.keys().copied().collect();
         for id in ids {
             if id == self.verifier {
@@ -994,10 +1031,14 @@ impl World {
         }
         failures.extend(self.anomalies.iter().cloned());
         for (object, why) in checks::linearizability(&self.history, &Limits::default()) {
+            let pg = self.pg_of(&object);
+            let copies = pg
+                .parse::<cairn_types::PgId>()
+                .map(|pg| checks::describe_copies(pg, &self.osds).join("; "))
+                .unwrap_or_default();
             failures.push(format!(
-                "object {} (PG {}): {why}",
+                "object {} (PG {pg}): {why}\n  copies now: {copies}",
                 String::from_utf8_lossy(&object),
-                self.pg_of(&object)
             ));
         }
         failures

@@ -35,35 +35,23 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
         10654,
         "peering never asked an OSD that came up meanwhile: incomplete",
     ),
+    (
+        10302,
+        "a copy answered a query of a newer interval before it split: an object unfound",
+    ),
+    (
+        30220,
+        "a stray's removal ran after it joined the next interval's acting set: writes lost",
+    ),
 ];
 
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
 const BUGS: &[(&str, &str)] = &[
     (
-        "unfound-on-stray",
-        "recovery pulls only from acting and up copies: objects that only a stray (or the \
-         authoritative copy outside the acting set) holds stay unfound",
-    ),
-    (
         "no-up-thru",
         "a past interval whose primary never went active still blocks peering \
          (incomplete) when its OSDs hold no complete copy",
-    ),
-    (
-        "dedup-window",
-        "a retry whose log entry was trimmed (more than the log's length of writes \
-         since) is applied a second time",
-    ),
-    (
-        "stray-notify-lost",
-        "a stray copy announces itself once per interval; if the primary is waiting for \
-         a temporary acting set then, the announcement is dropped and the copy never purged",
-    ),
-    (
-        "stale-push",
-        "a push applied after later writes to its object (a duplicate, or a re-issued push \
-         handled late) replaces them with the older state",
     ),
     (
         "peer-loss-stall",
@@ -76,13 +64,7 @@ const BUGS: &[(&str, &str)] = &[
 /// text the failure report must contain (so a seed that starts failing
 /// differently is still caught). They run and must still fail; a fixed one
 /// must leave this list.
-const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
-    (17, "unfound-on-stray", "unfound"),
-    (44, "no-up-thru", "incomplete"),
-    (63, "unfound-on-stray", "unfound"),
-    (72, "stray-notify-lost", "stray copy left"),
-    (81, "unfound-on-stray", "unfound"),
-];
+const KNOWN_FAILURES: &[(u64, &str, &str)] = &[(59, "no-up-thru", "incomplete")];
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
