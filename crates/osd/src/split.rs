@@ -235,7 +235,7 @@ mod tests {
                     .with(Op::CreateCollection)
                     .with(pg_num_op(pg_num)),
             )
-            .unwrap();
+            .expect("store");
         let mut names = Vec::new();
         let mut seq = 0;
         for i in 0.. {
@@ -264,7 +264,7 @@ mod tests {
             let mut txn = Transaction::new(c)
                 .with(Op::WriteFull {
                     object: ObjectKey::new(n.clone()),
-                    data: Bytes::from(vec![u8::try_from(i % 251).unwrap(); 100]),
+                    data: Bytes::from(vec![u8::try_from(i % 251).expect("store"); 100]),
                 })
                 .with(Op::MetaSet {
                     key: version.log_key(),
@@ -280,14 +280,14 @@ mod tests {
                     value: Bytes::new(),
                 });
             }
-            store.apply(txn).unwrap();
+            store.apply(txn).expect("store");
             names.push(n);
         }
         (store, names)
     }
 
     fn split_all(store: &MemStore, pg_num: u32) -> BTreeSet<CollectionId> {
-        split_pool(store, POOL, pg_num, &mut |txn| store.apply(txn)).unwrap()
+        split_pool(store, POOL, pg_num, &mut |txn| store.apply(txn)).expect("store")
     }
 
     /// Every object, log entry and missing mark is in the PG its hash names
@@ -302,10 +302,10 @@ mod tests {
             );
         }
         let mut objects = 0;
-        for c in store.collections().unwrap() {
-            let seed = u32::try_from(c.0 & 0xffff_ffff).unwrap();
-            assert_eq!(split_for(store, c).unwrap(), Some(pg_num), "{c}");
-            let stored = load_pg(store, c).unwrap();
+        for c in store.collections().expect("store") {
+            let seed = u32::try_from(c.0 & 0xffff_ffff).expect("store");
+            assert_eq!(split_for(store, c).expect("store"), Some(pg_num), "{c}");
+            let stored = load_pg(store, c).expect("store");
             for e in &stored.log {
                 assert_eq!(
                     stable_mod(object_hash32(&e.object), pg_num),
@@ -317,7 +317,7 @@ mod tests {
                 assert_eq!(stable_mod(object_hash32(m), pg_num), seed, "{c} missing");
             }
             assert_eq!(stored.dups.len(), names.len(), "{c}: every dup kept");
-            objects += store.list(c, None, 10_000).unwrap().keys.len();
+            objects += store.list(c, None, 10_000).expect("store").keys.len();
         }
         assert_eq!(objects, names.len(), "nothing lost or doubled");
     }
@@ -345,7 +345,7 @@ mod tests {
             steps += 1;
             reference.apply(txn)
         })
-        .unwrap();
+        .expect("store");
         assert!(steps > 4);
         for cut in 0..steps {
             let (store, _) = parent_store(2, 150);
@@ -373,7 +373,7 @@ mod tests {
             largest = largest.max(txn.ops.len());
             store.apply(txn)
         })
-        .unwrap();
+        .expect("store");
         assert!(largest <= cairn_store::limits::TXN_OPS_MAX, "{largest} ops");
         assert_split(&store, &names, 2);
     }
@@ -384,14 +384,14 @@ mod tests {
         let c = collection_of(PgId::new(POOL, 0));
         store
             .apply(Transaction::new(c).with(Op::CreateCollection))
-            .unwrap();
+            .expect("store");
         assert!(split_all(&store, 4).is_empty());
         store
             .apply(Transaction::new(c).with(Op::MetaSet {
                 key: Bytes::from_static(PG_NUM_KEY),
                 value: Bytes::from_static(b"xy"),
             }))
-            .unwrap();
+            .expect("store");
         assert!(matches!(split_for(&store, c), Err(StoreError::Corrupt(_))));
     }
 }
