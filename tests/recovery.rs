@@ -216,23 +216,30 @@ fn raising_pg_num_splits_pgs_under_writes_and_a_kill() {
             "the new PGs took their share of the logs"
         );
         // The split copies left on OSDs the new PGs moved away from go.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let placed = placed_copies(&cluster);
-            let held: Vec<(u64, u64)> = placed
-                .keys()
-                .map(|osd| (*osd, osd_pg_count(&cluster, *osd)))
-                .collect();
-            if held.iter().all(|(osd, n)| placed.get(osd) == Some(n)) {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "copies held {held:?}, placement says {placed:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let held = wait_placement_exact(&cluster).await;
+        eprintln!("PG copies held per OSD: {held:?}");
     });
+}
+
+/// Waits (30 s at most) until every OSD holds exactly the PG copies its up
+/// sets give it (new copies complete, old ones removed); returns them.
+async fn wait_placement_exact(cluster: &Cluster) -> std::collections::BTreeMap<u64, u64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let placed = placed_copies(cluster);
+        let held: std::collections::BTreeMap<u64, u64> = placed
+            .keys()
+            .map(|osd| (*osd, osd_pg_count(cluster, *osd)))
+            .collect();
+        if held == placed {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "copies held {held:?}, placement says {placed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// PG copies each OSD should hold: how many PGs have it in their up set.
@@ -272,26 +279,10 @@ fn a_reweighted_osd_gives_up_its_share_and_keeps_the_rest() {
         eprintln!("active+clean {took:?} after the writes that followed the reweight");
         let all: Vec<u64> = (0..400).collect();
         verify(&client, &all).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let placed = placed_copies(&cluster);
-            let held: Vec<(u64, u64)> = placed
-                .keys()
-                .map(|osd| (*osd, osd_pg_count(&cluster, *osd)))
-                .collect();
-            let exact = held.iter().all(|(osd, n)| placed.get(osd) == Some(n));
-            if exact {
-                let after = placed.get(&2).copied().unwrap_or(0);
-                eprintln!("osd.2 held {before} PG copies, now {after}: {held:?}");
-                assert!(after < before && after > 0, "{before} -> {after}");
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "copies held {held:?}, placement says {placed:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let held = wait_placement_exact(&cluster).await;
+        let after = held.get(&2).copied().unwrap_or(0);
+        eprintln!("osd.2 held {before} PG copies, now {after}: {held:?}");
+        assert!(after < before && after > 0, "{before} -> {after}");
     });
 }
 
