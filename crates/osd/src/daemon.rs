@@ -1017,13 +1017,7 @@ impl Osd {
     async fn split_pgs(&self) -> HashSet<CollectionId> {
         let (epoch, pools) = {
             let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
-            let pools: Vec<(PoolId, u32)> = view
-                .state
-                .map
-                .pools
-                .iter()
-                .map(|p| (p.id, p.pg_num))
-                .collect();
+            let pools: Vec<(PoolId, u32)> = view.pg_nums().iter().map(|(p, n)| (*p, *n)).collect();
             (view.epoch(), pools)
         };
         let due: Vec<(PoolId, u32, Option<u32>)> = {

@@ -190,6 +190,12 @@ impl MapView {
             .collect();
     }
 
+    /// Each pool's `pg_num` in the current map.
+    #[must_use]
+    pub fn pg_nums(&self) -> &BTreeMap<PoolId, u32> {
+        &self.pg_nums
+    }
+
     #[must_use]
     pub fn redundancy(&self, pool: PoolId) -> Option<Redundancy> {
         self.placement.pool(pool).map(|p| p.redundancy)

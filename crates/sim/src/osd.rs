@@ -624,13 +624,11 @@ impl SimOsd {
         let epoch = process.view.epoch();
         let due: Vec<(PoolId, u32, Option<u32>)> = process
             .view
-            .state
-            .map
-            .pools
+            .pg_nums()
             .iter()
-            .filter_map(|p| {
-                let old = process.split_for.get(&p.id).copied();
-                (old != Some(p.pg_num)).then_some((p.id, p.pg_num, old))
+            .filter_map(|(&pool, &pg_num)| {
+                let old = process.split_for.get(&pool).copied();
+                (old != Some(pg_num)).then_some((pool, pg_num, old))
             })
             .collect();
         let mut changed = BTreeSet::new();
