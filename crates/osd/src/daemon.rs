@@ -528,6 +528,12 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
     }
 }
 
+/// Whether a fetch is a full page of incrementals: the history goes on.
+fn page_is_full(fetch: &MapFetch) -> bool {
+    matches!(fetch, MapFetch::Incrementals { incrementals, .. }
+        if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX)
+}
+
 /// Follows the map by subscription: the monitor answers as soon as an
 /// epoch after ours is committed. After a failed call it waits
 /// [`MAP_REFRESH_INTERVAL`] and fetches the plain way before subscribing
@@ -535,7 +541,14 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
 async fn map_loop(osd: Arc<Osd>) {
     loop {
         match osd.mon.subscribe(osd.map_epoch()).await {
-            Ok(fetch) => osd.apply_fetch(fetch).await,
+            Ok(fetch) if page_is_full(&fetch) => {
+                // Far behind: page through the rest before the PGs move.
+                osd.apply_fetch(fetch, false).await;
+                if let Err(error) = osd.refresh_map().await {
+                    tracing::warn!(%error, "map refresh failed");
+                }
+            }
+            Ok(fetch) => osd.apply_fetch(fetch, true).await,
             Err(error) => {
                 tracing::warn!(%error, "map subscription failed");
                 tokio::time::sleep(MAP_REFRESH_INTERVAL).await;
@@ -763,25 +776,44 @@ impl Osd {
     /// Fetches map changes, replays them, and brings the PGs up to date.
     async fn refresh_map(&self) -> Result<(), OsdError> {
         // The monitor pages long histories; fetch until caught up, so the
-        // PGs see the past intervals (not a full map that forgets them).
+        // PGs see the past intervals (not a full map that forgets them),
+        // and only then move the PGs: a PG started at an epoch long past
+        // (after a restart) would peer and activate an interval that is
+        // over.
+        let mut result = Ok(());
+        let mut synced = false;
         for _page in 0..MAP_PAGES_MAX {
             let have = self.map_epoch();
-            let fetch = tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have))
-                .await
-                .map_err(|_| MonError::Wire("map fetch timed out".into()))??;
-            let more = matches!(&fetch, MapFetch::Incrementals { incrementals, .. }
-                if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX);
-            self.apply_fetch(fetch).await;
+            let fetch = match tokio::time::timeout(MON_CALL_TIMEOUT, self.mon.get_map(have)).await {
+                Ok(Ok(fetch)) => fetch,
+                Ok(Err(error)) => {
+                    result = Err(error.into());
+                    break;
+                }
+                Err(_) => {
+                    result = Err(MonError::Wire("map fetch timed out".into()).into());
+                    break;
+                }
+            };
+            let more = page_is_full(&fetch);
+            self.apply_fetch(fetch, !more).await;
             if !more {
+                synced = true;
                 break;
             }
         }
-        Ok(())
+        if !synced {
+            // Not caught up (a failed fetch, or too many pages): the PGs
+            // move as far as the map got.
+            let _one = self.map_fetch.lock().await;
+            self.sync_pgs().await;
+        }
+        result
     }
 
-    /// Replays fetched map changes (skipping epochs already applied) and
-    /// brings the PGs up to date; one application at a time.
-    async fn apply_fetch(&self, fetch: MapFetch) {
+    /// Replays fetched map changes (skipping epochs already applied) and,
+    /// if `sync`, brings the PGs up to date; one application at a time.
+    async fn apply_fetch(&self, fetch: MapFetch, sync: bool) {
         let _one = self.map_fetch.lock().await;
         {
             let mut view = self.map.write().unwrap_or_else(PoisonError::into_inner);
@@ -802,7 +834,9 @@ impl Osd {
                 }
             }
         }
-        self.sync_pgs().await;
+        if sync {
+            self.sync_pgs().await;
+        }
     }
 
     /// The up OSDs of the acting sets of this OSD's PGs, with addresses.
@@ -1691,11 +1725,28 @@ impl Osd {
                 tracing::debug!(%pg, epoch = interval_epoch.0, "query of a newer map dropped");
                 return;
             }
+            PgMsg::Query { interval_epoch, .. }
+                if self
+                    .map
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .query_is_stale(pg, interval_epoch) =>
+            {
+                tracing::debug!(%pg, epoch = interval_epoch.0, "query of an interval that is over dropped");
+                return;
+            }
             PgMsg::Query {
                 from,
                 interval_epoch,
             } if !lock(&self.pgs).contains_key(&pg) => {
                 // No copy here: say so, so peering need not wait for one.
+                // Peering takes this answer as proof that this OSD never
+                // activated the PG (`peering::blocked_by`), so it must be
+                // true: not a copy still being split or loaded.
+                if !self.holds_no_copy(pg).await {
+                    tracing::debug!(%pg, "query of a copy not loaded yet dropped");
+                    return;
+                }
                 let notify = PgMsg::Notify(crate::pg::Notify {
                     from: self.whoami,
                     interval_epoch,
@@ -1716,6 +1767,21 @@ impl Osd {
         if !self.feed(pg, msg.into()).await {
             tracing::debug!(%pg, "message for a PG this OSD does not hold");
         }
+    }
+
+    /// Whether this OSD has no copy of `pg`, in memory or in the store,
+    /// once the map changes being applied (splits, loads) are done.
+    async fn holds_no_copy(&self, pg: PgId) -> bool {
+        let _applied = self.map_fetch.lock().await;
+        let _collections = self.collections_lock.lock().await;
+        if lock(&self.pgs).contains_key(&pg) {
+            return false;
+        }
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        matches!(
+            self.store.meta_get(collection, crate::pg::INFO_KEY),
+            Err(StoreError::NoCollection(_))
+        )
     }
 
     /// Empties this copy's objects before a backfill into it, once per

@@ -155,6 +155,13 @@ pub const BACKFILL_SCAN_KEYS: usize = 32;
 /// activation is sent again.
 pub const RESEND_TICKS: u32 = 2;
 
+/// Ticks after which an in-flight write's sub-writes are sent again to
+/// the OSDs that have not acknowledged them: their session may have died
+/// (the shell drops what it cannot send) or the copy was too busy to take
+/// them. Long enough that a write merely queued behind others is not sent
+/// twice.
+pub const SUBWRITE_RESEND_TICKS: u32 = 5;
+
 /// Ticks after which a recovery or backfill step without an answer is
 /// issued again (its messages may have died with a connection).
 pub const STALLED_TICKS: u32 = 10;

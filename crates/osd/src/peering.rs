@@ -97,6 +97,17 @@ pub fn log_tail_seq(log: &[LogEntry]) -> u64 {
 /// cannot: a past interval that may have accepted writes, since the newest
 /// activation any responder knows of, with none of its OSDs answering with
 /// a complete copy.
+///
+/// An interval one of whose OSDs answers with a `last_epoch_started` older
+/// than the interval's start accepted no write: a write is acknowledged
+/// only once every OSD of the acting set made it durable, and an OSD
+/// applies an interval's writes only after it activated in it, with its
+/// `last_epoch_started` stored first (in the same ordered store). This is
+/// what Ceph learns from `up_thru`; here the OSDs' own answers tell it, so
+/// an interval whose primary never activated (it was cut off, or crashed
+/// first) does not block peering while any of its OSDs answers. An OSD
+/// with no copy answers with epoch 0: its copy, if it had one, was removed
+/// only after a later interval went clean, which then covers this one.
 #[must_use]
 pub fn blocked_by(
     past: &[PastInterval],
@@ -120,6 +131,13 @@ pub fn blocked_by(
     }
     past.iter()
         .filter(|p| p.maybe_rw && p.last >= newest_start)
+        .filter(|p| {
+            !p.acting.iter().any(|osd| {
+                copies
+                    .get(osd)
+                    .is_some_and(|c| c.info.last_epoch_started < p.first)
+            })
+        })
         .find(|p| {
             !p.acting
                 .iter()
@@ -334,6 +352,34 @@ mod tests {
             ..past[0].clone()
         }];
         assert_eq!(blocked_by(&read_only, Epoch(1), &only_one), None);
+    }
+
+    #[test]
+    fn an_interval_one_of_its_osds_never_activated_in_accepted_no_write() {
+        let past = vec![PastInterval {
+            first: Epoch(5),
+            last: Epoch(6),
+            acting: vec![OsdId(2), OsdId(3)],
+            maybe_rw: true,
+        }];
+        let mut behind = copy(vec![entry(2, 1, "a")], 2);
+        behind.info.backfilling = true;
+        // osd.2 answers with an incomplete copy that last activated at
+        // epoch 2, before the interval: osd.2 never applied a write of it,
+        // so none was acknowledged.
+        let answers: BTreeMap<OsdId, PeerCopy> =
+            [(OsdId(1), copy(vec![], 2)), (OsdId(2), behind.clone())].into();
+        assert_eq!(blocked_by(&past, Epoch(1), &answers), None);
+        // No copy at all (epoch 0) proves the same.
+        let absent: BTreeMap<OsdId, PeerCopy> =
+            [(OsdId(1), copy(vec![], 2)), (OsdId(3), PeerCopy::default())].into();
+        assert_eq!(blocked_by(&past, Epoch(1), &absent), None);
+        // An incomplete copy that activated in the interval may hold
+        // acknowledged writes only the silent primary has: blocked.
+        behind.info.last_epoch_started = Epoch(5);
+        let activated: BTreeMap<OsdId, PeerCopy> =
+            [(OsdId(1), copy(vec![], 2)), (OsdId(2), behind)].into();
+        assert!(blocked_by(&past, Epoch(1), &activated).is_some());
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! write, which then waits, unacknowledged, for the next interval.
 
 use crate::lease::{LeaseReport, Leases};
-use crate::limits::{BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS};
+use crate::limits::{
+    BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS,
+    SUBWRITE_RESEND_TICKS,
+};
 use crate::log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
 use crate::peering::{
     PastInterval, PeerCopy, PgInfo, blocked_by, choose_auth, log_recoverable, missing_objects,
@@ -597,6 +600,25 @@ struct InFlight {
     result: LogResult,
     waiting_on: BTreeSet<OsdId>,
     committed_local: bool,
+    /// The sub-write as sent, for a resend to OSDs whose ack is overdue.
+    sub_write: SubWrite,
+    /// The backfill targets that got it as a log entry only.
+    log_only: BTreeSet<OsdId>,
+    /// Ticks since it was last sent.
+    ticks: u32,
+}
+
+impl InFlight {
+    /// The sub-write for one OSD (a backfill target past the scan gets the
+    /// log entry only).
+    fn sub_write_to(&self, osd: OsdId) -> SubWrite {
+        let mut msg = self.sub_write.clone();
+        if self.log_only.contains(&osd) {
+            msg.ops = Vec::new();
+            msg.log_only = true;
+        }
+        msg
+    }
 }
 
 /// How a request id relates to the log.
@@ -1150,27 +1172,63 @@ impl Pg {
         if beyond_backfill && !self.healing.backfill_targets.is_empty() {
             self.healing.log_only_unlisted.insert(key.clone());
         }
-        for osd in &replicas {
-            let log_only = beyond_backfill && self.healing.backfill_targets.contains(osd);
-            let msg = SubWrite {
-                from: self.whoami,
-                interval_epoch: self.interval.epoch_started,
-                entry: entry.clone(),
-                ops: if log_only { Vec::new() } else { ops.clone() },
-                prior,
-                committed_to: self.committed_to,
-                log_only,
-            };
-            fx.send.push((*osd, PgMsg::SubWrite(msg)));
-        }
+        let log_only: BTreeSet<OsdId> = if beyond_backfill {
+            self.healing.backfill_targets.clone()
+        } else {
+            BTreeSet::new()
+        };
         let flight = InFlight {
             req,
             result: entry.result,
             waiting_on: replicas,
             committed_local: false,
+            sub_write: SubWrite {
+                from: self.whoami,
+                interval_epoch: self.interval.epoch_started,
+                entry,
+                ops,
+                prior,
+                committed_to: self.committed_to,
+                log_only: false,
+            },
+            log_only,
+            ticks: 0,
         };
+        for osd in &flight.waiting_on {
+            fx.send
+                .push((*osd, PgMsg::SubWrite(flight.sub_write_to(*osd))));
+        }
         self.inflight.insert(version, flight);
         Ok(())
+    }
+
+    /// Sends the in-flight sub-writes again to the OSDs whose acks are
+    /// overdue, oldest first (a copy takes them only in order), once the
+    /// oldest waited [`SUBWRITE_RESEND_TICKS`]. The session they went on
+    /// may have died, or the copy was too busy to take them; a copy that
+    /// already has one acknowledges it again ([`Pg::on_sub_write`]).
+    fn resend_sub_writes(&mut self) -> Vec<(OsdId, PgMsg)> {
+        for flight in self.inflight.values_mut() {
+            flight.ticks = flight.ticks.saturating_add(1);
+        }
+        let overdue = self
+            .inflight
+            .values()
+            .find(|f| !f.waiting_on.is_empty())
+            .is_some_and(|f| f.ticks >= SUBWRITE_RESEND_TICKS);
+        if !overdue {
+            return Vec::new();
+        }
+        let committed_to = self.committed_to;
+        let mut out = Vec::new();
+        for flight in self.inflight.values_mut() {
+            flight.ticks = 0;
+            flight.sub_write.committed_to = committed_to;
+            for osd in &flight.waiting_on {
+                out.push((*osd, PgMsg::SubWrite(flight.sub_write_to(*osd))));
+            }
+        }
+        out
     }
 
     /// The write's transaction: the client's ops, its log entry under the
@@ -1226,6 +1284,20 @@ impl Pg {
     }
 
     fn on_sub_write(&mut self, msg: SubWrite, fx: &mut Effects) -> Result<(), Ignored> {
+        if let Some(version) = self.applied_before(&msg) {
+            // Sent again (its ack was lost or late): acknowledge it once it
+            // is durable, never apply it twice.
+            if self.uncommitted.contains_key(&version) {
+                self.acks_owed.insert(version, msg.from);
+            } else {
+                let ack = SubWriteAck {
+                    from: self.whoami,
+                    version,
+                };
+                fx.send.push((msg.from, PgMsg::SubWriteAck(ack)));
+            }
+            return Ok(());
+        }
         self.check_sub_write(&msg)?;
         if self.acks_owed.len() >= self.limits.inflight_max {
             return Err(Ignored::ReplicaBusy {
@@ -1240,6 +1312,23 @@ impl Pg {
         self.acks_owed.insert(version, msg.from);
         self.committed_to = self.committed_to.max(msg.committed_to);
         Ok(())
+    }
+
+    /// The version of a sub-write of this interval's primary that this
+    /// activated copy already applied. Only that primary writes versions of
+    /// this interval's epoch, in order, so one at or below `last_update` is
+    /// the same write.
+    fn applied_before(&self, msg: &SubWrite) -> Option<Version> {
+        let version = msg.entry.version;
+        let epoch = self.interval.epoch_started;
+        let from_primary =
+            self.interval.primary == Some(msg.from) && self.interval.primary != Some(self.whoami);
+        (matches!(self.phase, Phase::Replica { activated: true })
+            && from_primary
+            && msg.interval_epoch == epoch
+            && version.epoch == epoch
+            && version <= self.last_update)
+            .then_some(version)
     }
 
     /// Validates a peer's sub-write: sender, interval, order, content.
@@ -1440,6 +1529,17 @@ impl Pg {
         })
     }
 
+    /// The other OSDs of this interval's acting and up sets.
+    fn members(&self) -> BTreeSet<OsdId> {
+        self.interval
+            .acting
+            .iter()
+            .chain(self.interval.up.iter())
+            .copied()
+            .filter(|o| *o != self.whoami)
+            .collect()
+    }
+
     /// The OSDs whose copies peering asks for: the up and acting sets and
     /// every OSD of the past intervals, if up.
     fn probe_set(&self) -> BTreeSet<OsdId> {
@@ -1480,11 +1580,17 @@ impl Pg {
         self.context = context;
         let probe = self.probe_set();
         let query = self.query();
+        let members = self.members();
         match &mut self.phase {
             Phase::Peering {
                 waiting, copies, ..
             } => {
-                waiting.retain(|o| self.context.up_osds.contains(o));
+                // A past interval's OSD that went down is not waited for. A
+                // member of this interval is: the map that took it down
+                // also ends this interval, and activating without its
+                // answer would empty its copy for a backfill, though it may
+                // hold the only complete one.
+                waiting.retain(|o| self.context.up_osds.contains(o) || members.contains(o));
                 // An OSD that came up since peering began may hold the only
                 // complete copy of a past interval: ask it too.
                 for osd in probe {
@@ -1792,14 +1898,7 @@ impl Pg {
         fx: &mut Effects,
     ) {
         let epoch = self.interval.epoch_started;
-        let members: BTreeSet<OsdId> = self
-            .interval
-            .acting
-            .iter()
-            .chain(self.interval.up.iter())
-            .copied()
-            .filter(|o| *o != self.whoami)
-            .collect();
+        let members = self.members();
         let mut healing = Healing::default();
         for (osd, copy) in copies {
             if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
@@ -1969,7 +2068,13 @@ impl Pg {
                 key: missing_key(object),
             });
         }
-        self.info.last_epoch_started = self.interval.epoch_started;
+        // Never lowered: a copy restarted with an old map may activate an
+        // interval that is long over, and its history must still rank by
+        // the newest interval it activated in (`choose_auth`).
+        self.info.last_epoch_started = self
+            .info
+            .last_epoch_started
+            .max(self.interval.epoch_started);
         self.info.backfilling = backfill;
         ops.push(Op::MetaSet {
             key: Bytes::from_static(INFO_KEY),
@@ -2426,6 +2531,7 @@ impl Pg {
                 }
             }
             Phase::Active => {
+                fx.send.extend(self.resend_sub_writes());
                 let healing = &mut self.healing;
                 let mut stalled = Vec::new();
                 for (object, ticks) in &mut healing.recovering {

@@ -1108,3 +1108,148 @@ fn an_object_only_a_stray_holds_is_recovered_from_the_stray() {
     assert!(!state.contains("unfound"), "{state}");
     assert_eq!(state, "active+clean", "recovered, and the stray purged");
 }
+
+/// A lost sub-write and a lost ack (a session between OSDs died): the
+/// primary sends the unacknowledged sub-writes again, in order, once the
+/// oldest is overdue; the replica applies the missed one, acknowledges the
+/// one it already had without applying it twice, and the client gets one
+/// answer per write.
+#[test]
+fn lost_sub_writes_and_acks_are_resent_and_applied_once() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    // osd.3 never gets the first sub-write; the second reaches it out of
+    // order and is ignored.
+    let lost = h
+        .links
+        .get_mut(&(OsdId(1), OsdId(3)))
+        .and_then(VecDeque::pop_front);
+    assert!(matches!(lost, Some(PgMsg::SubWrite(_))), "{lost:?}");
+    h.client_write(1, 2, 5, "b");
+    h.deliver_all();
+    for osd in [1, 2, 3] {
+        h.commit(osd);
+    }
+    // osd.2's acks are lost too.
+    h.links.remove(&(OsdId(2), OsdId(1)));
+    h.deliver_all();
+    assert!(h.replies.is_empty(), "no write is durable on osd.3");
+    assert_eq!(h.stored[&OsdId(2)].len(), 2);
+    assert_eq!(h.stored.get(&OsdId(3)).map_or(0, Vec::len), 0);
+    for _ in 0..cairn_osd::limits::SUBWRITE_RESEND_TICKS {
+        assert!(
+            !h.links
+                .values()
+                .flatten()
+                .any(|m| matches!(m, PgMsg::SubWrite(_))),
+            "resent before it was overdue"
+        );
+        h.event(OsdId(1), PgEvent::Tick);
+    }
+    let resent: Vec<(OsdId, Version)> = h
+        .links
+        .iter()
+        .flat_map(|((_, to), q)| {
+            q.iter().filter_map(move |m| match m {
+                PgMsg::SubWrite(w) => Some((*to, w.entry.version)),
+                _ => None,
+            })
+        })
+        .collect();
+    let (one, two) = (Version::new(5, 1), Version::new(5, 2));
+    assert_eq!(
+        resent,
+        vec![
+            (OsdId(2), one),
+            (OsdId(2), two),
+            (OsdId(3), one),
+            (OsdId(3), two)
+        ]
+    );
+    h.deliver_all();
+    for osd in [1, 2, 3] {
+        h.commit(osd);
+    }
+    h.deliver_all();
+    assert_eq!(h.done_versions(), vec![one, two]);
+    assert_eq!(h.stored[&OsdId(2)].len(), 2, "osd.2 applied nothing twice");
+    assert_eq!(h.stored[&OsdId(3)].len(), 2, "osd.3 applied both, in order");
+    assert_eq!(h.log_versions(3), h.log_versions(1));
+}
+
+/// A member of the interval goes down while the primary waits for its
+/// answer: the map that says so also ends the interval, so peering waits
+/// for it. Activating without its answer would make it a backfill target
+/// and empty a copy that may be the only complete one.
+#[test]
+fn peering_waits_for_a_member_that_goes_down_rather_than_backfilling_it() {
+    let now = interval(6, &[1, 2], 1);
+    let all_up = MapContext {
+        up_osds: [1, 2].into_iter().map(OsdId).collect(),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    let (pg, fx) = restored(1, &now, StoredPg::default(), &all_up);
+    assert!(
+        fx.send
+            .iter()
+            .any(|(to, m)| *to == OsdId(2) && matches!(m, PgMsg::Query { .. })),
+        "osd.2 is asked"
+    );
+    let mut h = three();
+    h.pgs.clear();
+    h.pgs.insert(OsdId(1), pg);
+    let two_down = MapContext {
+        up_osds: [1].into_iter().map(OsdId).collect(),
+        ..all_up
+    };
+    h.event(OsdId(1), PgEvent::MapContext(two_down));
+    assert_eq!(h.pg(1).state_name(), "peering");
+    let activations = h
+        .links
+        .values()
+        .flatten()
+        .filter(|m| matches!(m, PgMsg::Activate(_)))
+        .count();
+    assert_eq!(activations, 0, "nothing activated without osd.2's answer");
+    // The next interval leaves osd.2 out; the PG activates alone.
+    h.event(OsdId(1), PgEvent::IntervalChange(interval(7, &[1], 1)));
+    assert_ne!(h.pg(1).state_name(), "peering");
+}
+
+/// A copy restarted with an old map activates an interval that is long
+/// over: its `last_epoch_started` stays that of the newest interval it
+/// activated in, or a later peering ranks an empty copy above its history
+/// and the acknowledged writes are gone (simulator seed 40171).
+#[test]
+fn activating_an_old_interval_never_lowers_last_epoch_started() {
+    let version = Version::new(122, 1);
+    let stored = StoredPg {
+        log: vec![cairn_osd::LogEntry {
+            version,
+            object: Bytes::from_static(b"o1"),
+            kind: LogKind::Write,
+            req: req(1),
+            result: LogResult::Ok { object_version: 1 },
+        }],
+        info: Some(cairn_osd::PgInfo {
+            exists: true,
+            last_update: version,
+            last_epoch_started: Epoch(122),
+            backfilling: false,
+        }),
+        ..StoredPg::default()
+    };
+    let old = interval(100, &[4], 1);
+    let context = MapContext {
+        up_osds: [4].into_iter().map(OsdId).collect(),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    let (mut pg, _fx) = restored(4, &old, stored, &context);
+    for _ in 0..3 {
+        pg.handle(PgEvent::Tick);
+    }
+    assert_eq!(pg.info().last_epoch_started, Epoch(122));
+    assert_eq!(pg.last_update(), version, "history kept");
+}

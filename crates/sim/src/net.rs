@@ -8,10 +8,10 @@
 //! Links differ as the real ones do. Requests of clients and of OSDs to the
 //! monitor are retried by their senders, so they may simply be lost. PG
 //! messages between OSDs travel on long-lived TCP connections: a partition
-//! holds them until it heals (TCP retransmits), and they are lost only when
-//! the receiving process restarts (its connections reset), or when the
-//! scenario asks for peer-message loss explicitly (`peer_loss_ppm`; the PG
-//! core assumes lossless sessions between OSDs, see `docs/reliability.md`).
+//! holds them until it heals (TCP retransmits), and they are lost when the
+//! receiving process restarts (its connections reset) and, in half the
+//! seeds, now and then (`peer_loss_ppm`): a connection that died, whose
+//! messages the sending shell dropped. The PG cores resend what matters.
 
 use crate::linearizability::Snapshot;
 use crate::rng::Rng;

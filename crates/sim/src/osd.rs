@@ -138,6 +138,8 @@ pub struct OsdProc {
     /// Copies split in the current `sync_pgs`: their new cores honour any
     /// read lease the retired ones promised.
     split_now: BTreeSet<CollectionId>,
+    /// Map pages were applied without moving the PGs (more were coming).
+    sync_owed: bool,
     told_up: BTreeSet<OsdId>,
     waiters: BTreeMap<ReqId, Vec<u32>>,
     unsynced: Vec<Unsynced>,
@@ -236,6 +238,7 @@ impl SimOsd {
             preexisting,
             split_for: BTreeMap::new(),
             split_now: BTreeSet::new(),
+            sync_owed: false,
             told_up: BTreeSet::new(),
             waiters: BTreeMap::new(),
             unsynced: Vec::new(),
@@ -409,7 +412,8 @@ impl SimOsd {
                 // as the daemon's refresh does.
                 let more = matches!(&update, MapUpdate::Incrementals(incrementals)
                     if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX);
-                self.apply_map(update, out);
+                // The PGs move once the map caught up, as the daemon's.
+                self.apply_map(update, !more, out);
                 if more {
                     let have = self.proc().view.epoch();
                     out.sends.push((Node::Mon, Msg::GetMap { have }));
@@ -544,9 +548,10 @@ impl SimOsd {
 
     /// Replays a map change and brings the PGs up to date; asks for the
     /// missing epochs if the update does not follow on.
-    fn apply_map(&mut self, update: MapUpdate, out: &mut Outbox) {
+    fn apply_map(&mut self, update: MapUpdate, sync: bool, out: &mut Outbox) {
         let process = self.proc_mut();
         let before = process.view.epoch();
+        process.sync_owed |= !sync;
         match update {
             MapUpdate::Incrementals(incrementals) => {
                 for inc in &incrementals {
@@ -563,7 +568,8 @@ impl SimOsd {
                 }
             }
         }
-        if process.view.epoch() != before {
+        if sync && (process.view.epoch() != before || process.sync_owed) {
+            process.sync_owed = false;
             self.sync_pgs(out);
         }
     }
@@ -944,11 +950,34 @@ impl SimOsd {
                 ));
                 return;
             }
+            PgMsg::Query { interval_epoch, .. }
+                if self.proc().view.query_is_stale(pg, interval_epoch) =>
+            {
+                out.trace.push(format!(
+                    "{} {pg}: query of e{} dropped: that interval is over",
+                    self.id, interval_epoch.0
+                ));
+                return;
+            }
             PgMsg::Query {
                 from,
                 interval_epoch,
             } if started.is_none() => {
                 // No copy here: say so, so peering need not wait for one.
+                // Peering takes the answer as proof that this OSD never
+                // activated the PG: as the daemon, check the store too.
+                let collection = collection_of(pg);
+                if self
+                    .store
+                    .collections()
+                    .map_or(true, |all| all.contains(&collection))
+                {
+                    out.trace.push(format!(
+                        "{} {pg}: query of a copy not loaded dropped",
+                        self.id
+                    ));
+                    return;
+                }
                 let notify = PgMsg::Notify(cairn_osd::Notify {
                     from: self.id,
                     interval_epoch,

@@ -100,7 +100,7 @@ impl Scenario {
             chaos_ms: rng.range(20_000, 60_000),
             faults: NetFaults {
                 loss_ppm,
-                peer_loss_ppm: peer_loss_ppm(),
+                peer_loss_ppm: 0,
                 duplicate_ppm: [0, 0, 5_000, 20_000][rng.index(4)],
                 delay_ms_min: 1,
                 delay_ms_max,
@@ -131,6 +131,11 @@ impl Scenario {
             let grow = u32::try_from(split.range(1, u64::from(scenario.pg_num) * 2)).unwrap_or(1);
             scenario.split = Some((at, scenario.pg_num + grow));
         }
+        // Likewise loss between OSDs (sessions that die: the shells drop
+        // what they cannot send), in half the seeds.
+        let mut peer = Rng::new(seed ^ 0x9ee7_1055);
+        scenario.faults.peer_loss_ppm =
+            peer_loss_ppm().unwrap_or([0, 0, 1_000, 5_000][peer.index(4)]);
         scenario
     }
 
@@ -174,15 +179,12 @@ impl Scenario {
     }
 }
 
-/// Loss of messages between OSDs, off unless `CAIRN_SIM_PEER_LOSS_PPM`
-/// asks for it: the PG core assumes lossless sessions between OSDs, and a
-/// lost sub-write stalls its PG until the next interval (see
-/// `docs/reliability.md`), so every seed would fail on that one known gap.
-fn peer_loss_ppm() -> u32 {
+/// Loss of messages between OSDs for every seed, if
+/// `CAIRN_SIM_PEER_LOSS_PPM` sets it (otherwise each seed draws its own).
+fn peer_loss_ppm() -> Option<u32> {
     std::env::var("CAIRN_SIM_PEER_LOSS_PPM")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A fault or repair, injected at a scheduled time.
@@ -400,7 +402,11 @@ impl World {
                     self.schedule(delay, event);
                 }
             }
-            Fate::Lost => {}
+            Fate::Lost => {
+                if matches!((from, to), (Node::Osd(_), Node::Osd(_))) {
+                    self.note(format!("lost {from:?} -> {to:?}: {}", brief(&msg)));
+                }
+            }
             Fate::Hold => self.held.push((from, to, msg, incarnation)),
         }
     }

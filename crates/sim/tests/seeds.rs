@@ -43,28 +43,36 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
         30220,
         "a stray's removal ran after it joined the next interval's acting set: writes lost",
     ),
+    (
+        40171,
+        "a copy restarted with an old map activated an old interval and lowered its \
+         last_epoch_started; an empty copy then won peering: writes lost",
+    ),
+    (
+        50863,
+        "a primary still before a split took a split copy's answer to its stale query as \
+         its PG's history; an object was deleted: writes lost",
+    ),
+    (
+        20197,
+        "a member that went down during peering became a backfill target and was emptied: \
+         an object unfound",
+    ),
 ];
 
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
-const BUGS: &[(&str, &str)] = &[
-    (
-        "no-up-thru",
-        "a past interval whose primary never went active still blocks peering \
-         (incomplete) when its OSDs hold no complete copy",
-    ),
-    (
-        "peer-loss-stall",
-        "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
+const BUGS: &[(&str, &str)] = &[(
+    "peer-loss-stall",
+    "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
          until the next interval change",
-    ),
-];
+)];
 
 /// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
 /// text the failure report must contain (so a seed that starts failing
 /// differently is still caught). They run and must still fail; a fixed one
 /// must leave this list.
-const KNOWN_FAILURES: &[(u64, &str, &str)] = &[(59, "no-up-thru", "incomplete")];
+const KNOWN_FAILURES: &[(u64, &str, &str)] = &[];
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
