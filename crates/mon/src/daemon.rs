@@ -25,7 +25,7 @@ use crate::proto::{
 use crate::service::{Event, MapService, ServiceConfig};
 use crate::store::MonStore;
 use bytes::Bytes;
-use cairn_types::{Epoch, OsdId};
+use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{Frame, ServeOptions};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -131,7 +131,7 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
     let (store, loaded) = tokio::task::spawn_blocking(move || MonStore::open(&data_dir))
         .await
         .map_err(|e| MonError::Store(e.to_string()))??;
-    let mut service = MapService::new(config.service.clone(), loaded.state, loaded.history);
+    let mut service = MapService::new(config.service.clone(), loaded.base, loaded.history);
     service.load_settings(loaded.config);
     service.load_auto_out(loaded.auto_out);
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
@@ -227,7 +227,7 @@ fn run_actor(
             Request::Event { event, reply } => {
                 let effects = service.handle(event);
                 if let Some((epoch, inc)) = &effects.persist {
-                    store.persist(inc, service.state())?;
+                    store.persist(inc, service.state(), service.history_from())?;
                     tracing::debug!(%epoch, "epoch committed");
                 }
                 if let Some(entries) = &effects.persist_config {
@@ -273,7 +273,14 @@ fn map_reply(
         };
         return Ok((reply, Bytes::new()));
     }
-    let state = service.state();
+    // Behind the history (an OSD starting from the first epoch): the oldest
+    // map kept, whose incrementals follow, so its PGs learn the past
+    // intervals peering needs. A client starting out (epoch 0): the map.
+    let state = if have_epoch.0 > 0 {
+        service.base()
+    } else {
+        service.state()
+    };
     let bytes = state
         .map
         .encode()
@@ -310,6 +317,16 @@ async fn handle_frame(frame: Frame, shell: &Shell) -> Frame {
         },
         KIND_HEARTBEAT => match frame.decode_body::<Heartbeat>() {
             Ok(Heartbeat { osd, stats }) => {
+                let reports = clean_pgs(&stats);
+                if !reports.is_empty() {
+                    let request = Request::Event {
+                        event: Event::PgsClean { reports },
+                        reply: None,
+                    };
+                    if events.send(request).await.is_err() {
+                        return respond(&MonReply(Err(MonError::ShuttingDown)), Bytes::new());
+                    }
+                }
                 shell.record_stats(osd, stats);
                 let event = Event::Heartbeat {
                     osd,
@@ -359,6 +376,17 @@ impl Shell {
             })
             .collect()
     }
+}
+
+/// The PGs an OSD's heartbeat shows clean, with their interval's first
+/// epoch.
+fn clean_pgs(stats: &OsdStats) -> Vec<(PgId, Epoch)> {
+    stats
+        .pgs
+        .iter()
+        .filter(|p| p.state.split('+').any(|part| part == "clean"))
+        .map(|p| (p.pg, Epoch(p.interval_epoch)))
+        .collect()
 }
 
 async fn submit(events: &mpsc::Sender<Request>, event: Event) -> Result<Reply, MonError> {

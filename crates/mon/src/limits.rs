@@ -1,10 +1,16 @@
 //! Every bound and default of the monitor, in one place.
 
-/// Incrementals the monitor keeps (in memory and on disk). Peering walks the
-/// maps of past intervals and clients catch up by incrementals, so this must
-/// cover the epochs an OSD may lag behind; older epochs are answered with a
-/// full map.
+/// Incrementals the monitor keeps at least (in memory and on disk), as
+/// Ceph's `mon_min_osdmap_epochs`: clients and OSDs catch up by
+/// incrementals. Older ones are kept too while a PG may need them for
+/// peering (`MapService::needed_from`); an OSD behind the history gets the
+/// oldest map kept, then the incrementals.
 pub const INCREMENTALS_KEPT: usize = 500;
+
+/// Incrementals the monitor keeps at most, whatever PGs still need: a
+/// bound on its memory and disk when a PG stays inactive for very long
+/// (each incremental is a few hundred bytes).
+pub const INCREMENTALS_KEPT_MAX: usize = 20_000;
 
 /// A full map is stored every this many epochs, so a restart replays at most
 /// this many incrementals. Must stay below [`INCREMENTALS_KEPT`].

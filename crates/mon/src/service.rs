@@ -10,7 +10,7 @@ use crate::limits;
 use crate::proto::{MonCommand, Reply};
 use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
 use cairn_types::options::{self, Settings};
-use cairn_types::{Epoch, OsdId};
+use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The failure-detection knobs.
@@ -53,6 +53,12 @@ pub enum Event {
     Tick {
         now_ms: u64,
     },
+    /// PGs a primary reports clean, each with the first epoch of that
+    /// interval: the map history from there on is what a restarting OSD of
+    /// the PG needs for peering (Ceph's `last_epoch_clean`).
+    PgsClean {
+        reports: Vec<(PgId, Epoch)>,
+    },
 }
 
 /// What the shell must do, in this order: persist, then reply and publish.
@@ -75,8 +81,18 @@ pub struct MapService {
     base_config: ServiceConfig,
     settings: Settings,
     state: MonState,
-    /// The newest incrementals, oldest first, at most `INCREMENTALS_KEPT`.
+    /// The incrementals kept, oldest first: at least the newest
+    /// `history_min`, and all from the oldest epoch a PG still needs
+    /// (see [`MapService::needed_from`]), at most `history_max`.
     history: VecDeque<Incremental>,
+    /// The state before the oldest kept incremental (the state itself when
+    /// none is kept): what an OSD further behind starts from.
+    base: MonState,
+    /// Per PG, the first epoch of the newest interval a primary reported it
+    /// clean in.
+    pg_clean: BTreeMap<PgId, Epoch>,
+    history_min: usize,
+    history_max: usize,
     /// Latest time seen in any event.
     now_ms: u64,
     last_heartbeat_ms: BTreeMap<OsdId, u64>,
@@ -98,20 +114,26 @@ impl MapService {
     /// # Panics
     /// If `history` does not end at `state`'s epoch.
     #[must_use]
-    pub fn new(config: ServiceConfig, state: MonState, history: Vec<Incremental>) -> MapService {
-        if let Some(last) = history.last() {
-            assert_eq!(last.epoch, state.map.epoch, "history must end at the map");
-        }
-        let mut history: VecDeque<Incremental> = history.into();
-        while history.len() > limits::INCREMENTALS_KEPT {
-            history.pop_front();
+    pub fn new(config: ServiceConfig, base: MonState, history: Vec<Incremental>) -> MapService {
+        let mut state = base.clone();
+        for inc in &history {
+            assert_eq!(
+                inc.epoch,
+                state.map.epoch.next(),
+                "history must follow the base"
+            );
+            state.apply(inc);
         }
         MapService {
             base_config: config.clone(),
             config,
             settings: Settings::default(),
             state,
-            history,
+            history: history.into(),
+            base,
+            pg_clean: BTreeMap::new(),
+            history_min: limits::INCREMENTALS_KEPT,
+            history_max: limits::INCREMENTALS_KEPT_MAX,
             now_ms: 0,
             last_heartbeat_ms: BTreeMap::new(),
             down_since_ms: BTreeMap::new(),
@@ -208,6 +230,68 @@ impl MapService {
         self.state.map.epoch
     }
 
+    /// Sets how many incrementals are kept at least and at most (the
+    /// simulator keeps few, to exercise trimming).
+    ///
+    /// # Panics
+    /// If `min` is 0 or above `max`.
+    pub fn set_history_bounds(&mut self, min: usize, max: usize) {
+        assert!(min > 0 && min <= max, "history bounds {min}..{max}");
+        self.history_min = min;
+        self.history_max = max;
+    }
+
+    /// The state before the oldest kept incremental: the map an OSD whose
+    /// epoch is older than the history is sent, before the incrementals.
+    #[must_use]
+    pub fn base(&self) -> &MonState {
+        &self.base
+    }
+
+    /// The epoch of the oldest kept incremental (the next epoch when none
+    /// is kept): the store keeps what the service keeps.
+    #[must_use]
+    pub fn history_from(&self) -> Epoch {
+        self.history
+            .front()
+            .map_or_else(|| self.epoch().next(), |i| i.epoch)
+    }
+
+    /// The oldest epoch a PG may still need: for every PG of the map, the
+    /// start of the newest interval its primary reported it clean in. A
+    /// restarting OSD rebuilds the PG's past intervals from the map history,
+    /// and peering needs them back to the last clean interval: every copy
+    /// of it held every acknowledged write, and any later interval that may
+    /// have taken writes is after it. A PG that never reported (since this
+    /// monitor started) needs it all (epoch 0).
+    #[must_use]
+    pub fn needed_from(&self) -> Epoch {
+        self.state
+            .map
+            .pools
+            .iter()
+            .flat_map(|pool| (0..pool.pg_num).map(|seed| PgId::new(pool.id, seed)))
+            .map(|pg| self.pg_clean.get(&pg).copied().unwrap_or(Epoch(0)))
+            .min()
+            .unwrap_or_else(|| self.epoch())
+    }
+
+    /// Drops the oldest incrementals beyond `history_min` that no PG needs
+    /// (and any beyond `history_max`), moving the base forward.
+    fn trim_history(&mut self) {
+        let needed = self.needed_from();
+        while let Some(front) = self.history.front() {
+            let surplus = self.history.len() > self.history_min;
+            let unneeded = front.epoch < needed;
+            if !(surplus && unneeded) && self.history.len() <= self.history_max {
+                break;
+            }
+            if let Some(inc) = self.history.pop_front() {
+                self.base.apply(&inc);
+            }
+        }
+    }
+
     /// The incrementals after `have`, if all are still held.
     #[must_use]
     pub fn incrementals_since(&self, have: Epoch) -> Option<Vec<Incremental>> {
@@ -277,6 +361,13 @@ impl MapService {
                 effects.reply = None;
                 effects
             }
+            Event::PgsClean { reports } => {
+                for (pg, epoch) in reports {
+                    let known = self.pg_clean.entry(pg).or_insert(epoch);
+                    *known = (*known).max(epoch);
+                }
+                Effects::default()
+            }
         }
     }
 
@@ -318,9 +409,9 @@ impl MapService {
     fn commit(&mut self, inc: Incremental) {
         self.state.apply(&inc);
         self.history.push_back(inc);
-        while self.history.len() > limits::INCREMENTALS_KEPT {
-            self.history.pop_front();
-        }
+        let pools: BTreeSet<_> = self.state.map.pools.iter().map(|p| p.id).collect();
+        self.pg_clean.retain(|pg, _| pools.contains(&pg.pool));
+        self.trim_history();
     }
 
     /// Checks that the map after `inc` is valid, without committing it.

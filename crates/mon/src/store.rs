@@ -1,20 +1,22 @@
 //! [`MonStore`]: the monitor's durable state in a redb database.
 //!
-//! Tables: `meta` (the fsid), `incrementals` (epoch → `CINC` envelope, the
-//! newest [`INCREMENTALS_KEPT`] only) and `full_maps` (epoch → a `CMON`
-//! envelope holding the binary cluster map and the endpoints, one every
-//! [`FULL_MAP_EVERY_EPOCHS`], the newest [`FULL_MAPS_KEPT`] only). A
-//! restart loads the newest full map and replays the incrementals after it.
+//! Tables: `meta` (the fsid), `incrementals` (epoch → `CINC` envelope) and
+//! `full_maps` (epoch → a `CMON` envelope holding the binary cluster map
+//! and the endpoints, one every [`FULL_MAP_EVERY_EPOCHS`]). What is kept
+//! follows the service's history (`MapService::history_from`): the newest
+//! full map at or before its start, every full map and incremental after
+//! that. A restart loads the oldest full map kept and replays the
+//! incrementals after it.
 //! Every write commits with redb's default (immediate, fsynced) durability
 //! before the caller replies.
 
 use crate::error::MonError;
 use crate::incremental::{Incremental, MonState, OsdEndpoint};
-use crate::limits::{FULL_MAP_EVERY_EPOCHS, FULL_MAPS_KEPT, INCREMENTALS_KEPT};
+use crate::limits::FULL_MAP_EVERY_EPOCHS;
 use cairn_placement::ClusterMap;
 use cairn_types::envelope;
 use cairn_types::{Epoch, OsdId};
-use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -54,9 +56,10 @@ pub struct MonStore {
 /// What [`MonStore::open`] recovered.
 #[derive(Debug)]
 pub struct Loaded {
-    pub state: MonState,
-    /// The stored incrementals, oldest first, ending at `state`'s epoch
-    /// (empty right after creation).
+    /// The oldest map kept.
+    pub base: MonState,
+    /// The stored incrementals after `base`, oldest first (empty right
+    /// after creation).
     pub history: Vec<Incremental>,
     /// The settings set explicitly.
     pub config: Vec<(String, String)>,
@@ -90,11 +93,18 @@ impl MonStore {
     }
 
     /// Durably stores `inc` (and, every `FULL_MAP_EVERY_EPOCHS`, the full
-    /// `state` it produced), pruning old records in the same transaction.
+    /// `state` it produced), pruning in the same transaction what the
+    /// service no longer keeps: history before `keep_from` (the service's
+    /// `history_from`), down to the newest full map at or before it.
     ///
     /// # Errors
     /// [`MonError::Store`]; nothing is stored then.
-    pub fn persist(&self, inc: &Incremental, state: &MonState) -> Result<(), MonError> {
+    pub fn persist(
+        &self,
+        inc: &Incremental,
+        state: &MonState,
+        keep_from: Epoch,
+    ) -> Result<(), MonError> {
         assert_eq!(inc.epoch, state.map.epoch, "persist the state inc produced");
         let bytes = inc.encode().map_err(store_err)?;
         let txn = self.db.begin_write().map_err(store_err)?;
@@ -103,13 +113,24 @@ impl MonStore {
             table
                 .insert(inc.epoch.0, bytes.as_slice())
                 .map_err(store_err)?;
-            let keep_from = inc.epoch.0.saturating_sub(INCREMENTALS_KEPT as u64 - 1);
-            table
-                .retain(|epoch, _| epoch >= keep_from)
-                .map_err(store_err)?;
         }
         if inc.epoch.0.is_multiple_of(FULL_MAP_EVERY_EPOCHS) {
             write_full(&txn, state)?;
+        }
+        {
+            let mut fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
+            let base = fulls
+                .range(..keep_from.0)
+                .map_err(store_err)?
+                .next_back()
+                .transpose()
+                .map_err(store_err)?
+                .map(|(epoch, _)| epoch.value());
+            if let Some(base) = base {
+                fulls.retain(|epoch, _| epoch >= base).map_err(store_err)?;
+                let mut incs = txn.open_table(INCREMENTALS).map_err(store_err)?;
+                incs.retain(|epoch, _| epoch > base).map_err(store_err)?;
+            }
         }
         txn.commit().map_err(store_err)
     }
@@ -151,11 +172,12 @@ impl MonStore {
             )
         };
         let fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
-        let (_, newest) = fulls
-            .last()
+        let (_, oldest) = fulls
+            .first()
             .map_err(store_err)?
             .ok_or_else(|| store_err("no full map stored"))?;
-        let mut state = decode_full(newest.value())?;
+        let base = decode_full(oldest.value())?;
+        let mut state = base.clone();
         let incs = txn.open_table(INCREMENTALS).map_err(store_err)?;
         let mut history = Vec::new();
         for entry in incs.iter().map_err(store_err)? {
@@ -177,19 +199,15 @@ impl MonStore {
                     )));
                 }
                 state.apply(&inc);
+                history.push(inc);
             }
-            history.push(inc);
-        }
-        history.retain(|i| i.epoch <= state.map.epoch);
-        if history.last().is_some_and(|i| i.epoch != state.map.epoch) {
-            history.clear();
         }
         state
             .map
             .validate()
             .map_err(|e| store_err(format!("stored map is invalid: {e}")))?;
         Ok(Loaded {
-            state,
+            base,
             history,
             config,
             auto_out,
@@ -265,13 +283,6 @@ fn write_full(txn: &redb::WriteTransaction, state: &MonState) -> Result<(), MonE
     table
         .insert(state.map.epoch.0, bytes.as_slice())
         .map_err(store_err)?;
-    let count = table.len().map_err(store_err)?;
-    let excess = usize::try_from(count)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(FULL_MAPS_KEPT);
-    for _ in 0..excess {
-        table.pop_first().map_err(store_err)?;
-    }
     Ok(())
 }
 
@@ -315,53 +326,142 @@ mod tests {
         }
     }
 
-    #[test]
-    fn restart_rebuilds_the_same_map() {
-        let dir = tempfile::Builder::new()
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
             .prefix("cairn-mon-store")
             .tempdir_in("/var/tmp")
-            .expect("tempdir");
-        let (store, loaded) = MonStore::open(dir.path()).expect("open");
-        let fsid = store.fsid();
-        assert_eq!(loaded.state.map.epoch, Epoch(1));
-        assert!(loaded.auto_out.is_empty());
-        let mut service = MapService::new(ServiceConfig::default(), loaded.state, loaded.history);
-        let mut commands: Vec<MonCommand> = (0..4).map(boot).collect();
-        commands.push(MonCommand::PoolCreate {
+            .expect("tempdir")
+    }
+
+    fn run(service: &mut MapService, store: &MonStore, commands: Vec<MonCommand>) {
+        for command in commands {
+            let effects = service.handle(Event::Command(command));
+            if let Some((_, inc)) = &effects.persist {
+                store
+                    .persist(inc, service.state(), service.history_from())
+                    .expect("persist");
+            }
+        }
+    }
+
+    /// `rounds` reweights, each a new epoch: weights go up from `first`.
+    fn reweights(first: u32, rounds: u32) -> Vec<MonCommand> {
+        (first..first + rounds)
+            .map(|round| MonCommand::OsdReweight(OsdId(round % 4), Weight(0x1_0000 + round + 1)))
+            .collect()
+    }
+
+    fn pool() -> MonCommand {
+        MonCommand::PoolCreate {
             name: "data".into(),
-            pg_num: 16,
+            pg_num: 4,
             redundancy: RedundancySpec::Replicated {
                 size: 3,
                 min_size: 2,
             },
             failure_domain: FailureDomainSpec::Host,
             device_class: None,
-        });
-        // Enough epochs to cross a full-map boundary and prune fulls.
-        for round in 0..60u32 {
-            commands.push(MonCommand::OsdReweight(
-                OsdId(round % 4),
-                Weight(0x1_0000 + round + 1),
-            ));
         }
-        for command in commands {
-            let effects = service.handle(Event::Command(command));
-            if let Some((_, inc)) = &effects.persist {
-                store.persist(inc, service.state()).expect("persist");
-            }
-        }
+    }
+
+    fn reopened(dir: &Path) -> (MonStore, Loaded, MapService) {
+        let (store, loaded) = MonStore::open(dir).expect("reopen");
+        let service = MapService::new(
+            ServiceConfig::default(),
+            loaded.base.clone(),
+            loaded.history.clone(),
+        );
+        (store, loaded, service)
+    }
+
+    #[test]
+    fn restart_rebuilds_the_same_map() {
+        let dir = tempdir();
+        let (store, loaded) = MonStore::open(dir.path()).expect("open");
+        let fsid = store.fsid();
+        assert_eq!(loaded.base.map.epoch, Epoch(1));
+        assert!(loaded.auto_out.is_empty());
+        let mut service = MapService::new(ServiceConfig::default(), loaded.base, loaded.history);
+        let mut commands: Vec<MonCommand> = (0..4).map(boot).collect();
+        commands.push(pool());
+        // Enough epochs to cross a full-map boundary.
+        commands.extend(reweights(0, 60));
+        run(&mut service, &store, commands);
         let before = service.state().clone();
         store
             .persist_auto_out(&[OsdId(2), OsdId(3)])
             .expect("persist auto-out");
         drop(store);
-        let (store, loaded) = MonStore::open(dir.path()).expect("reopen");
+        let (store, loaded, service) = reopened(dir.path());
         assert_eq!(store.fsid(), fsid);
-        assert_eq!(loaded.state, before);
+        assert_eq!(service.state(), &before);
         assert_eq!(loaded.auto_out, vec![OsdId(2), OsdId(3)]);
         assert_eq!(
             loaded.history.last().map(|i| i.epoch),
             Some(before.map.epoch)
         );
+    }
+
+    /// The history is kept back to the oldest epoch a PG still needs, on
+    /// disk as in memory; once every PG reported a newer activation, it is
+    /// trimmed to the minimum, and a restart starts from a full map at or
+    /// before the history the service kept.
+    #[test]
+    fn history_is_kept_while_a_pg_needs_it_and_trimmed_after() {
+        let dir = tempdir();
+        let (store, loaded) = MonStore::open(dir.path()).expect("open");
+        let mut service = MapService::new(ServiceConfig::default(), loaded.base, loaded.history);
+        service.set_history_bounds(10, 1_000);
+        let mut commands: Vec<MonCommand> = (0..4).map(boot).collect();
+        commands.push(pool());
+        run(&mut service, &store, commands);
+        let pool_epoch = service.epoch();
+        let pgs: Vec<cairn_types::PgId> = (0..4)
+            .map(|seed| cairn_types::PgId::new(cairn_types::PoolId(1), seed))
+            .collect();
+        // Three PGs clean at the pool's epoch, one not reported yet.
+        let reports = pgs[..3].iter().map(|pg| (*pg, pool_epoch)).collect();
+        service.handle(Event::PgsClean { reports });
+        run(&mut service, &store, reweights(0, 120));
+        assert_eq!(
+            service.history_from(),
+            Epoch(2),
+            "an unreported PG keeps it all"
+        );
+        service.handle(Event::PgsClean {
+            reports: vec![(pgs[3], pool_epoch)],
+        });
+        run(&mut service, &store, reweights(120, 1));
+        assert_eq!(
+            service.history_from(),
+            pool_epoch,
+            "kept from the oldest clean interval"
+        );
+        let reports = pgs.iter().map(|pg| (*pg, Epoch(100))).collect();
+        service.handle(Event::PgsClean { reports });
+        run(&mut service, &store, reweights(121, 1));
+        assert_eq!(service.history_from(), Epoch(100));
+        run(&mut service, &store, reweights(122, 200));
+        assert_eq!(service.history_from(), Epoch(100), "still needed");
+        let reports = pgs.iter().map(|pg| (*pg, service.epoch())).collect();
+        service.handle(Event::PgsClean { reports });
+        run(&mut service, &store, reweights(322, 1));
+        let now = service.epoch();
+        assert_eq!(
+            service.history_from(),
+            Epoch(now.0 - 9),
+            "the minimum of 10"
+        );
+        let before = service.state().clone();
+        let from = service.history_from();
+        drop(store);
+        let (_store, loaded, restarted) = reopened(dir.path());
+        assert_eq!(restarted.state(), &before);
+        assert!(
+            loaded.base.map.epoch < from,
+            "a full map at or before the history"
+        );
+        assert!(from.0 - loaded.base.map.epoch.0 <= FULL_MAP_EVERY_EPOCHS);
+        assert!(restarted.incrementals_since(Epoch(from.0 - 1)).is_some());
     }
 }

@@ -528,10 +528,16 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
     }
 }
 
-/// Whether a fetch is a full page of incrementals: the history goes on.
+/// Whether more of the map follows a fetch: a full page of incrementals,
+/// or a full map (sent to an OSD behind the history: the oldest map the
+/// monitor keeps, whose incrementals come next).
 fn page_is_full(fetch: &MapFetch) -> bool {
-    matches!(fetch, MapFetch::Incrementals { incrementals, .. }
-        if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX)
+    match fetch {
+        MapFetch::Incrementals { incrementals, .. } => {
+            incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX
+        }
+        MapFetch::Full { .. } => true,
+    }
 }
 
 /// Follows the map by subscription: the monitor answers as soon as an

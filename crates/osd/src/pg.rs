@@ -1091,6 +1091,14 @@ impl Pg {
             object,
             mut ops,
         } = write;
+        // History from a later interval than this copy knows of (its map
+        // is behind): a version of this interval would not follow it. Not
+        // served until the map catches up.
+        if self.last_update.epoch > self.interval.epoch_started {
+            return Err(Reply::Retry {
+                reason: RetryReason::NotActive,
+            });
+        }
         let min_size = self.interval.min_size;
         let complete = self.complete_acting_count();
         if complete < min_size {
@@ -2588,6 +2596,15 @@ impl Pg {
             }
             Phase::Replica { activated: true } | Phase::Incomplete { .. } => {}
         }
+    }
+
+    /// The first epoch of the interval in which this copy, as primary, is
+    /// clean (`None` unless a clean primary): every copy of that interval
+    /// holds every write, so the monitor keeps the map history from there
+    /// on for the PG's peering (Ceph's `last_epoch_clean`).
+    #[must_use]
+    pub fn clean_since(&self) -> Option<Epoch> {
+        (self.is_primary() && self.is_clean()).then_some(self.interval.epoch_started)
     }
 
     /// The PG's state as Ceph names them, `+`-joined (primary's view).

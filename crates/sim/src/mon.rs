@@ -8,7 +8,7 @@
 //! daemon does when it restarts from its redb store.
 
 use crate::net::{MapUpdate, Msg, Node};
-use cairn_mon::limits::{INCREMENTALS_KEPT, INCREMENTALS_PER_REPLY_MAX};
+use cairn_mon::limits::{INCREMENTALS_KEPT_MAX, INCREMENTALS_PER_REPLY_MAX};
 use cairn_mon::proto::MonCommand;
 use cairn_mon::{Event, Incremental, MapService, MonState, ServiceConfig};
 use cairn_placement::Weight;
@@ -20,7 +20,11 @@ use std::collections::{BTreeSet, VecDeque};
 pub struct SimMon {
     pub service: MapService,
     config: ServiceConfig,
-    /// What the daemon would have on disk: the newest incrementals.
+    /// Incrementals kept at least (the daemon keeps 500).
+    history_min: usize,
+    /// What the daemon would have on disk: the map at the start of the
+    /// history and the incrementals since.
+    persisted_base: MonState,
     persisted: VecDeque<Incremental>,
     /// Everyone who asked for maps (the daemon's subscribers).
     subscribers: BTreeSet<Node>,
@@ -28,7 +32,7 @@ pub struct SimMon {
 
 impl SimMon {
     #[must_use]
-    pub fn new(config: ServiceConfig) -> SimMon {
+    pub fn new(config: ServiceConfig, history_min: usize) -> SimMon {
         let genesis = MonState {
             map: cairn_placement::ClusterMap {
                 epoch: Epoch(1),
@@ -36,19 +40,25 @@ impl SimMon {
             },
             ..MonState::default()
         };
+        let mut service = MapService::new(config.clone(), genesis.clone(), Vec::new());
+        service.set_history_bounds(history_min, INCREMENTALS_KEPT_MAX);
         SimMon {
-            service: MapService::new(config.clone(), genesis, Vec::new()),
+            service,
             config,
+            history_min,
+            persisted_base: genesis,
             persisted: VecDeque::new(),
             subscribers: BTreeSet::new(),
         }
     }
 
-    /// Restarts from the persisted state.
+    /// Restarts from the persisted state (which PGs were active is lost:
+    /// the history is kept whole until they report again).
     pub fn restart(&mut self) {
-        let state = self.service.state().clone();
         let history: Vec<Incremental> = self.persisted.iter().cloned().collect();
-        self.service = MapService::new(self.config.clone(), state, history);
+        self.service = MapService::new(self.config.clone(), self.persisted_base.clone(), history);
+        self.service
+            .set_history_bounds(self.history_min, INCREMENTALS_KEPT_MAX);
     }
 
     #[must_use]
@@ -62,8 +72,11 @@ impl SimMon {
         let mut sends = Vec::new();
         if let Some((_, inc)) = effects.persist {
             self.persisted.push_back(inc.clone());
-            while self.persisted.len() > INCREMENTALS_KEPT {
-                self.persisted.pop_front();
+            let keep_from = self.service.history_from();
+            while self.persisted.front().is_some_and(|i| i.epoch < keep_from) {
+                if let Some(old) = self.persisted.pop_front() {
+                    self.persisted_base.apply(&old);
+                }
             }
             for node in &self.subscribers {
                 let update = MapUpdate::Incrementals(vec![inc.clone()]);
@@ -95,6 +108,7 @@ impl SimMon {
                 target,
                 now_ms,
             },
+            (Node::Osd(_), Msg::PgsClean(reports)) => Event::PgsClean { reports },
             (Node::Osd(_), Msg::PgTemp { pg, acting }) => {
                 Event::Command(MonCommand::PgTemp { pg, acting })
             }
@@ -109,7 +123,7 @@ impl SimMon {
     }
 
     /// The map changes after `have`: incrementals if held (a page of them
-    /// when far behind, as the daemon sends), else the map.
+    /// when far behind, as the daemon sends), else the oldest map kept.
     #[must_use]
     pub fn update_since(&self, have: Epoch) -> MapUpdate {
         match self.service.incrementals_since(have) {
@@ -118,7 +132,7 @@ impl SimMon {
                 MapUpdate::Incrementals(incrementals)
             }
             _ => {
-                let state = self.service.state();
+                let state = self.service.base();
                 MapUpdate::Full {
                     map: state.map.clone(),
                     endpoints: state

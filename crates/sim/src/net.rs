@@ -122,6 +122,9 @@ pub enum Msg {
         pg: PgId,
         acting: Option<Vec<OsdId>>,
     },
+    /// With each heartbeat: the PGs this OSD is the clean primary of, with
+    /// their interval's first epoch (the daemon's PG stats).
+    PgsClean(Vec<(PgId, Epoch)>),
     GetMap {
         have: Epoch,
     },

@@ -410,8 +410,14 @@ impl SimOsd {
             Msg::Map(update) => {
                 // A full page: the history goes on; ask for the next one,
                 // as the daemon's refresh does.
-                let more = matches!(&update, MapUpdate::Incrementals(incrementals)
-                    if incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX);
+                // A full map is the oldest the monitor keeps: its
+                // incrementals come next.
+                let more = match &update {
+                    MapUpdate::Incrementals(incrementals) => {
+                        incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX
+                    }
+                    MapUpdate::Full { .. } => true,
+                };
                 // The PGs move once the map caught up, as the daemon's.
                 self.apply_map(update, !more, out);
                 if more {
@@ -450,6 +456,15 @@ impl SimOsd {
             }
             OsdTimer::Heartbeat => {
                 out.sends.push((Node::Mon, Msg::Heartbeat));
+                let clean: Vec<(PgId, Epoch)> = self
+                    .proc()
+                    .pgs
+                    .iter()
+                    .filter_map(|(pg, slot)| slot.pg.clean_since().map(|e| (*pg, e)))
+                    .collect();
+                if !clean.is_empty() {
+                    out.sends.push((Node::Mon, Msg::PgsClean(clean)));
+                }
                 out.timers.push((Delay::Ms(TICK_MS), OsdTimer::Heartbeat));
             }
             OsdTimer::Ping => {

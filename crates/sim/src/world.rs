@@ -9,6 +9,7 @@ use crate::net::{Fate, Msg, NetFaults, Network, Node, Partition};
 use crate::osd::{Delay, OsdTimer, Outbox, SimOsd};
 use crate::rng::Rng;
 use bytes::Bytes;
+use cairn_mon::limits::INCREMENTALS_KEPT;
 use cairn_mon::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
 use cairn_mon::{Event as MonEvent, ServiceConfig};
 use cairn_osd::PgLimits;
@@ -65,6 +66,8 @@ pub struct Scenario {
     /// An operator's `cairn pool set --pg-num` in the chaos phase: when
     /// (ms into it) and the new `pg_num`; `pgp_num` follows a little later.
     pub split: Option<(u64, u32)>,
+    /// Incrementals the monitor keeps at least.
+    pub history_min: usize,
 }
 
 impl Scenario {
@@ -117,6 +120,7 @@ impl Scenario {
             mon_restart_weight: [0, 1][rng.index(2)],
             scrub_gap_ms: 0,
             split: None,
+            history_min: INCREMENTALS_KEPT,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -131,6 +135,11 @@ impl Scenario {
             let grow = u32::try_from(split.range(1, u64::from(scenario.pg_num) * 2)).unwrap_or(1);
             scenario.split = Some((at, scenario.pg_num + grow));
         }
+        // Likewise a monitor that keeps few incrementals beyond what PGs
+        // need (the daemon keeps 500), in half the seeds: restarting OSDs
+        // then start from the oldest map kept.
+        let mut history = Rng::new(seed ^ 0x4157_0e11);
+        scenario.history_min = [INCREMENTALS_KEPT, INCREMENTALS_KEPT, 5, 20][history.index(4)];
         // Likewise loss between OSDs (sessions that die: the shells drop
         // what they cannot send), in half the seeds.
         let mut peer = Rng::new(seed ^ 0x9ee7_1055);
@@ -147,7 +156,7 @@ impl Scenario {
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
              operator scrubs every ~{} s; {}; \
-             mon down grace {} s, down→out {} s, {} reporter(s)",
+             mon down grace {} s, down→out {} s, {} reporter(s), keeps ≥{} incrementals",
             self.osd_count,
             self.size,
             self.min_size,
@@ -175,6 +184,7 @@ impl Scenario {
             self.mon.down_grace_ms / 1000,
             self.mon.down_out_ms / 1000,
             self.mon.reporters_min,
+            self.history_min,
         )
     }
 }
@@ -349,7 +359,7 @@ impl World {
             .collect();
         World {
             seed,
-            mon: SimMon::new(scenario.mon.clone()),
+            mon: SimMon::new(scenario.mon.clone(), scenario.history_min),
             scenario,
             now_ms: 0,
             seq: 0,
