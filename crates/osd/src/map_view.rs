@@ -259,15 +259,21 @@ mod tests {
         }
     }
 
-    /// A `pg_num` increase starts a new interval for every PG of the pool,
-    /// and a new PG inherits its parent's past (its objects were there).
-    #[test]
-    fn a_split_starts_intervals_and_children_inherit_the_parents_past() {
+    /// Epoch 2: four OSDs up and a pool of 2 PGs.
+    fn four_osds_two_pgs() -> MapView {
         let mut view = MapView::genesis();
         let mut inc = Incremental::new(Epoch(2));
         inc.osd_upserts = (0..4).map(|i| osd(i, true)).collect();
         inc.pool_upserts = vec![pool(2, 2)];
         assert!(view.advance(&inc));
+        view
+    }
+
+    /// A `pg_num` increase starts a new interval for every PG of the pool,
+    /// and a new PG inherits its parent's past (its objects were there).
+    #[test]
+    fn a_split_starts_intervals_and_children_inherit_the_parents_past() {
+        let mut view = four_osds_two_pgs();
         let mut inc = Incremental::new(Epoch(3));
         inc.osd_upserts = vec![osd(0, false)];
         assert!(view.advance(&inc));
@@ -307,11 +313,7 @@ mod tests {
     /// judge.
     #[test]
     fn a_query_of_an_interval_that_is_over_is_stale() {
-        let mut view = MapView::genesis();
-        let mut inc = Incremental::new(Epoch(2));
-        inc.osd_upserts = (0..4).map(|i| osd(i, true)).collect();
-        inc.pool_upserts = vec![pool(2, 2)];
-        assert!(view.advance(&inc));
+        let mut view = four_osds_two_pgs();
         let mut inc = Incremental::new(Epoch(3));
         inc.pool_upserts = vec![pool(4, 2)];
         assert!(view.advance(&inc));
