@@ -1342,15 +1342,14 @@ impl Osd {
     ) {
         let _permit = self.recovery.acquire(priority).await;
         // The PG's last update before the read: what the push is as of.
-        let (current, as_of) = lock(&self.pgs)
-            .get(&pg)
-            .map_or((None, Version::ZERO), |slot| {
-                (
-                    Some(slot.pg.interval().epoch_started),
-                    slot.pg.last_update(),
-                )
-            });
-        let Some(epoch) = interval_epoch.or(current) else {
+        // A pull (`interval_epoch` given) is answered only to the primary
+        // of this copy's interval.
+        let Some((epoch, as_of)) = lock(&self.pgs).get(&pg).and_then(|slot| {
+            let stands =
+                interval_epoch.is_none_or(|e| targets.iter().all(|t| slot.pg.answers_pull(*t, e)));
+            stands.then(|| (slot.pg.interval().epoch_started, slot.pg.last_update()))
+        }) else {
+            tracing::debug!(%pg, "pull of an interval that is over dropped");
             return;
         };
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
@@ -1370,6 +1369,15 @@ impl Osd {
                 return;
             }
         };
+        // A split or a new interval during the read: the state read may
+        // belong to another PG now, and the push would be refused anyway.
+        let stands = lock(&self.pgs)
+            .get(&pg)
+            .is_some_and(|slot| slot.pg.interval().epoch_started == epoch);
+        if !stands {
+            tracing::debug!(%pg, "push overtaken by a new interval dropped");
+            return;
+        }
         let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
         self.recovery
             .pace(bytes.saturating_mul(targets.len() as u64))

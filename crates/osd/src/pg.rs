@@ -2701,6 +2701,16 @@ impl Pg {
         )
     }
 
+    /// Whether this copy answers a pull from `from` of the interval that
+    /// began at `interval_epoch`: only the primary of the copy's own
+    /// interval may pull. A copy whose map has moved on (a split since,
+    /// say) holds other objects than the puller expects, and its answer
+    /// "no such object" would erase the puller's copy of a live object.
+    #[must_use]
+    pub fn answers_pull(&self, from: OsdId, interval_epoch: Epoch) -> bool {
+        self.interval.primary == Some(from) && self.interval.epoch_started == interval_epoch
+    }
+
     /// Whether a removal this copy asked for in the interval starting at
     /// `epoch` may still run: the copy is in that interval and a stray.
     #[must_use]

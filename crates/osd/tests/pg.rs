@@ -1253,3 +1253,24 @@ fn activating_an_old_interval_never_lowers_last_epoch_started() {
     assert_eq!(pg.info().last_epoch_started, Epoch(122));
     assert_eq!(pg.last_update(), version, "history kept");
 }
+
+/// Seed 40649: a primary cut off since before a split pulled an object from
+/// a copy that had split since, was told "no such object" and lost its copy
+/// of a live one. A pull is answered only to the primary of the copy's own
+/// interval.
+#[test]
+fn a_pull_is_answered_only_to_the_primary_of_the_copys_interval() {
+    let mut h = three();
+    assert!(h.pg(2).answers_pull(OsdId(1), Epoch(5)));
+    assert!(!h.pg(2).answers_pull(OsdId(3), Epoch(5)), "not the primary");
+    assert!(
+        !h.pg(2).answers_pull(OsdId(1), Epoch(4)),
+        "an older interval"
+    );
+    h.change_interval(&interval(9, &[1, 2, 3], 2));
+    assert!(
+        !h.pg(2).answers_pull(OsdId(1), Epoch(5)),
+        "the interval is over"
+    );
+    assert!(h.pg(2).answers_pull(OsdId(1), Epoch(9)));
+}

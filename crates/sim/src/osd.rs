@@ -1066,10 +1066,16 @@ impl SimOsd {
         epoch: Option<Epoch>,
         out: &mut Outbox,
     ) {
-        let (current, as_of) = self.proc().pgs.get(&pg).map_or((None, Version::ZERO), |s| {
-            (Some(s.pg.interval().epoch_started), s.pg.last_update())
-        });
-        let Some(epoch) = epoch.or(current) else {
+        // The daemon's rule: a pull is answered only to the primary of this
+        // copy's interval.
+        let Some((epoch, as_of)) = self.proc().pgs.get(&pg).and_then(|slot| {
+            let stands = epoch.is_none_or(|e| targets.iter().all(|t| slot.pg.answers_pull(*t, e)));
+            stands.then(|| (slot.pg.interval().epoch_started, slot.pg.last_update()))
+        }) else {
+            out.trace.push(format!(
+                "{} {pg}: pull of an interval that is over dropped",
+                self.id
+            ));
             return;
         };
         let state = match read_object_state(&self.store, collection_of(pg), &object) {

@@ -58,15 +58,16 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
         "a member that went down during peering became a backfill target and was emptied: \
          an object unfound",
     ),
+    (
+        40649,
+        "a primary cut off since before a split pulled an object from a copy that had \
+         split, took \"no such object\" as the answer and refused a valid compare-and-set",
+    ),
 ];
 
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
-const BUGS: &[(&str, &str)] = &[(
-    "peer-loss-stall",
-    "a lost message between OSDs (CAIRN_SIM_PEER_LOSS_PPM) leaves a write in flight \
-         until the next interval change",
-)];
+const BUGS: &[(&str, &str)] = &[];
 
 /// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
 /// text the failure report must contain (so a seed that starts failing
