@@ -1099,10 +1099,7 @@ impl Osd {
                 }
             }
         }
-        let (done, durable) = oneshot::channel();
-        if self.store_tx.send(StoreJob::Barrier(done)).is_ok() {
-            drop(durable.await);
-        }
+        self.store_barrier().await;
         let store = self.store.clone();
         let work: Vec<(PoolId, u32)> = due
             .iter()
@@ -1783,6 +1780,14 @@ impl Osd {
         }
     }
 
+    /// Waits until every transaction queued so far is durable.
+    async fn store_barrier(&self) {
+        let (done, durable) = oneshot::channel();
+        if self.store_tx.send(StoreJob::Barrier(done)).is_ok() {
+            drop(durable.await);
+        }
+    }
+
     /// Whether this OSD has no copy of `pg`, in memory or in the store,
     /// once the map changes being applied (splits, loads) are done.
     async fn holds_no_copy(&self, pg: PgId) -> bool {
@@ -1802,18 +1807,26 @@ impl Osd {
     /// interval and only at the current primary's word.
     async fn wipe_for_backfill(&self, pg: PgId, activate: &Activate) -> Result<(), StoreError> {
         {
-            let pgs = lock(&self.pgs);
-            let Some(slot) = pgs.get(&pg) else {
+            let mut pgs = lock(&self.pgs);
+            let Some(slot) = pgs.get_mut(&pg) else {
                 return Ok(());
             };
-            let interval = slot.pg.interval();
-            if interval.primary != Some(activate.from)
-                || interval.epoch_started != activate.interval_epoch
-                || slot.wiped_in == Some(activate.interval_epoch)
-            {
+            if slot.wiped_in == Some(activate.interval_epoch) {
                 return Ok(());
             }
+            // Marked first, in the PG's own store order: a copy emptied
+            // part way is never taken for a complete one.
+            let Some(mark) = slot
+                .pg
+                .mark_backfilling(activate.from, activate.interval_epoch)
+            else {
+                return Ok(());
+            };
+            if self.store_tx.send(StoreJob::Write(pg, mark)).is_err() {
+                return Err(StoreError::Io("store threads stopped".into()));
+            }
         }
+        self.store_barrier().await;
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || empty_collection(&*store, collection))

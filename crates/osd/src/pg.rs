@@ -2701,6 +2701,32 @@ impl Pg {
         )
     }
 
+    /// Marks this copy as being backfilled, for the activation of the
+    /// interval starting at `interval_epoch` from `from`, before the shell
+    /// empties it: the returned write must be durable before the first
+    /// object goes, so a copy emptied part way (a crash, or a new interval
+    /// before this core takes the activation) never passes for a complete
+    /// one. `None` if that activation does not stand.
+    pub fn mark_backfilling(&mut self, from: OsdId, interval_epoch: Epoch) -> Option<StoreWrite> {
+        if self.interval.primary != Some(from)
+            || self.interval.epoch_started != interval_epoch
+            || self.is_primary()
+        {
+            return None;
+        }
+        self.info.backfilling = true;
+        let mut txn = Transaction::new(self.collection);
+        txn.push(Op::MetaSet {
+            key: Bytes::from_static(INFO_KEY),
+            value: self.info.encode(),
+        });
+        Some(StoreWrite {
+            version: self.last_update,
+            txn,
+            tag: StoreTag::Part,
+        })
+    }
+
     /// Whether this copy answers a pull from `from` of the interval that
     /// began at `interval_epoch`: only the primary of the copy's own
     /// interval may pull. A copy whose map has moved on (a split since,

@@ -1274,3 +1274,65 @@ fn a_pull_is_answered_only_to_the_primary_of_the_copys_interval() {
     );
     assert!(h.pg(2).answers_pull(OsdId(1), Epoch(9)));
 }
+
+/// A copy about to be emptied for a backfill is marked first (durably,
+/// before its first object goes): if the shell empties it and the
+/// activation is then overtaken by a new interval (or the OSD crashes part
+/// way), the copy still says it is incomplete, and the next primary
+/// backfills it rather than trusting its log.
+#[test]
+fn a_copy_marked_for_backfill_is_backfilled_not_trusted() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    h.deliver_all();
+    for osd in [1, 2, 3] {
+        h.commit(osd);
+    }
+    h.deliver_all();
+    assert_eq!(h.replies.len(), 1, "the write is acknowledged");
+    let copy = h.pgs.get_mut(&OsdId(2)).expect("osd.2");
+    assert!(
+        copy.mark_backfilling(OsdId(3), Epoch(5)).is_none(),
+        "not the primary"
+    );
+    assert!(
+        copy.mark_backfilling(OsdId(1), Epoch(4)).is_none(),
+        "another interval"
+    );
+    let mark = copy
+        .mark_backfilling(OsdId(1), Epoch(5))
+        .expect("the primary's activation stands");
+    let Some(Op::MetaSet { value, .. }) = mark.txn.ops.first() else {
+        panic!("the mark is the copy's info");
+    };
+    let mut stored = cairn_osd::PgInfo::default();
+    stored.decode_into(value).expect("valid info");
+    assert!(stored.backfilling, "stored as backfilling");
+    // The activation never comes: a new interval, led by osd.3.
+    h.change_interval(&interval(6, &[3, 2, 1], 2));
+    let mut backfill_to_2 = None;
+    for _ in 0..10 {
+        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
+            let msg = h
+                .links
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front)
+                .expect("queued");
+            if let (OsdId(2), PgMsg::Activate(activate)) = (key.1, &msg) {
+                backfill_to_2 = Some(activate.backfill);
+            }
+            h.deliver(key.1, msg);
+            for osd in [1, 2, 3] {
+                h.commit(osd);
+            }
+        }
+        h.event(OsdId(3), PgEvent::Tick);
+    }
+    assert_eq!(
+        backfill_to_2,
+        Some(true),
+        "osd.2 is backfilled, not recovered from its log: {} {:?}",
+        h.pg(3).state_name(),
+        h.pg(3).blocked_reason()
+    );
+}

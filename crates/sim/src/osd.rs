@@ -1014,16 +1014,17 @@ impl SimOsd {
     /// Empties this copy before a backfill into it, once per interval and
     /// only at the current primary's word.
     fn wipe_for_backfill(&mut self, pg: PgId, from: OsdId, epoch: Epoch, out: &mut Outbox) {
-        let Some(slot) = self.proc().pgs.get(&pg) else {
+        let Some(slot) = self.proc_mut().pgs.get_mut(&pg) else {
             return;
         };
-        let interval = slot.pg.interval();
-        if interval.primary != Some(from)
-            || interval.epoch_started != epoch
-            || slot.wiped_in == Some(epoch)
-        {
+        if slot.wiped_in == Some(epoch) {
             return;
         }
+        // The daemon's rule: marked first, in the PG's store order.
+        let Some(mark) = slot.pg.mark_backfilling(from, epoch) else {
+            return;
+        };
+        self.submit(Some((pg, mark.version, mark.tag)), mark.txn, out);
         self.empty_collection(collection_of(pg), out);
         if let Some(slot) = self.proc_mut().pgs.get_mut(&pg) {
             slot.wiped_in = Some(epoch);
