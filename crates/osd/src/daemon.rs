@@ -1910,7 +1910,7 @@ impl Osd {
             let why = slot.pg.blocked_reason().unwrap_or_default();
             return Err(format!("PG {pg} is {} ({why})", slot.pg.state_name()));
         }
-        if read && interval.primary == Some(self.whoami) && !slot.pg.may_serve_reads() {
+        if read && interval.primary == Some(self.whoami) && !slot.pg.may_serve_reads(clock_ms()) {
             return Err(format!(
                 "PG {pg}: osd.{} holds no read lease from every replica now",
                 self.whoami.0
@@ -2114,7 +2114,7 @@ impl Osd {
         let stands = || {
             lock(&self.pgs)
                 .get(&pg)
-                .is_some_and(|slot| read_stands(slot, started, &object))
+                .is_some_and(|slot| read_stands(slot, clock_ms(), started, &object))
         };
         match read {
             Ok(Ok(_)) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
@@ -2158,8 +2158,8 @@ impl Osd {
 /// settle check may be in what it read, not yet durable elsewhere; and an
 /// interval change ends in-flight writes without making them durable.
 #[must_use]
-pub fn read_stands(slot: &PgSlot, started: Epoch, object: &[u8]) -> bool {
-    slot.pg.may_serve_reads()
+pub fn read_stands(slot: &PgSlot, now_ms: u64, started: Epoch, object: &[u8]) -> bool {
+    slot.pg.may_serve_reads(now_ms)
         && slot.pg.interval().epoch_started == started
         && (object.is_empty() || !slot.pg.object_in_flight(object))
 }

@@ -127,14 +127,15 @@ impl Leases {
 
     /// Primary: whether it may serve reads now, with these replicas.
     #[must_use]
-    pub fn readable(&self, replicas: impl IntoIterator<Item = OsdId>) -> bool {
+    pub fn readable(&self, now_ms: u64, replicas: impl IntoIterator<Item = OsdId>) -> bool {
         let Some(lease) = self.lease_ms else {
             return true;
         };
+        let now_ms = now_ms.max(self.clock_ms);
         replicas.into_iter().all(|r| {
             self.acked
                 .get(&r)
-                .is_some_and(|at| at.saturating_add(lease) > self.clock_ms)
+                .is_some_and(|at| at.saturating_add(lease) > now_ms)
         })
     }
 
@@ -226,21 +227,35 @@ mod tests {
     #[test]
     fn the_primary_reads_only_while_every_replica_acknowledged_recently() {
         let mut primary = enabled(10_000);
-        assert!(!primary.readable([R, NEW]), "nothing acknowledged yet");
+        assert!(
+            !primary.readable(10_000, [R, NEW]),
+            "nothing acknowledged yet"
+        );
         let seq = primary.renew().expect("enabled");
         primary.acked(R, seq);
-        assert!(!primary.readable([R, NEW]), "one replica is not enough");
+        assert!(
+            !primary.readable(10_000, [R, NEW]),
+            "one replica is not enough"
+        );
         primary.acked(NEW, seq);
-        assert!(primary.readable([R, NEW]));
-        primary.set_clock(13_999);
-        assert!(primary.readable([R, NEW]));
+        assert!(primary.readable(10_000, [R, NEW]));
+        assert!(primary.readable(13_999, [R, NEW]));
+        // The clock of the last event stays at 10 s (a cut-off primary
+        // hears little): the caller's time decides.
+        assert!(!primary.readable(14_000, [R, NEW]), "lease ran out");
         primary.set_clock(14_000);
-        assert!(!primary.readable([R, NEW]), "lease ran out");
-        assert!(primary.readable([]), "no replica: nothing to promise");
+        assert!(
+            !primary.readable(13_000, [R, NEW]),
+            "never earlier than the last event"
+        );
+        assert!(
+            primary.readable(14_000, []),
+            "no replica: nothing to promise"
+        );
         let unknown = primary.renew().expect("enabled") + 100;
         primary.acked(R, unknown);
         assert!(
-            !primary.readable([R]),
+            !primary.readable(14_000, [R]),
             "acks of unknown renewals count for nothing"
         );
     }
@@ -260,7 +275,7 @@ mod tests {
         // the replica tells a new primary of 400 ms.
         primary.set_clock(13_900);
         replica.set_clock(503_800);
-        assert!(primary.readable([R]));
+        assert!(primary.readable(13_900, [R]));
         let report = replica.report(NEW, false);
         assert_eq!(report.holder, Some(Some(P)));
         assert_eq!(report.remaining_ms, 500);
@@ -310,7 +325,7 @@ mod tests {
         assert_eq!(restarted.report(NEW, false).holder, Some(None));
         let mut off = Leases::default();
         assert!(off.renew().is_none());
-        assert!(off.readable([R]));
+        assert!(off.readable(0, [R]));
         assert!(!off.grant(Epoch(1), P));
         off.bind_own(NEW);
         assert_eq!(off.wait_ms(), 0);

@@ -2841,13 +2841,17 @@ impl Pg {
         self.leases.set_clock(now_ms);
     }
 
-    /// Whether this OSD may serve reads of the PG now: the active primary
-    /// holding a read lease from every other acting copy.
+    /// Whether this OSD may serve reads of the PG at `now_ms` (the clock
+    /// of [`Pg::set_clock`]): the active primary holding a read lease from
+    /// every other acting copy. The time is the caller's, not the last
+    /// event's: a primary cut off from its replicas hears little, and its
+    /// lease must end on time all the same.
     #[must_use]
-    pub fn may_serve_reads(&self) -> bool {
+    pub fn may_serve_reads(&self, now_ms: u64) -> bool {
         self.is_active_primary()
             && self.complete_acting_count() >= self.interval.min_size
             && self.leases.readable(
+                now_ms,
                 self.interval
                     .acting
                     .iter()

@@ -511,7 +511,7 @@ impl SimOsd {
                     .proc()
                     .pgs
                     .get(&request.pg)
-                    .is_some_and(|slot| read_stands(slot, started, &request.object));
+                    .is_some_and(|slot| read_stands(slot, now_ms, started, &request.object));
                 if !stands {
                     result = OpResult::Wait("read overtaken by a write or a new interval".into());
                 }
@@ -1233,7 +1233,7 @@ impl SimOsd {
         if interval.primary == Some(self.id) && !slot.pg.is_active_primary() {
             return Err(format!("{pg} is {}", slot.pg.state_name()));
         }
-        if read && interval.primary == Some(self.id) && !slot.pg.may_serve_reads() {
+        if read && interval.primary == Some(self.id) && !slot.pg.may_serve_reads(self.now_ms) {
             return Err(format!("{pg}: {} holds no read lease now", self.id));
         }
         if read && interval.primary != Some(self.id) {
