@@ -164,6 +164,15 @@ fn payload(len: usize, seed: u64) -> Bytes {
         out.extend_from_slice(&x.to_le_bytes());
     }
     out.truncate(len);
+    // As a large payload arrives from the network: in a pooled huge-page
+    // buffer (the wire crate receives data segments so), which the store
+    // writes with `O_DIRECT` without staging a copy. Small ones stay on the
+    // heap, as the wire leaves segments under 64 KiB in its read buffer.
+    if len >= 64 * 1024
+        && let Ok(aligned) = cairn_types::aligned::aligned_copy(&out)
+    {
+        return aligned;
+    }
     Bytes::from(out)
 }
 

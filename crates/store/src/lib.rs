@@ -16,7 +16,6 @@
 
 mod alloc;
 pub mod bench;
-mod buffer;
 mod commit;
 mod disk;
 pub mod limits;

@@ -27,9 +27,10 @@ pub const INLINE_SIZE_BYTES_MAX: u64 = 2 * 1024;
 /// (4 KiB objects, 16 writers: 17,500 → 25,200 commits/s).
 pub const DIRECT_WRITE_BYTES_MIN: u64 = 64 * 1024;
 
-/// The x86-64 and aarch64 (4 KiB granule) huge page: staging buffers of at
-/// least this size are aligned to it and asked to be backed by huge pages.
-pub const HUGE_PAGE_BYTES: u64 = 2 * 1024 * 1024;
+/// Aligned payloads at least this long are checksummed on a second thread
+/// while they are written (a thread start costs tens of microseconds, the
+/// checksums of 1 MiB about 50).
+pub const PARALLEL_CSUM_BYTES_MIN: u64 = 1024 * 1024;
 
 /// Largest single extent; longer writes are split. Bounds the checksum list
 /// of one extent (16,384 crcs = 64 KiB).
@@ -76,11 +77,6 @@ pub const PAGE_ITEMS_MAX: usize = 65_536;
 /// keyspace: bounds resident memory while inline objects are overwritten.
 pub const META_WRITE_BUFFER_BYTES_MAX: u64 = 64 * 1024 * 1024;
 pub const META_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
-
-/// Staging buffers kept for direct I/O, and the largest kept (twice a
-/// 4 MiB object): at most 32 MiB of idle memory.
-pub const STAGING_BUFFERS_MAX: usize = 4;
-pub const STAGING_BUFFER_BYTES_MAX: u64 = 8 * 1024 * 1024;
 
 /// Freed runs at least this long are punched back to the file system at
 /// once; shorter ones only when the disk is nearfull (they are reused).

@@ -10,6 +10,7 @@
 //! explicit little-endian encodings, never `usize`, so a record written on one
 //! machine decodes identically on every other.
 
+pub mod aligned;
 pub mod envelope;
 pub mod options;
 

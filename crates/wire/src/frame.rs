@@ -7,8 +7,13 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use cairn_types::aligned::{self, IoBuffer};
+
 use crate::error::WireError;
-use crate::limits::{BODY_SIZE_BYTES_MAX, DATA_SIZE_BYTES_MAX, HEADER_SIZE_BYTES};
+use crate::limits::{
+    ALIGNED_DATA_BYTES_MIN, BODY_SIZE_BYTES_MAX, DATA_SIZE_BYTES_MAX, HEADER_SIZE_BYTES,
+    READ_RESERVE_BYTES_MAX,
+};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"CRN1";
@@ -37,7 +42,8 @@ pub trait Message: Serialize + DeserializeOwned {
 ///
 /// `body` and `data` of a received frame are zero-copy slices of the
 /// connection's read buffer: holding one keeps that buffer's allocation
-/// alive, so copy out anything kept for long.
+/// alive, so copy out anything kept for long. A large data segment (see
+/// [`FrameDecoder`]) has a block-aligned buffer of its own instead.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Frame {
     /// Message type, opaque to this crate.
@@ -256,11 +262,31 @@ fn parse_header(mut bytes: &[u8]) -> Result<Header, WireError> {
 /// Feed it the `BytesMut` that `read_buf` fills; it consumes whole frames
 /// from the front. After it returns an error the stream is out of sync and
 /// the connection must be closed.
+///
+/// A data segment of [`ALIGNED_DATA_BYTES_MIN`] to
+/// [`READ_RESERVE_BYTES_MAX`] is received into a buffer of its own, from the
+/// process-wide pool of huge-page backed, block-aligned buffers
+/// ([`cairn_types::aligned`]), instead of the read buffer: the reader fills
+/// it straight from the socket ([`FrameDecoder::receiving_data`]), and the
+/// store can then write it with `O_DIRECT` without first copying it.
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
     /// The header of the frame being received, once it has arrived and
     /// passed its checks, so it is parsed once however the bytes trickle in.
     header: Option<Header>,
+    /// The aligned data segment being received, once the header and body
+    /// before it have arrived.
+    receiving: Option<Receiving>,
+}
+
+/// A frame whose data segment is arriving into aligned memory.
+#[derive(Debug)]
+struct Receiving {
+    /// Header and body.
+    head: Bytes,
+    /// At least the segment's length; `filled` bytes received so far.
+    data: IoBuffer,
+    filled: usize,
 }
 
 impl FrameDecoder {
@@ -282,6 +308,40 @@ impl FrameDecoder {
             None if buf.len() < HEADER_SIZE_BYTES => return Ok(None),
             None => *self.header.insert(parse_header(&buf[..HEADER_SIZE_BYTES])?),
         };
+        let body_end = HEADER_SIZE_BYTES + header.body_size_bytes;
+        if receives_aligned(&header) {
+            if self.receiving.is_none() {
+                if buf.len() < body_end {
+                    return Ok(None);
+                }
+                let data = aligned::shared().take(header.data_size_bytes)?;
+                let head = buf.split_to(body_end).freeze();
+                self.receiving = Some(Receiving {
+                    head,
+                    data,
+                    filled: 0,
+                });
+            }
+            let Some(receiving) = self.receiving.as_mut() else {
+                return Ok(None);
+            };
+            // Data the reader read ahead into `buf` (at most a read chunk).
+            let missing = header.data_size_bytes - receiving.filled;
+            let moved = missing.min(buf.len());
+            let filled = receiving.filled;
+            receiving.data.as_mut_slice()[filled..filled + moved].copy_from_slice(&buf[..moved]);
+            receiving.filled += moved;
+            buf.advance(moved);
+            if moved < missing {
+                return Ok(None);
+            }
+            let Some(Receiving { head, data, .. }) = self.receiving.take() else {
+                return Ok(None);
+            };
+            self.header = None;
+            let data = aligned::shared().lend(data, header.data_size_bytes);
+            return check_frame(&header, &head, head.slice(HEADER_SIZE_BYTES..), data).map(Some);
+        }
         let frame_size_bytes = header.frame_size_bytes();
         if buf.len() < frame_size_bytes {
             return Ok(None);
@@ -289,23 +349,27 @@ impl FrameDecoder {
         self.header = None;
         // Zero-copy: the frame, body and data share `buf`'s allocation.
         let bytes = buf.split_to(frame_size_bytes).freeze();
-        let body_end = HEADER_SIZE_BYTES + header.body_size_bytes;
         let body = bytes.slice(HEADER_SIZE_BYTES..body_end);
         let data = bytes.slice(body_end..);
-        let computed = frame_crc(&bytes[..HEADER_CHECKED_SIZE_BYTES], &body, &data);
-        if computed != header.crc {
-            return Err(WireError::Checksum {
-                stored: header.crc,
-                computed,
-            });
+        check_frame(&header, &bytes, body, data).map(Some)
+    }
+
+    /// The part of the aligned data segment being received that is still
+    /// missing, for the reader to fill straight from the socket (from its
+    /// start), then to report with [`FrameDecoder::received`].
+    pub fn receiving_data(&mut self) -> Option<&mut [u8]> {
+        let header = self.header?;
+        let receiving = self.receiving.as_mut()?;
+        let filled = receiving.filled;
+        Some(&mut receiving.data.as_mut_slice()[filled..header.data_size_bytes])
+    }
+
+    /// `count` more bytes of the data segment were written at the start of
+    /// what [`FrameDecoder::receiving_data`] returned.
+    pub fn received(&mut self, count: usize) {
+        if let (Some(header), Some(receiving)) = (self.header, self.receiving.as_mut()) {
+            receiving.filled = (receiving.filled + count).min(header.data_size_bytes);
         }
-        Ok(Some(Frame {
-            kind: header.kind,
-            request_id: header.request_id,
-            is_response: header.flags & FLAG_RESPONSE != 0,
-            body,
-            data,
-        }))
     }
 
     /// Like [`FrameDecoder::decode`], for when the stream has ended: bytes
@@ -316,25 +380,71 @@ impl FrameDecoder {
     pub fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, WireError> {
         match self.decode(buf)? {
             Some(frame) => Ok(Some(frame)),
-            None if buf.is_empty() => Ok(None),
-            None => Err(WireError::malformed(format!(
-                "stream ended inside a frame ({} bytes of {} received)",
-                buf.len(),
-                self.bytes_wanted(buf.len()) + buf.len()
-            ))),
+            None if buf.is_empty() && self.header.is_none() => Ok(None),
+            None => {
+                let received = self.received_bytes(buf.len());
+                Err(WireError::malformed(format!(
+                    "stream ended inside a frame ({} bytes of {} received)",
+                    received,
+                    self.bytes_wanted(buf.len()) + received
+                )))
+            }
+        }
+    }
+
+    /// Bytes of the current frame received so far, given `buffered_bytes`
+    /// in the read buffer.
+    fn received_bytes(&self, buffered_bytes: usize) -> usize {
+        match &self.receiving {
+            Some(r) => r.head.len() + r.filled + buffered_bytes,
+            None => buffered_bytes,
         }
     }
 
     /// How many more bytes the next frame needs, given `buffered_bytes`
-    /// already received: the rest of the header, or of the whole frame once
-    /// its header is known. A hint for how much to reserve.
+    /// already received into the read buffer: the rest of the header, of the
+    /// whole frame once its header is known, or of the header and body when
+    /// its data segment is to be received into aligned memory. A hint for
+    /// how much to reserve and read.
     #[must_use]
     pub fn bytes_wanted(&self, buffered_bytes: usize) -> usize {
-        let target = self
-            .header
-            .map_or(HEADER_SIZE_BYTES, |header| header.frame_size_bytes());
-        target.saturating_sub(buffered_bytes)
+        let Some(header) = self.header else {
+            return HEADER_SIZE_BYTES.saturating_sub(buffered_bytes);
+        };
+        if receives_aligned(&header) {
+            return match &self.receiving {
+                Some(r) => (header.data_size_bytes - r.filled).saturating_sub(buffered_bytes),
+                None => (HEADER_SIZE_BYTES + header.body_size_bytes).saturating_sub(buffered_bytes),
+            };
+        }
+        header.frame_size_bytes().saturating_sub(buffered_bytes)
     }
+}
+
+/// Whether a frame's data segment is received into its own aligned buffer:
+/// large enough to be written to disk directly, small enough to allocate up
+/// front (a header alone must not pin more than the reserve limit).
+fn receives_aligned(header: &Header) -> bool {
+    (ALIGNED_DATA_BYTES_MIN..=READ_RESERVE_BYTES_MAX).contains(&header.data_size_bytes)
+}
+
+/// Verifies a received frame's checksum and assembles it. `head` starts
+/// with the header.
+fn check_frame(header: &Header, head: &[u8], body: Bytes, data: Bytes) -> Result<Frame, WireError> {
+    let computed = frame_crc(&head[..HEADER_CHECKED_SIZE_BYTES], &body, &data);
+    if computed != header.crc {
+        return Err(WireError::Checksum {
+            stored: header.crc,
+            computed,
+        });
+    }
+    Ok(Frame {
+        kind: header.kind,
+        request_id: header.request_id,
+        is_response: header.flags & FLAG_RESPONSE != 0,
+        body,
+        data,
+    })
 }
 
 #[cfg(test)]
@@ -411,6 +521,75 @@ mod tests {
             buf.put_u8(*byte);
         }
         assert_eq!(decoder.decode(&mut buf).ok().flatten(), Some(sample()));
+    }
+
+    #[test]
+    fn a_large_data_segment_arrives_in_aligned_memory_however_it_is_cut() {
+        let frame = Frame {
+            data: Bytes::from(
+                (0..ALIGNED_DATA_BYTES_MIN + 123)
+                    .map(|i| i as u8)
+                    .collect::<Vec<u8>>(),
+            ),
+            ..sample()
+        };
+        let mut bytes = encoded(&frame);
+        bytes.extend_from_slice(b"CRN"); // the start of a next frame
+        for piece in [1, 1000, 65_536, bytes.len()] {
+            let mut decoder = FrameDecoder::new();
+            let mut buf = BytesMut::new();
+            let mut got = None;
+            let mut fed = 0;
+            for chunk in bytes.chunks(piece) {
+                if got.is_some() {
+                    buf.extend_from_slice(chunk);
+                    continue;
+                }
+                buf.extend_from_slice(chunk);
+                fed += chunk.len();
+                got = decoder.decode(&mut buf).expect("valid frame");
+                assert!(
+                    got.is_none() || fed >= bytes.len() - 3,
+                    "piece {piece}: early"
+                );
+                // What the reader would append straight from the socket.
+                let missing = decoder.receiving_data().map(|rest| rest.len());
+                if let Some(missing) = missing {
+                    assert!(missing > 0);
+                    assert_eq!(decoder.bytes_wanted(0), missing);
+                }
+            }
+            let got = got.expect("the frame completes");
+            assert_eq!(got, frame, "piece {piece}");
+            assert!(cairn_types::aligned::is_aligned(&got.data), "piece {piece}");
+            assert_eq!(&buf[..], b"CRN", "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn a_large_data_segment_can_be_appended_to_directly() {
+        let frame = Frame {
+            data: Bytes::from(vec![9u8; 3 * ALIGNED_DATA_BYTES_MIN]),
+            ..sample()
+        };
+        let bytes = encoded(&frame);
+        let mut decoder = FrameDecoder::new();
+        let mut buf = BytesMut::from(&bytes[..HEADER_SIZE_BYTES + 4 + 10]);
+        assert!(matches!(decoder.decode(&mut buf), Ok(None)));
+        assert!(buf.is_empty(), "the head and read-ahead data were taken");
+        let mut at = HEADER_SIZE_BYTES + 4 + 10;
+        while let Some(rest) = decoder.receiving_data() {
+            let n = rest.len().min(50_000);
+            rest[..n].copy_from_slice(&bytes[at..at + n]);
+            decoder.received(n);
+            at += n;
+            if let Some(got) = decoder.decode(&mut buf).expect("valid frame") {
+                assert_eq!(got, frame);
+                assert_eq!(at, bytes.len());
+                return;
+            }
+        }
+        panic!("the frame never completed");
     }
 
     #[test]

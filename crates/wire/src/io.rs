@@ -39,8 +39,25 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if let Some(frame) = self.decoder.decode(&mut self.buf)? {
                 return Ok(Some(frame));
             }
-            self.reserve();
-            if self.reader.read_buf(&mut self.buf).await? == 0 {
+            // A large data segment goes straight into its aligned buffer.
+            if let Some(rest) = self.decoder.receiving_data() {
+                let count = self.reader.read(rest).await?;
+                if count == 0 {
+                    return self.decoder.decode_eof(&mut self.buf);
+                }
+                self.decoder.received(count);
+                continue;
+            }
+            let wanted_bytes = self.reserve();
+            // Bounded, so little of a following large data segment is read
+            // (and later copied) into this buffer ahead of its header.
+            let limit = u64::try_from(wanted_bytes).unwrap_or(u64::MAX);
+            if (&mut self.reader)
+                .take(limit)
+                .read_buf(&mut self.buf)
+                .await?
+                == 0
+            {
                 return self.decoder.decode_eof(&mut self.buf);
             }
         }
@@ -48,13 +65,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// Makes room for the rest of the current frame in one allocation (so a
     /// data segment lands contiguously and is never copied again), but never
-    /// more than [`READ_RESERVE_BYTES_MAX`] ahead of received bytes.
-    fn reserve(&mut self) {
+    /// more than [`READ_RESERVE_BYTES_MAX`] ahead of received bytes. Returns
+    /// how many bytes to read.
+    fn reserve(&mut self) -> usize {
         let wanted_bytes = self
             .decoder
             .bytes_wanted(self.buf.len())
             .clamp(READ_CHUNK_BYTES_MIN, READ_RESERVE_BYTES_MAX);
         self.buf.reserve(wanted_bytes);
+        wanted_bytes
     }
 }
 
@@ -135,6 +154,15 @@ mod tests {
         for expected in &sent {
             let got = reader.next().await.expect("valid stream");
             assert_eq!(got.as_ref(), Some(expected));
+            if let Some(got) = got
+                && got.data.len() >= crate::limits::ALIGNED_DATA_BYTES_MIN
+            {
+                assert!(
+                    cairn_types::aligned::is_aligned(&got.data),
+                    "a {}-byte data segment lands in aligned memory",
+                    got.data.len()
+                );
+            }
         }
         producer.await.expect("producer");
         writer.await.expect("writer task").expect("writes succeed");
@@ -154,6 +182,35 @@ mod tests {
         assert!(matches!(
             reader.next().await,
             Err(WireError::Malformed { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_inside_an_aligned_data_segment_is_malformed() {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let bytes = frame(1, 200_000).encode().expect("within limits").to_vec();
+        client.write_all(&bytes[..150_000]).await.expect("write");
+        drop(client);
+        let mut reader = FrameReader::new(server);
+        match reader.next().await {
+            Err(WireError::Malformed { reason }) => {
+                assert!(reason.contains("150000 bytes of"), "{reason}");
+            }
+            other => panic!("expected a truncation error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_aligned_data_segment_fails_its_checksum() {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let mut bytes = frame(1, 200_000).encode().expect("within limits").to_vec();
+        bytes[150_000] ^= 1;
+        client.write_all(&bytes).await.expect("write");
+        drop(client);
+        let mut reader = FrameReader::new(server);
+        assert!(matches!(
+            reader.next().await,
+            Err(WireError::Checksum { .. })
         ));
     }
 }

@@ -43,6 +43,12 @@ pub const INCOMING_FRAMES_MAX: usize = 256;
 /// bytes arrive.
 pub const READ_RESERVE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
+/// Data segments at least this large (and at most
+/// [`READ_RESERVE_BYTES_MAX`]) are received into their own block-aligned
+/// buffer, so the store can write them with `O_DIRECT` as they are. Equal
+/// to the store's threshold for direct writes.
+pub const ALIGNED_DATA_BYTES_MIN: usize = 64 * 1024;
+
 /// The least the reader asks the socket for in one read.
 pub const READ_CHUNK_BYTES_MIN: usize = 64 * 1024;
 
