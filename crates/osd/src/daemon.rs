@@ -47,7 +47,7 @@ use crate::proto::{
     OpKind, OpOutput, PeerMsg, PeerPing, PeerPong, PgAction, PgCommand, PgCommandReply,
     decode_pg_msg, encode_pg_msg,
 };
-use crate::scrub::{self, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
+use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::throttle::{Priority, Throttle};
 use bytes::Bytes;
 use cairn_mon::proto::MonCommand;
@@ -1763,6 +1763,7 @@ impl Osd {
                     interval_epoch,
                     copy: crate::peering::PeerCopy::default(),
                     lease: crate::lease::LeaseReport::default(),
+                    inconsistent: Vec::new(),
                 });
                 self.send_to_peer(from, pg, &notify).await;
                 return;
@@ -2188,6 +2189,16 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
             } else if key[..] == *scrub::STAMPS_KEY {
                 stored.scrub = ScrubStamps::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} scrub stamps: {e}")))?;
+            } else if let Some(name) = key.strip_prefix(scrub::INCONSISTENT_KEY_PREFIX) {
+                // An unreadable record still says the object was found
+                // inconsistent: it stays reported until a scrub clears it.
+                let found = Inconsistency::decode(name, &value).unwrap_or_else(|e| Inconsistency {
+                    object: Bytes::copy_from_slice(name),
+                    bad: BTreeSet::new(),
+                    auth: None,
+                    reason: format!("kept record unreadable: {e}"),
+                });
+                stored.inconsistent.push(found);
             } else if key[..] == *INFO_KEY {
                 let mut info = PgInfo::default();
                 info.decode_into(&value)

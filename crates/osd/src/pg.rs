@@ -122,6 +122,10 @@ pub struct Notify {
     pub copy: PeerCopy,
     /// The read lease this copy promised, if it still runs.
     pub lease: LeaseReport,
+    /// Inconsistencies this copy's scrubs found as a primary and kept,
+    /// for the new primary to go on reporting (at most
+    /// [`scrub::KEPT_INCONSISTENT_MAX`]).
+    pub inconsistent: Vec<Inconsistency>,
 }
 
 /// The primary's order to a peer to adopt the authoritative history.
@@ -751,6 +755,8 @@ pub struct StoredPg {
     pub info: Option<PgInfo>,
     pub missing: BTreeSet<Bytes>,
     pub scrub: ScrubStamps,
+    /// Inconsistencies this copy's scrubs found and kept (as a primary).
+    pub inconsistent: Vec<Inconsistency>,
 }
 
 impl Pg {
@@ -867,6 +873,10 @@ impl Pg {
         core.info.exists = true;
         core.local_missing = stored.missing;
         core.scrub.stamps = stored.scrub;
+        for found in stored.inconsistent {
+            // Kept already: no write.
+            let _ = core.scrub.record(found);
+        }
         core.context = context;
         let mut fx = Effects::default();
         core.enter_interval(&mut fx);
@@ -1492,11 +1502,11 @@ impl Pg {
         self.healing = Healing::default();
         self.early.clear();
         self.pushes_owed.clear();
-        // Repairs were recovery of the old interval; the next scrub finds
-        // what is still inconsistent.
+        // Repairs were recovery of the old interval; what they did not
+        // finish stays reported (and kept on disk) until a repair or a
+        // scrub clears it. A copy that is no longer primary hands its list
+        // to the new primary in its answer to the query.
         self.scrub.run = None;
-        self.scrub.inconsistent.clear();
-        self.scrub.inconsistent_more = 0;
         self.scrub.repairing.clear();
         if self.is_primary() {
             self.start_peering(fx);
@@ -1534,6 +1544,7 @@ impl Pg {
             interval_epoch,
             copy: self.own_copy(),
             lease: self.leases.report(querier, self.is_active_primary()),
+            inconsistent: self.scrub.inconsistent.values().cloned().collect(),
         })
     }
 
@@ -1797,10 +1808,12 @@ impl Pg {
                 waiting.remove(&from);
                 copies.insert(from, notify.copy);
                 self.leases.peer_report(from, notify.lease);
+                self.take_inconsistencies(notify.inconsistent, fx);
                 self.try_finish_peering(fx);
                 Ok(())
             }
             Phase::Active | Phase::Activating { .. } => {
+                self.take_inconsistencies(notify.inconsistent, fx);
                 let member = self.interval.acting.contains(&from)
                     || self.interval.up.contains(&from)
                     || self.healing.backfill_targets.contains(&from);
@@ -1821,6 +1834,22 @@ impl Pg {
                 why: format!("for interval {}", notify.interval_epoch),
             }),
         }
+    }
+
+    /// Primary: goes on reporting (and keeps) the inconsistencies another
+    /// copy's scrubs found while it was primary, until a repair or a scrub
+    /// clears them.
+    fn take_inconsistencies(&mut self, found: Vec<Inconsistency>, fx: &mut Effects) {
+        if !self.is_primary() {
+            return;
+        }
+        let mut ops = Vec::new();
+        for found in found.into_iter().take(scrub::KEPT_INCONSISTENT_MAX) {
+            if valid_name(&found.object) && !self.scrub.inconsistent.contains_key(&found.object) {
+                ops.extend(self.scrub.record(found));
+            }
+        }
+        self.keep_scrub_state(ops, fx);
     }
 
     /// Decides, once every probed OSD answered: incomplete, ask for another
@@ -2149,6 +2178,10 @@ impl Pg {
         } else {
             (msg.keep_through, Vec::new())
         };
+        // The primary had this copy's kept inconsistencies in its answer
+        // to the query, and reports them now.
+        let handed = self.scrub.forget_all();
+        self.keep_scrub_state(handed, fx);
         self.adopt(
             keep,
             entries,
@@ -2196,7 +2229,8 @@ impl Pg {
                         self.healing.recovering.remove(&object);
                         if osds.is_empty() {
                             self.healing.missing.remove(&object);
-                            self.scrub.repaired(&object);
+                            let op = self.scrub.repaired(&object);
+                            self.keep_scrub_state(op, fx);
                         }
                     }
                     self.schedule_recovery(fx);
@@ -2320,7 +2354,8 @@ impl Pg {
             if osds.is_empty() {
                 self.healing.missing.remove(&object);
                 self.healing.recovering.remove(&object);
-                self.scrub.repaired(&object);
+                let op = self.scrub.repaired(&object);
+                self.keep_scrub_state(op, fx);
             }
         }
         self.schedule_recovery(fx);
@@ -3078,6 +3113,27 @@ impl Pg {
         }
         let found = scrub::compare(&maps, self.whoami);
         run.errors += found.len() as u64;
+        // A deep scrub (which checks all a light one does) clears the kept
+        // inconsistencies of its chunk that it no longer finds.
+        if run.deep {
+            let in_chunk = |key: &ObjectKey| {
+                run.cursor.as_ref().is_none_or(|c| key > c)
+                    && through.as_ref().is_none_or(|t| key <= t)
+            };
+            let resolved: Vec<Bytes> = self
+                .scrub
+                .inconsistent
+                .keys()
+                .filter(|o| in_chunk(&ObjectKey::new((*o).clone())))
+                .filter(|o| !found.iter().any(|f| f.object == **o))
+                .cloned()
+                .collect();
+            let ops: Vec<Op> = resolved
+                .iter()
+                .filter_map(|o| self.scrub.forget(o))
+                .collect();
+            self.keep_scrub_state(ops, fx);
+        }
         let mut repairs = false;
         for inconsistency in found {
             fx.notes.push(format!(
@@ -3089,7 +3145,8 @@ impl Pg {
                 self.repair_object(&inconsistency);
                 repairs = true;
             }
-            self.scrub.record(inconsistency);
+            let op = self.scrub.record(inconsistency);
+            self.keep_scrub_state(op, fx);
         }
         match through {
             Some(last) => {
@@ -3127,6 +3184,21 @@ impl Pg {
             run.objects,
             run.errors
         ));
+    }
+
+    /// Stores a change to the kept inconsistencies (in this copy's
+    /// collection, beside its scrub stamps).
+    fn keep_scrub_state(&self, ops: impl IntoIterator<Item = Op>, fx: &mut Effects) {
+        let mut txn = Transaction::new(self.collection);
+        txn.ops.extend(ops);
+        if txn.ops.is_empty() {
+            return;
+        }
+        fx.store.push(StoreWrite {
+            version: self.last_update,
+            txn,
+            tag: StoreTag::Part,
+        });
     }
 
     /// Hands an inconsistent object to recovery: the bad copies lack it.
@@ -3172,7 +3244,8 @@ impl Pg {
             if other_source {
                 self.repair_object(&inconsistency);
             }
-            self.scrub.record(inconsistency);
+            let op = self.scrub.record(inconsistency);
+            self.keep_scrub_state(op, fx);
         }
         self.prioritize(object, fx);
     }

@@ -20,7 +20,9 @@ use crate::lease::LeaseReport;
 use crate::log::{DupEntry, LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
-use crate::scrub::{self, ScrubEntry, ScrubMap};
+use crate::scrub::{
+    self, Inconsistency, InconsistencyRecord, KEPT_INCONSISTENT_MAX, ScrubEntry, ScrubMap,
+};
 use bytes::{Bytes, BytesMut};
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -438,6 +440,8 @@ pub enum PeerMsg {
         entries: u32,
         missing: u32,
         lease: LeaseReport,
+        /// The copy's kept inconsistencies: object names and records.
+        inconsistent: Vec<(ByteBuf, InconsistencyRecord)>,
     },
     /// The authoritative history; entries then missing names are the data
     /// segment, as in `Notify`.
@@ -686,6 +690,12 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 entries,
                 missing,
                 lease: notify.lease,
+                inconsistent: notify
+                    .inconsistent
+                    .iter()
+                    .take(KEPT_INCONSISTENT_MAX)
+                    .map(|i| (buf(&i.object), i.record()))
+                    .collect(),
             };
             return Ok((body, data));
         }
@@ -1133,8 +1143,14 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             entries,
             missing,
             lease,
+            inconsistent,
         } => {
             let (log, missing) = unrecords(data, entries, missing)?;
+            let inconsistent = inconsistent
+                .into_iter()
+                .take(KEPT_INCONSISTENT_MAX)
+                .map(|(object, record)| Inconsistency::from_record(unbuf(object), record))
+                .collect();
             let copy = PeerCopy {
                 info: PgInfo {
                     exists,
@@ -1150,6 +1166,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 interval_epoch,
                 copy,
                 lease,
+                inconsistent,
             };
             (pg, PgMsg::Notify(notify))
         }
@@ -1394,6 +1411,34 @@ mod tests {
             decode_pg_msg(back, &short),
             Err(PeerDecodeError::DataLength(_))
         ));
+    }
+
+    #[test]
+    fn a_notify_carries_the_copys_kept_inconsistencies() {
+        let pg = PgId::new(PoolId(3), 5);
+        let found = Inconsistency {
+            object: Bytes::from_static(b"obj"),
+            bad: [OsdId(2), OsdId(4)].into_iter().collect(),
+            auth: Some(OsdId(1)),
+            reason: "osd.2: data digest 0x1 != 0x2".into(),
+        };
+        let msg = PgMsg::Notify(Notify {
+            from: OsdId(1),
+            interval_epoch: Epoch(9),
+            copy: crate::peering::PeerCopy::default(),
+            lease: crate::lease::LeaseReport::default(),
+            inconsistent: vec![found.clone()],
+        });
+        let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
+        let bytes = postcard::to_allocvec(&body).expect("postcard");
+        let back: PeerMsg = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(decode_pg_msg(back, &data), Ok((pg, msg)));
+        let stored = Inconsistency::decode(b"obj", &found.encode()).expect("decodes");
+        assert_eq!(stored, found, "the stored form round-trips too");
+        assert!(
+            Inconsistency::decode(b"obj", &[9, 1]).is_err(),
+            "unknown format"
+        );
     }
 
     #[test]

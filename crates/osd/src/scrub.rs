@@ -16,7 +16,7 @@
 
 use crate::pg::PgMsg;
 use bytes::Bytes;
-use cairn_store::ObjectKey;
+use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -119,6 +119,82 @@ pub struct Inconsistency {
     /// The copy to repair from (`None`: no healthy copy).
     pub auth: Option<OsdId>,
     pub reason: String,
+}
+
+/// Metadata key prefix of the inconsistencies a primary keeps, one key per
+/// object (`scrubbad/NAME`): they stay reported across restarts and
+/// interval changes until a repair or a later scrub clears them.
+pub const INCONSISTENT_KEY_PREFIX: &[u8] = b"scrubbad/";
+
+/// Format byte of a stored [`Inconsistency`].
+const INCONSISTENT_FORMAT: u8 = 1;
+
+/// The stored and sent form of an [`Inconsistency`] (the object's name is
+/// in the key, or beside it in a message).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InconsistencyRecord {
+    pub bad: Vec<OsdId>,
+    pub auth: Option<OsdId>,
+    pub reason: String,
+}
+
+impl Inconsistency {
+    /// Its metadata key.
+    #[must_use]
+    pub fn key(&self) -> Bytes {
+        let mut key = INCONSISTENT_KEY_PREFIX.to_vec();
+        key.extend_from_slice(&self.object);
+        Bytes::from(key)
+    }
+
+    #[must_use]
+    pub fn record(&self) -> InconsistencyRecord {
+        InconsistencyRecord {
+            bad: self.bad.iter().copied().collect(),
+            auth: self.auth,
+            reason: self.reason.chars().take(ERROR_BYTES_MAX).collect(),
+        }
+    }
+
+    #[must_use]
+    pub fn from_record(object: Bytes, record: InconsistencyRecord) -> Inconsistency {
+        Inconsistency {
+            object,
+            bad: record.bad.into_iter().collect(),
+            auth: record.auth,
+            reason: record.reason,
+        }
+    }
+
+    /// The stored value.
+    #[must_use]
+    pub fn encode(&self) -> Bytes {
+        let mut out = vec![INCONSISTENT_FORMAT];
+        // A record of a few ids and a bounded string always encodes.
+        out.extend(postcard::to_allocvec(&self.record()).unwrap_or_default());
+        Bytes::from(out)
+    }
+
+    /// Decodes the stored value of key `scrubbad/NAME` (`name` is NAME).
+    ///
+    /// # Errors
+    /// A description of what is wrong with the bytes.
+    pub fn decode(name: &[u8], bytes: &[u8]) -> Result<Inconsistency, String> {
+        match bytes {
+            [INCONSISTENT_FORMAT, rest @ ..] => {
+                let record: InconsistencyRecord =
+                    postcard::from_bytes(rest).map_err(|e| format!("inconsistency record: {e}"))?;
+                Ok(Inconsistency::from_record(
+                    Bytes::copy_from_slice(name),
+                    record,
+                ))
+            }
+            [format, ..] => Err(format!(
+                "inconsistency format {format} (this build reads 1)"
+            )),
+            [] => Err("empty inconsistency record".into()),
+        }
+    }
 }
 
 /// What a copy holds of an object, compared across copies.
@@ -399,22 +475,50 @@ pub(crate) struct Scrubber {
 }
 
 impl Scrubber {
-    /// Records an inconsistency (bounded).
-    pub fn record(&mut self, found: Inconsistency) {
+    /// Records an inconsistency (bounded); the write that keeps it, if it
+    /// is kept.
+    pub fn record(&mut self, found: Inconsistency) -> Option<Op> {
         if self.inconsistent.len() < KEPT_INCONSISTENT_MAX
             || self.inconsistent.contains_key(&found.object)
         {
+            let op = Op::MetaSet {
+                key: found.key(),
+                value: found.encode(),
+            };
             self.inconsistent.insert(found.object.clone(), found);
+            Some(op)
         } else {
             self.inconsistent_more += 1;
+            None
         }
     }
 
-    /// An object's copies agree again (repaired).
-    pub fn repaired(&mut self, object: &Bytes) {
+    /// Forgets `object`'s inconsistency (repaired, or found consistent);
+    /// the write that removes it, if it was kept.
+    pub fn forget(&mut self, object: &Bytes) -> Option<Op> {
+        self.inconsistent
+            .remove(object)
+            .map(|gone| Op::MetaRemove { key: gone.key() })
+    }
+
+    /// An object's copies agree again (repaired); the write that removes
+    /// its record.
+    pub fn repaired(&mut self, object: &Bytes) -> Option<Op> {
         if self.repairing.remove(object) {
-            self.inconsistent.remove(object);
+            return self.forget(object);
         }
+        None
+    }
+
+    /// Forgets every inconsistency (this copy handed them to a new
+    /// primary); the writes that remove their records.
+    pub fn forget_all(&mut self) -> Vec<Op> {
+        self.inconsistent_more = 0;
+        self.repairing.clear();
+        std::mem::take(&mut self.inconsistent)
+            .into_values()
+            .map(|gone| Op::MetaRemove { key: gone.key() })
+            .collect()
     }
 
     pub fn inconsistent_count(&self) -> u64 {

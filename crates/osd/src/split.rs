@@ -14,7 +14,7 @@
 
 use crate::log::{DUP_KEY_PREFIX, LOG_KEY_PREFIX, LogEntry};
 use crate::pg::{INFO_KEY, MISSING_KEY_PREFIX};
-use crate::scrub::STAMPS_KEY;
+use crate::scrub::{INCONSISTENT_KEY_PREFIX, STAMPS_KEY};
 use bytes::Bytes;
 use cairn_placement::hash::{split_children, split_rule, stable_mod};
 use cairn_store::{CollectionId, ObjectStore, Op, StoreError, Transaction};
@@ -127,7 +127,10 @@ pub fn split_txns(
     let meta = all_meta(store, pc)?;
     let existing = store.collections()?;
     let object_of = |key: &Bytes, value: &Bytes| -> Result<Option<Bytes>, StoreError> {
-        if let Some(name) = key.strip_prefix(MISSING_KEY_PREFIX) {
+        if let Some(name) = key
+            .strip_prefix(MISSING_KEY_PREFIX)
+            .or_else(|| key.strip_prefix(INCONSISTENT_KEY_PREFIX))
+        {
             return Ok(Some(Bytes::copy_from_slice(name)));
         }
         if key.starts_with(LOG_KEY_PREFIX) {

@@ -1339,3 +1339,99 @@ fn a_copy_marked_for_backfill_is_backfilled_not_trusted() {
         h.pg(3).blocked_reason()
     );
 }
+
+/// Whether `osd` stored a write of `key` (`set`) or its removal.
+fn stored_key(h: &Harness, osd: u32, key: &[u8], set: bool) -> bool {
+    h.stored.get(&OsdId(osd)).is_some_and(|writes| {
+        writes
+            .iter()
+            .flat_map(|w| w.txn.ops.iter())
+            .any(|op| match op {
+                Op::MetaSet { key: k, .. } => set && k[..] == *key,
+                Op::MetaRemove { key: k } => !set && k[..] == *key,
+                _ => false,
+            })
+    })
+}
+
+/// Scrubs the one-object chunk `a` on `primary` (deep or light), each copy
+/// reporting `entry(osd)` for it.
+fn scrub_a(h: &mut Harness, primary: u32, deep: bool, entry: impl Fn(OsdId) -> ScrubEntry) {
+    h.event(
+        OsdId(primary),
+        PgEvent::Scrub {
+            deep,
+            repair: false,
+            now_secs: 1000,
+        },
+    );
+    let keys = vec![ObjectKey::new(Bytes::from_static(b"a"))];
+    h.event(OsdId(primary), PgEvent::ScrubPage { keys, more: false });
+    h.deliver_all();
+    for (osd, order) in std::mem::take(&mut h.scrub_orders) {
+        let map = ScrubMap {
+            from: osd,
+            interval_epoch: order.interval_epoch,
+            chunk: order.chunk,
+            entries: vec![entry(osd)],
+            truncated: false,
+        };
+        h.event(OsdId(primary), PgEvent::Peer(PgMsg::ScrubMap(map)));
+    }
+    assert_eq!(h.pg(primary).scrubbing(), None, "the scrub finished");
+}
+
+/// An inconsistency scrub found (not repaired) stays reported: it is kept
+/// in the primary's collection and comes back with a restart; after a
+/// primary change the new primary takes it from the old one's answer to
+/// its query (and the old one drops its record); a later deep scrub that
+/// finds the copies agreeing clears it.
+#[test]
+fn kept_inconsistencies_outlive_restarts_and_primary_changes_until_a_scrub_clears_them() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    h.run();
+    scrub_a(&mut h, 1, true, |osd| {
+        scrub_entry("a", 1, if osd == OsdId(3) { 0xbad } else { 0x600d })
+    });
+    let (count, found) = h.pg(1).inconsistent();
+    assert_eq!(count, 1);
+    let found = found[0].clone();
+    assert!(stored_key(&h, 1, b"scrubbad/a", true), "kept on disk");
+    // A restart brings it back from the stored records.
+    let context = MapContext {
+        up_osds: [1, 2, 3].into_iter().map(OsdId).collect(),
+        past: Vec::new(),
+        history_from: Epoch(1),
+    };
+    let stored = StoredPg {
+        inconsistent: vec![found.clone()],
+        ..StoredPg::default()
+    };
+    let (again, _) = restored(1, &interval(5, &[1, 2, 3], 2), stored, &context);
+    assert_eq!(again.inconsistent().0, 1, "reported again after a restart");
+    // osd.2 becomes primary: it reports what osd.1 found.
+    h.change_interval(&interval(6, &[2, 1, 3], 2));
+    h.run();
+    assert!(h.pg(2).is_active_primary());
+    assert_eq!(h.pg(2).inconsistent().1, vec![&found]);
+    assert!(
+        h.pg(2).state_name().contains("inconsistent"),
+        "{}",
+        h.pg(2).state_name()
+    );
+    assert!(stored_key(&h, 2, b"scrubbad/a", true));
+    assert_eq!(h.pg(1).inconsistent().0, 0, "handed over");
+    assert!(stored_key(&h, 1, b"scrubbad/a", false));
+    // A light scrub cannot see a data digest: it clears nothing.
+    scrub_a(&mut h, 2, false, |_| ScrubEntry {
+        data_digest: None,
+        ..scrub_entry("a", 1, 0)
+    });
+    assert_eq!(h.pg(2).inconsistent().0, 1, "still reported");
+    // The copies were repaired by hand: a deep scrub finds them agreeing.
+    scrub_a(&mut h, 2, true, |_| scrub_entry("a", 1, 0x600d));
+    assert_eq!(h.pg(2).inconsistent().0, 0, "cleared by the deep scrub");
+    assert!(stored_key(&h, 2, b"scrubbad/a", false));
+    assert_eq!(h.pg(2).state_name(), "active+clean");
+}

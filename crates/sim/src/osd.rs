@@ -998,6 +998,7 @@ impl SimOsd {
                     interval_epoch,
                     copy: cairn_osd::peering::PeerCopy::default(),
                     lease: LeaseReport::default(),
+                    inconsistent: Vec::new(),
                 });
                 out.sends
                     .push((Node::Osd(from), Msg::Pg { pg, msg: notify }));
