@@ -1357,6 +1357,26 @@ impl Osd {
                 .await;
         let state = match read {
             Ok(Ok(state)) => state,
+            Ok(Err(StoreError::Corrupt(why))) => {
+                // This copy rotted. Asked by a pull, say so: the primary
+                // pulls from another copy and repairs this one. As the
+                // primary, recover it from another copy first (recovery
+                // pushes again from there).
+                tracing::warn!(%pg, object = %String::from_utf8_lossy(&object), %why, "copy to push is corrupt");
+                if interval_epoch.is_some() {
+                    let unreadable = PgMsg::Unreadable {
+                        from: self.whoami,
+                        interval_epoch: epoch,
+                        object: object.clone(),
+                    };
+                    for target in &targets {
+                        self.send_to_peer(*target, pg, &unreadable).await;
+                    }
+                }
+                let event = PgEvent::ReadError { object, error: why };
+                self.feed(pg, event).await;
+                return;
+            }
             Ok(Err(error)) => {
                 tracing::error!(%pg, object = %String::from_utf8_lossy(&object), %error, "cannot read object to recover it");
                 return;
@@ -1704,7 +1724,9 @@ impl Osd {
             tracing::warn!(%error, "map refresh for a newer peer message failed");
         }
         match msg {
-            PgMsg::Pull { ref object, .. } | PgMsg::PushAck { ref object, .. }
+            PgMsg::Pull { ref object, .. }
+            | PgMsg::PushAck { ref object, .. }
+            | PgMsg::Unreadable { ref object, .. }
                 if !crate::pg::valid_name(object) =>
             {
                 tracing::warn!(%pg, len = object.len(), "peer message with a bad object name");
@@ -2127,10 +2149,12 @@ impl Osd {
                 data,
             ),
             Ok(Err(OpError::Corrupt(why))) if !object.is_empty() => {
-                // Recover the copy from another one; the client retries.
+                // Recover the copy from another one; the client retries
+                // (also while the other copies are down: they come back).
+                // A pool of one copy has nothing to wait for.
                 let repairable = lock(&self.pgs)
                     .get(&pg)
-                    .is_some_and(|slot| slot.pg.has_other_source());
+                    .is_some_and(|slot| slot.pg.has_other_source() || slot.pg.interval().size > 1);
                 let event = PgEvent::ReadError {
                     object,
                     error: why.clone(),

@@ -207,6 +207,13 @@ pub enum PgMsg {
         interval_epoch: Epoch,
         object: Bytes,
     },
+    /// A copy asked for an object cannot read its own (corrupt): the
+    /// primary takes it for one that lacks the object and pulls elsewhere.
+    Unreadable {
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: Bytes,
+    },
     /// Every object has been pushed: the backfill target is complete.
     BackfillDone {
         from: OsdId,
@@ -263,6 +270,7 @@ impl PgMsg {
             | PgMsg::Activated { from, .. }
             | PgMsg::PushAck { from, .. }
             | PgMsg::Pull { from, .. }
+            | PgMsg::Unreadable { from, .. }
             | PgMsg::BackfillDone { from, .. }
             | PgMsg::BackfillDoneAck { from, .. }
             | PgMsg::Purge { from, .. } => *from,
@@ -286,6 +294,7 @@ impl PgMsg {
             | PgMsg::Activated { interval_epoch, .. }
             | PgMsg::PushAck { interval_epoch, .. }
             | PgMsg::Pull { interval_epoch, .. }
+            | PgMsg::Unreadable { interval_epoch, .. }
             | PgMsg::BackfillDone { interval_epoch, .. }
             | PgMsg::BackfillDoneAck { interval_epoch, .. }
             | PgMsg::Purge { interval_epoch, .. } => *interval_epoch,
@@ -1756,6 +1765,17 @@ impl Pg {
                 Ok(())
             }
             PgMsg::Push(push) => self.on_push(push, fx),
+            PgMsg::Unreadable {
+                from,
+                interval_epoch,
+                object,
+            } => {
+                if interval_epoch != current || !self.is_active_primary() {
+                    return Err(ignore("unreadable", format!("interval {interval_epoch}")));
+                }
+                self.on_unreadable(from, object, fx);
+                Ok(())
+            }
             PgMsg::ScrubRequest {
                 from,
                 interval_epoch,
@@ -2360,6 +2380,39 @@ impl Pg {
         }
         self.schedule_recovery(fx);
         self.maybe_clean(fx);
+    }
+
+    /// A source could not read its copy of `object`: it counts as lacking
+    /// it (an acting copy is then repaired by the recovery that follows),
+    /// and the object's recovery starts again from another source.
+    fn on_unreadable(&mut self, from: OsdId, object: Bytes, fx: &mut Effects) {
+        if let Some(lacks) = self.healing.stray_sources.get_mut(&from) {
+            lacks.insert(object.clone());
+        } else if self.healing.sources.contains(&from) {
+            self.healing
+                .missing
+                .entry(object.clone())
+                .or_default()
+                .insert(from);
+            let found = Inconsistency {
+                object: object.clone(),
+                bad: BTreeSet::from([from]),
+                auth: None,
+                reason: format!("osd.{}: read error while recovering", from.0),
+            };
+            fx.notes.push(format!(
+                "{}: osd.{} cannot read its copy; recovering it too",
+                String::from_utf8_lossy(&object),
+                from.0
+            ));
+            let op = self.scrub.record(found);
+            self.scrub.repairing.insert(object.clone());
+            self.keep_scrub_state(op, fx);
+        } else {
+            return;
+        }
+        self.healing.recovering.remove(&object);
+        self.schedule_recovery(fx);
     }
 
     /// Moves `object` to the front of recovery (a client waits for it).

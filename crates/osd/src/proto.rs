@@ -401,6 +401,14 @@ pub enum OpWire {
 
 /// Message `KIND_PEER_MSG`: a PG message between OSDs. A sub-write's
 /// payloads are the data segment.
+/// What an [`PeerMsg::ObjectSignal`] says of its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectSignalKind {
+    PushAck,
+    Pull,
+    Unreadable,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerMsg {
     SubWrite {
@@ -472,13 +480,13 @@ pub enum PeerMsg {
         /// The sender's last update when it read the object.
         as_of: VersionWire,
     },
-    /// `PushAck` or `Pull` of one object.
+    /// `PushAck`, `Pull` or `Unreadable` of one object.
     ObjectSignal {
         pg: PgId,
         from: OsdId,
         interval_epoch: Epoch,
         object: ByteBuf,
-        pull: bool,
+        kind: ObjectSignalKind,
     },
     /// A read-lease renewal (`ack: false`) or its acknowledgement.
     Lease {
@@ -666,13 +674,23 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
             from,
             interval_epoch,
             object,
+        }
+        | PgMsg::Unreadable {
+            from,
+            interval_epoch,
+            object,
         } => {
+            let kind = match msg {
+                PgMsg::Pull { .. } => ObjectSignalKind::Pull,
+                PgMsg::Unreadable { .. } => ObjectSignalKind::Unreadable,
+                _ => ObjectSignalKind::PushAck,
+            };
             let body = PeerMsg::ObjectSignal {
                 pg,
                 from: *from,
                 interval_epoch: *interval_epoch,
                 object: buf(object),
-                pull: matches!(msg, PgMsg::Pull { .. }),
+                kind,
             };
             return Ok((body, Bytes::new()));
         }
@@ -1113,22 +1131,26 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             from,
             interval_epoch,
             object,
-            pull,
+            kind,
         } => {
             no_data()?;
             let object = unbuf(object);
-            let msg = if pull {
-                PgMsg::Pull {
+            let msg = match kind {
+                ObjectSignalKind::Pull => PgMsg::Pull {
                     from,
                     interval_epoch,
                     object,
-                }
-            } else {
-                PgMsg::PushAck {
+                },
+                ObjectSignalKind::Unreadable => PgMsg::Unreadable {
                     from,
                     interval_epoch,
                     object,
-                }
+                },
+                ObjectSignalKind::PushAck => PgMsg::PushAck {
+                    from,
+                    interval_epoch,
+                    object,
+                },
             };
             (pg, msg)
         }

@@ -1435,3 +1435,74 @@ fn kept_inconsistencies_outlive_restarts_and_primary_changes_until_a_scrub_clear
     assert!(stored_key(&h, 2, b"scrubbad/a", false));
     assert_eq!(h.pg(2).state_name(), "active+clean");
 }
+
+/// A source that cannot read its copy (bit rot) answers a pull with
+/// `Unreadable`: the primary pulls from another copy instead, and repairs
+/// the unreadable one too, rather than waiting on the first for good.
+#[test]
+fn an_unreadable_source_is_passed_over_and_repaired_too() {
+    let mut h = three();
+    h.client_write(1, 1, 5, "a");
+    h.run();
+    // Peered, so the primary knows its sources.
+    h.change_interval(&interval(6, &[1, 2, 3], 2));
+    h.run();
+    assert_eq!(h.pg(1).state_name(), "active+clean");
+    let a = Bytes::from_static(b"a");
+    h.event(
+        OsdId(1),
+        PgEvent::ReadError {
+            object: a.clone(),
+            error: "checksum mismatch".into(),
+        },
+    );
+    // The first pull goes to some source; that source's copy rotted too.
+    let first = h
+        .links
+        .iter()
+        .find(|(_, q)| q.iter().any(|m| matches!(m, PgMsg::Pull { .. })))
+        .map(|(k, _)| *k)
+        .expect("a pull");
+    let bad = first.1;
+    h.links.get_mut(&first).expect("link").clear();
+    h.event(
+        OsdId(1),
+        PgEvent::Peer(PgMsg::Unreadable {
+            from: bad,
+            interval_epoch: Epoch(6),
+            object: a.clone(),
+        }),
+    );
+    let second = h
+        .links
+        .iter()
+        .find(|(_, q)| q.iter().any(|m| matches!(m, PgMsg::Pull { .. })))
+        .map(|(k, _)| *k)
+        .expect("a second pull");
+    assert_ne!(second.1, bad, "pulled from the other copy");
+    assert_eq!(h.pg(1).inconsistent().1.len(), 1);
+    let mut pushed_to = BTreeSet::new();
+    for _ in 0..5 {
+        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
+            let msg = h
+                .links
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front)
+                .expect("queued");
+            if matches!(msg, PgMsg::Push(_)) {
+                pushed_to.insert(key.1);
+            }
+            h.deliver(key.1, msg);
+            for osd in [1, 2, 3] {
+                h.commit(osd);
+            }
+        }
+        h.event(OsdId(1), PgEvent::Tick);
+    }
+    assert!(
+        pushed_to.contains(&bad),
+        "the unreadable copy is repaired: {pushed_to:?}"
+    );
+    assert_eq!(h.pg(1).state_name(), "active+clean");
+    assert_eq!(h.pg(1).inconsistent().0, 0, "repaired: no longer reported");
+}

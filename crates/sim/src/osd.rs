@@ -329,6 +329,16 @@ impl SimOsd {
         self.process.is_some()
     }
 
+    /// Whether a PG this OSD leads reports inconsistent objects.
+    #[must_use]
+    pub fn reports_inconsistent(&self) -> bool {
+        self.process.as_ref().is_some_and(|p| {
+            p.pgs
+                .values()
+                .any(|slot| slot.pg.is_active_primary() && slot.pg.inconsistent().0 > 0)
+        })
+    }
+
     /// Handles a message from `from`.
     pub fn deliver(&mut self, now_ms: u64, from: Node, msg: Msg, out: &mut Outbox) {
         if self.process.is_none() {
@@ -506,7 +516,26 @@ impl SimOsd {
                 request,
                 started,
             } => {
-                let mut result = self.read(&request);
+                let mut result = match self.read(&request) {
+                    // The daemon's rule: a rotten copy is recovered from
+                    // another one while the client retries.
+                    Err(why) => {
+                        let repairable = self.proc().pgs.get(&request.pg).is_some_and(|slot| {
+                            slot.pg.has_other_source() || slot.pg.interval().size > 1
+                        });
+                        let event = PgEvent::ReadError {
+                            object: request.object.clone(),
+                            error: why.clone(),
+                        };
+                        self.feed(request.pg, event, out);
+                        if repairable {
+                            OpResult::Wait(format!("recovering a corrupt copy: {why}"))
+                        } else {
+                            OpResult::Invalid(format!("read failed: corrupt data: {why}"))
+                        }
+                    }
+                    Ok(result) => result,
+                };
                 let stands = self
                     .proc()
                     .pgs
@@ -1068,6 +1097,7 @@ impl SimOsd {
         epoch: Option<Epoch>,
         out: &mut Outbox,
     ) {
+        let pulled = epoch.is_some();
         // The daemon's rule: a pull is answered only to the primary of this
         // copy's interval.
         let Some((epoch, as_of)) = self.proc().pgs.get(&pg).and_then(|slot| {
@@ -1083,6 +1113,29 @@ impl SimOsd {
         let state = match read_object_state(&self.store, collection_of(pg), &object) {
             Ok(state) => state,
             Err(StoreError::NoCollection(_)) => return,
+            // The daemon's rule: this copy rotted; the primary recovers it
+            // from another copy (and pushes again from there).
+            Err(StoreError::Corrupt(why)) => {
+                if pulled {
+                    let unreadable = PgMsg::Unreadable {
+                        from: self.id,
+                        interval_epoch: epoch,
+                        object: object.clone(),
+                    };
+                    for target in &targets {
+                        out.sends.push((
+                            Node::Osd(*target),
+                            Msg::Pg {
+                                pg,
+                                msg: unreadable.clone(),
+                            },
+                        ));
+                    }
+                }
+                let event = PgEvent::ReadError { object, error: why };
+                self.feed(pg, event, out);
+                return;
+            }
             Err(error) => {
                 out.anomalies.push(format!(
                     "{} cannot read an object to push: {error}",
@@ -1326,9 +1379,10 @@ impl SimOsd {
         }
     }
 
-    fn read(&self, request: &ClientRequest) -> OpResult {
+    /// A read's result; `Err`: the copy is corrupt (why).
+    fn read(&self, request: &ClientRequest) -> Result<OpResult, String> {
         let collection = collection_of(request.pg);
-        match &request.body {
+        Ok(match &request.body {
             OpBody::Read => match read_object_state(&self.store, collection, &request.object) {
                 Ok(state) => OpResult::Snapshot(state.map(|s| Snapshot {
                     version: s.version,
@@ -1336,6 +1390,7 @@ impl SimOsd {
                     xattrs: s.xattrs,
                     omap: s.omap,
                 })),
+                Err(StoreError::Corrupt(why)) => return Err(why),
                 Err(error) => OpResult::Invalid(format!("read failed: {error}")),
             },
             OpBody::OmapGet(keys) => {
@@ -1347,7 +1402,7 @@ impl SimOsd {
                 }
             }
             OpBody::Write { .. } => OpResult::Invalid("not a read".into()),
-        }
+        })
     }
 }
 

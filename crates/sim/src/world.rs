@@ -68,6 +68,11 @@ pub struct Scenario {
     pub split: Option<(u64, u32)>,
     /// Incrementals the monitor keeps at least.
     pub history_min: usize,
+    /// Mean gap between bit flips in an object's data on one OSD's store
+    /// (only where another copy of the same version is sound), in the chaos
+    /// phase; 0: none. The heal phase's operator then repairs every PG
+    /// (`cairn pg repair`: a deep scrub that repairs) until none is left.
+    pub rot_gap_ms: u64,
 }
 
 impl Scenario {
@@ -121,6 +126,7 @@ impl Scenario {
             scrub_gap_ms: 0,
             split: None,
             history_min: INCREMENTALS_KEPT,
+            rot_gap_ms: 0,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -145,6 +151,9 @@ impl Scenario {
         let mut peer = Rng::new(seed ^ 0x9ee7_1055);
         scenario.faults.peer_loss_ppm =
             peer_loss_ppm().unwrap_or([0, 0, 1_000, 5_000][peer.index(4)]);
+        // Likewise bit rot, in half the seeds.
+        let mut rot = Rng::new(seed ^ 0xb17_f11b);
+        scenario.rot_gap_ms = [0, rot.range(2_000, 12_000)][rot.index(2)];
         scenario
     }
 
@@ -155,7 +164,7 @@ impl Scenario {
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
-             operator scrubs every ~{} s; {}; \
+             operator scrubs every ~{} s; bit rot every ~{} s; {}; \
              mon down grace {} s, down→out {} s, {} reporter(s), keeps ≥{} incrementals",
             self.osd_count,
             self.size,
@@ -178,6 +187,7 @@ impl Scenario {
             self.out_weight,
             self.mon_restart_weight,
             self.scrub_gap_ms / 1000,
+            self.rot_gap_ms / 1000,
             self.split.map_or("no split".to_string(), |(at, n)| {
                 format!("pg_num -> {n} at {} s", at / 1000)
             }),
@@ -223,6 +233,13 @@ enum Fault {
         deep: bool,
         repair: bool,
     },
+    /// A bit flips in one copy of an object; `pick` chooses which.
+    Rot {
+        pick: u64,
+    },
+    /// The heal phase's operator: `cairn pg repair` of every PG while a
+    /// rotten copy is left; repeated every few seconds.
+    RepairAll,
 }
 
 #[derive(Debug)]
@@ -264,6 +281,8 @@ pub struct Stats {
     pub quick_restarts: u64,
     pub transactions_lost: u64,
     pub partitions: u64,
+    /// Bits flipped in copies of objects (bit rot).
+    pub bit_flips: u64,
     pub epochs: u64,
     pub clean_after_heal_ms: Option<u64>,
     pub virtual_ms: u64,
@@ -718,6 +737,30 @@ impl World {
                 deep,
                 repair,
             } => self.operator_scrub(*pg_seed, *deep, *repair, &mut out),
+            Fault::Rot { pick } => {
+                self.rot(*pick);
+                None
+            }
+            Fault::RepairAll => {
+                let inconsistent = self.osds.values().any(|o| o.reports_inconsistent());
+                if inconsistent || self.osds.values().any(|o| o.store.any_rotten()) {
+                    let pg_num = self
+                        .mon
+                        .service
+                        .state()
+                        .map
+                        .pool_by_name(crate::client::POOL_NAME)
+                        .map_or(0, |p| p.pg_num);
+                    for seed in 0..pg_num {
+                        if let Some(primary) = self.operator_scrub(seed, true, true, &mut out) {
+                            let sends = std::mem::take(&mut out);
+                            self.osd_out(primary, sends);
+                        }
+                    }
+                }
+                self.schedule(HEAL_ALL_IN_MS, Event::Fault(Fault::RepairAll));
+                None
+            }
             Fault::AllIn => {
                 let out_osds: Vec<OsdId> = self
                     .mon
@@ -766,6 +809,75 @@ impl World {
         let sim = self.osds.get_mut(&primary)?;
         sim.operator_scrub(self.now_ms, pg, deep, repair, out);
         Some(primary)
+    }
+
+    /// Flips a bit in one copy of the object `pick` chooses, on the OSD it
+    /// chooses among those holding the newest version, if two other copies
+    /// of that version are sound and no copy is rotten already (so a sound
+    /// copy to repair from exists even after one more fault).
+    fn rot(&mut self, pick: u64) {
+        let mut rng = Rng::new(pick);
+        let name = Bytes::from(format!("obj{}", rng.index(self.scenario.object_count)));
+        let map = &self.mon.service.state().map;
+        let Some(pool) = map.pool_by_name(crate::client::POOL_NAME) else {
+            return;
+        };
+        let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, &name);
+        let collection = cairn_osd::split::collection_of(pg);
+        let key = cairn_store::ObjectKey::new(name.clone());
+        let copies: Vec<(OsdId, u64, u64, bool)> = self
+            .osds
+            .iter()
+            .filter_map(|(id, sim)| {
+                let stat = cairn_store::ObjectStore::stat(&sim.store, collection, &key).ok()?;
+                let rotten = sim.store.is_rotten(collection, &key);
+                Some((*id, stat.version, stat.size_bytes, rotten))
+            })
+            .collect();
+        if copies.iter().any(|c| c.3) {
+            return;
+        }
+        let Some(newest) = copies.iter().map(|c| c.1).max() else {
+            return;
+        };
+        let sound: Vec<(OsdId, u64)> = copies
+            .iter()
+            .filter(|c| c.1 == newest && c.2 > 0)
+            .map(|c| (c.0, c.2))
+            .collect();
+        // Two sound copies beside the rotten one: a rotten copy and an
+        // unacknowledged write rolled back on another (its old version then
+        // lives only on the rotten copy) is a double fault that loses the
+        // object anywhere, Ceph included.
+        if sound.len() < 3 {
+            return;
+        }
+        let (victim, size) = sound[rng.index(sound.len())];
+        let offset = rng.index(usize::try_from(size).unwrap_or(0));
+        if let Some(sim) = self.osds.get(&victim)
+            && sim.store.rot(collection, &key, offset)
+        {
+            self.stats.bit_flips += 1;
+            self.note(format!(
+                "bit rot: {victim} {pg} {} byte {offset}",
+                String::from_utf8_lossy(&name)
+            ));
+        }
+    }
+
+    /// Draws the chaos phase's bit flips, from an RNG of their own.
+    fn plan_rot(&mut self, end_ms: u64, seed: u64) {
+        let gap = self.scenario.rot_gap_ms;
+        if gap == 0 {
+            return;
+        }
+        let mut rng = Rng::new(seed ^ 0xb17_f11c);
+        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
+        while at < end_ms {
+            let pick = rng.next_u64();
+            self.schedule(at - self.now_ms, Event::Fault(Fault::Rot { pick }));
+            at += rng.range(gap / 2, gap * 3 / 2);
+        }
     }
 
     /// Draws the chaos phase's operator scrubs, from an RNG of their own.
@@ -860,13 +972,18 @@ impl World {
             self.fault(Fault::Restart(id));
         }
         self.fault(Fault::AllIn);
+        if self.scenario.rot_gap_ms > 0 {
+            self.fault(Fault::RepairAll);
+        }
         for client in self.clients.values_mut() {
             client.active = false;
         }
     }
 
+    /// Every PG active+clean, and no rotten copy left.
     fn clean(&self) -> bool {
         checks::unclean_pgs(&self.mon.service.state().map, &self.osds).is_empty()
+            && !self.osds.values().any(|o| o.store.any_rotten())
     }
 
     fn clients_idle(&self) -> bool {
@@ -911,6 +1028,7 @@ impl World {
         self.net.faults = self.scenario.faults;
         self.plan_chaos(end);
         self.plan_scrubs(end, self.seed);
+        self.plan_rot(end, self.seed);
         if let Some((at, pg_num)) = self.scenario.split {
             let pgp_after = Rng::new(self.seed ^ 0x5b11_7002).range(0, 3_000);
             self.schedule(at, Event::Fault(Fault::PgNum { pg_num, pgp: false }));

@@ -119,10 +119,14 @@ fn simulated_clusters_keep_their_promises() {
     let mut unexpected = Vec::new();
     let mut fixed = Vec::new();
     let mut known_failed = 0;
+    let mut bit_flips = 0;
+    let mut seeds_with_flips = 0;
     let started_all = std::time::Instant::now();
     for seed in &seeds {
         let started = std::time::Instant::now();
         let report = cairn_sim::run(*seed);
+        bit_flips += report.stats.bit_flips;
+        seeds_with_flips += u64::from(report.stats.bit_flips > 0);
         let known = KNOWN_FAILURES.iter().find(|(s, _, _)| s == seed);
         let rendered = if report.passed() {
             String::new()
@@ -161,7 +165,8 @@ fn simulated_clusters_keep_their_promises() {
         }
     }
     println!(
-        "{} seeds in {:.1} s: {} failed unexpectedly, {known_failed} failed as known bugs",
+        "{} seeds in {:.1} s: {} failed unexpectedly, {known_failed} failed as known bugs \
+         ({bit_flips} bits flipped in {seeds_with_flips} seeds)",
         seeds.len(),
         started_all.elapsed().as_secs_f64(),
         unexpected.len()

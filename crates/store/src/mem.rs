@@ -21,6 +21,10 @@ struct MemObject {
     version: u64,
     xattrs: BTreeMap<Bytes, Bytes>,
     omap: BTreeMap<Bytes, Bytes>,
+    /// A byte of `data` that rotted ([`MemStore::rot`]): reads that verify
+    /// checksums and touch its checksum block fail with `Corrupt`, as the
+    /// disk store's do; a write that covers the byte heals it.
+    rotten: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,6 +82,53 @@ impl MemStore {
         for waiter in inner.waiting.drain(..) {
             let _ = waiter.send(Err(StoreError::Crashed));
         }
+    }
+
+    /// Flips a bit of `o`'s data at `offset` (within its size), on disk
+    /// and in memory alike, as bit rot would: reads that verify checksums
+    /// and touch that 4 KiB block fail with [`StoreError::Corrupt`], as
+    /// [`crate::DiskStore`]'s do. `false` if there is no such byte.
+    pub fn rot(&self, c: CollectionId, o: &ObjectKey, offset: usize) -> bool {
+        let mut inner = self.lock();
+        let mut done = false;
+        let Inner {
+            durable, current, ..
+        } = &mut *inner;
+        for state in [durable, current] {
+            let object = state
+                .get_mut(&c)
+                .and_then(|coll| coll.objects.get_mut(o))
+                .filter(|object| offset < object.data.len());
+            if let Some(object) = object {
+                if object.rotten.is_none() {
+                    object.data[offset] ^= 0x10;
+                }
+                object.rotten = Some(offset);
+                done = true;
+            }
+        }
+        done
+    }
+
+    /// Whether any object holds a rotten byte (in memory).
+    #[must_use]
+    pub fn any_rotten(&self) -> bool {
+        let inner = self.lock();
+        inner
+            .current
+            .values()
+            .any(|coll| coll.objects.values().any(|o| o.rotten.is_some()))
+    }
+
+    /// Whether `o`'s data holds a rotten byte (in memory).
+    #[must_use]
+    pub fn is_rotten(&self, c: CollectionId, o: &ObjectKey) -> bool {
+        let inner = self.lock();
+        inner
+            .current
+            .get(&c)
+            .and_then(|coll| coll.objects.get(o))
+            .is_some_and(|object| object.rotten.is_some())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -246,6 +297,21 @@ fn apply_object_op(c: CollectionId, coll: &mut MemCollection, op: &Op) -> Result
 }
 
 fn apply_creating_op(o: &mut MemObject, op: &Op) {
+    // A write that covers the rotten byte replaces it (and its block's
+    // checksum); the rest of its block is still read back as written.
+    if let Some(at) = o.rotten {
+        let at = at as u64;
+        let healed = match op {
+            Op::Write { offset, data, .. } => *offset <= at && at < offset + data.len() as u64,
+            Op::WriteFull { .. } => true,
+            Op::Truncate { size, .. } => *size <= at,
+            Op::Zero { offset, length, .. } => *offset <= at && at < offset.saturating_add(*length),
+            _ => false,
+        };
+        if healed {
+            o.rotten = None;
+        }
+    }
     match op {
         Op::Write { offset, data, .. } => write_at(&mut o.data, *offset, data),
         Op::WriteFull { data, .. } => o.data = data.to_vec(),
@@ -315,6 +381,16 @@ impl ObjectStore for MemStore {
     ) -> Result<Bytes, StoreError> {
         self.with_object(c, o, |object| {
             let (start, end) = options.span(object.data.len() as u64)?;
+            if let (true, Some(at)) = (options.verify_checksum, object.rotten) {
+                let block = usize_of(limits::CSUM_BLOCK_BYTES);
+                let first = at / block * block;
+                if usize_of(start) < first + block && first < usize_of(end) {
+                    return Err(StoreError::Corrupt(format!(
+                        "{c}/{o:?}: checksum mismatch in bytes {first}..{}",
+                        first + block
+                    )));
+                }
+            }
             Ok(Bytes::copy_from_slice(
                 &object.data[usize_of(start)..usize_of(end)],
             ))
@@ -443,6 +519,45 @@ mod tests {
             object: ObjectKey::new(Bytes::from(name.to_owned())),
             data: Bytes::from_static(data),
         })
+    }
+
+    /// Bit rot: a verified read of the rotten block is `Corrupt`, never
+    /// wrong bytes; an unverified one sees the flipped byte; other blocks
+    /// read fine; a crash keeps the rot (it is on disk); a write covering
+    /// the byte heals it.
+    #[test]
+    fn rot_fails_verified_reads_of_its_block_until_rewritten() {
+        let store = MemStore::with_manual_sync();
+        store.submit(Transaction::new(c()).with(Op::CreateCollection));
+        store.submit(write("a", &[7u8; 10_000]));
+        store.sync();
+        let key = ObjectKey::new(Bytes::from_static(b"a"));
+        assert!(!store.rot(c(), &key, 20_000), "past the end");
+        assert!(store.rot(c(), &key, 5_000));
+        assert!(store.is_rotten(c(), &key) && store.any_rotten());
+        assert!(matches!(
+            store.read(c(), &key, ReadOptions::default()),
+            Err(StoreError::Corrupt(_))
+        ));
+        let head = ReadOptions {
+            length_bytes: Some(4096),
+            ..ReadOptions::default()
+        };
+        assert_eq!(store.read(c(), &key, head).map(|b| b.len()), Ok(4096));
+        let unverified = ReadOptions {
+            verify_checksum: false,
+            ..ReadOptions::default()
+        };
+        let data = store.read(c(), &key, unverified).expect("unverified read");
+        assert_ne!(data[5_000], 7, "the flipped byte");
+        store.crash();
+        assert!(store.is_rotten(c(), &key), "rot is on disk");
+        store.submit(write("a", b"new"));
+        assert!(!store.is_rotten(c(), &key), "a full rewrite heals it");
+        assert_eq!(
+            store.read(c(), &key, ReadOptions::default()),
+            Ok(Bytes::from_static(b"new"))
+        );
     }
 
     /// With manual sync, a crash loses exactly the transactions not yet
