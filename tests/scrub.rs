@@ -110,22 +110,33 @@ fn inconsistent_objects(cluster: &Cluster) -> u64 {
         .unwrap_or_else(|| panic!("no scrub summary: {status}"))
 }
 
-/// Waits until no PG has inconsistent objects and all are active+clean.
-fn wait_repaired(cluster: &Cluster) {
+/// Polls `cairn status --json` until `done` holds of it and of its PG
+/// states; panics with `what` and the last status after [`WAIT`].
+fn wait_status(
+    cluster: &Cluster,
+    what: &str,
+    done: impl Fn(&serde_json::Value, &[String]) -> bool,
+) {
     let started = Instant::now();
     loop {
         let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
-        let states = status["pgs_by_state"]
+        let states: Vec<String> = status["pgs_by_state"]
             .as_object()
-            .cloned()
+            .map(|m| m.keys().cloned().collect())
             .unwrap_or_default();
-        let clean = states.len() == 1 && states.contains_key("active+clean");
-        if clean && status["scrub"]["inconsistent_objects"] == 0 {
+        if done(&status, &states) {
             return;
         }
-        assert!(started.elapsed() < WAIT, "not repaired: {status}");
+        assert!(started.elapsed() < WAIT, "{what}: {status}");
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Waits until no PG has inconsistent objects and all are active+clean.
+fn wait_repaired(cluster: &Cluster) {
+    wait_status(cluster, "not repaired", |status, states| {
+        states == ["active+clean"] && status["scrub"]["inconsistent_objects"] == 0
+    });
 }
 
 async fn verify(client: &Client) {
@@ -200,24 +211,15 @@ fn deep_scrub_finds_rotten_copies_and_repair_restores_them() {
         cluster.cairn(&["daemon", "start", "osd.0", "--data", &data]),
         "daemon start",
     );
-    let started = Instant::now();
-    loop {
-        let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
-        let states = status["pgs_by_state"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let settled = status["reported_epoch"] == status["epoch"]
-            && states.keys().all(|s| s.starts_with("active+clean"));
-        if settled && status["scrub"]["inconsistent_objects"] == OBJECTS {
-            break;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "not every object reported after a restart: {status}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_status(
+        &cluster,
+        "not every object reported after a restart",
+        |status, states| {
+            status["reported_epoch"] == status["epoch"]
+                && states.iter().all(|s| s.starts_with("active+clean"))
+                && status["scrub"]["inconsistent_objects"] == OBJECTS
+        },
+    );
 
     // Reads are right meanwhile: a damaged primary copy (osd.2's PGs) is
     // recovered from another copy before the read is answered.

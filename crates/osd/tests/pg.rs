@@ -160,6 +160,33 @@ impl Harness {
         }
     }
 
+    /// `rounds` times: delivers every queued message (FIFO per link),
+    /// completing every store commit after each, showing each to `seen`
+    /// (its receiver and itself) first; then ticks `primary`.
+    fn run_rounds(&mut self, rounds: u32, primary: u32, mut seen: impl FnMut(OsdId, &PgMsg)) {
+        for _ in 0..rounds {
+            while let Some(key) = self
+                .links
+                .iter()
+                .find(|(_, q)| !q.is_empty())
+                .map(|(k, _)| *k)
+            {
+                let msg = self
+                    .links
+                    .get_mut(&key)
+                    .and_then(VecDeque::pop_front)
+                    .expect("queued");
+                seen(key.1, &msg);
+                self.deliver(key.1, msg);
+                let osds: Vec<u32> = self.pgs.keys().map(|o| o.0).collect();
+                for osd in osds {
+                    self.commit(osd);
+                }
+            }
+            self.event(OsdId(primary), PgEvent::Tick);
+        }
+    }
+
     /// Hands `msg` to `to`; a pull is answered by the shell, as a push.
     fn deliver(&mut self, to: OsdId, msg: PgMsg) {
         if let PgMsg::Pull {
@@ -1085,23 +1112,11 @@ fn an_object_only_a_stray_holds_is_recovered_from_the_stray() {
         }
     }
     let mut pulled_from = Vec::new();
-    for _ in 0..20 {
-        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
-            let msg = h
-                .links
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front)
-                .expect("queued");
-            if matches!(msg, PgMsg::Pull { .. }) {
-                pulled_from.push(key.1);
-            }
-            h.deliver(key.1, msg);
-            for osd in [1, 2, 3] {
-                h.commit(osd);
-            }
+    h.run_rounds(20, 1, |to, msg| {
+        if matches!(msg, PgMsg::Pull { .. }) {
+            pulled_from.push(to);
         }
-        h.event(OsdId(1), PgEvent::Tick);
-    }
+    });
     assert_eq!(
         pulled_from.first(),
         Some(&OsdId(3)),
@@ -1314,23 +1329,11 @@ fn a_copy_marked_for_backfill_is_backfilled_not_trusted() {
     // The activation never comes: a new interval, led by osd.3.
     h.change_interval(&interval(6, &[3, 2, 1], 2));
     let mut backfill_to_2 = None;
-    for _ in 0..10 {
-        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
-            let msg = h
-                .links
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front)
-                .expect("queued");
-            if let (OsdId(2), PgMsg::Activate(activate)) = (key.1, &msg) {
-                backfill_to_2 = Some(activate.backfill);
-            }
-            h.deliver(key.1, msg);
-            for osd in [1, 2, 3] {
-                h.commit(osd);
-            }
+    h.run_rounds(10, 3, |to, msg| {
+        if let (OsdId(2), PgMsg::Activate(activate)) = (to, msg) {
+            backfill_to_2 = Some(activate.backfill);
         }
-        h.event(OsdId(3), PgEvent::Tick);
-    }
+    });
     assert_eq!(
         backfill_to_2,
         Some(true),
@@ -1482,23 +1485,11 @@ fn an_unreadable_source_is_passed_over_and_repaired_too() {
     assert_ne!(second.1, bad, "pulled from the other copy");
     assert_eq!(h.pg(1).inconsistent().1.len(), 1);
     let mut pushed_to = BTreeSet::new();
-    for _ in 0..5 {
-        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
-            let msg = h
-                .links
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front)
-                .expect("queued");
-            if matches!(msg, PgMsg::Push(_)) {
-                pushed_to.insert(key.1);
-            }
-            h.deliver(key.1, msg);
-            for osd in [1, 2, 3] {
-                h.commit(osd);
-            }
+    h.run_rounds(5, 1, |to, msg| {
+        if matches!(msg, PgMsg::Push(_)) {
+            pushed_to.insert(to);
         }
-        h.event(OsdId(1), PgEvent::Tick);
-    }
+    });
     assert!(
         pushed_to.contains(&bad),
         "the unreadable copy is repaired: {pushed_to:?}"
