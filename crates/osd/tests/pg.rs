@@ -1459,13 +1459,15 @@ fn an_unreadable_source_is_passed_over_and_repaired_too() {
             error: "checksum mismatch".into(),
         },
     );
+    // The link a pull is queued on.
+    let pull_link = |h: &Harness| {
+        h.links
+            .iter()
+            .find(|(_, q)| q.iter().any(|m| matches!(m, PgMsg::Pull { .. })))
+            .map(|(k, _)| *k)
+    };
     // The first pull goes to some source; that source's copy rotted too.
-    let first = h
-        .links
-        .iter()
-        .find(|(_, q)| q.iter().any(|m| matches!(m, PgMsg::Pull { .. })))
-        .map(|(k, _)| *k)
-        .expect("a pull");
+    let first = pull_link(&h).expect("a pull");
     let bad = first.1;
     h.links.get_mut(&first).expect("link").clear();
     h.event(
@@ -1476,12 +1478,7 @@ fn an_unreadable_source_is_passed_over_and_repaired_too() {
             object: a.clone(),
         }),
     );
-    let second = h
-        .links
-        .iter()
-        .find(|(_, q)| q.iter().any(|m| matches!(m, PgMsg::Pull { .. })))
-        .map(|(k, _)| *k)
-        .expect("a second pull");
+    let second = pull_link(&h).expect("a second pull");
     assert_ne!(second.1, bad, "pulled from the other copy");
     assert_eq!(h.pg(1).inconsistent().1.len(), 1);
     let mut pushed_to = BTreeSet::new();

@@ -867,33 +867,39 @@ impl World {
 
     /// Draws the chaos phase's bit flips, from an RNG of their own.
     fn plan_rot(&mut self, end_ms: u64, seed: u64) {
-        let gap = self.scenario.rot_gap_ms;
-        if gap == 0 {
-            return;
-        }
-        let mut rng = Rng::new(seed ^ 0xb17_f11c);
-        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
-        while at < end_ms {
-            let pick = rng.next_u64();
-            self.schedule(at - self.now_ms, Event::Fault(Fault::Rot { pick }));
-            at += rng.range(gap / 2, gap * 3 / 2);
-        }
+        let rng = Rng::new(seed ^ 0xb17_f11c);
+        self.plan_every(self.scenario.rot_gap_ms, rng, end_ms, |rng| Fault::Rot {
+            pick: rng.next_u64(),
+        });
     }
 
     /// Draws the chaos phase's operator scrubs, from an RNG of their own.
     fn plan_scrubs(&mut self, end_ms: u64, seed: u64) {
-        let gap = self.scenario.scrub_gap_ms;
-        if gap == 0 {
-            return;
-        }
-        let mut rng = Rng::new(seed ^ 0x5c4b_0002);
-        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
-        while at < end_ms {
-            let fault = Fault::Scrub {
+        let rng = Rng::new(seed ^ 0x5c4b_0002);
+        self.plan_every(self.scenario.scrub_gap_ms, rng, end_ms, |rng| {
+            Fault::Scrub {
                 pg_seed: u32::try_from(rng.below(64)).unwrap_or(0),
                 deep: rng.below(2) == 0,
                 repair: rng.below(3) == 0,
-            };
+            }
+        });
+    }
+
+    /// Schedules a fault `make` draws about every `gap` ms (half to one and
+    /// a half of it apart) until `end_ms`; none if `gap` is 0.
+    fn plan_every(
+        &mut self,
+        gap: u64,
+        mut rng: Rng,
+        end_ms: u64,
+        mut make: impl FnMut(&mut Rng) -> Fault,
+    ) {
+        if gap == 0 {
+            return;
+        }
+        let mut at = self.now_ms + rng.range(gap / 2, gap * 3 / 2);
+        while at < end_ms {
+            let fault = make(&mut rng);
             self.schedule(at - self.now_ms, Event::Fault(fault));
             at += rng.range(gap / 2, gap * 3 / 2);
         }
