@@ -2317,7 +2317,7 @@ fn scrub_entry(
             while offset < stat.size_bytes {
                 let length = (stat.size_bytes - offset).min(SCRUB_READ_BYTES);
                 let data = store.read(collection, key, ReadOptions::range(offset, length))?;
-                crc = crc32c::crc32c_append(crc, &data);
+                crc = cairn_types::crc::crc32c_append(crc, &data);
                 offset += length;
             }
             entry.data_digest = Some(crc);

@@ -390,8 +390,8 @@ pub fn map_digest_append<'a>(
     for (key, value) in entries {
         for part in [key, value] {
             let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
-            crc = crc32c::crc32c_append(crc, &len.to_le_bytes());
-            crc = crc32c::crc32c_append(crc, part);
+            crc = cairn_types::crc::crc32c_append(crc, &len.to_le_bytes());
+            crc = cairn_types::crc::crc32c_append(crc, part);
         }
     }
     crc

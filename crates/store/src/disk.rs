@@ -485,7 +485,7 @@ fn write_staged(file: &File, data: &[u8], offset: u64) -> std::io::Result<Vec<u3
     let mut csums = Vec::with_capacity(data.len().div_ceil(block));
     for (source, target) in data.chunks(block).zip(staged.chunks_mut(block)) {
         target[..source.len()].copy_from_slice(source);
-        csums.push(crc32c::crc32c(&target[..source.len()]));
+        csums.push(cairn_types::crc::crc32c(&target[..source.len()]));
     }
     staged[data.len()..].fill(0);
     let result = file.write_all_at(staged, offset).map(|()| csums);
@@ -576,7 +576,7 @@ fn read_extent(
     if verify {
         for (i, chunk) in span.chunks(to_usize(block)).enumerate() {
             let index = to_usize(first) + i;
-            if extent.csums.get(index) != Some(&crc32c::crc32c(chunk)) {
+            if extent.csums.get(index) != Some(&cairn_types::crc::crc32c(chunk)) {
                 let at = span_start + i as u64 * block;
                 return Err(StoreError::Corrupt(format!(
                     "{}: checksum mismatch in extent bytes {}..{} (data file offset {})",

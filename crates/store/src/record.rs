@@ -16,7 +16,7 @@ const VALUE_HEADER_BYTES: usize = 5;
 
 /// Wraps `body` for storing under `key`.
 pub fn seal(key: &[u8], body: &[u8]) -> Vec<u8> {
-    let crc = crc32c::crc32c_append(crc32c::crc32c(key), body);
+    let crc = cairn_types::crc::crc32c_append(cairn_types::crc::crc32c(key), body);
     let mut out = Vec::with_capacity(VALUE_HEADER_BYTES + body.len());
     out.push(VALUE_FORMAT);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -42,7 +42,7 @@ pub fn open<'a>(key: &[u8], value: &'a [u8], what: &str) -> Result<&'a [u8], Sto
     }
     let stored = u32::from_le_bytes([value[1], value[2], value[3], value[4]]);
     let body = &value[VALUE_HEADER_BYTES..];
-    if crc32c::crc32c_append(crc32c::crc32c(key), body) != stored {
+    if cairn_types::crc::crc32c_append(cairn_types::crc::crc32c(key), body) != stored {
         return corrupt("metadata checksum mismatch");
     }
     Ok(body)
@@ -288,7 +288,7 @@ impl Superblock {
 /// crc32c of each [`limits::CSUM_BLOCK_BYTES`] block of `data`.
 pub fn block_csums(data: &[u8]) -> Vec<u32> {
     data.chunks(usize::try_from(limits::CSUM_BLOCK_BYTES).unwrap_or(4096))
-        .map(crc32c::crc32c)
+        .map(cairn_types::crc::crc32c)
         .collect()
 }
 

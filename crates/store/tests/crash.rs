@@ -69,7 +69,16 @@ fn transaction(thread: u64, seq: u64) -> Transaction {
     let mut txn = Transaction::new(COLLECTION);
     for _ in 0..=rng.below(3) {
         let o = object(thread, rng.below(OBJECTS_PER_THREAD));
-        let size = [0u64, 100, 5000, 16 * 1024, 40_000, 300_000, 1 << 20][rng.below(7) as usize];
+        // Alternate runs of 40 transactions that write only small payloads
+        // (through the page cache, so only the batch's `fdatasync` of the
+        // data file makes them durable; no direct write hides a missing one)
+        // with runs of every size.
+        let sizes: &[u64] = if (seq / 40).is_multiple_of(2) {
+            &[0, 100, 5000, 16 * 1024, 40_000]
+        } else {
+            &[0, 100, 5000, 16 * 1024, 40_000, 300_000, 1 << 20]
+        };
+        let size = sizes[rng.below(sizes.len() as u64) as usize];
         let seed = rng.next();
         // Touch first, so no transaction fails on a missing object.
         txn.push(Op::Touch { object: o.clone() });

@@ -75,7 +75,7 @@ pub fn encode<T: Serialize>(
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&0u16.to_le_bytes());
     out.extend_from_slice(&body_size_bytes.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..12]), &body);
+    let crc = crate::crc::crc32c_append(crate::crc::crc32c(&out[..12]), &body);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&body);
     debug_assert_eq!(
@@ -136,7 +136,7 @@ pub fn check<'a>(
         return Err(EnvelopeError::Trailing((rest.len() - body_len) as u64));
     }
     let stored = u32::from_le_bytes(word(12));
-    let computed = crc32c::crc32c_append(crc32c::crc32c(&header[..12]), rest);
+    let computed = crate::crc::crc32c_append(crate::crc::crc32c(&header[..12]), rest);
     if stored != computed {
         return Err(EnvelopeError::Checksum { stored, computed });
     }
@@ -270,7 +270,7 @@ mod tests {
             out.extend_from_slice(&1u16.to_le_bytes());
             out.extend_from_slice(&0u16.to_le_bytes());
             out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..12]), &body);
+            let crc = crate::crc::crc32c_append(crate::crc::crc32c(&out[..12]), &body);
             out.extend_from_slice(&crc.to_le_bytes());
             out.extend_from_slice(&body);
             let _ = decode::<Sample>(&out, MAGIC, 1);

@@ -201,9 +201,9 @@ fn check_size(field: &'static str, size_bytes: usize, limit_bytes: u32) -> Resul
 
 /// crc32c over header bytes 0..28, then the body, then the data.
 fn frame_crc(header_checked: &[u8], body: &[u8], data: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(header_checked);
-    let crc = crc32c::crc32c_append(crc, body);
-    crc32c::crc32c_append(crc, data)
+    let crc = cairn_types::crc::crc32c(header_checked);
+    let crc = cairn_types::crc::crc32c_append(crc, body);
+    cairn_types::crc::crc32c_append(crc, data)
 }
 
 /// A header whose fields passed every check that needs no payload.
