@@ -54,8 +54,8 @@ use cairn_mon::proto::MonCommand;
 use cairn_mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
 use cairn_placement::{Redundancy, Weight};
 use cairn_store::{
-    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig, StoreError,
-    Transaction,
+    CollectionId, DiskStore, ObjectKey, ObjectStore, Op, Prepared, ReadOptions, StoreConfig,
+    StoreError, Transaction,
 };
 use cairn_types::options::Settings;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -428,6 +428,8 @@ type Committed = (PgId, StoreWrite, Result<(), StoreError>);
 enum StoreJob {
     Write(PgId, StoreWrite),
     Barrier(oneshot::Sender<()>),
+    /// From a prepare thread: the transaction queued as number `.0`.
+    Prepared(u64, Prepared),
 }
 
 /// What the submitter hands the waiter.
@@ -436,32 +438,107 @@ enum Submitted {
     Barrier(oneshot::Sender<()>),
 }
 
-/// Starts the store's submitter (submits in the order transactions were
-/// queued, which is version order per PG) and waiter (reports commits).
-/// The channels are unbounded: what is in them is bounded by each PG's
-/// in-flight limit (`PgLimits::inflight_max`), and a bounded queue here
-/// could block the PG lock against the commit loop that drains it.
+/// A job the submitter holds until every job queued before it is handed
+/// to the store.
+enum Pending {
+    /// `None` while a prepare thread works on it.
+    Write(PgId, StoreWrite, Option<Prepared>),
+    Barrier(oneshot::Sender<()>),
+}
+
+/// Threads that prepare large transactions at once: a 4 MiB write's data
+/// goes to disk while it is prepared ([`DiskStore::prepare`]), and one at a
+/// time kept each OSD's disk queue one request deep. Smaller transactions
+/// are prepared by the submitter itself (a page-cache write), without a
+/// thread hand-off.
+const STORE_PREPARE_THREADS: usize = 4;
+
+/// Starts the store's threads: a submitter that takes transactions in the
+/// order they were queued (version order per PG), prepares them (large ones
+/// on [`STORE_PREPARE_THREADS`] threads at once) and hands them to the store
+/// in that same order; and a waiter that reports commits. The channels are
+/// unbounded: what is in them is bounded by each PG's in-flight limit
+/// (`PgLimits::inflight_max`), and a bounded queue here could block the PG
+/// lock against the commit loop that drains it.
 fn start_store_threads(
     store: Arc<DiskStore>,
 ) -> (
-    std::sync::mpsc::Sender<StoreJob>,
+    mpsc::UnboundedSender<StoreJob>,
     mpsc::UnboundedReceiver<Committed>,
 ) {
-    let (store_tx, store_rx) = std::sync::mpsc::channel::<StoreJob>();
+    let (store_tx, mut store_rx) = mpsc::unbounded_channel::<StoreJob>();
+    let (prepare_tx, prepare_rx) = std::sync::mpsc::channel::<(u64, Transaction)>();
+    let prepare_rx = Arc::new(Mutex::new(prepare_rx));
     let (wait_tx, wait_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
+    for _ in 0..STORE_PREPARE_THREADS {
+        let store = Arc::clone(&store);
+        let jobs = Arc::clone(&prepare_rx);
+        let results = store_tx.clone();
+        std::thread::spawn(move || {
+            loop {
+                let next = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                let Ok((seq, txn)) = next else { break };
+                if results
+                    .send(StoreJob::Prepared(seq, store.prepare(txn)))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
     std::thread::spawn(move || {
-        for job in store_rx {
-            let submitted = match job {
+        // Jobs not yet handed to the store, in queue order; the first is
+        // number `first`.
+        let mut pending = std::collections::VecDeque::<Pending>::new();
+        let mut first = 0u64;
+        while let Some(job) = store_rx.blocking_recv() {
+            match job {
                 StoreJob::Write(pg, mut write) => {
                     let collection = write.txn.collection;
                     let txn = std::mem::replace(&mut write.txn, Transaction::new(collection));
-                    Submitted::Write(pg, write, store.submit(txn))
+                    let prepared =
+                        if txn.payload_bytes() < cairn_store::limits::DIRECT_WRITE_BYTES_MIN {
+                            Some(store.prepare(txn))
+                        } else {
+                            let seq = first + pending.len() as u64;
+                            if prepare_tx.send((seq, txn)).is_err() {
+                                break;
+                            }
+                            None
+                        };
+                    pending.push_back(Pending::Write(pg, write, prepared));
                 }
-                StoreJob::Barrier(done) => Submitted::Barrier(done),
-            };
-            if wait_tx.send(submitted).is_err() {
-                break;
+                StoreJob::Barrier(done) => pending.push_back(Pending::Barrier(done)),
+                StoreJob::Prepared(seq, prepared) => {
+                    let slot = seq
+                        .checked_sub(first)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .and_then(|i| pending.get_mut(i));
+                    if let Some(Pending::Write(_, _, slot)) = slot {
+                        *slot = Some(prepared);
+                    }
+                }
+            }
+            while matches!(
+                pending.front(),
+                Some(Pending::Barrier(_) | Pending::Write(_, _, Some(_)))
+            ) {
+                let Some(job) = pending.pop_front() else {
+                    break;
+                };
+                first += 1;
+                let submitted = match job {
+                    Pending::Write(pg, write, Some(prepared)) => {
+                        Submitted::Write(pg, write, store.submit_prepared(prepared))
+                    }
+                    Pending::Write(..) => unreachable!("only prepared writes leave the queue"),
+                    Pending::Barrier(done) => Submitted::Barrier(done),
+                };
+                if wait_tx.send(submitted).is_err() {
+                    return;
+                }
             }
         }
     });
@@ -715,7 +792,7 @@ struct Osd {
     pg_limits: PgLimits,
     config: OsdConfig,
     store: Arc<DiskStore>,
-    store_tx: std::sync::mpsc::Sender<StoreJob>,
+    store_tx: mpsc::UnboundedSender<StoreJob>,
     /// Collections held at start (strays included), until purged: their PGs
     /// get a core even where this OSD does not act, so the primary learns
     /// of the copy and has it removed once clean.

@@ -643,17 +643,57 @@ pub(crate) fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
     Ok((total, total.saturating_sub(available), available))
 }
 
-impl ObjectStore for DiskStore {
-    fn submit(&self, txn: Transaction) -> Commit {
-        if let Err(e) = txn.validate().and_then(|()| self.check_space(&txn)) {
-            return Commit::done(Err(e));
+/// A transaction whose large payloads are already on disk, not yet queued
+/// (see [`DiskStore::prepare`]). Dropped unqueued, it gives its extents
+/// back.
+#[derive(Debug)]
+pub struct Prepared {
+    space: crate::alloc::Space,
+    state: Option<Result<(Transaction, Vec<Payload>), StoreError>>,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if let Some(Ok((_, payloads))) = self.state.take() {
+            let extents: Vec<Extent> = payloads
+                .into_iter()
+                .flat_map(Payload::into_extents)
+                .collect();
+            self.space.release(&extents);
         }
-        let payloads = match self.prewrite(&txn) {
-            Ok(p) => p,
-            Err(e) => return Commit::done(Err(e)),
+    }
+}
+
+impl DiskStore {
+    /// The first half of [`ObjectStore::submit`]: validates `txn`, checks
+    /// space and writes its large payloads to fresh extents (for a 4 MiB
+    /// write, most of its time). It orders and commits nothing, so several
+    /// threads may prepare at once and keep the disk busy;
+    /// [`DiskStore::submit_prepared`] then queues them in the order they
+    /// must apply. A refusal is kept and reported by `submit_prepared`.
+    pub fn prepare(&self, txn: Transaction) -> Prepared {
+        let state = txn
+            .validate()
+            .and_then(|()| self.check_space(&txn))
+            .and_then(|()| self.prewrite(&txn))
+            .map(|payloads| (txn, payloads));
+        Prepared {
+            space: self.shared.space.clone(),
+            state: Some(state),
+        }
+    }
+
+    /// The second half of [`ObjectStore::submit`]: queues a prepared
+    /// transaction after every one queued before it.
+    pub fn submit_prepared(&self, mut prepared: Prepared) -> Commit {
+        let (txn, payloads) = match prepared.state.take() {
+            Some(Ok(ready)) => ready,
+            Some(Err(e)) => return Commit::done(Err(e)),
+            None => return Commit::done(Err(StoreError::Closed)),
         };
         let (reply, commit) = Commit::channel();
         let Some(queue) = &self.queue else {
+            prepared.state = Some(Ok((txn, payloads)));
             return Commit::done(Err(StoreError::Closed));
         };
         if let Err(failed) = queue.send(Job {
@@ -661,16 +701,18 @@ impl ObjectStore for DiskStore {
             payloads,
             reply,
         }) {
-            let extents: Vec<Extent> = failed
-                .0
-                .payloads
-                .into_iter()
-                .flat_map(Payload::into_extents)
-                .collect();
-            self.shared.space.release(&extents);
+            let Job { txn, payloads, .. } = failed.0;
+            // Dropping `prepared` gives the extents back.
+            prepared.state = Some(Ok((txn, payloads)));
             return Commit::done(Err(StoreError::Closed));
         }
         commit
+    }
+}
+
+impl ObjectStore for DiskStore {
+    fn submit(&self, txn: Transaction) -> Commit {
+        self.submit_prepared(self.prepare(txn))
     }
 
     fn read(

@@ -23,7 +23,7 @@ mod mem;
 mod record;
 mod txn;
 
-pub use disk::{DiskStore, StoreConfig};
+pub use disk::{DiskStore, Prepared, StoreConfig};
 pub use mem::MemStore;
 pub use txn::{Op, Transaction};
 
