@@ -521,21 +521,19 @@ fn start_store_threads(
                     }
                 }
             }
-            while matches!(
-                pending.front(),
-                Some(Pending::Barrier(_) | Pending::Write(_, _, Some(_)))
-            ) {
-                let Some(job) = pending.pop_front() else {
-                    break;
-                };
-                first += 1;
+            // Hand on every job at the front that is ready.
+            while let Some(job) = pending.pop_front() {
                 let submitted = match job {
                     Pending::Write(pg, write, Some(prepared)) => {
                         Submitted::Write(pg, write, store.submit_prepared(prepared))
                     }
-                    Pending::Write(..) => unreachable!("only prepared writes leave the queue"),
                     Pending::Barrier(done) => Submitted::Barrier(done),
+                    waiting @ Pending::Write(_, _, None) => {
+                        pending.push_front(waiting);
+                        break;
+                    }
                 };
+                first += 1;
                 if wait_tx.send(submitted).is_err() {
                     return;
                 }
