@@ -246,11 +246,21 @@ impl Filesystem for LossyOps {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.with(|state| state.write(fh.0, offset, data)) {
+        // The kernel passes `O_DSYNC`/`O_SYNC` (of the open file or of this
+        // one write) for the server to honour: such a write is durable when
+        // it returns, as if an `fdatasync` had followed it.
+        let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
+        match self.with(|state| {
+            let written = state.write(fh.0, offset, data)?;
+            if sync {
+                state.fsync(fh.0)?;
+            }
+            Ok(written)
+        }) {
             Ok(written) => reply.written(written),
             Err(err) => reply.error(err),
         }

@@ -123,6 +123,29 @@ fn fsynced_data_survives_unsynced_data_reverts() {
     assert_eq!(fs::read(&path).expect("read"), b"HELLO, again");
 }
 
+#[test]
+fn writes_through_o_dsync_handles_are_durable_when_they_return() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(rig) = rig() else { return };
+    let path = rig.root.join("log");
+    write_durable(&path, &[0u8; 8192]);
+    let synced = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DSYNC)
+        .open(&path)
+        .expect("open O_DSYNC");
+    synced.write_all_at(b"durable", 0).expect("write");
+    // The same file through a plain handle: volatile.
+    let plain = OpenOptions::new().write(true).open(&path).expect("open");
+    plain.write_all_at(b"volatile", 4096).expect("write");
+    drop((synced, plain));
+    decoy_write(&rig.root);
+    rig.fs.power_loss(4);
+    let bytes = fs::read(&path).expect("read");
+    assert_eq!(&bytes[..7], b"durable");
+    assert_eq!(&bytes[4096..4104], &[0u8; 8]);
+}
+
 /// Creates `path` with `bytes` and fsyncs the file only.
 fn write_synced_file_only(path: &Path, bytes: &[u8]) {
     let mut file = File::create(path).expect("create");

@@ -13,11 +13,14 @@ use crate::disk::{Shared, punch, read_record, write_extents};
 use crate::mem::split_mask;
 use crate::record::{self, Data, Extent, ObjectRecord, Piece};
 use crate::txn::{Op, Transaction};
+use crate::wal::{self, Change, DataWrite, Space as WalSpace, Wal, WalBody};
 use crate::{CollectionId, ObjectKey, StoreError, limits};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a submitter already wrote for one operation.
 #[derive(Debug)]
@@ -44,6 +47,8 @@ pub(crate) struct Job {
     pub txn: Transaction,
     pub payloads: Vec<Payload>,
     pub reply: SyncSender<Result<(), StoreError>>,
+    /// Dropped once the reply is sent.
+    pub active: Option<crate::disk::Active>,
 }
 
 /// An object as the batch sees it.
@@ -91,19 +96,46 @@ struct Overlay {
 
 pub(crate) struct Committer {
     shared: Shared,
+    wal: Wal,
+    /// Extents freed by batches since the last checkpoint. They are not
+    /// reused before it: replaying an older record rewrites its small
+    /// extents, which must not by then hold another object's data.
+    freed_since_checkpoint: Vec<Extent>,
+    /// A checkpoint running on its own thread, so the flush of the data
+    /// file (megabytes of small extents) does not stall commits.
+    in_flight: Option<InFlight>,
+}
+
+/// A background checkpoint: what it covers and what it lets go.
+struct InFlight {
+    mark: wal::Mark,
+    freed: Vec<Extent>,
+    done: Receiver<Result<(), StoreError>>,
 }
 
 impl Committer {
-    pub fn new(shared: Shared) -> Committer {
-        Committer { shared }
+    pub fn new(shared: Shared, wal: Wal) -> Committer {
+        Committer {
+            shared,
+            wal,
+            freed_since_checkpoint: Vec::new(),
+            in_flight: None,
+        }
     }
 
-    /// Serves the queue until every sender is gone.
-    pub fn run(self, jobs: &Receiver<Job>) {
+    /// Serves the queue until every sender is gone, checkpointing when the
+    /// log fills or the queue is idle.
+    pub fn run(mut self, jobs: &Receiver<Job>) {
         loop {
             let first = match jobs.recv_timeout(Duration::from_millis(100)) {
                 Ok(job) => job,
                 Err(RecvTimeoutError::Timeout) => {
+                    self.finish_checkpoint(true);
+                    if self.wal.since_checkpoint() > 0 {
+                        // A failure here is retried at the next chance; the
+                        // log still holds every record.
+                        let _ = self.checkpoint();
+                    }
                     self.reclaim();
                     continue;
                 }
@@ -111,22 +143,44 @@ impl Committer {
             };
             let mut bytes = first.txn.payload_bytes();
             let mut batch = vec![first];
+            // Take what is queued; if more transactions are being prepared
+            // than are queued, wait a moment for them (Postgres's
+            // `commit_delay`): they join this flush rather than wait out a
+            // whole one. A lone writer never waits.
+            let deadline = Instant::now() + limits::GROUP_COMMIT_WAIT;
             while batch.len() < limits::BATCH_TXNS_MAX && bytes < limits::BATCH_BYTES_MAX {
-                match jobs.try_recv() {
-                    Ok(job) => {
-                        bytes += job.txn.payload_bytes();
-                        batch.push(job);
+                let job = match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => {
+                        let now = Instant::now();
+                        if self.shared.active.load(Ordering::Relaxed) <= batch.len()
+                            || now >= deadline
+                        {
+                            break;
+                        }
+                        match jobs.recv_timeout(deadline - now) {
+                            Ok(job) => job,
+                            Err(_) => break,
+                        }
                     }
-                    Err(_) => break,
-                }
+                };
+                bytes += job.txn.payload_bytes();
+                batch.push(job);
             }
             self.commit_batch(batch);
+            self.finish_checkpoint(false);
+            if self.in_flight.is_none() && self.wal.since_checkpoint() >= self.wal.capacity() / 4 {
+                self.start_checkpoint();
+            }
             self.reclaim();
+        }
+        if self.wal.since_checkpoint() > 0 {
+            let _ = self.checkpoint();
         }
         self.reclaim();
     }
 
-    fn commit_batch(&self, jobs: Vec<Job>) {
+    fn commit_batch(&mut self, jobs: Vec<Job>) {
         let mut batch = Batch {
             shared: &self.shared,
             overlay: Overlay::default(),
@@ -135,7 +189,9 @@ impl Committer {
         let mut results = Vec::with_capacity(jobs.len());
         let mut committed_allocations = Vec::new();
         let mut freed = Vec::new();
+        let mut active = Vec::with_capacity(jobs.len());
         for job in jobs {
+            active.push(job.active);
             let mut ctx = TxnCtx::default();
             let result = batch.apply(&mut ctx, job.txn, job.payloads);
             match result {
@@ -147,18 +203,151 @@ impl Committer {
             }
             results.push((job.reply, result));
         }
-        if let Err(e) = batch.persist() {
-            // The disk failed under us: nothing of this batch is durable, so
-            // nothing it allocated is referenced.
-            self.shared.space.release(&committed_allocations);
+        let wrote_data = batch.wrote_data;
+        let persisted = batch
+            .changes()
+            .and_then(|changes| self.persist(changes, wrote_data, &committed_allocations));
+        if let Err(e) = persisted {
+            // The disk failed under us. The batch's record may or may not
+            // have reached the log, so what it allocated stays allocated
+            // (the next open finds it free if the record is not there).
             for (reply, result) in results {
                 let _ = reply.send(result.and(Err(e.clone())));
             }
             return;
         }
-        self.shared.space.defer(freed);
+        self.freed_since_checkpoint.append(&mut freed);
         for (reply, result) in results {
             let _ = reply.send(result);
+        }
+    }
+
+    /// Makes a batch durable with one log record: the data file is flushed
+    /// first only if the batch wrote large extents (those are not logged).
+    /// A batch too large for one record is made durable by a checkpoint.
+    fn persist(
+        &mut self,
+        changes: Vec<Change>,
+        wrote_data: bool,
+        allocated: &[Extent],
+    ) -> Result<(), StoreError> {
+        let (small, large): (Vec<&Extent>, Vec<&Extent>) = allocated
+            .iter()
+            .partition(|e| e.length < limits::DIRECT_WRITE_BYTES_MIN);
+        let small_bytes: u64 = small.iter().map(|e| e.length).sum();
+        if small_bytes <= limits::WAL_RECORD_BYTES_MAX {
+            let mut data = Vec::with_capacity(small.len());
+            for e in &small {
+                // Still in the page cache: the submitter wrote it moments ago.
+                let mut bytes = vec![0u8; usize::try_from(e.length).unwrap_or(0)];
+                self.shared.data.read_exact_at(&mut bytes, e.offset)?;
+                data.push(DataWrite {
+                    offset: e.offset,
+                    bytes,
+                });
+            }
+            let body = WalBody { changes, data };
+            let encoded = wal::encode(&body);
+            if !self.wal.fits(encoded.len()) {
+                self.finish_checkpoint(true);
+            }
+            if self.wal.fits(encoded.len()) {
+                if !large.is_empty() {
+                    self.shared.data.sync_data()?;
+                }
+                self.wal.append(&encoded)?;
+                return apply_changes(&self.shared, &body.changes);
+            }
+            if wrote_data {
+                self.shared.data.sync_data()?;
+            }
+            apply_changes(&self.shared, &body.changes)?;
+            return self.checkpoint();
+        }
+        if wrote_data {
+            self.shared.data.sync_data()?;
+        }
+        apply_changes(&self.shared, &changes)?;
+        self.checkpoint()
+    }
+
+    /// Makes everything applied so far durable in the data file and the
+    /// metadata database, moves the log's start past it and lets the
+    /// extents freed since the last checkpoint go to reuse.
+    fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.finish_checkpoint(true);
+        let s = &self.shared;
+        s.data.sync_data()?;
+        // fdatasync suffices on Linux: it persists the metadata needed to
+        // read the data back (size, extent state of the preallocated
+        // journal); fsync would also journal inode times on every commit.
+        s.db.persist(fjall::PersistMode::SyncData)?;
+        self.wal.checkpoint()?;
+        self.shared
+            .space
+            .defer(std::mem::take(&mut self.freed_since_checkpoint));
+        Ok(())
+    }
+
+    /// Starts a checkpoint of everything applied so far on its own thread.
+    /// Commits go on meanwhile; their records stay for the next one.
+    fn start_checkpoint(&mut self) {
+        let Ok(header) = self.wal.header() else {
+            return;
+        };
+        let mark = self.wal.mark();
+        let shared = self.shared.clone();
+        let (tx, done) = std::sync::mpsc::sync_channel(1);
+        let spawned = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || {
+                let result = (|| {
+                    shared.data.sync_data()?;
+                    shared.db.persist(fjall::PersistMode::SyncData)?;
+                    header.write(&mark)?;
+                    Ok(())
+                })();
+                let _ = tx.send(result);
+            });
+        if spawned.is_ok() {
+            self.in_flight = Some(InFlight {
+                mark,
+                freed: std::mem::take(&mut self.freed_since_checkpoint),
+                done,
+            });
+        }
+    }
+
+    /// Takes in a background checkpoint that has finished (or, with
+    /// `wait`, waits for it): its part of the ring is free again and the
+    /// extents freed before it go to reuse.
+    fn finish_checkpoint(&mut self, wait: bool) {
+        let Some(in_flight) = self.in_flight.take() else {
+            return;
+        };
+        let result = if wait {
+            in_flight.done.recv().ok()
+        } else {
+            match in_flight.done.try_recv() {
+                Ok(result) => Some(result),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.in_flight = Some(in_flight);
+                    return;
+                }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+            }
+        };
+        let InFlight {
+            mark, mut freed, ..
+        } = in_flight;
+        if let Some(Ok(())) = result {
+            self.wal.checkpointed(&mark);
+            self.shared.space.defer(freed);
+        } else {
+            // Failed: the log still holds its records and the frees wait
+            // for the next checkpoint.
+            freed.append(&mut self.freed_since_checkpoint);
+            self.freed_since_checkpoint = freed;
         }
     }
 
@@ -623,23 +812,21 @@ impl Batch<'_> {
         self.shared.space.release(&ctx.allocated);
     }
 
-    /// Makes the batch durable: data first, then all metadata at once.
-    fn persist(&self) -> Result<(), StoreError> {
-        if self.wrote_data {
-            self.shared.data.sync_data()?;
-        }
+    /// Every metadata change of the batch, as whole key images.
+    fn changes(&self) -> Result<Vec<Change>, StoreError> {
         let s = self.shared;
-        // fdatasync suffices on Linux: it persists the metadata needed to
-        // read the data back (size, extent state of the preallocated
-        // journal); fsync would also journal inode times on every commit.
-        let mut batch = s.db.batch().durability(Some(fjall::PersistMode::SyncData));
+        let mut out = Vec::new();
+        let mut put = |space, key: Vec<u8>, value: Option<Vec<u8>>| {
+            out.push(Change {
+                space,
+                key,
+                value: value.map(serde_bytes::ByteBuf::from),
+            });
+        };
         for (&c, &exists) in &self.overlay.collections {
             let key = record::collection_prefix(c);
-            if exists {
-                batch.insert(&s.collections, key, record::seal(&key, &[]));
-            } else {
-                batch.remove(&s.collections, key);
-            }
+            let value = exists.then(|| record::seal(&key, &[]));
+            put(WalSpace::Collections, key.to_vec(), value);
         }
         // One batch must not both remove and insert a key (its items share a
         // sequence number), so cleared keys set again are left to the insert.
@@ -648,45 +835,54 @@ impl Batch<'_> {
                 let key = item.key()?;
                 let user = Bytes::copy_from_slice(&key[8..]);
                 if !self.overlay.meta.contains_key(&(c, user)) {
-                    batch.remove(&s.meta, key);
+                    put(WalSpace::Meta, key.to_vec(), None);
                 }
             }
         }
         for ((c, key), value) in &self.overlay.meta {
             let full = record::meta_key(*c, key);
-            match value {
-                Some(v) => batch.insert(&s.meta, full.clone(), record::seal(&full, v)),
-                None => batch.remove(&s.meta, full),
-            }
+            let value = value.as_ref().map(|v| record::seal(&full, v));
+            put(WalSpace::Meta, full, value);
         }
         for ((c, o), state) in &self.overlay.objects {
             let key = record::object_key(*c, o);
-            match &state.record {
-                Some(rec) => batch.insert(&s.objects, key.clone(), rec.encode(&key)),
-                None => batch.remove(&s.objects, key),
-            }
+            let value = state.record.as_ref().map(|rec| rec.encode(&key));
+            put(WalSpace::Objects, key, value);
             let prefix = record::omap_prefix(*c, o);
             if state.omap_cleared {
                 for item in s.omap.prefix(&prefix) {
                     let key = item.key()?;
                     if !state.omap.contains_key(&key[prefix.len()..]) {
-                        batch.remove(&s.omap, key);
+                        put(WalSpace::Omap, key.to_vec(), None);
                     }
                 }
             }
             for (k, v) in &state.omap {
                 let full = [prefix.as_slice(), k].concat();
-                match v {
-                    Some(v) => batch.insert(&s.omap, full.clone(), record::seal(&full, v)),
-                    None => batch.remove(&s.omap, full),
-                }
+                let value = v.as_ref().map(|v| record::seal(&full, v));
+                put(WalSpace::Omap, full, value);
             }
         }
-        if !batch.is_empty() {
-            batch.commit()?;
-        }
-        Ok(())
+        Ok(out)
     }
+}
+
+/// Applies key images to the metadata database as one atomic batch, not
+/// flushed (the log or a checkpoint makes them durable).
+pub(crate) fn apply_changes(shared: &Shared, changes: &[Change]) -> Result<(), StoreError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let mut batch = shared.db.batch().durability(None);
+    for change in changes {
+        let keyspace = shared.keyspace(change.space);
+        match &change.value {
+            Some(value) => batch.insert(keyspace, change.key.as_slice(), value.as_slice()),
+            None => batch.remove(keyspace, change.key.as_slice()),
+        }
+    }
+    batch.commit()?;
+    Ok(())
 }
 
 fn restore<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, before: Option<V>) {

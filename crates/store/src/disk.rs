@@ -13,9 +13,10 @@
 //! Readers go straight to fjall and the data file.
 
 use crate::alloc::{Allocator, Space};
-use crate::commit::{Committer, Job, Payload};
+use crate::commit::{Committer, Job, Payload, apply_changes};
 use crate::record::{self, Data, Extent, ObjectRecord, Superblock};
 use crate::txn::{Op, Transaction};
+use crate::wal::{self, Wal};
 use crate::{
     Capacity, CollectionId, Commit, ObjectKey, ObjectPage, ObjectStat, ObjectStore, ReadOptions,
     StoreError, limits,
@@ -28,6 +29,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 
@@ -67,8 +69,21 @@ pub(crate) struct Shared {
     /// system supports it; cleared at the first refusal.
     pub data_direct: Arc<std::sync::RwLock<Option<File>>>,
     pub space: Space,
+    /// Transactions prepared and not yet answered.
+    pub active: Arc<AtomicUsize>,
     pub dir: PathBuf,
     pub config: StoreConfig,
+}
+
+impl Shared {
+    pub(crate) fn keyspace(&self, space: wal::Space) -> &Keyspace {
+        match space {
+            wal::Space::Collections => &self.collections,
+            wal::Space::Objects => &self.objects,
+            wal::Space::Omap => &self.omap,
+            wal::Space::Meta => &self.meta,
+        }
+    }
 }
 
 /// The on-disk object store.
@@ -146,16 +161,18 @@ impl DiskStore {
             db,
             data: Arc::new(data),
             space: Space::new(Allocator::default()),
+            active: Arc::default(),
             dir: dir.to_path_buf(),
             config,
         };
+        let wal = recover(&shared)?;
         let shared = Shared {
             space: Space::new(rebuild_allocator(&shared)?),
             ..shared
         };
         punch_free_runs(&shared);
         let (queue, jobs) = std::sync::mpsc::sync_channel(limits::COMMIT_QUEUE_MAX);
-        let committer = Committer::new(shared.clone());
+        let committer = Committer::new(shared.clone(), wal);
         let handle = std::thread::Builder::new()
             .name("store-commit".into())
             .spawn(move || committer.run(&jobs))?;
@@ -301,32 +318,68 @@ fn create_dirs_durably(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Checks the superblock, writing it into a new store. A format 1 store
+/// (before the commit log) is upgraded in place: it has no log to replay,
+/// and once its superblock says 2 an older build refuses it rather than
+/// miss records in a log it does not know.
 fn check_superblock(db: &Database, keyspace: &Keyspace) -> Result<(), StoreError> {
     let current = Superblock::current();
-    match keyspace.get(record::SUPERBLOCK_KEY)? {
-        Some(value) => {
-            let body = record::open(record::SUPERBLOCK_KEY, &value, "superblock")?;
-            let found: Superblock = postcard::from_bytes(body)
-                .map_err(|e| StoreError::Corrupt(format!("superblock: {e}")))?;
-            if found != current {
-                return Err(StoreError::Corrupt(format!(
-                    "superblock {found:?} is not this build's format {current:?}"
-                )));
-            }
+    if let Some(value) = keyspace.get(record::SUPERBLOCK_KEY)? {
+        let body = record::open(record::SUPERBLOCK_KEY, &value, "superblock")?;
+        let found: Superblock = postcard::from_bytes(body)
+            .map_err(|e| StoreError::Corrupt(format!("superblock: {e}")))?;
+        let upgradable = Superblock {
+            format_version: 1,
+            ..current.clone()
+        };
+        if found == current {
+            return Ok(());
         }
-        None => {
-            let body =
-                postcard::to_allocvec(&current).map_err(|e| StoreError::Io(e.to_string()))?;
-            let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
-            batch.insert(
-                keyspace,
-                record::SUPERBLOCK_KEY,
-                record::seal(record::SUPERBLOCK_KEY, &body),
-            );
-            batch.commit()?;
+        if found != upgradable {
+            return Err(StoreError::Corrupt(format!(
+                "superblock {found:?} is not this build's format {current:?}"
+            )));
         }
     }
+    let body = postcard::to_allocvec(&current).map_err(|e| StoreError::Io(e.to_string()))?;
+    let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+    batch.insert(
+        keyspace,
+        record::SUPERBLOCK_KEY,
+        record::seal(record::SUPERBLOCK_KEY, &body),
+    );
+    batch.commit()?;
     Ok(())
+}
+
+/// Opens the commit log and replays the records its last checkpoint does
+/// not cover: their small data back into the data file, their key images
+/// into the metadata database; then makes both durable and checkpoints.
+fn recover(shared: &Shared) -> Result<Wal, StoreError> {
+    let capacity = statvfs(&shared.dir)
+        .map(|(total, _, _)| total / 128)
+        .unwrap_or(0)
+        .clamp(limits::WAL_BYTES_MIN, limits::WAL_BYTES_MAX);
+    let (mut wal, records) = Wal::open(&shared.dir, capacity).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            StoreError::Corrupt(format!("commit log: {e}"))
+        } else {
+            StoreError::from(e)
+        }
+    })?;
+    if records.is_empty() {
+        return Ok(wal);
+    }
+    for body in &records {
+        for write in &body.data {
+            shared.data.write_all_at(&write.bytes, write.offset)?;
+        }
+        apply_changes(shared, &body.changes)?;
+    }
+    shared.data.sync_data()?;
+    shared.db.persist(fjall::PersistMode::SyncData)?;
+    wal.checkpoint()?;
+    Ok(wal)
 }
 
 /// Every extent any object record names is in use; the rest is free.
@@ -377,7 +430,11 @@ pub(crate) fn write_extents(
     let mut extents = Vec::new();
     for piece in data.chunks(chunk) {
         let length = piece.len() as u64;
-        let offset = shared.space.allocator().allocate(length);
+        let offset = if direct {
+            shared.space.allocator().allocate(length)
+        } else {
+            shared.space.allocator().allocate_small(length)
+        };
         let written = if direct {
             write_direct(shared, piece, offset)
         } else {
@@ -650,6 +707,26 @@ pub(crate) fn statvfs(dir: &Path) -> Result<(u64, u64, u64), StoreError> {
 pub struct Prepared {
     space: crate::alloc::Space,
     state: Option<Result<(Transaction, Vec<Payload>), StoreError>>,
+    active: Option<Active>,
+}
+
+/// Counts a transaction from its prepare until its commit is answered, so
+/// the committer knows how many more are on their way (see
+/// [`limits::GROUP_COMMIT_WAIT`]).
+#[derive(Debug)]
+pub(crate) struct Active(Arc<AtomicUsize>);
+
+impl Active {
+    fn new(count: &Arc<AtomicUsize>) -> Active {
+        count.fetch_add(1, Ordering::Relaxed);
+        Active(Arc::clone(count))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Prepared {
@@ -680,6 +757,7 @@ impl DiskStore {
         Prepared {
             space: self.shared.space.clone(),
             state: Some(state),
+            active: Some(Active::new(&self.shared.active)),
         }
     }
 
@@ -700,6 +778,7 @@ impl DiskStore {
             txn,
             payloads,
             reply,
+            active: prepared.active.take(),
         }) {
             let Job { txn, payloads, .. } = failed.0;
             // Dropping `prepared` gives the extents back.

@@ -22,6 +22,7 @@ pub mod limits;
 mod mem;
 mod record;
 mod txn;
+mod wal;
 
 pub use disk::{DiskStore, Prepared, StoreConfig};
 pub use mem::MemStore;

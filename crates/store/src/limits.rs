@@ -81,3 +81,34 @@ pub const META_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
 /// Freed runs at least this long are punched back to the file system at
 /// once; shorter ones only when the disk is nearfull (they are reused).
 pub const PUNCH_BYTES_MIN: u64 = 1024 * 1024;
+
+/// Small extents (payloads written through the page cache) are cut in
+/// order from zones of up to this many bytes, so one batch's writeback is a
+/// few large requests rather than one per extent.
+pub const SMALL_ZONE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A free run this long or longer may become a zone; shorter holes are left
+/// to best fit.
+pub const SMALL_ZONE_BYTES_MIN: u64 = 256 * 1024;
+
+/// Zones come from fresh space at the end of the data file only while the
+/// free holes below it hold at most this much (or a quarter of the
+/// allocated bytes, if more); past that, small extents fill the holes.
+pub const SMALL_ZONE_SLACK_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Ring bytes of the commit log (`wal`): 1/128 of the file system, between
+/// these bounds (a small test file system keeps most of its room for data).
+/// A checkpoint is taken once a quarter of the ring is in use, or when the
+/// store is idle.
+pub const WAL_BYTES_MIN: u64 = 8 * 1024 * 1024;
+pub const WAL_BYTES_MAX: u64 = 32 * 1024 * 1024;
+
+/// Largest log record (a quarter of the smallest ring). A batch whose
+/// record would be larger (its small data and metadata together) is made
+/// durable by a checkpoint instead.
+pub const WAL_RECORD_BYTES_MAX: u64 = 2 * 1024 * 1024;
+
+/// Longest the committer waits for transactions still being prepared to
+/// join a batch (only while more are in flight than queued). Each joiner
+/// saves a whole flush (about 200 µs here) of waiting.
+pub const GROUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_micros(50);

@@ -272,7 +272,8 @@ pub struct Superblock {
 
 pub const SUPERBLOCK_KEY: &[u8] = b"superblock";
 pub const STORE_MAGIC: [u8; 8] = *b"CAIRNOSD";
-pub const STORE_FORMAT_VERSION: u32 = 1;
+/// 2 added the commit log (`wal`); 1 is upgraded at open.
+pub const STORE_FORMAT_VERSION: u32 = 2;
 
 impl Superblock {
     pub fn current() -> Superblock {
