@@ -5,9 +5,12 @@
 //! metadata key it changed. Each transaction applies to that overlay with an
 //! undo log, so a transaction that fails (a missing object, a corrupt
 //! record) is rolled back alone while the rest of the batch commits. The
-//! batch then becomes durable in two steps: `fdatasync` of the data file (if
-//! any extent was written), then one fjall batch with `SyncAll` holding every
-//! metadata change. Only after that are freed extents queued for reuse.
+//! batch then becomes durable with one record in the commit log (`wal.rs`:
+//! its key images and the bytes of its small extents; the data file is
+//! flushed first only for large extents), and its changes go to fjall
+//! unflushed. Checkpoints, on their own thread, flush the data file and
+//! fjall and move the log's start; extents a batch freed are reused only
+//! after the checkpoint that follows it.
 
 use crate::disk::{Shared, punch, read_record, write_extents};
 use crate::mem::split_mask;

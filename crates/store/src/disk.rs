@@ -4,13 +4,15 @@
 //!   `collections`, `objects` (object records), `omap` and `meta`
 //!   (collection key spaces). Every value is checksummed (`record.rs`).
 //! - `data`: one file of extents, allocated in 4 KiB units, written once.
+//! - `wal`: the commit log (`wal.rs`), replayed at open.
 //!
 //! Writers: [`DiskStore::submit`] validates a transaction, checks space,
 //! writes payloads larger than the inline limit to fresh extents (the only
-//! write of those bytes), and queues it for the committer thread
+//! write of large payloads), and queues it for the committer thread
 //! (`commit.rs`), which applies queued transactions in order and makes a
-//! whole batch durable with one data `fdatasync` and one metadata fsync.
-//! Readers go straight to fjall and the data file.
+//! whole batch durable with one commit-log record (after a data
+//! `fdatasync` if it wrote large extents). Readers go straight to fjall and
+//! the data file.
 
 use crate::alloc::{Allocator, Space};
 use crate::commit::{Committer, Job, Payload, apply_changes};

@@ -10,9 +10,11 @@
 //! The one design choice to know: **bulk data is written once**. Large
 //! payloads go to freshly allocated extents of one data file (never over live
 //! data), then one metadata commit in an embedded key-value store (fjall)
-//! points at them; a batch of concurrent transactions shares one data
-//! `fdatasync` and one metadata fsync (group commit). Small objects live
-//! inline in their metadata record. See `docs/store-format.md`.
+//! points at them. A batch of concurrent transactions becomes durable
+//! together with one record in a commit log (group commit), which also
+//! carries the bytes of small payloads, so a batch of small writes costs one
+//! flush. Objects up to 2 KiB live inline in their metadata record. See
+//! `docs/store-format.md`.
 
 mod alloc;
 pub mod bench;

@@ -148,7 +148,7 @@ impl Wal {
             pos: HEADER_BYTES,
             since_checkpoint: 0,
         };
-        if !existed || wal.file.metadata()?.len() == 0 {
+        if !existed || wal.file.metadata()?.len() == 0 || wal.header_never_written()? {
             // Reserved up front, so a full disk cannot refuse a commit. The
             // first lap still writes into unwritten blocks; later ones
             // rewrite written blocks. Best effort: not every file system
@@ -284,6 +284,13 @@ impl Wal {
 
     fn write_header(&self) -> io::Result<()> {
         self.header()?.write_only(&self.mark())
+    }
+
+    /// A log created by an open that stopped before its header was
+    /// written (and so before any record) reads as zeros there.
+    fn header_never_written(&self) -> io::Result<bool> {
+        let mut header = [0u8; 48];
+        Ok(read_fully(&self.file, &mut header, 0)? && header.iter().all(|&b| b == 0))
     }
 
     fn read_header(&self) -> io::Result<(u64, u64, u64, u64)> {
@@ -514,6 +521,20 @@ mod tests {
         drop(wal);
         let (_, replay) = Wal::open(dir.path(), capacity)?;
         assert_eq!(replay, vec![body(9, 100)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_log_whose_creation_stopped_before_its_header_starts_afresh() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = File::create(dir.path().join("wal"))?;
+        file.set_len(1 << 20)?;
+        let (mut wal, replay) = Wal::open(dir.path(), 0)?;
+        assert!(replay.is_empty());
+        wal.append(&encode(&body(1, 10)))?;
+        drop(wal);
+        let (_, replay) = Wal::open(dir.path(), 0)?;
+        assert_eq!(replay, vec![body(1, 10)]);
         Ok(())
     }
 
