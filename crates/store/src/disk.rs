@@ -174,7 +174,7 @@ impl DiskStore {
         };
         punch_free_runs(&shared);
         let (queue, jobs) = std::sync::mpsc::sync_channel(limits::COMMIT_QUEUE_MAX);
-        let committer = Committer::new(shared.clone(), wal);
+        let committer = Committer::new(shared.clone(), wal)?;
         let handle = std::thread::Builder::new()
             .name("store-commit".into())
             .spawn(move || committer.run(&jobs))?;
