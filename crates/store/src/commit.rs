@@ -104,6 +104,8 @@ pub(crate) struct Committer {
     /// reused before it: replaying an older record rewrites its small
     /// extents, which must not by then hold another object's data.
     freed_since_checkpoint: Vec<Extent>,
+    /// Their allocated bytes.
+    freed_bytes: u64,
     /// A checkpoint running on its own thread, so the flush of the data
     /// file (megabytes of small extents) does not stall commits.
     in_flight: Option<InFlight>,
@@ -117,6 +119,7 @@ pub(crate) struct Committer {
 struct InFlight {
     mark: wal::Mark,
     freed: Vec<Extent>,
+    freed_bytes: u64,
     done: Receiver<Result<(), StoreError>>,
 }
 
@@ -141,6 +144,7 @@ impl Committer {
             shared,
             wal,
             freed_since_checkpoint: Vec::new(),
+            freed_bytes: 0,
             in_flight: None,
             reclaim: Some((wake, handle)),
         })
@@ -198,7 +202,13 @@ impl Committer {
             }
             self.commit_batch(batch);
             self.finish_checkpoint(false);
-            if self.in_flight.is_none() && self.wal.since_checkpoint() >= self.wal.capacity() / 4 {
+            // Also checkpoint once many bytes wait to be freed, so a bulk
+            // delete returns its space (punching takes about 1 ms per
+            // 4 MiB extent here) while it runs, not all at once after it.
+            if self.in_flight.is_none()
+                && (self.wal.since_checkpoint() >= self.wal.capacity() / 4
+                    || self.freed_bytes >= limits::CHECKPOINT_FREED_BYTES)
+            {
                 self.start_checkpoint();
             }
             self.reclaim();
@@ -248,6 +258,7 @@ impl Committer {
             }
             return;
         }
+        self.freed_bytes += freed.iter().map(Extent::allocated_bytes).sum::<u64>();
         self.freed_since_checkpoint.append(&mut freed);
         for (reply, result) in results {
             let _ = reply.send(result);
@@ -318,6 +329,7 @@ impl Committer {
         self.shared
             .space
             .defer(std::mem::take(&mut self.freed_since_checkpoint));
+        self.freed_bytes = 0;
         Ok(())
     }
 
@@ -345,6 +357,7 @@ impl Committer {
             self.in_flight = Some(InFlight {
                 mark,
                 freed: std::mem::take(&mut self.freed_since_checkpoint),
+                freed_bytes: std::mem::take(&mut self.freed_bytes),
                 done,
             });
         }
@@ -370,7 +383,10 @@ impl Committer {
             }
         };
         let InFlight {
-            mark, mut freed, ..
+            mark,
+            mut freed,
+            freed_bytes,
+            ..
         } = in_flight;
         if let Some(Ok(())) = result {
             self.wal.checkpointed(&mark);
@@ -380,6 +396,7 @@ impl Committer {
             // for the next checkpoint.
             freed.append(&mut self.freed_since_checkpoint);
             self.freed_since_checkpoint = freed;
+            self.freed_bytes += freed_bytes;
         }
     }
 }

@@ -112,3 +112,7 @@ pub const WAL_RECORD_BYTES_MAX: u64 = 2 * 1024 * 1024;
 /// join a batch (only while more are in flight than queued). Each joiner
 /// saves a whole flush (about 200 µs here) of waiting.
 pub const GROUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// A checkpoint is also taken once this many bytes of extents wait for
+/// one to be freed (a bulk delete): their space then returns in steps.
+pub const CHECKPOINT_FREED_BYTES: u64 = 64 * 1024 * 1024;
