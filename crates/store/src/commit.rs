@@ -150,7 +150,7 @@ impl Committer {
         })
     }
 
-    fn reclaim(&self) {
+    fn wake_reclaimer(&self) {
         if let Some((wake, _)) = &self.reclaim {
             let _ = wake.try_send(());
         }
@@ -169,7 +169,7 @@ impl Committer {
                         // log still holds every record.
                         let _ = self.checkpoint();
                     }
-                    self.reclaim();
+                    self.wake_reclaimer();
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -211,7 +211,7 @@ impl Committer {
             {
                 self.start_checkpoint();
             }
-            self.reclaim();
+            self.wake_reclaimer();
         }
         if self.wal.since_checkpoint() > 0 {
             let _ = self.checkpoint();
