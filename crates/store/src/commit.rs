@@ -278,8 +278,9 @@ impl Committer {
             .iter()
             .partition(|e| e.length < limits::DIRECT_WRITE_BYTES_MIN);
         let small_bytes: u64 = small.iter().map(|e| e.length).sum();
-        if small_bytes <= limits::WAL_RECORD_BYTES_MAX {
-            let mut data = Vec::with_capacity(small.len());
+        let small_logged = small_bytes <= limits::WAL_RECORD_BYTES_MAX;
+        let mut data = Vec::new();
+        if small_logged {
             for e in &small {
                 // Still in the page cache: the submitter wrote it moments ago.
                 let mut bytes = vec![0u8; usize::try_from(e.length).unwrap_or(0)];
@@ -289,7 +290,9 @@ impl Committer {
                     bytes,
                 });
             }
-            let body = WalBody { changes, data };
+        }
+        let body = WalBody { changes, data };
+        if small_logged {
             let encoded = wal::encode(&body);
             if !self.wal.fits(encoded.len()) {
                 self.finish_checkpoint(true);
@@ -301,16 +304,13 @@ impl Committer {
                 self.wal.append(&encoded)?;
                 return apply_changes(&self.shared, &body.changes);
             }
-            if wrote_data {
-                self.shared.data.sync_data()?;
-            }
-            apply_changes(&self.shared, &body.changes)?;
-            return self.checkpoint();
         }
+        // Too large for one record: the data goes to disk before fjall may
+        // write its journal, then a checkpoint makes the batch durable.
         if wrote_data {
             self.shared.data.sync_data()?;
         }
-        apply_changes(&self.shared, &changes)?;
+        apply_changes(&self.shared, &body.changes)?;
         self.checkpoint()
     }
 
@@ -319,12 +319,7 @@ impl Committer {
     /// extents freed since the last checkpoint go to reuse.
     fn checkpoint(&mut self) -> Result<(), StoreError> {
         self.finish_checkpoint(true);
-        let s = &self.shared;
-        s.data.sync_data()?;
-        // fdatasync suffices on Linux: it persists the metadata needed to
-        // read the data back (size, extent state of the preallocated
-        // journal); fsync would also journal inode times on every commit.
-        s.db.persist(fjall::PersistMode::SyncData)?;
+        flush_store(&self.shared)?;
         self.wal.checkpoint()?;
         self.shared
             .space
@@ -345,12 +340,7 @@ impl Committer {
         let spawned = std::thread::Builder::new()
             .name("store-checkpoint".into())
             .spawn(move || {
-                let result = (|| {
-                    shared.data.sync_data()?;
-                    shared.db.persist(fjall::PersistMode::SyncData)?;
-                    header.write(&mark)?;
-                    Ok(())
-                })();
+                let result = flush_store(&shared).and_then(|()| Ok(header.write(&mark)?));
                 let _ = tx.send(result);
             });
         if spawned.is_ok() {
@@ -399,6 +389,18 @@ impl Committer {
             self.freed_bytes += freed_bytes;
         }
     }
+}
+
+/// Makes the data file and the metadata database durable: the first half of
+/// a checkpoint, after which the log's header may move past everything
+/// applied before it.
+pub(crate) fn flush_store(shared: &Shared) -> Result<(), StoreError> {
+    shared.data.sync_data()?;
+    // fdatasync suffices on Linux: it persists the metadata needed to read
+    // the data back (size, extent state); fsync would also write inode
+    // times.
+    shared.db.persist(fjall::PersistMode::SyncData)?;
+    Ok(())
 }
 
 /// Releases the extents no reader can still see. Large runs, and every

@@ -15,7 +15,7 @@
 //! the data file.
 
 use crate::alloc::{Allocator, Space};
-use crate::commit::{Committer, Job, Payload, apply_changes};
+use crate::commit::{Committer, Job, Payload, apply_changes, flush_store};
 use crate::record::{self, Data, Extent, ObjectRecord, Superblock};
 use crate::txn::{Op, Transaction};
 use crate::wal::{self, Wal};
@@ -378,8 +378,7 @@ fn recover(shared: &Shared) -> Result<Wal, StoreError> {
         }
         apply_changes(shared, &body.changes)?;
     }
-    shared.data.sync_data()?;
-    shared.db.persist(fjall::PersistMode::SyncData)?;
+    flush_store(shared)?;
     wal.checkpoint()?;
     Ok(wal)
 }
