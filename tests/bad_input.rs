@@ -516,7 +516,7 @@ fn frame(kind: u16, request_id: u64, body: &[u8]) -> Vec<u8> {
         request_id,
         is_response: false,
         body: Bytes::copy_from_slice(body),
-        data: Bytes::from_static(b"some data"),
+        data: Bytes::from_static(b"some data").into(),
     }
     .encode()
     .expect("encode")

@@ -57,6 +57,7 @@ use cairn_store::{
     CollectionId, DiskStore, ObjectKey, ObjectStore, Op, Prepared, ReadOptions, StoreConfig,
     StoreError, Transaction,
 };
+use cairn_types::checked::CheckedBytes;
 use cairn_types::options::Settings;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
@@ -1945,7 +1946,7 @@ impl Osd {
         (ClientReply::err(error), Bytes::new())
     }
 
-    async fn client_op(&self, op: ClientOp, data: Bytes) -> (ClientReply, Bytes) {
+    async fn client_op(&self, op: ClientOp, data: CheckedBytes) -> (ClientReply, Bytes) {
         if let Err(why) = check_names(&op) {
             return (ClientReply::err(OpError::Invalid(why)), Bytes::new());
         }
@@ -2026,7 +2027,7 @@ impl Osd {
         Ok(())
     }
 
-    async fn client_write(&self, op: ClientOp, data: Bytes) -> ClientReply {
+    async fn client_write(&self, op: ClientOp, data: CheckedBytes) -> ClientReply {
         let object = Bytes::from(op.object.into_vec());
         if !frees_space(&op.op)
             && let Err(error) = self.check_not_full(data.len())

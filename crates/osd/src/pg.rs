@@ -3436,7 +3436,7 @@ pub fn push_txn(collection: CollectionId, push: &Push) -> Result<Transaction, St
         if !state.data.is_empty() {
             txn.push(Op::WriteFull {
                 object: key.clone(),
-                data: state.data.clone(),
+                data: state.data.clone().into(),
             });
         }
         if !state.xattrs.is_empty() {

@@ -25,6 +25,7 @@ use crate::scrub::{
 };
 use bytes::{Bytes, BytesMut};
 use cairn_store::{ObjectKey, Op};
+use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::Message;
 use serde::{Deserialize, Serialize};
@@ -236,7 +237,8 @@ impl OpKind {
     /// The store operations of a write on `object` with payload `data`;
     /// `None` for reads.
     #[must_use]
-    pub fn store_ops(&self, object: &Bytes, data: Bytes) -> Option<Vec<Op>> {
+    pub fn store_ops(&self, object: &Bytes, data: impl Into<CheckedBytes>) -> Option<Vec<Op>> {
+        let data = data.into();
         let object = ObjectKey::new(object.clone());
         let touch = Op::Touch {
             object: object.clone(),
@@ -251,7 +253,7 @@ impl OpKind {
             OpKind::Append => vec![Op::Append { object, data }],
             OpKind::Remove => vec![Op::Remove { object }],
             OpKind::SetXattr { name } => {
-                let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data)]);
+                let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data.into_bytes())]);
                 vec![touch, Op::SetXattrs { object, xattrs }]
             }
             OpKind::OmapSet { entries } => {
@@ -609,7 +611,7 @@ fn unbuf(b: ByteBuf) -> Bytes {
 ///
 /// # Errors
 /// An op a client write never produces (collection or metadata ops).
-pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDecodeError> {
+pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), PeerDecodeError> {
     let signal = |from: OsdId, interval_epoch: Epoch, signal: SignalKind| PeerMsg::Signal {
         pg,
         from,
@@ -623,7 +625,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 from: ack.from,
                 version: ack.version.into(),
             };
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::SubWrite(write) => write,
         PgMsg::Query {
@@ -632,7 +634,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
         } => {
             return Ok((
                 signal(*from, *interval_epoch, SignalKind::Query),
-                Bytes::new(),
+                Bytes::new().into(),
             ));
         }
         PgMsg::Activated {
@@ -640,21 +642,21 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
             interval_epoch,
         } => {
             let body = signal(*from, *interval_epoch, SignalKind::Activated);
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::BackfillDone {
             from,
             interval_epoch,
         } => {
             let body = signal(*from, *interval_epoch, SignalKind::BackfillDone);
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::BackfillDoneAck {
             from,
             interval_epoch,
         } => {
             let body = signal(*from, *interval_epoch, SignalKind::BackfillDoneAck);
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::Purge {
             from,
@@ -662,7 +664,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
         } => {
             return Ok((
                 signal(*from, *interval_epoch, SignalKind::Purge),
-                Bytes::new(),
+                Bytes::new().into(),
             ));
         }
         PgMsg::PushAck {
@@ -692,7 +694,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 object: buf(object),
                 kind,
             };
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::Notify(notify) => {
             let copy = &notify.copy;
@@ -715,7 +717,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                     .map(|i| (buf(&i.object), i.record()))
                     .collect(),
             };
-            return Ok((body, data));
+            return Ok((body, data.into()));
         }
         PgMsg::Activate(activate) => {
             let (data, entries, missing) =
@@ -733,7 +735,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 missing,
                 dups,
             };
-            return Ok((body, data));
+            return Ok((body, data.into()));
         }
         PgMsg::LeaseRenew {
             from,
@@ -752,7 +754,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 seq: *seq,
                 ack: matches!(msg, PgMsg::LeaseAck { .. }),
             };
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::ScrubRequest {
             from,
@@ -771,7 +773,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 through: through.as_ref().map(key_wire),
                 deep: *deep,
             };
-            return Ok((body, Bytes::new()));
+            return Ok((body, Bytes::new().into()));
         }
         PgMsg::ScrubMap(map) => {
             let (data, _, _) = records(&[], map.entries.iter().map(|e| &e.name));
@@ -795,7 +797,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 entries,
                 truncated: map.truncated,
             };
-            return Ok((body, data));
+            return Ok((body, data.into()));
         }
         PgMsg::Push(push) => {
             let state = push.state.clone().unwrap_or_default();
@@ -810,13 +812,13 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
                 omap: bufs(&state.omap),
                 as_of: push.as_of.into(),
             };
-            return Ok((body, state.data));
+            return Ok((body, state.data.into()));
         }
     };
-    let mut payloads: Vec<Bytes> = Vec::new();
+    let mut payloads: Vec<CheckedBytes> = Vec::new();
     let mut ops = Vec::with_capacity(write.ops.len());
     for op in &write.ops {
-        let len = |data: &Bytes| data.len() as u64;
+        let len = |data: &CheckedBytes| data.len() as u64;
         ops.push(match op {
             Op::WriteFull { data, .. } => {
                 payloads.push(data.clone());
@@ -855,14 +857,14 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, Bytes), PeerDeco
     }
     // One payload (the usual case) travels without a copy.
     let data = match payloads.len() {
-        0 => Bytes::new(),
+        0 => CheckedBytes::default(),
         1 => payloads.swap_remove(0),
         _ => {
             let mut all = BytesMut::new();
             for p in &payloads {
                 all.extend_from_slice(p);
             }
-            all.freeze()
+            all.freeze().into()
         }
     };
     let body = PeerMsg::SubWrite {
@@ -976,7 +978,7 @@ fn unrecords_with_dups(
 ///
 /// # Errors
 /// [`PeerDecodeError`] for a malformed entry or mismatched payloads.
-pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecodeError> {
+pub fn decode_pg_msg(msg: PeerMsg, data: &CheckedBytes) -> Result<(PgId, PgMsg), PeerDecodeError> {
     let (pg, from, interval_epoch, entry, wire_ops, prior, committed_to, log_only) = match msg {
         PeerMsg::SubWriteAck { pg, from, version } => {
             let ack = SubWriteAck {
@@ -1004,12 +1006,12 @@ pub fn decode_pg_msg(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDe
             committed_to,
             log_only,
         ),
-        other => return decode_peering(other, data),
+        other => return decode_peering(other, data.bytes()),
     };
     let entry = LogEntry::decode(&entry).map_err(|e| PeerDecodeError::Entry(e.to_string()))?;
     let object = ObjectKey::new(entry.object.clone());
     let mut at = 0usize;
-    let mut take = |len: u64| -> Result<Bytes, PeerDecodeError> {
+    let mut take = |len: u64| -> Result<CheckedBytes, PeerDecodeError> {
         let bad = || PeerDecodeError::DataLength(data.len());
         let len = usize::try_from(len).map_err(|_| bad())?;
         let end = at
@@ -1380,7 +1382,7 @@ mod tests {
         };
         let msg = PgMsg::SubWrite(write);
         let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
-        assert_eq!(data, payload, "the payload is the data segment, uncopied");
+        assert_eq!(*data, payload, "the payload is the data segment, uncopied");
         let bytes = postcard::to_allocvec(&body).expect("postcard");
         assert!(bytes.len() < 200, "payload kept out of the body");
         let back: PeerMsg = postcard::from_bytes(&bytes).expect("decodes");

@@ -267,7 +267,7 @@ mod tests {
             let mut txn = Transaction::new(c)
                 .with(Op::WriteFull {
                     object: ObjectKey::new(n.clone()),
-                    data: Bytes::from(vec![u8::try_from(i % 251).expect("store"); 100]),
+                    data: Bytes::from(vec![u8::try_from(i % 251).expect("store"); 100]).into(),
                 })
                 .with(Op::MetaSet {
                     key: version.log_key(),

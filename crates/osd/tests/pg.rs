@@ -37,7 +37,7 @@ fn interval(epoch: u64, acting: &[u32], min_size: u32) -> Interval {
 fn write_full(name: &str, data: &str) -> Vec<Op> {
     vec![Op::WriteFull {
         object: ObjectKey::new(Bytes::copy_from_slice(name.as_bytes())),
-        data: Bytes::copy_from_slice(data.as_bytes()),
+        data: Bytes::copy_from_slice(data.as_bytes()).into(),
     }]
 }
 

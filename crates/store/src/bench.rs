@@ -103,7 +103,7 @@ fn run_in(dir: &Path, options: &BenchOptions) -> Result<BenchReport, StoreError>
             let data = large[worker].clone();
             let txn = Transaction::new(BENCH_COLLECTION).with(Op::WriteFull {
                 object: large_key(i),
-                data,
+                data: data.into(),
             });
             store.apply(txn).map(|()| LARGE_BYTES as u64)
         })
@@ -132,9 +132,10 @@ fn run_in(dir: &Path, options: &BenchOptions) -> Result<BenchReport, StoreError>
                         i % SMALL_OBJECTS_PER_WRITER
                     )));
                     let data = small[(i % 64) as usize].clone();
-                    store.apply(
-                        Transaction::new(BENCH_COLLECTION).with(Op::WriteFull { object, data }),
-                    )?;
+                    store.apply(Transaction::new(BENCH_COLLECTION).with(Op::WriteFull {
+                        object,
+                        data: data.into(),
+                    }))?;
                     Ok(small_bytes as u64)
                 },
             )

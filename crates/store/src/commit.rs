@@ -1059,7 +1059,7 @@ impl DataWriter<'_> {
     }
 
     fn write_new(&mut self, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
-        let extents = write_extents(self.shared, data, false)?;
+        let extents = write_extents(self.shared, data, None, false)?;
         self.ctx.allocated.extend(extents.iter().cloned());
         self.wrote_data = true;
         Ok(extents)

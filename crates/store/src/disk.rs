@@ -30,9 +30,9 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Settings of a store; every field has a production default.
@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     /// system supports it; cleared at the first refusal.
     pub data_direct: Arc<std::sync::RwLock<Option<File>>>,
     pub space: Space,
+    /// How far the data file is preallocated.
+    pub grown: Arc<Growth>,
     /// Transactions prepared and not yet answered.
     pub active: Arc<AtomicUsize>,
     pub dir: PathBuf,
@@ -154,6 +156,7 @@ impl DiskStore {
                 .open(dir.join("data"))
                 .ok()
         };
+        let grown = Arc::new(Growth::new(&data, dir));
         let shared = Shared {
             data_direct: Arc::new(std::sync::RwLock::new(direct)),
             collections: keyspace("collections")?,
@@ -163,6 +166,7 @@ impl DiskStore {
             db,
             data: Arc::new(data),
             space: Space::new(Allocator::default()),
+            grown,
             active: Arc::default(),
             dir: dir.to_path_buf(),
             config,
@@ -240,7 +244,7 @@ impl DiskStore {
                 continue;
             }
             let direct = data.len() as u64 >= limits::DIRECT_WRITE_BYTES_MIN;
-            match write_extents(&self.shared, data, direct) {
+            match write_extents(&self.shared, data, data.blocks(), direct) {
                 Ok(extents) => payloads.push(Payload::Written(extents)),
                 Err(e) => {
                     let written: Vec<Extent> = payloads
@@ -420,29 +424,91 @@ pub(crate) fn punch(file: &File, offset: u64, length: u64) -> std::io::Result<()
     Ok(())
 }
 
+/// Preallocates the data file ahead of its allocator's end, in steps.
+///
+/// A direct write into blocks the file system has not allocated, or past
+/// the end of the file, takes ext4's inode lock exclusively for the whole
+/// device write, so concurrent large writes to fresh space ran one at a
+/// time; a write into preallocated (unwritten) blocks is an overwrite and
+/// runs beside the others under the shared lock. It also leaves the file
+/// size alone, so the flush after it need not log a new size.
+pub(crate) struct Growth {
+    /// Bytes of the file covered by allocated blocks, from offset 0 (holes
+    /// punched below this since do not count: reused holes allocate anew).
+    covered: Mutex<u64>,
+    step: u64,
+}
+
+impl Growth {
+    fn new(data: &File, dir: &Path) -> Growth {
+        let total = statvfs(dir).map_or(0, |(total, _, _)| total);
+        Growth {
+            covered: Mutex::new(data.metadata().map_or(0, |m| m.len())),
+            step: (total / limits::DATA_GROWTH_FRACTION)
+                .clamp(limits::DATA_GROWTH_BYTES_MIN, limits::DATA_GROWTH_BYTES_MAX),
+        }
+    }
+
+    /// Makes sure `[0, end)` of the data file is preallocated, growing it by
+    /// whole steps. Best effort: a file system that cannot preallocate, or
+    /// has no room for a step, leaves the write to allocate as it goes
+    /// (a full disk then fails the write itself).
+    fn cover(&self, data: &File, end: u64) {
+        let mut covered = self.covered.lock().unwrap_or_else(PoisonError::into_inner);
+        if end <= *covered {
+            return;
+        }
+        let target = end.div_ceil(self.step) * self.step;
+        let grown = rustix::fs::fallocate(
+            data,
+            rustix::fs::FallocateFlags::empty(),
+            *covered,
+            target - *covered,
+        );
+        *covered = match grown {
+            Ok(()) => target,
+            // Not retried for every write: once the disk has room again,
+            // the next step is tried after this end.
+            Err(_) => end,
+        };
+    }
+}
+
 /// Allocates and writes `data` as extents of at most the extent limit;
-/// `direct` bypasses the page cache where the file system allows.
+/// `direct` bypasses the page cache where the file system allows. `blocks`
+/// are the data's block checksums if the caller has them (verified by the
+/// wire against the sender's checksum); the extents keep them instead of
+/// checksumming the bytes again.
 pub(crate) fn write_extents(
     shared: &Shared,
     data: &[u8],
+    blocks: Option<&[u32]>,
     direct: bool,
 ) -> Result<Vec<Extent>, StoreError> {
     let chunk = usize::try_from(limits::EXTENT_SIZE_BYTES_MAX).unwrap_or(usize::MAX);
+    let blocks_per_chunk = chunk / to_usize(limits::CSUM_BLOCK_BYTES);
+    let blocks =
+        blocks.filter(|b| b.len() == data.len().div_ceil(to_usize(limits::CSUM_BLOCK_BYTES)));
     let mut extents = Vec::new();
-    for piece in data.chunks(chunk) {
+    for (i, piece) in data.chunks(chunk).enumerate() {
+        let known = blocks.map(|b| {
+            let start = i * blocks_per_chunk;
+            &b[start..(start + blocks_per_chunk).min(b.len())]
+        });
         let length = piece.len() as u64;
         let offset = if direct {
             shared.space.allocator().allocate(length)
         } else {
             shared.space.allocator().allocate_small(length)
         };
+        shared.grown.cover(&shared.data, offset + length);
         let written = if direct {
-            write_direct(shared, piece, offset)
+            write_direct(shared, piece, known, offset)
         } else {
             shared
                 .data
                 .write_all_at(piece, offset)
-                .map(|()| record::block_csums(piece))
+                .map(|()| csums_of(piece, known))
         };
         match written {
             Ok(csums) => extents.push(Extent {
@@ -464,14 +530,24 @@ pub(crate) fn write_extents(
     Ok(extents)
 }
 
+/// The block checksums of `data`: `known` if given, else computed.
+fn csums_of(data: &[u8], known: Option<&[u32]>) -> Vec<u32> {
+    known.map_or_else(|| record::block_csums(data), <[u32]>::to_vec)
+}
+
 /// Writes through the `O_DIRECT` handle: straight from `data` when it is
 /// block-aligned in memory, else from a 4 KiB-aligned copy (padded with
 /// zeros to whole blocks, inside the extent's allocation). Large writes so
 /// skip the kernel's page-cache copy, which costs more than this one. Falls
 /// back to a buffered write, for good, if the file system refuses.
 ///
-/// Returns the block checksums.
-fn write_direct(shared: &Shared, data: &[u8], offset: u64) -> std::io::Result<Vec<u32>> {
+/// Returns the block checksums (`known`, or computed).
+fn write_direct(
+    shared: &Shared,
+    data: &[u8],
+    known: Option<&[u32]>,
+    offset: u64,
+) -> std::io::Result<Vec<u32>> {
     let block = to_usize(limits::ALLOC_UNIT_BYTES);
     let result = {
         let guard = shared
@@ -484,13 +560,20 @@ fn write_direct(shared: &Shared, data: &[u8], offset: u64) -> std::io::Result<Ve
             let whole = data.len() / block * block;
             if whole > 0 && aligned::is_aligned(data) {
                 let (body, tail) = data.split_at(whole);
-                let mut csums = write_checksummed(file, body, offset)?;
+                let body_blocks = known.map(|k| &k[..whole / block]);
+                let tail_blocks = known.map(|k| &k[whole / block..]);
+                let mut csums = write_checksummed(file, body, body_blocks, offset)?;
                 if !tail.is_empty() {
-                    csums.extend(write_staged(file, tail, offset + whole as u64)?);
+                    csums.extend(write_staged(
+                        file,
+                        tail,
+                        tail_blocks,
+                        offset + whole as u64,
+                    )?);
                 }
                 return Ok(csums);
             }
-            write_staged(file, data, offset)
+            write_staged(file, data, known, offset)
         })
     };
     match result {
@@ -503,23 +586,29 @@ fn write_direct(shared: &Shared, data: &[u8], offset: u64) -> std::io::Result<Ve
             shared
                 .data
                 .write_all_at(data, offset)
-                .map(|()| record::block_csums(data))
+                .map(|()| csums_of(data, known))
         }
         Some(Err(e)) => Err(e),
         None => shared
             .data
             .write_all_at(data, offset)
-            .map(|()| record::block_csums(data)),
+            .map(|()| csums_of(data, known)),
     }
 }
 
-/// Writes aligned `data` at `offset` and returns its block checksums. A
-/// large payload is checksummed on a second thread while the device takes
-/// the write (both only read the memory): the checksums of 4 MiB cost about
-/// 0.2 ms of CPU, 8% of the write, which this hides.
-fn write_checksummed(file: &File, data: &[u8], offset: u64) -> std::io::Result<Vec<u32>> {
-    if (data.len() as u64) < limits::PARALLEL_CSUM_BYTES_MIN {
-        let csums = record::block_csums(data);
+/// Writes aligned `data` at `offset` and returns its block checksums
+/// (`known`, or computed). A large payload is checksummed on a second
+/// thread while the device takes the write (both only read the memory):
+/// the checksums of 4 MiB cost about 0.2 ms of CPU, 8% of the write, which
+/// this hides.
+fn write_checksummed(
+    file: &File,
+    data: &[u8],
+    known: Option<&[u32]>,
+    offset: u64,
+) -> std::io::Result<Vec<u32>> {
+    if known.is_some() || (data.len() as u64) < limits::PARALLEL_CSUM_BYTES_MIN {
+        let csums = csums_of(data, known);
         file.write_all_at(data, offset)?;
         return Ok(csums);
     }
@@ -534,7 +623,12 @@ fn write_checksummed(file: &File, data: &[u8], offset: u64) -> std::io::Result<V
 /// Writes `data` through the `O_DIRECT` handle from a pooled aligned copy,
 /// padded with zeros to whole blocks; returns the block checksums, computed
 /// on each block right after it is copied, while it is in cache.
-fn write_staged(file: &File, data: &[u8], offset: u64) -> std::io::Result<Vec<u32>> {
+fn write_staged(
+    file: &File,
+    data: &[u8],
+    known: Option<&[u32]>,
+    offset: u64,
+) -> std::io::Result<Vec<u32>> {
     let block = to_usize(limits::ALLOC_UNIT_BYTES);
     let padded = data.len().div_ceil(block) * block;
     let pool = aligned::shared();
@@ -543,7 +637,12 @@ fn write_staged(file: &File, data: &[u8], offset: u64) -> std::io::Result<Vec<u3
     let mut csums = Vec::with_capacity(data.len().div_ceil(block));
     for (source, target) in data.chunks(block).zip(staged.chunks_mut(block)) {
         target[..source.len()].copy_from_slice(source);
-        csums.push(cairn_types::crc::crc32c(&target[..source.len()]));
+        if known.is_none() {
+            csums.push(cairn_types::crc::crc32c(&target[..source.len()]));
+        }
+    }
+    if let Some(known) = known {
+        csums.extend_from_slice(known);
     }
     staged[data.len()..].fill(0);
     let result = file.write_all_at(staged, offset).map(|()| csums);

@@ -4,7 +4,7 @@
 /// Bytes covered by one crc32c. 4 KiB matches the page and device block, so
 /// a small random read verifies (and reads) at most two extra partial
 /// blocks, and 4 bytes per 4 KiB costs 0.1% of metadata.
-pub const CSUM_BLOCK_BYTES: u64 = 4096;
+pub const CSUM_BLOCK_BYTES: u64 = cairn_types::crc::BLOCK_BYTES as u64;
 
 /// Unit of data-file allocation. Equal to the checksum block so freed space
 /// can be punched back to the file system in whole blocks.
@@ -116,3 +116,9 @@ pub const GROUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_mic
 /// A checkpoint is also taken once this many bytes of extents wait for
 /// one to be freed (a bulk delete): their space then returns in steps.
 pub const CHECKPOINT_FREED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The data file is preallocated ahead of its end in steps of 1/256 of the
+/// file system, between these bounds (see `disk::Growth`).
+pub const DATA_GROWTH_FRACTION: u64 = 256;
+pub const DATA_GROWTH_BYTES_MIN: u64 = 4 * 1024 * 1024;
+pub const DATA_GROWTH_BYTES_MAX: u64 = 256 * 1024 * 1024;

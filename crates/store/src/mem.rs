@@ -517,7 +517,7 @@ mod tests {
     fn write(name: &str, data: &'static [u8]) -> Transaction {
         Transaction::new(c()).with(Op::WriteFull {
             object: ObjectKey::new(Bytes::from(name.to_owned())),
-            data: Bytes::from_static(data),
+            data: Bytes::from_static(data).into(),
         })
     }
 
@@ -604,7 +604,7 @@ mod tests {
         let txn = Transaction::new(c())
             .with(Op::WriteFull {
                 object: key.clone(),
-                data: Bytes::from_static(b"data"),
+                data: Bytes::from_static(b"data").into(),
             })
             .with(Op::Remove {
                 object: ObjectKey::new(Bytes::from_static(b"missing")),

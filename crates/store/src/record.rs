@@ -288,9 +288,7 @@ impl Superblock {
 
 /// crc32c of each [`limits::CSUM_BLOCK_BYTES`] block of `data`.
 pub fn block_csums(data: &[u8]) -> Vec<u32> {
-    data.chunks(usize::try_from(limits::CSUM_BLOCK_BYTES).unwrap_or(4096))
-        .map(cairn_types::crc::crc32c)
-        .collect()
+    cairn_types::crc::block_crc32c(data)
 }
 
 #[cfg(test)]

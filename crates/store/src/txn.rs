@@ -4,6 +4,7 @@
 use crate::limits;
 use crate::{CollectionId, ObjectKey, StoreError};
 use bytes::Bytes;
+use cairn_types::checked::CheckedBytes;
 use std::collections::BTreeMap;
 
 /// One operation. Operations that write data, xattrs, omap entries or a
@@ -28,17 +29,17 @@ pub enum Op {
     Write {
         object: ObjectKey,
         offset: u64,
-        data: Bytes,
+        data: CheckedBytes,
     },
     /// Replaces the object's data.
     WriteFull {
         object: ObjectKey,
-        data: Bytes,
+        data: CheckedBytes,
     },
     /// Writes at the object's end.
     Append {
         object: ObjectKey,
-        data: Bytes,
+        data: CheckedBytes,
     },
     /// Sets the size, cutting or extending with zeros.
     Truncate {

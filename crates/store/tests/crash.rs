@@ -85,16 +85,16 @@ fn transaction(thread: u64, seq: u64) -> Transaction {
         txn.push(match rng.below(8) {
             0 | 1 => Op::WriteFull {
                 object: o.clone(),
-                data: data(size, seed),
+                data: data(size, seed).into(),
             },
             2 => Op::Write {
                 object: o.clone(),
                 offset: rng.below(200_000),
-                data: data(size, seed),
+                data: data(size, seed).into(),
             },
             3 => Op::Append {
                 object: o.clone(),
-                data: data(size / 4, seed),
+                data: data(size / 4, seed).into(),
             },
             4 => Op::Truncate {
                 object: o.clone(),

@@ -39,7 +39,7 @@ fn put(store: &DiskStore, name: &str, data: Bytes) {
     store
         .apply(Transaction::new(C).with(Op::WriteFull {
             object: key(name),
-            data,
+            data: data.into(),
         }))
         .expect("write");
 }
@@ -188,7 +188,7 @@ fn flipped_metadata_bytes_read_as_corrupt() {
                 },
                 _ => Op::WriteFull {
                     object: key("victim"),
-                    data: Bytes::from_static(needle),
+                    data: Bytes::from_static(needle).into(),
                 },
             };
             store
@@ -269,7 +269,7 @@ fn full_disk_refuses_writes_allows_deletes_and_reopens() {
             let name = format!("obj-{i}");
             let result = store.apply(Transaction::new(C).with(Op::WriteFull {
                 object: key(&name),
-                data: pattern(1 << 20, i as u8),
+                data: pattern(1 << 20, i as u8).into(),
             }));
             match result {
                 Ok(()) => written.push(name),
@@ -296,7 +296,7 @@ fn full_disk_refuses_writes_allows_deletes_and_reopens() {
         assert!(matches!(
             store.apply(Transaction::new(C).with(Op::WriteFull {
                 object: key("more"),
-                data: pattern(1 << 20, 1)
+                data: pattern(1 << 20, 1).into()
             })),
             Err(StoreError::Full { .. })
         ));
@@ -312,7 +312,7 @@ fn full_disk_refuses_writes_allows_deletes_and_reopens() {
             if store
                 .apply(Transaction::new(C).with(Op::WriteFull {
                     object: key("after-delete"),
-                    data: pattern(1 << 20, 7),
+                    data: pattern(1 << 20, 7).into(),
                 }))
                 .is_ok()
             {
@@ -399,4 +399,81 @@ fn reserved_space_counts_as_used() {
         "used and available partition the total"
     );
     drop(store);
+}
+
+/// Block checksums handed in with a payload (the wire's, computed while it
+/// verified the frame) are the ones the store keeps: bytes whose supplied
+/// checksums do not match read as `Corrupt`, never as data. (A store that
+/// checksummed the bytes again would read them back fine.)
+#[test]
+fn supplied_block_checksums_are_kept_and_verified_on_read() {
+    use cairn_types::checked::CheckedBytes;
+    let dir = temp("cairn-supplied-csums-");
+    let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
+    create(&store);
+    for (name, len) in [("small", 10_000), ("large", (1 << 20) + 100)] {
+        let data = pattern(len, 0x33);
+        let right = CheckedBytes::summed(data.clone());
+        store
+            .apply(Transaction::new(C).with(Op::WriteFull {
+                object: key(name),
+                data: right,
+            }))
+            .expect("write with right checksums");
+        assert_eq!(
+            store
+                .read(C, &key(name), ReadOptions::default())
+                .expect("read"),
+            data
+        );
+        let mut wrong = cairn_types::crc::block_crc32c(&data);
+        wrong[1] ^= 1;
+        store
+            .apply(Transaction::new(C).with(Op::WriteFull {
+                object: key(name),
+                data: CheckedBytes::with_blocks(data.clone(), wrong.into()),
+            }))
+            .expect("write with a wrong checksum");
+        match store.read(C, &key(name), ReadOptions::default()) {
+            Err(StoreError::Corrupt(_)) => {}
+            other => panic!("{name}: expected Corrupt, got {:?}", other.map(|b| b.len())),
+        }
+        let first = store
+            .read(C, &key(name), ReadOptions::range(0, 4096))
+            .expect("the blocks whose checksums are right still read");
+        assert_eq!(first, data.slice(..4096));
+    }
+}
+
+/// The data file is preallocated ahead of what is written, so concurrent
+/// large direct writes into it are overwrites (ext4 then runs them side by
+/// side under its shared inode lock, rather than one at a time).
+#[test]
+fn the_data_file_is_preallocated_ahead_of_its_writes() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp("cairn-growth-");
+    let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
+    create(&store);
+    put(&store, "a", pattern(1 << 20, 1));
+    let meta = std::fs::metadata(dir.path().join("data")).expect("data file");
+    assert!(
+        meta.len() >= 4 << 20,
+        "grown by at least one 4 MiB step past a 1 MiB write: {} bytes",
+        meta.len()
+    );
+    assert!(
+        meta.blocks() * 512 >= meta.len(),
+        "the grown part is allocated, not a hole: {} of {} bytes",
+        meta.blocks() * 512,
+        meta.len()
+    );
+    drop(store);
+    // Reopened, the preallocated tail stays and the object reads back.
+    let store = DiskStore::open(dir.path(), StoreConfig::default()).expect("reopen");
+    assert_eq!(
+        store
+            .read(C, &key("a"), ReadOptions::default())
+            .expect("read"),
+        pattern(1 << 20, 1)
+    );
 }

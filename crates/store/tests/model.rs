@@ -7,6 +7,7 @@ use cairn_store::{
     CollectionId, DiskStore, MemStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig,
     StoreError, Transaction,
 };
+use cairn_types::checked::CheckedBytes;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -20,14 +21,22 @@ fn object(i: u8) -> ObjectKey {
 /// Odd seeds give block-aligned memory, as the wire delivers large data
 /// segments (the store writes those without staging a copy); even seeds an
 /// ordinary allocation.
-fn payload(len: usize, seed: u8) -> Bytes {
+/// Aligned for odd seeds (as a received data segment), and carrying its
+/// block checksums for seeds that are 1 or 2 mod 4 (as one the wire
+/// verified), so every way a payload reaches the store is exercised.
+fn payload(len: usize, seed: u8) -> CheckedBytes {
     let bytes: Vec<u8> = (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect();
-    if seed % 2 == 1 {
+    let bytes = if seed % 2 == 1 {
         cairn_types::aligned::aligned_copy(&bytes).expect("mapped")
     } else {
         Bytes::from(bytes)
+    };
+    if matches!(seed % 4, 1 | 2) {
+        CheckedBytes::summed(bytes)
+    } else {
+        bytes.into()
     }
 }
 
@@ -61,7 +70,7 @@ fn offset() -> impl Strategy<Value = u64> {
 fn small_map() -> impl Strategy<Value = BTreeMap<Bytes, Bytes>> {
     prop::collection::btree_map(
         (0u8..6).prop_map(|k| Bytes::from(format!("k{k}"))),
-        (0usize..40, any::<u8>()).prop_map(|(n, s)| payload(n, s)),
+        (0usize..40, any::<u8>()).prop_map(|(n, s)| payload(n, s).into()),
         0..4,
     )
 }
@@ -86,7 +95,7 @@ fn op() -> impl Strategy<Value = Op> {
             object, start: Bytes::from(format!("k{a}")), end: Bytes::from(format!("k{b}"))
         }),
         1 => obj().prop_map(|object| Op::OmapClear { object }),
-        1 => (0u8..4, any::<u8>()).prop_map(|(k, s)| Op::MetaSet { key: Bytes::from(format!("m{k}")), value: payload(8, s) }),
+        1 => (0u8..4, any::<u8>()).prop_map(|(k, s)| Op::MetaSet { key: Bytes::from(format!("m{k}")), value: payload(8, s).into() }),
         1 => (0u8..4).prop_map(|k| Op::MetaRemove { key: Bytes::from(format!("m{k}")) }),
     ]
 }

@@ -11,6 +11,7 @@
 //! machine decodes identically on every other.
 
 pub mod aligned;
+pub mod checked;
 pub mod crc;
 pub mod envelope;
 pub mod options;

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use cairn_types::checked::CheckedBytes;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -175,11 +176,11 @@ impl Connection {
     pub async fn call<Req: Message, Resp: Message>(
         &self,
         req: &Req,
-        data: Bytes,
+        data: impl Into<CheckedBytes>,
     ) -> Result<(Resp, Bytes), WireError> {
         let response = self.call_frame(Frame::request(req, data)?).await?;
         let msg = response.decode_body::<Resp>()?;
-        Ok((msg, response.data))
+        Ok((msg, response.data.into()))
     }
 
     /// Sends a raw request frame and waits for the response frame. The
@@ -236,7 +237,11 @@ impl Connection {
     /// # Errors
     /// [`WireError::Timeout`] if the queue stays full for `request_timeout`;
     /// the close cause if the connection is closed; encoding errors.
-    pub async fn send<M: Message>(&self, msg: &M, data: Bytes) -> Result<(), WireError> {
+    pub async fn send<M: Message>(
+        &self,
+        msg: &M,
+        data: impl Into<CheckedBytes>,
+    ) -> Result<(), WireError> {
         let encoded = Frame::request(msg, data)?.encode()?;
         let timeout = self.inner.request_timeout;
         tokio::time::timeout(timeout, self.enqueue(encoded))

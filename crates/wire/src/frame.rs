@@ -8,6 +8,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use cairn_types::aligned::{self, IoBuffer};
+use cairn_types::checked::CheckedBytes;
+use cairn_types::crc;
 
 use crate::error::WireError;
 use crate::limits::{
@@ -55,8 +57,10 @@ pub struct Frame {
     /// Postcard-encoded message body, at most [`BODY_SIZE_BYTES_MAX`].
     pub body: Bytes,
     /// Raw data segment, at most [`DATA_SIZE_BYTES_MAX`]; never passes
-    /// through serde.
-    pub data: Bytes,
+    /// through serde. A large received segment carries the crc32c of each
+    /// 4 KiB block, computed while the frame was verified; a segment sent
+    /// with them has its checksum derived from them, not from its bytes.
+    pub data: CheckedBytes,
 }
 
 impl std::fmt::Debug for Frame {
@@ -106,13 +110,13 @@ impl Frame {
     /// # Errors
     /// [`WireError::Encode`] if serde refuses `msg`, [`WireError::TooLarge`]
     /// if its body or `data` exceeds the limits.
-    pub fn request<M: Message>(msg: &M, data: Bytes) -> Result<Frame, WireError> {
+    pub fn request<M: Message>(msg: &M, data: impl Into<CheckedBytes>) -> Result<Frame, WireError> {
         Ok(Frame {
             kind: M::KIND,
             request_id: 0,
             is_response: false,
             body: encode_body(msg)?,
-            data,
+            data: data.into(),
         })
     }
 
@@ -121,13 +125,17 @@ impl Frame {
     ///
     /// # Errors
     /// As for [`Frame::request`].
-    pub fn response<M: Message>(request_id: u64, msg: &M, data: Bytes) -> Result<Frame, WireError> {
+    pub fn response<M: Message>(
+        request_id: u64,
+        msg: &M,
+        data: impl Into<CheckedBytes>,
+    ) -> Result<Frame, WireError> {
         Ok(Frame {
             kind: M::KIND,
             request_id,
             is_response: true,
             body: encode_body(msg)?,
-            data,
+            data: data.into(),
         })
     }
 
@@ -177,7 +185,7 @@ impl Frame {
         assert_eq!(head.len(), HEADER_SIZE_BYTES + self.body.len());
         Ok(EncodedFrame {
             head: head.freeze(),
-            data: self.data.clone(),
+            data: self.data.bytes().clone(),
         })
     }
 }
@@ -199,11 +207,17 @@ fn check_size(field: &'static str, size_bytes: usize, limit_bytes: u32) -> Resul
         })
 }
 
-/// crc32c over header bytes 0..28, then the body, then the data.
-fn frame_crc(header_checked: &[u8], body: &[u8], data: &[u8]) -> u32 {
-    let crc = cairn_types::crc::crc32c(header_checked);
-    let crc = cairn_types::crc::crc32c_append(crc, body);
-    cairn_types::crc::crc32c_append(crc, data)
+/// crc32c over header bytes 0..28, then the body, then the data; from the
+/// data's block checksums when it has them.
+fn frame_crc(header_checked: &[u8], body: &[u8], data: &CheckedBytes) -> u32 {
+    let crc = crc::crc32c_append(crc::crc32c(header_checked), body);
+    match data
+        .blocks()
+        .and_then(|blocks| crc::crc32c_of_blocks(blocks, data.len()))
+    {
+        Some(data_crc) => crc::crc32c_combine(crc, data_crc, data.len() as u64),
+        None => crc::crc32c_append(crc, data),
+    }
 }
 
 /// A header whose fields passed every check that needs no payload.
@@ -340,6 +354,9 @@ impl FrameDecoder {
             };
             self.header = None;
             let data = aligned::shared().lend(data, header.data_size_bytes);
+            // Checksummed block by block, so the blocks' checksums travel on
+            // with the data (to the store, and into any frame forwarding it).
+            let data = CheckedBytes::summed(data);
             return check_frame(&header, &head, head.slice(HEADER_SIZE_BYTES..), data).map(Some);
         }
         let frame_size_bytes = header.frame_size_bytes();
@@ -350,7 +367,7 @@ impl FrameDecoder {
         // Zero-copy: the frame, body and data share `buf`'s allocation.
         let bytes = buf.split_to(frame_size_bytes).freeze();
         let body = bytes.slice(HEADER_SIZE_BYTES..body_end);
-        let data = bytes.slice(body_end..);
+        let data = bytes.slice(body_end..).into();
         check_frame(&header, &bytes, body, data).map(Some)
     }
 
@@ -430,7 +447,12 @@ fn receives_aligned(header: &Header) -> bool {
 
 /// Verifies a received frame's checksum and assembles it. `head` starts
 /// with the header.
-fn check_frame(header: &Header, head: &[u8], body: Bytes, data: Bytes) -> Result<Frame, WireError> {
+fn check_frame(
+    header: &Header,
+    head: &[u8],
+    body: Bytes,
+    data: CheckedBytes,
+) -> Result<Frame, WireError> {
     let computed = frame_crc(&head[..HEADER_CHECKED_SIZE_BYTES], &body, &data);
     if computed != header.crc {
         return Err(WireError::Checksum {
@@ -474,7 +496,7 @@ mod tests {
             request_id: 42,
             is_response: true,
             body: Bytes::from_static(b"body"),
-            data: Bytes::from_static(b"the data segment"),
+            data: Bytes::from_static(b"the data segment").into(),
         }
     }
 
@@ -530,7 +552,8 @@ mod tests {
                 (0..ALIGNED_DATA_BYTES_MIN + 123)
                     .map(|i| i as u8)
                     .collect::<Vec<u8>>(),
-            ),
+            )
+            .into(),
             ..sample()
         };
         let mut bytes = encoded(&frame);
@@ -567,9 +590,48 @@ mod tests {
     }
 
     #[test]
+    fn a_large_segment_arrives_with_its_block_checksums_which_a_forward_reuses() {
+        let data: Vec<u8> = (0..3 * ALIGNED_DATA_BYTES_MIN + 777)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        let frame = Frame {
+            data: Bytes::from(data.clone()).into(),
+            ..sample()
+        };
+        let bytes = encoded(&frame);
+        let mut buf = BytesMut::from(&bytes[..]);
+        let got = FrameDecoder::new()
+            .decode(&mut buf)
+            .ok()
+            .flatten()
+            .expect("a whole frame");
+        let blocks = cairn_types::crc::block_crc32c(&data);
+        assert_eq!(got.data.blocks(), Some(&blocks[..]));
+        // Forwarded, its checksum comes from the blocks: the same bytes.
+        let forward = Frame {
+            data: got.data.clone(),
+            ..frame.clone()
+        };
+        assert_eq!(encoded(&forward), bytes);
+        // Block checksums that do not belong to the bytes give a frame
+        // checksum the receiver rejects.
+        let mut wrong = blocks.clone();
+        wrong[2] ^= 0x10;
+        let forged = Frame {
+            data: CheckedBytes::with_blocks(Bytes::from(data), wrong.into()),
+            ..frame
+        };
+        let mut buf = BytesMut::from(&encoded(&forged)[..]);
+        assert!(matches!(
+            FrameDecoder::new().decode(&mut buf),
+            Err(WireError::Checksum { .. })
+        ));
+    }
+
+    #[test]
     fn a_large_data_segment_can_be_appended_to_directly() {
         let frame = Frame {
-            data: Bytes::from(vec![9u8; 3 * ALIGNED_DATA_BYTES_MIN]),
+            data: Bytes::from(vec![9u8; 3 * ALIGNED_DATA_BYTES_MIN]).into(),
             ..sample()
         };
         let bytes = encoded(&frame);

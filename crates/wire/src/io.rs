@@ -130,7 +130,7 @@ mod tests {
             request_id,
             is_response: false,
             body: Bytes::from_static(b"b"),
-            data: Bytes::from(vec![7u8; data_size_bytes]),
+            data: Bytes::from(vec![7u8; data_size_bytes]).into(),
         }
     }
 

@@ -33,7 +33,14 @@
 //!
 //! A receiver checks magic, version, flags and both lengths from the header
 //! alone, before it reserves room for the payload, and the checksum once
-//! the frame is complete. Any failure is a protocol violation: the
+//! the frame is complete. A data segment received into aligned memory (64
+//! KiB to 16 MiB) is checksummed in 4 KiB blocks, and the frame's checksum
+//! derived from theirs (crc32c combines without the bytes); the blocks'
+//! checksums travel on with the data ([`cairn_types::checked::CheckedBytes`])
+//! to the store, which keeps them as the object's block checksums, and to
+//! any frame that forwards the data, whose checksum is again derived from
+//! them. The bytes on the wire are the same either way. Any failure is a
+//! protocol violation: the
 //! connection is closed and the reason logged with the peer's address;
 //! nothing panics. The bounds are in [`limits`]; `tests/golden.rs` freezes
 //! the bytes of a sample frame.

@@ -22,7 +22,7 @@ fn sample() -> Frame {
         request_id: 0x1122_3344_5566_7788,
         is_response: false,
         body: Bytes::from((0u8..24).collect::<Vec<_>>()),
-        data: Bytes::from((0u8..=255).cycle().take(200).collect::<Vec<_>>()),
+        data: Bytes::from((0u8..=255).cycle().take(200).collect::<Vec<_>>()).into(),
     }
 }
 

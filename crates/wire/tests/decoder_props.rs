@@ -48,7 +48,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             request_id,
             is_response,
             body: Bytes::from(body),
-            data: Bytes::from(data),
+            data: Bytes::from(data).into(),
         })
 }
 
