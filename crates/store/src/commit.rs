@@ -31,17 +31,27 @@ pub(crate) enum Payload {
     /// Nothing: the operation carries no data, or small data the committer
     /// stores itself.
     None,
-    /// The operation's data, already in these fresh extents.
-    Written(Vec<Extent>),
+    /// The operation's data, already in these fresh extents; `durable` once
+    /// the submitter has flushed them (it does for large payloads, so the
+    /// committer's flush does not wait for them).
+    Written { extents: Vec<Extent>, durable: bool },
 }
 
 impl Payload {
     pub fn into_extents(self) -> Vec<Extent> {
         match self {
             Payload::None => Vec::new(),
-            Payload::Written(extents) => extents,
+            Payload::Written { extents, .. } => extents,
         }
     }
+}
+
+/// Whether any of `extents` is large: written to the data file without
+/// going into the log, so it must be durable before a record names it.
+fn any_large(extents: &[Extent]) -> bool {
+    extents
+        .iter()
+        .any(|e| e.length >= limits::DIRECT_WRITE_BYTES_MIN)
 }
 
 /// A queued transaction.
@@ -84,6 +94,8 @@ struct TxnCtx {
     touched_meta_cleared: BTreeSet<CollectionId>,
     /// Extents written for this transaction (by its submitter or here).
     allocated: Vec<Extent>,
+    /// Some of them are large and not yet flushed.
+    unsynced: bool,
     /// Extents this transaction stopped referencing.
     freed: Vec<Extent>,
 }
@@ -230,6 +242,7 @@ impl Committer {
         };
         let mut results = Vec::with_capacity(jobs.len());
         let mut committed_allocations = Vec::new();
+        let mut unsynced = false;
         let mut freed = Vec::new();
         let mut active = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -238,6 +251,7 @@ impl Committer {
             let result = batch.apply(&mut ctx, job.txn, job.payloads);
             match result {
                 Ok(()) => {
+                    unsynced |= ctx.unsynced;
                     committed_allocations.append(&mut ctx.allocated);
                     freed.append(&mut ctx.freed);
                 }
@@ -246,9 +260,9 @@ impl Committer {
             results.push((job.reply, result));
         }
         let wrote_data = batch.wrote_data;
-        let persisted = batch
-            .changes()
-            .and_then(|changes| self.persist(changes, wrote_data, &committed_allocations));
+        let persisted = batch.changes().and_then(|changes| {
+            self.persist(changes, wrote_data, unsynced, &committed_allocations)
+        });
         if let Err(e) = persisted {
             // The disk failed under us. The batch's record may or may not
             // have reached the log, so what it allocated stays allocated
@@ -266,17 +280,20 @@ impl Committer {
     }
 
     /// Makes a batch durable with one log record: the data file is flushed
-    /// first only if the batch wrote large extents (those are not logged).
-    /// A batch too large for one record is made durable by a checkpoint.
+    /// first only if the batch wrote large extents (those are not logged)
+    /// that their submitters have not flushed (`unsynced`). A batch too
+    /// large for one record is made durable by a checkpoint.
     fn persist(
         &mut self,
         changes: Vec<Change>,
         wrote_data: bool,
+        unsynced: bool,
         allocated: &[Extent],
     ) -> Result<(), StoreError> {
-        let (small, large): (Vec<&Extent>, Vec<&Extent>) = allocated
+        let small: Vec<&Extent> = allocated
             .iter()
-            .partition(|e| e.length < limits::DIRECT_WRITE_BYTES_MIN);
+            .filter(|e| e.length < limits::DIRECT_WRITE_BYTES_MIN)
+            .collect();
         let small_bytes: u64 = small.iter().map(|e| e.length).sum();
         let small_logged = small_bytes <= limits::WAL_RECORD_BYTES_MAX;
         let mut data = Vec::new();
@@ -298,7 +315,7 @@ impl Committer {
                 self.finish_checkpoint(true);
             }
             if self.wal.fits(encoded.len()) {
-                if !large.is_empty() {
+                if unsynced {
                     self.shared.data.sync_data()?;
                 }
                 self.wal.append(&encoded)?;
@@ -445,11 +462,10 @@ impl Batch<'_> {
         payloads: Vec<Payload>,
     ) -> Result<(), StoreError> {
         let c = txn.collection;
-        if payloads.iter().any(|p| matches!(p, Payload::Written(_))) {
-            self.wrote_data = true;
-        }
         for p in &payloads {
-            if let Payload::Written(extents) = p {
+            if let Payload::Written { extents, durable } = p {
+                self.wrote_data = true;
+                ctx.unsynced |= !durable && any_large(extents);
                 ctx.allocated.extend(extents.iter().cloned());
             }
         }
@@ -980,7 +996,7 @@ impl DataWriter<'_> {
         }
         self.move_inline_to_extent(rec)?;
         let new = match payload {
-            Payload::Written(extents) => extents,
+            Payload::Written { extents, .. } => extents,
             Payload::None if data.is_empty() => Vec::new(),
             Payload::None => self.write_new(data)?,
         };
@@ -1060,6 +1076,7 @@ impl DataWriter<'_> {
 
     fn write_new(&mut self, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
         let extents = write_extents(self.shared, data, None, false)?;
+        self.ctx.unsynced |= any_large(&extents);
         self.ctx.allocated.extend(extents.iter().cloned());
         self.wrote_data = true;
         Ok(extents)
