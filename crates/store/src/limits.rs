@@ -122,3 +122,9 @@ pub const CHECKPOINT_FREED_BYTES: u64 = 64 * 1024 * 1024;
 pub const DATA_GROWTH_FRACTION: u64 = 256;
 pub const DATA_GROWTH_BYTES_MIN: u64 = 4 * 1024 * 1024;
 pub const DATA_GROWTH_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// Longest a sample of the file system's usage decides the full check
+/// (payload bytes accepted since count as used; a write the sample would
+/// refuse is decided on a fresh one). Writers elsewhere on the same file
+/// system go unseen for at most this long.
+pub const USAGE_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
