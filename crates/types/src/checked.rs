@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::crc::{BLOCK_BYTES, block_crc32c};
 
 /// `Bytes`, plus the crc32c of each [`BLOCK_BYTES`] block when whoever
-/// produced them has it. Compares, hashes and prints as its bytes.
+/// produced them has it. Compares and prints as its bytes.
 #[derive(Clone, Default)]
 pub struct CheckedBytes {
     bytes: Bytes,
@@ -96,12 +96,6 @@ impl Deref for CheckedBytes {
     }
 }
 
-impl AsRef<[u8]> for CheckedBytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
 impl From<Bytes> for CheckedBytes {
     fn from(bytes: Bytes) -> CheckedBytes {
         CheckedBytes {
@@ -114,12 +108,6 @@ impl From<Bytes> for CheckedBytes {
 impl From<CheckedBytes> for Bytes {
     fn from(checked: CheckedBytes) -> Bytes {
         checked.bytes
-    }
-}
-
-impl From<&'static [u8]> for CheckedBytes {
-    fn from(bytes: &'static [u8]) -> CheckedBytes {
-        Bytes::from_static(bytes).into()
     }
 }
 
@@ -136,12 +124,6 @@ impl PartialEq for CheckedBytes {
 }
 
 impl Eq for CheckedBytes {}
-
-impl std::hash::Hash for CheckedBytes {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.bytes.hash(state);
-    }
-}
 
 impl std::fmt::Debug for CheckedBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
