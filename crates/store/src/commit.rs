@@ -336,7 +336,7 @@ impl Committer {
             }
             if self.wal.fits(encoded.len()) {
                 if unsynced {
-                    self.shared.data.sync_data()?;
+                    self.shared.sync_data()?;
                 }
                 self.wal.append(&encoded)?;
                 return apply_changes(&self.shared, &body.changes);
@@ -345,7 +345,7 @@ impl Committer {
         // Too large for one record: the data goes to disk before fjall may
         // write its journal, then a checkpoint makes the batch durable.
         if wrote_data {
-            self.shared.data.sync_data()?;
+            self.shared.sync_data()?;
         }
         apply_changes(&self.shared, &body.changes)?;
         self.checkpoint()
@@ -432,7 +432,7 @@ impl Committer {
 /// a checkpoint, after which the log's header may move past everything
 /// applied before it.
 pub(crate) fn flush_store(shared: &Shared) -> Result<(), StoreError> {
-    shared.data.sync_data()?;
+    shared.sync_data()?;
     // fdatasync suffices on Linux: it persists the metadata needed to read
     // the data back (size, extent state); fsync would also write inode
     // times.
@@ -440,32 +440,32 @@ pub(crate) fn flush_store(shared: &Shared) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Releases the extents no reader can still see. Large runs, and every
-/// run once the disk is nearfull, are punched back to the file system;
-/// small runs stay allocated in the data file, where the next small
-/// write reuses them without the file system having to allocate (and
-/// journal) blocks again: each of those costs a metadata commit in the
-/// next `fdatasync`.
+/// Releases the extents no reader can still see, for reuse. They stay
+/// allocated in the data file, where the next write overwrites them without
+/// the file system allocating or converting blocks, unless the file system
+/// is nearfull: then they are punched back to it
+/// ([`crate::disk::keeps_freed_space`]).
 fn reclaim(shared: &Shared) {
     let ready = shared.space.reclaimable();
     if ready.is_empty() {
         return;
     }
-    let nearfull = crate::disk::statvfs(&shared.dir)
-        .map(|(total, used, _)| {
-            #[allow(clippy::cast_precision_loss)]
-            let ratio = used as f64 / total.max(1) as f64;
-            ratio >= shared.config.nearfull_ratio
-        })
-        .unwrap_or(true);
-    for e in &ready {
-        if nearfull || e.allocated_bytes() >= limits::PUNCH_BYTES_MIN {
+    let keep = crate::disk::keeps_freed_space(shared);
+    if !keep {
+        for e in &ready {
             // Best effort: without hole punching the space stays in
             // the data file, where it is reused all the same.
             let _ = punch(&shared.data, e.offset, e.allocated_bytes());
         }
     }
     shared.space.release(&ready);
+    // The runs kept while there was room go back too, once per nearfull
+    // spell.
+    if keep {
+        shared.returned.store(false, Ordering::Relaxed);
+    } else if !shared.returned.swap(true, Ordering::Relaxed) {
+        crate::disk::punch_free_runs(shared);
+    }
 }
 
 struct Batch<'a> {

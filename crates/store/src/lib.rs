@@ -20,6 +20,7 @@ mod alloc;
 pub mod bench;
 mod commit;
 mod disk;
+mod flush;
 pub mod limits;
 mod mem;
 mod record;

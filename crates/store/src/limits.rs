@@ -78,10 +78,6 @@ pub const PAGE_ITEMS_MAX: usize = 65_536;
 pub const META_WRITE_BUFFER_BYTES_MAX: u64 = 64 * 1024 * 1024;
 pub const META_MEMTABLE_BYTES_MAX: u64 = 8 * 1024 * 1024;
 
-/// Freed runs at least this long are punched back to the file system at
-/// once; shorter ones only when the disk is nearfull (they are reused).
-pub const PUNCH_BYTES_MIN: u64 = 1024 * 1024;
-
 /// Small extents (payloads written through the page cache) are cut in
 /// order from zones of up to this many bytes, so one batch's writeback is a
 /// few large requests rather than one per extent.

@@ -10,8 +10,9 @@
 //! So each batch writes one record here instead: every metadata change of
 //! the batch (as whole key images: set or removed) and the bytes of its
 //! small extents (under [`limits::DIRECT_WRITE_BYTES_MIN`]), followed by one
-//! `fdatasync`. The log is a ring of fixed capacity that, after its first
-//! lap, is rewritten in place, so its flushes need no block allocation.
+//! `fdatasync`. The log is a ring of fixed capacity, written with zeros
+//! when it is created and then rewritten in place, so its flushes never
+//! allocate blocks or convert preallocated ones.
 //! Large payloads are still written once, to their extents, and the data
 //! file is flushed before the record (write once: only small data is
 //! written twice, as the design allows).
@@ -149,12 +150,23 @@ impl Wal {
             since_checkpoint: 0,
         };
         if !existed || wal.file.metadata()?.len() == 0 || wal.header_never_written()? {
-            // Reserved up front, so a full disk cannot refuse a commit. The
-            // first lap still writes into unwritten blocks; later ones
-            // rewrite written blocks. Best effort: not every file system
-            // can preallocate.
+            // Reserved up front, so a full disk cannot refuse a commit, and
+            // written with zeros: a record written into preallocated
+            // (unwritten) blocks makes its flush also write the file's
+            // extent blocks and inode, synchronously, on every commit of
+            // the first lap. Zeros read as no record. The fallocate is best
+            // effort (not every file system can preallocate) and keeps the
+            // ring contiguous.
             let _ =
                 rustix::fs::fallocate(&wal.file, rustix::fs::FallocateFlags::empty(), 0, capacity);
+            let zeros = vec![0u8; 1 << 20];
+            let mut offset = 0;
+            while offset < capacity {
+                let n = (capacity - offset).min(zeros.len() as u64);
+                wal.file
+                    .write_all_at(&zeros[..usize::try_from(n).unwrap_or(0)], offset)?;
+                offset += n;
+            }
             wal.write_header()?;
             wal.file.sync_all()?;
             File::open(dir)?.sync_all()?;

@@ -477,3 +477,62 @@ fn the_data_file_is_preallocated_ahead_of_its_writes() {
         pattern(1 << 20, 1)
     );
 }
+
+/// Freed space stays written in the data file, for the next write to
+/// overwrite, while the file system has room; capacity counts it as
+/// available all the same.
+#[test]
+fn freed_space_is_kept_for_reuse_and_counted_available() {
+    use std::os::unix::fs::MetadataExt;
+    let Some((dir, _mount)) = small_filesystem(128) else {
+        eprintln!("skipped: cannot mount a tmpfs (not root)");
+        return;
+    };
+    let root = dir.path().join("store");
+    let held = || {
+        std::fs::metadata(root.join("data"))
+            .expect("data file")
+            .blocks()
+            * 512
+    };
+    let store = DiskStore::open(&root, StoreConfig::default()).expect("open");
+    create(&store);
+    put(&store, "a", pattern(16 << 20, 1));
+    let before = (held(), store.capacity().expect("capacity"));
+    store
+        .apply(Transaction::new(C).with(Op::Remove { object: key("a") }))
+        .expect("remove");
+    // Reuse waits for a checkpoint and the reclaim thread.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.capacity().expect("capacity").stored_bytes > 0 {
+        assert!(std::time::Instant::now() < deadline, "never reclaimed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let after = (held(), store.capacity().expect("capacity"));
+    assert!(
+        after.0 >= before.0,
+        "freed blocks were given back: {} -> {} bytes",
+        before.0,
+        after.0
+    );
+    assert!(
+        after.1.used_bytes + (16 << 20) <= before.1.used_bytes,
+        "16 MiB freed, used {} -> {}",
+        before.1.used_bytes,
+        after.1.used_bytes
+    );
+    assert!(after.1.available_bytes >= before.1.available_bytes + (16 << 20));
+    // The next write takes the freed blocks: the file holds no more.
+    put(&store, "b", pattern(16 << 20, 2));
+    assert_eq!(held(), after.0, "the write reused the freed blocks");
+    drop(store);
+    // Reopened below nearfull, the free space stays too.
+    let store = DiskStore::open(&root, StoreConfig::default()).expect("reopen");
+    assert_eq!(held(), after.0);
+    assert_eq!(
+        store
+            .read(C, &key("b"), ReadOptions::default())
+            .expect("read"),
+        pattern(16 << 20, 2)
+    );
+}
