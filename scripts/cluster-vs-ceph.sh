@@ -88,32 +88,39 @@ cairn_run() {  # label, cairn bench object args...; a failed phase is kept and r
     > "$OUT/$label.json" 2> "$OUT/$label.err" || echo "  $label failed: $(tail -1 "$OUT/$label.err")"
 }
 
+# The disk under this VM changes speed from minute to minute, so each round
+# brackets both systems' 4 MiB write phases with fio's (the raw figure is
+# the mean of the two), and the system that goes first alternates.
+ceph_write_4M() { rados_run "r${round}_ceph_write_4M" write -b 4194304 --no-cleanup; }
+cairn_write_4M() { cairn_run "r${round}_cairn_write_4M" --mode write --object-size 4M --duration "${RT}s"; }
 for round in $(seq 1 "$REPEATS"); do
-  echo "round $round of $REPEATS: fio"
+  echo "round $round of $REPEATS: 4 MiB writes (fio, both systems, fio)"
   fio_run "r${round}_fio_write_4M" --rw=write --bs=4M --iodepth=16
   # The same with a flush after every 16 writes: what the disk takes when
   # writes must be durable (a host with a write-back cache under the VM's
   # disk shows the difference).
   fio_run "r${round}_fio_write_4M_flushed" --rw=write --bs=4M --iodepth=16 --fdatasync=16
+  rm -f "$RAW/fio.dat"
+  if [ $((round % 2)) = 1 ]; then cairn_write_4M; ceph_write_4M; else ceph_write_4M; cairn_write_4M; fi
+  fio_run "r${round}_fio_write_4M_after" --rw=write --bs=4M --iodepth=16
+
+  echo "round $round of $REPEATS: 4 MiB reads"
   drop; fio_run "r${round}_fio_read_4M" --rw=read --bs=4M --iodepth=16
+  rm -f "$RAW/fio.dat"
+  drop; rados_run "r${round}_ceph_seq_4M" seq
+  drop; cairn_run "r${round}_cairn_seq_4M" --mode seq
+  drop; rados_run "r${round}_ceph_rand_4M" rand
+  drop; cairn_run "r${round}_cairn_rand_4M" --mode rand --duration "${RT}s" --cleanup
+  rados -p rep3 cleanup > /dev/null 2>&1
+
+  echo "round $round of $REPEATS: 4 KiB"
   fio_run "r${round}_fio_randwrite_4k_qd1" --rw=randwrite --bs=4k --iodepth=1 --sync=1
   rm -f "$RAW/fio.dat"
-
-  echo "round $round of $REPEATS: ceph"
-  rados_run "r${round}_ceph_write_4M" write -b 4194304 --no-cleanup
-  drop; rados_run "r${round}_ceph_seq_4M" seq
-  drop; rados_run "r${round}_ceph_rand_4M" rand
-  rados -p rep3 cleanup > /dev/null 2>&1
   rados_run "r${round}_ceph_write_4K" write -b 4096 --no-cleanup
-  drop; rados_run "r${round}_ceph_rand_4K" rand
-  rados -p rep3 cleanup > /dev/null 2>&1
-
-  echo "round $round of $REPEATS: cairn"
-  cairn_run "r${round}_cairn_write_4M" --mode write --object-size 4M --duration "${RT}s"
-  drop; cairn_run "r${round}_cairn_seq_4M" --mode seq
-  drop; cairn_run "r${round}_cairn_rand_4M" --mode rand --duration "${RT}s" --cleanup
   cairn_run "r${round}_cairn_write_4K" --mode write --object-size 4K --duration "${RT}s"
+  drop; rados_run "r${round}_ceph_rand_4K" rand
   drop; cairn_run "r${round}_cairn_rand_4K" --mode rand --duration "${RT}s" --cleanup
+  rados -p rep3 cleanup > /dev/null 2>&1
 done
 
 python3 - "$OUT" "$REPEATS" <<'EOF'
@@ -154,11 +161,14 @@ for name, unit, ceph, cai in rows:
     ratios = [b / a for a, b in pairs]
     print(f"| {name} | {unit} | {statistics.median(c):,.1f} | {statistics.median(k):,.1f} | "
           f"{statistics.median(ratios):.2f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
-fw = [fio(f"r{r}_fio_write_4M", "write")[0] for r in rounds]
+# Raw writes: the mean of the runs before and after the systems' write
+# phases.
+fw = [(fio(f"r{r}_fio_write_4M", "write")[0] + fio(f"r{r}_fio_write_4M_after", "write")[0]) / 2
+      for r in rounds]
 fr = [fio(f"r{r}_fio_read_4M", "read")[0] for r in rounds]
 cw = [pick(cairn(f"r{r}_cairn_write_4M"), 0) for r in rounds]
 print()
-print(f"raw disk (fio, direct, 4 MiB, qd 16): write {statistics.median(fw):,.1f} MiB/s, "
+print(f"raw disk (fio, direct, 4 MiB, qd 16): write {statistics.median(fw):,.1f} MiB/s (before and after the systems' writes), "
       f"read {statistics.median(fr):,.1f} MiB/s (medians; per round write {', '.join(f'{x:.0f}' for x in fw)})")
 ratio = [c / (f / 3) for c, f in zip(cw, fw) if c is not None]
 print(f"Cairn 4 MiB write ÷ (raw write ÷ 3): median {statistics.median(ratio):.2f} "
