@@ -458,14 +458,11 @@ fn reclaim(shared: &Shared) {
             let _ = punch(&shared.data, e.offset, e.allocated_bytes());
         }
     }
+    // Runs kept while there was room stay free in the file: writes reuse
+    // them without the file system (punching them here would race with
+    // writers allocating them); the next open punches them if the file
+    // system is still nearfull.
     shared.space.release(&ready);
-    // The runs kept while there was room go back too, once per nearfull
-    // spell.
-    if keep {
-        shared.returned.store(false, Ordering::Relaxed);
-    } else if !shared.returned.swap(true, Ordering::Relaxed) {
-        crate::disk::punch_free_runs(shared);
-    }
 }
 
 struct Batch<'a> {

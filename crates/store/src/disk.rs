@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -80,9 +80,6 @@ pub(crate) struct Shared {
     pub usage: Arc<Mutex<Option<UsageSample>>>,
     /// Transactions prepared and not yet answered.
     pub active: Arc<AtomicUsize>,
-    /// Whether the free runs were punched back to the nearfull file system
-    /// (they are kept for reuse below nearfull, [`keeps_freed_space`]).
-    pub returned: Arc<AtomicBool>,
     pub dir: PathBuf,
     pub config: StoreConfig,
 }
@@ -183,7 +180,6 @@ impl DiskStore {
             grown,
             usage: Arc::default(),
             active: Arc::default(),
-            returned: Arc::default(),
             dir: dir.to_path_buf(),
             config,
         };
@@ -193,7 +189,6 @@ impl DiskStore {
             ..shared
         };
         if !keeps_freed_space(&shared) {
-            shared.returned.store(true, Ordering::Relaxed);
             punch_free_runs(&shared);
         }
         let (queue, jobs) = std::sync::mpsc::sync_channel(limits::COMMIT_QUEUE_MAX);
@@ -477,8 +472,9 @@ fn rebuild_allocator(shared: &Shared) -> Result<Allocator, StoreError> {
 }
 
 /// Gives free runs (left by deletes or by transactions a crash cut short)
-/// back to the file system.
-pub(crate) fn punch_free_runs(shared: &Shared) {
+/// back to the file system. Only at open: no writer can be allocating
+/// them then.
+fn punch_free_runs(shared: &Shared) {
     for (offset, length) in shared.space.allocator().free_runs() {
         let _ = punch(&shared.data, offset, length);
     }
@@ -493,10 +489,10 @@ pub(crate) fn punch_free_runs(shared: &Shared) {
 /// (measured with fio, 4 MiB direct writes each flushed, 12 writers:
 /// 1,450 MiB/s into written blocks, 950 into preallocated ones; a 3-OSD
 /// cluster writing 4 MiB objects after deleting earlier ones ran 1.4 to
-/// 1.75 times faster when the freed space was kept, see
+/// 1.6 times faster when the freed space was kept, see
 /// `docs/performance.md`). Like a block device a store owns, the file keeps
-/// what it once held; [`store_usage`] counts the unused part as available, and a
-/// file system that fills up gets the space back.
+/// what it once held; [`store_usage`] counts the unused part as available;
+/// once the file system is nearfull, what is freed goes back to it.
 pub(crate) fn keeps_freed_space(shared: &Shared) -> bool {
     statvfs(&shared.dir)
         .map(|(total, used, _)| {
