@@ -327,10 +327,12 @@ fn full_disk_refuses_writes_allows_deletes_and_reopens() {
         }
         assert!(fits, "deleting 10 MiB did not make room for 1 MiB");
         written.push("after-delete".into());
-        // On a nearfull file system freed space goes back to it (below
-        // nearfull the data file keeps it for reuse).
+        // On a nearfull file system freed space goes back to it, until it
+        // is below nearfull again (then the data file keeps what is freed
+        // for reuse): from the full ratio (0.95) to under nearfull (0.85)
+        // of 64 MiB is over 6 MiB; 1 MiB of it may be written again.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while held() + (8 << 20) > held_full {
+        while held() + (3 << 20) > held_full {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the freed runs stayed in the data file: {} of {} bytes",
