@@ -534,13 +534,15 @@ fn freed_space_is_kept_for_reuse_and_counted_available() {
         before.0,
         after.0
     );
+    // 16 MiB freed (the metadata database and log may have taken a few
+    // blocks meanwhile).
     assert!(
-        after.1.used_bytes + (16 << 20) <= before.1.used_bytes,
+        after.1.used_bytes + (15 << 20) <= before.1.used_bytes,
         "16 MiB freed, used {} -> {}",
         before.1.used_bytes,
         after.1.used_bytes
     );
-    assert!(after.1.available_bytes >= before.1.available_bytes + (16 << 20));
+    assert!(after.1.available_bytes >= before.1.available_bytes + (15 << 20));
     // The next write takes the freed blocks: the file holds no more.
     put(&store, "b", pattern(16 << 20, 2));
     assert_eq!(held(), after.0, "the write reused the freed blocks");
