@@ -74,8 +74,36 @@ struct OsdTopArgs {
     daemon: Option<osd_cmd::OsdArgs>,
 }
 
+/// Makes every panic end the process at once (after the default hook has
+/// printed it), in every thread. Without this, tokio catches a panic in a
+/// task or `spawn_blocking` closure and the daemon goes on serving with
+/// whatever state the panicking code left half-updated (a PG's log and its
+/// store out of step, a lock poisoned). A daemon whose invariant broke must
+/// stop; the supervisor of `cairn up` (or systemd) restarts it, and peering
+/// rebuilds its PGs from what is durable. The release profile keeps
+/// `panic = "unwind"` because `cargo test` must build the libraries with
+/// unwinding for its harness; the hook gives daemons abort semantics anyway.
+fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("cairn: a daemon invariant failed (panic above); aborting");
+        std::process::abort();
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Mon(_)
+            | Command::Osd(OsdTopArgs {
+                daemon: Some(_),
+                ..
+            })
+    ) {
+        abort_on_panic();
+    }
     let result = match cli.command {
         Command::Placement(command) => placement_cmd::run(command),
         Command::Bench(command) => bench_cmd::run(command),

@@ -3,7 +3,8 @@
 //! `cairn daemon start osd.1` brings it back up in the map; an unknown
 //! daemon name is refused with a message naming it. `cairn daemon add osd`
 //! grows a running cluster by one OSD, which the next `cairn up` on the
-//! data dir runs too; without a running cluster it is refused.
+//! data dir runs too; without a running cluster it is refused. An OSD that
+//! panics aborts and is restarted by the supervisor.
 
 mod common;
 
@@ -183,4 +184,71 @@ fn daemon_add_osd_joins_the_cluster_and_its_roster() {
     wait_osd_up(&cluster, 3, true);
     let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
     assert_eq!(status["osds_up"], 4, "{status}");
+}
+
+/// A daemon whose invariant fails stops at once instead of serving on with
+/// a half-updated state, and the supervisor restarts it (issue 19, item 2).
+/// One OSD panics in a task holding a lock (`CAIRN_DEBUG_PANIC_ONCE`):
+/// without the binary's aborting panic hook tokio catches that panic and
+/// the process runs on, so the pid never changes and this test fails.
+#[test]
+fn a_panicking_osd_aborts_and_the_supervisor_restarts_it() {
+    let dir = test_dir("panic-abort");
+    std::fs::create_dir_all(&dir).expect("test dir");
+    let trigger = dir.join("panic-once");
+    std::fs::write(&trigger, b"").expect("trigger file");
+    let trigger_text = trigger.display().to_string();
+    let cluster = Cluster::up_with_env(
+        dir,
+        3,
+        17650,
+        &[],
+        &[("CAIRN_DEBUG_PANIC_ONCE", &trigger_text)],
+    );
+    let names = ["osd.0", "osd.1", "osd.2"];
+    // The panic comes half a second after start, maybe before `up`
+    // returned: find it in the logs, with the pid that panicked.
+    let deadline = Instant::now() + MAP_WAIT;
+    let (restarted, panicked_pid) = loop {
+        let found = names.iter().enumerate().find_map(|(i, name)| {
+            let log = std::fs::read_to_string(cluster.dir.join("logs").join(format!("{name}.log")))
+                .unwrap_or_default();
+            let at = log.find("injected by CAIRN_DEBUG_PANIC_ONCE")?;
+            let pid = log[at..]
+                .split("(pid ")
+                .nth(1)?
+                .split(')')
+                .next()?
+                .parse::<u32>()
+                .ok()?;
+            assert!(log[at..].contains("aborting"), "{log}");
+            Some((i, pid))
+        });
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "no OSD took the injected panic");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!trigger.exists(), "the trigger file was not taken");
+    let deadline = Instant::now() + MAP_WAIT;
+    while is_running(panicked_pid) || live_pid(&cluster, names[restarted]).is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "{} (pid {panicked_pid}) panicked but was not stopped and restarted",
+            names[restarted]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_ne!(live_pid(&cluster, names[restarted]), Some(panicked_pid));
+    let first: Vec<Option<u32>> = names.iter().map(|n| live_pid(&cluster, n)).collect();
+    // The others never panicked and run on; the restarted one rejoins.
+    for i in (0..names.len()).filter(|&i| i != restarted) {
+        assert!(first[i].is_some(), "{} is not running", names[i]);
+    }
+    let deadline = Instant::now() + MAP_WAIT;
+    while !tree_osds(&cluster).iter().all(|o| o["up"] == true) {
+        assert!(Instant::now() < deadline, "the restarted OSD never came up");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

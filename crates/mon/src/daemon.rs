@@ -30,7 +30,7 @@ use cairn_wire::{Frame, ServeOptions};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -360,13 +360,19 @@ async fn handle_frame(frame: Frame, shell: &Shell) -> Frame {
 
 impl Shell {
     fn record_stats(&self, osd: OsdId, stats: OsdStats) {
-        let mut all = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all = self
+            .stats
+            .lock()
+            .expect("a thread panicked holding the PG stats");
         let slot = StatsSlot::next(all.get(&osd), stats, Instant::now());
         all.insert(osd, slot);
     }
 
     fn stats_reports(&self) -> Vec<OsdStatsReport> {
-        let all = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+        let all = self
+            .stats
+            .lock()
+            .expect("a thread panicked holding the PG stats");
         all.iter()
             .map(|(osd, slot)| OsdStatsReport {
                 osd: *osd,

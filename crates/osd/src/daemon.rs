@@ -25,7 +25,7 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
-use crate::lease::{LEASE_MS, Leases};
+use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
@@ -66,7 +66,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -139,7 +139,20 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     let mon = MonLink::new(config.mon_addr.clone());
     let whoami = boot(&mon, &config, store.capacity()?.total_bytes).await?;
     tracing::info!(osd = whoami.0, addr = %config.addr, "booted");
-    let lease_bound_ms = restart_lease_bound_ms(&config.data_dir);
+    let lease_bound_ms = restart_lease_bound_from_file(&config.data_dir);
+    // Record this instance alive before any PG exists: a promise made
+    // before the first record would be bounded by the previous
+    // instance's record, which may be long past. If it cannot be written,
+    // do not start: the next start could not bound this instance's leases.
+    open_alive_file(&config.data_dir)
+        .and_then(|file| record_alive(&file))
+        .map_err(|error| OsdError::Io {
+            path: config.data_dir.join(ALIVE_FILE),
+            error,
+        })?;
+    // Kept running from here on, so the record is never more than an
+    // interval old while this instance may promise anything.
+    let alive = tokio::spawn(alive_loop(config.data_dir.clone()));
     let (store_tx, commits) = start_store_threads(store.clone());
     let osd = Arc::new_cyclic(|this| Osd {
         this: this.clone(),
@@ -182,8 +195,9 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         tokio::spawn(map_loop(osd.clone())),
         tokio::spawn(peer_heartbeat_loop(osd.clone())),
         tokio::spawn(pg_tick_loop(osd.clone())),
-        tokio::spawn(alive_loop(osd.config.data_dir.clone())),
+        alive,
     ];
+    inject_panic_once(&osd);
     let handler_osd = osd.clone();
     let handler = move |frame: Frame| {
         let osd = handler_osd.clone();
@@ -199,6 +213,31 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     }
     tracing::info!(osd = whoami.0, "stopped");
     Ok(())
+}
+
+/// Fault injection for the abort-on-panic test (docs/reliability.md): the
+/// one OSD that removes the file this names panics, once, in a task holding
+/// a lock, half a second after start. Tokio would catch such a panic and
+/// keep the daemon running; the binary's panic hook must abort it instead.
+pub const DEBUG_PANIC_ONCE_ENV: &str = "CAIRN_DEBUG_PANIC_ONCE";
+
+fn inject_panic_once(osd: &Arc<Osd>) {
+    let Some(path) = std::env::var_os(DEBUG_PANIC_ONCE_ENV) else {
+        return;
+    };
+    if std::fs::remove_file(&path).is_err() {
+        return;
+    }
+    let osd = osd.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let _held = lock(&osd.pgs);
+        panic!(
+            "injected by {DEBUG_PANIC_ONCE_ENV} on osd.{} (pid {})",
+            osd.whoami.0,
+            std::process::id()
+        );
+    });
 }
 
 /// The id file: the monitor's id for this OSD, so a restart keeps it.
@@ -478,7 +517,7 @@ fn start_store_threads(
         let results = store_tx.clone();
         std::thread::spawn(move || {
             loop {
-                let next = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                let next = lock(&jobs).recv();
                 let Ok((seq, txn)) = next else { break };
                 if results
                     .send(StoreJob::Prepared(seq, store.prepare(txn)))
@@ -697,63 +736,72 @@ async fn pg_tick_loop(osd: Arc<Osd>) {
 /// 500 epochs, 100 a page).
 const MAP_PAGES_MAX: usize = 8;
 
-/// File with the wall-clock time (ms since the Unix epoch) this OSD was
-/// last known alive, rewritten every second.
+/// File with the boot-clock moment this OSD was last known alive
+/// ([`AliveStamp`]), rewritten every [`ALIVE_INTERVAL_MS`].
 const ALIVE_FILE: &str = "alive";
 
-/// How long read leases the previous instance of this OSD granted may
-/// still run: a lease, less the time it has been down, plus the second the
-/// alive file may lag (all of a lease if the file is missing or unreadable).
-fn restart_lease_bound_ms(data_dir: &Path) -> u64 {
-    let last_alive: Option<u64> = std::fs::read_to_string(data_dir.join(ALIVE_FILE))
-        .ok()
-        .and_then(|t| t.trim().parse().ok());
-    let now = unix_ms();
-    let bound = LEASE_MS + ALIVE_INTERVAL_MS;
-    match last_alive {
-        Some(at) if at <= now => bound.saturating_sub(now - at),
-        _ => bound,
-    }
+/// Now on the boot clock, or `None` where the kernel does not say.
+fn boot_clock_now() -> Option<AliveStamp> {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let seconds = uptime.split_whitespace().next()?;
+    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    let centis: u64 = format!("{fraction:0<2}").get(..2)?.parse().ok()?;
+    let uptime_ms = whole.parse::<u64>().ok()?.checked_mul(1_000)? + centis * 10;
+    Some(AliveStamp {
+        boot_id: boot_id.trim().to_owned(),
+        uptime_ms,
+    })
 }
 
-/// Interval of the alive file's rewrites.
-const ALIVE_INTERVAL_MS: u64 = 1_000;
+/// How long read leases the previous instance of this OSD granted may
+/// still run ([`restart_lease_bound_ms`]).
+fn restart_lease_bound_from_file(data_dir: &Path) -> u64 {
+    let last = std::fs::read_to_string(data_dir.join(ALIVE_FILE))
+        .ok()
+        .and_then(|text| AliveStamp::decode(&text));
+    restart_lease_bound_ms(last.as_ref(), boot_clock_now().as_ref())
+}
 
-/// Rewrites the alive file in place, as a fixed-width number: truncating
-/// it would free its block, and on a file system mounted with `discard`
-/// that waits for a device discard (seen blocking a runtime thread for
-/// milliseconds under load).
-async fn alive_loop(data_dir: PathBuf) {
+/// Records now as the moment this OSD was last alive, in place (see
+/// [`alive_loop`]). Not synced: [`restart_lease_bound_ms`] trusts a record
+/// only within the boot that wrote it, which the page cache outlives.
+fn record_alive(file: &std::fs::File) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let path = data_dir.join(ALIVE_FILE);
+    let stamp = boot_clock_now()
+        .ok_or_else(|| std::io::Error::other("no boot clock (/proc/uptime, boot_id)"))?;
+    file.write_all_at(stamp.encode().as_bytes(), 0)
+}
+
+fn open_alive_file(data_dir: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(data_dir.join(ALIVE_FILE))
+}
+
+/// Rewrites the alive file in place every [`ALIVE_INTERVAL_MS`]:
+/// truncating it would free its block, and on a file system mounted with
+/// `discard` that waits for a device discard (seen blocking a runtime
+/// thread for milliseconds under load).
+async fn alive_loop(data_dir: PathBuf) {
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(ALIVE_INTERVAL_MS));
     let mut file = None;
     loop {
         tick.tick().await;
         if file.is_none() {
-            file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
+            file = open_alive_file(&data_dir)
                 .inspect_err(|error| tracing::warn!(%error, "cannot open the alive file"))
                 .ok();
         }
-        // Not synced: after a power loss the machine was down far longer
-        // than a lease anyway.
         if let Some(f) = &file
-            && let Err(error) = f.write_all_at(format!("{:020}", unix_ms()).as_bytes(), 0)
+            && let Err(error) = record_alive(f)
         {
             tracing::warn!(%error, "cannot record that this OSD is alive");
             file = None;
         }
     }
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Seconds since the Unix epoch.
@@ -859,18 +907,27 @@ struct IoCounters {
     write_bytes: AtomicU64,
 }
 
+/// A poisoned lock means a thread panicked inside a critical section and
+/// may have left its data half-updated: never go on with it. (The binary's
+/// panic hook aborts the process at the panic itself, so this is reached
+/// only where the OSD runs as a library without that hook.)
+const POISONED: &str = "a thread panicked holding an OSD lock";
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section leaves the data consistent; a panic elsewhere
-    // aborts the process anyway.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+    mutex.lock().expect(POISONED)
+}
+
+fn read<T>(rw: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    rw.read().expect(POISONED)
+}
+
+fn write<T>(rw: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    rw.write().expect(POISONED)
 }
 
 impl Osd {
     fn map_epoch(&self) -> Epoch {
-        self.map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .epoch()
+        read(&self.map).epoch()
     }
 
     /// Fetches map changes, replays them, and brings the PGs up to date.
@@ -916,7 +973,7 @@ impl Osd {
     async fn apply_fetch(&self, fetch: MapFetch, sync: bool) {
         let _one = self.map_fetch.lock().await;
         {
-            let mut view = self.map.write().unwrap_or_else(PoisonError::into_inner);
+            let mut view = write(&self.map);
             match fetch {
                 MapFetch::Incrementals { incrementals, .. } => {
                     for inc in &incrementals {
@@ -956,7 +1013,7 @@ impl Osd {
             ids
         };
         ids.truncate(PEER_HEARTBEAT_PEERS_MAX);
-        let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+        let view = read(&self.map);
         ids.into_iter()
             .filter(|id| view.state.map.osd(*id).is_some_and(|o| o.up))
             .filter_map(|id| view.state.endpoints.get(&id).map(|e| (id, e.addr.clone())))
@@ -1090,7 +1147,7 @@ impl Osd {
     async fn sync_pgs(&self) {
         let split = self.split_pgs().await;
         let (entries, up_osds) = {
-            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let view = read(&self.map);
             let entries: Vec<(PgId, Interval, MapContext)> = view
                 .intervals
                 .iter()
@@ -1150,7 +1207,7 @@ impl Osd {
     /// the OSD, as a refused PG transaction does.
     async fn split_pgs(&self) -> HashSet<CollectionId> {
         let (epoch, pools) = {
-            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let view = read(&self.map);
             let pools: Vec<(PoolId, u32)> = view.pg_nums().iter().map(|(p, n)| (*p, *n)).collect();
             (view.epoch(), pools)
         };
@@ -1247,10 +1304,7 @@ impl Osd {
         lease_bound_ms: u64,
     ) -> Result<(), OsdError> {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
-        let pg_num = self
-            .map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+        let pg_num = read(&self.map)
             .placement
             .pool(pg.pool)
             .map_or(0, |p| p.pg_num);
@@ -1523,10 +1577,7 @@ impl Osd {
     }
 
     fn settings(&self) -> OsdSettings {
-        self.settings
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        read(&self.settings).clone()
     }
 
     /// Fetches the cluster's settings and applies them (throttles at once,
@@ -1545,10 +1596,7 @@ impl Osd {
         };
         let settings = OsdSettings::from_settings(&Settings::new(entries));
         let changed = {
-            let mut current = self
-                .settings
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut current = write(&self.settings);
             let changed = *current != settings;
             *current = settings.clone();
             changed
@@ -1719,7 +1767,7 @@ impl Osd {
     /// waits for the next interval (logged).
     async fn send_to_peer(&self, osd: OsdId, pg: PgId, msg: &PgMsg) {
         let addr = {
-            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let view = read(&self.map);
             view.state.endpoints.get(&osd).map(|e| e.addr.clone())
         };
         let Some(addr) = addr else {
@@ -1853,11 +1901,7 @@ impl Osd {
                 return;
             }
             PgMsg::Query { interval_epoch, .. }
-                if self
-                    .map
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .query_is_stale(pg, interval_epoch) =>
+                if read(&self.map).query_is_stale(pg, interval_epoch) =>
             {
                 tracing::debug!(%pg, epoch = interval_epoch.0, "query of an interval that is over dropped");
                 return;
@@ -1974,7 +2018,7 @@ impl Osd {
             tracing::warn!(%error, "map refresh for a newer client failed");
         }
         let (redundancy, pg_num) = {
-            let view = self.map.read().unwrap_or_else(PoisonError::into_inner);
+            let view = read(&self.map);
             let pool = view.placement.pool(op.pg.pool);
             (pool.map(|p| p.redundancy), pool.map_or(0, |p| p.pg_num))
         };

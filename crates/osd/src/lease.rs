@@ -24,12 +24,32 @@
 //!
 //! Times are milliseconds of a clock the shell sets before each event
 //! ([`Leases::set_clock`]); leases are off until the shell enables them.
+//!
+//! Clocks: the shell uses a monotonic clock, so wall-clock steps (NTP, an
+//! operator's `date`) change nothing. Two OSDs' clocks may run at slightly
+//! different rates; every conversion between them gives away
+//! [`CLOCK_RATE_DRIFT_PPM_MAX`]: the primary stops reading that much
+//! before its replicas' promises end on its own clock, and a new primary
+//! waits that much longer than a promise's holder reported. Clocks whose
+//! rates differ by more than that (1%, against the 0.01% of a crystal and
+//! the 0.05% NTP slews at most) are outside the failure model
+//! (docs/reliability.md, "Clocks").
 
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Lease length the daemon uses.
 pub const LEASE_MS: u64 = 4_000;
+/// The largest difference between two OSDs' clock rates leases tolerate,
+/// in parts per million (1%: 40 ms of a 4 s lease).
+pub const CLOCK_RATE_DRIFT_PPM_MAX: u64 = 10_000;
+
+/// What `span_ms` on one OSD's clock may shrink to on another's.
+fn drift_ms(span_ms: u64) -> u64 {
+    span_ms
+        .saturating_mul(CLOCK_RATE_DRIFT_PPM_MAX)
+        .div_ceil(1_000_000)
+}
 /// Renewals remembered for their acknowledgements.
 const SENT_KEPT: usize = 16;
 
@@ -132,10 +152,13 @@ impl Leases {
             return true;
         };
         let now_ms = now_ms.max(self.clock_ms);
+        // The replicas' promises run `lease` on their clocks, which may run
+        // faster than this one.
+        let readable_ms = lease - drift_ms(lease);
         replicas.into_iter().all(|r| {
             self.acked
                 .get(&r)
-                .is_some_and(|at| at.saturating_add(lease) > now_ms)
+                .is_some_and(|at| at.saturating_add(readable_ms) > now_ms)
         })
     }
 
@@ -177,6 +200,7 @@ impl Leases {
     pub fn bind_own(&mut self, whoami: OsdId) {
         let report = self.report(whoami, false);
         if let Some(holder) = report.holder {
+            // Measured on this clock: nothing to convert.
             self.note(holder, report.remaining_ms);
         }
     }
@@ -187,7 +211,11 @@ impl Leases {
             self.released.insert(from);
         }
         if let Some(holder) = report.holder {
-            self.note(holder, report.remaining_ms);
+            // Reported on the peer's clock, which may run slower than this one.
+            let remaining_ms = report
+                .remaining_ms
+                .saturating_add(drift_ms(report.remaining_ms));
+            self.note(holder, remaining_ms);
         }
     }
 
@@ -206,6 +234,60 @@ impl Leases {
             .map(|(_, until)| until.saturating_sub(self.clock_ms))
             .max()
             .unwrap_or(0)
+    }
+}
+
+/// How often the shell records that its OSD is alive.
+pub const ALIVE_INTERVAL_MS: u64 = 1_000;
+/// Resolution of the boot clock the shell reads (`/proc/uptime`).
+pub const BOOT_CLOCK_RESOLUTION_MS: u64 = 10;
+
+/// A moment on the machine's boot clock (`CLOCK_BOOTTIME`: monotonic,
+/// counts suspend, untouched by wall-clock steps), named by the kernel's
+/// boot id so moments of different boots never compare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AliveStamp {
+    pub boot_id: String,
+    pub uptime_ms: u64,
+}
+
+impl AliveStamp {
+    /// `BOOT_ID UPTIME_MS`, the uptime fixed-width so rewriting in place
+    /// never leaves a longer old tail.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        format!("{} {:020}\n", self.boot_id, self.uptime_ms)
+    }
+
+    #[must_use]
+    pub fn decode(text: &str) -> Option<AliveStamp> {
+        let (boot_id, uptime) = text.trim().split_once(' ')?;
+        Some(AliveStamp {
+            boot_id: boot_id.to_owned(),
+            uptime_ms: uptime.parse().ok()?,
+        })
+    }
+}
+
+/// How long read-lease promises an earlier instance of this OSD made may
+/// still run, from the last moment it was recorded alive (`last`) and now.
+/// Promises are made only while the alive record is kept at most
+/// [`ALIVE_INTERVAL_MS`] old, so they end within a lease of the record
+/// plus that. Only a record of this boot counts: the record is not synced,
+/// and within one boot the page cache survives the process, so a newer
+/// record is never lost; a kernel crash or power loss changes the boot id,
+/// and then (or with no readable record, or no boot clock) the whole
+/// bound applies. Wall-clock steps cannot shorten it.
+#[must_use]
+pub fn restart_lease_bound_ms(last: Option<&AliveStamp>, now: Option<&AliveStamp>) -> u64 {
+    let full_ms = LEASE_MS + ALIVE_INTERVAL_MS + BOOT_CLOCK_RESOLUTION_MS;
+    match (last, now) {
+        (Some(last), Some(now))
+            if last.boot_id == now.boot_id && last.uptime_ms <= now.uptime_ms =>
+        {
+            full_ms.saturating_sub(now.uptime_ms - last.uptime_ms)
+        }
+        _ => full_ms,
     }
 }
 
@@ -239,10 +321,13 @@ mod tests {
         );
         primary.acked(NEW, seq);
         assert!(primary.readable(10_000, [R, NEW]));
-        assert!(primary.readable(13_999, [R, NEW]));
+        assert!(primary.readable(13_959, [R, NEW]));
         // The clock of the last event stays at 10 s (a cut-off primary
         // hears little): the caller's time decides.
-        assert!(!primary.readable(14_000, [R, NEW]), "lease ran out");
+        assert!(
+            !primary.readable(13_960, [R, NEW]),
+            "lease ran out (less the 40 ms a faster replica clock may take)"
+        );
         primary.set_clock(14_000);
         assert!(
             !primary.readable(13_000, [R, NEW]),
@@ -282,9 +367,85 @@ mod tests {
         let mut new = enabled(70_000);
         new.new_interval();
         new.peer_report(R, report);
-        assert_eq!(new.wait_ms(), 500);
-        new.set_clock(70_500);
+        assert_eq!(new.wait_ms(), 505, "500 ms and 1% for a slower clock");
+        new.set_clock(70_505);
         assert_eq!(new.wait_ms(), 0);
+    }
+
+    #[test]
+    fn a_replica_clock_running_fast_still_outlasts_the_primary_lease() {
+        // Real time = the primary's clock; the replica's clock runs 0.9%
+        // fast and the renewal arrives at once. The replica's promise
+        // (4,000 ms on its clock) ends at real 4,000 / 1.009 = 3,964.3 ms.
+        let mut primary = enabled(0);
+        let seq = primary.renew().expect("enabled");
+        primary.acked(R, seq);
+        let promise_end_real_ms = 4_000.0 / 1.009;
+        let last_readable_ms = (0..5_000)
+            .rev()
+            .find(|&t| primary.readable(t, [R]))
+            .expect("readable at first");
+        assert!(
+            (last_readable_ms as f64) < promise_end_real_ms,
+            "the primary read at {last_readable_ms} ms, after the promise ended at {promise_end_real_ms:.1} ms"
+        );
+        // A new primary whose clock runs 0.9% fast waits out a promise
+        // reported by a holder whose clock is accurate.
+        let mut replica = enabled(0);
+        replica.grant(Epoch(5), P);
+        let mut new = enabled(0);
+        new.new_interval();
+        new.peer_report(R, replica.report(NEW, false));
+        let waited_real_ms = new.wait_ms() as f64 / 1.009;
+        assert!(
+            waited_real_ms >= 4_000.0 * 0.999,
+            "waited {waited_real_ms:.1} ms"
+        );
+    }
+
+    #[test]
+    fn the_restart_bound_counts_only_time_of_the_same_boot() {
+        let full = LEASE_MS + ALIVE_INTERVAL_MS + BOOT_CLOCK_RESOLUTION_MS;
+        let stamp = |boot: &str, uptime_ms| AliveStamp {
+            boot_id: boot.to_owned(),
+            uptime_ms,
+        };
+        let now = Some(stamp("b1", 60_000));
+        assert_eq!(restart_lease_bound_ms(None, now.as_ref()), full);
+        assert_eq!(
+            restart_lease_bound_ms(Some(&stamp("b1", 59_000)), None),
+            full
+        );
+        assert_eq!(
+            restart_lease_bound_ms(Some(&stamp("b1", 58_000)), now.as_ref()),
+            full - 2_000
+        );
+        assert_eq!(
+            restart_lease_bound_ms(Some(&stamp("b1", 10_000)), now.as_ref()),
+            0
+        );
+        // Another boot: the record may be any age (a power loss, a lost
+        // write); the uptimes do not compare.
+        assert_eq!(
+            restart_lease_bound_ms(Some(&stamp("b0", 59_999)), now.as_ref()),
+            full
+        );
+        // A record from the future of this boot cannot be; trust nothing.
+        assert_eq!(
+            restart_lease_bound_ms(Some(&stamp("b1", 61_000)), now.as_ref()),
+            full
+        );
+        let text = stamp("0c1e3b2a-1111-2222-3333-444455556666", 1234).encode();
+        assert_eq!(
+            AliveStamp::decode(&text),
+            Some(stamp("0c1e3b2a-1111-2222-3333-444455556666", 1234))
+        );
+        assert_eq!(
+            AliveStamp::decode("00000000001763900000000"),
+            None,
+            "the old wall-clock format"
+        );
+        assert_eq!(AliveStamp::decode(""), None);
     }
 
     #[test]

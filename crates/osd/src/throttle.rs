@@ -7,7 +7,7 @@
 //! and the rest of the disk and network is the clients'.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -85,7 +85,9 @@ impl Throttle {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state
+            .lock()
+            .expect("a thread panicked holding the recovery throttle")
     }
 
     /// Waits for a slot. A future dropped after its slot was granted but
