@@ -157,7 +157,7 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
         shutdown: shutdown.clone(),
         stats: Arc::new(Mutex::new(BTreeMap::new())),
     };
-    let handler = move |frame: Frame| {
+    let handler = move |frame: Frame, _session| {
         let shell = shell.clone();
         async move { Some(handle_frame(frame, &shell).await) }
     };

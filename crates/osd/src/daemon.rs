@@ -25,6 +25,9 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
+use crate::hello::{
+    HELLO_VERSION, KIND_PEER_HELLO, PeerHello, PeerHelloReply, check_hello, source_ip,
+};
 use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
@@ -60,7 +63,7 @@ use cairn_store::{
 use cairn_types::checked::CheckedBytes;
 use cairn_types::options::Settings;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
-use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, WireError};
+use cairn_wire::{ConnectOptions, Connection, Frame, ServeOptions, Session, WireError};
 use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -199,9 +202,9 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     ];
     inject_panic_once(&osd);
     let handler_osd = osd.clone();
-    let handler = move |frame: Frame| {
+    let handler = move |frame: Frame, session: Arc<Session>| {
         let osd = handler_osd.clone();
-        async move { osd.handle_frame(frame).await }
+        async move { osd.handle_frame(frame, session).await }
     };
     let options = ServeOptions {
         shutdown,
@@ -695,7 +698,7 @@ async fn peer_heartbeat_loop(osd: Arc<Osd>) {
         let mut pings = tokio::task::JoinSet::new();
         for (peer, addr) in peers {
             let osd = osd.clone();
-            pings.spawn(async move { (peer, osd.ping(&addr).await) });
+            pings.spawn(async move { (peer, osd.ping(peer, &addr).await) });
         }
         while let Some(Ok((peer, alive))) = pings.join_next().await {
             let now = tokio::time::Instant::now();
@@ -1020,8 +1023,8 @@ impl Osd {
             .collect()
     }
 
-    /// Whether the OSD at `addr` answers a ping within [`PEER_PING_TIMEOUT`].
-    async fn ping(&self, addr: &str) -> bool {
+    /// Whether `peer`, at `addr`, answers a ping within [`PEER_PING_TIMEOUT`].
+    async fn ping(&self, peer: OsdId, addr: &str) -> bool {
         let cached = self
             .heartbeat_peers
             .lock()
@@ -1039,7 +1042,7 @@ impl Osd {
                     request_timeout: PEER_PING_TIMEOUT,
                     ..ConnectOptions::default()
                 };
-                let connect = Connection::connect(addr, options);
+                let connect = self.connect_peer(peer, addr, options);
                 let Ok(Ok(conn)) = tokio::time::timeout(PEER_PING_TIMEOUT, connect).await else {
                     return false;
                 };
@@ -1783,7 +1786,7 @@ impl Osd {
         };
         let mut last_error = None;
         for _attempt in 0..2 {
-            match self.peer(&addr).await {
+            match self.peer(osd, &addr).await {
                 Ok(conn) => match conn.send(&body, data.clone()).await {
                     Ok(()) => return,
                     Err(error) => {
@@ -1799,17 +1802,107 @@ impl Osd {
         }
     }
 
-    async fn peer(&self, addr: &str) -> Result<Connection, WireError> {
+    async fn peer(&self, osd: OsdId, addr: &str) -> Result<Connection, WireError> {
         let mut peers = self.peers.lock().await;
         if let Some(conn) = peers.get(addr).filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
         }
-        let conn = Connection::connect(addr, ConnectOptions::default()).await?;
+        let conn = self
+            .connect_peer(osd, addr, ConnectOptions::default())
+            .await?;
         peers.insert(addr.to_owned(), conn.clone());
         Ok(conn)
     }
 
-    async fn handle_frame(&self, frame: Frame) -> Option<Frame> {
+    /// Connects to `osd` at `addr` from this OSD's serving IP and says
+    /// hello ([`crate::hello`]); nothing else goes on the connection before
+    /// the answer, and the answer must name `osd`.
+    async fn connect_peer(
+        &self,
+        osd: OsdId,
+        addr: &str,
+        options: ConnectOptions,
+    ) -> Result<Connection, WireError> {
+        let options = ConnectOptions {
+            bind_ip: source_ip(self.config.addr),
+            ..options
+        };
+        let conn = Connection::connect(addr, options).await?;
+        let hello = PeerHello {
+            version: HELLO_VERSION,
+            osd: self.whoami,
+            addr: self.config.addr.to_string(),
+            epoch: self.map_epoch(),
+            auth: ByteBuf::new(),
+        };
+        let refused = |why: String| {
+            conn.close();
+            WireError::Io(std::sync::Arc::new(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("hello to osd.{} at {addr}: {why}", osd.0),
+            )))
+        };
+        match conn
+            .call::<PeerHello, PeerHelloReply>(&hello, Bytes::new())
+            .await?
+            .0
+        {
+            PeerHelloReply(Ok(answered)) if answered == osd => Ok(conn),
+            PeerHelloReply(Ok(answered)) => Err(refused(format!("answered as osd.{}", answered.0))),
+            PeerHelloReply(Err(why)) => Err(refused(why)),
+        }
+    }
+
+    /// Judges a peer's hello and binds the connection to it
+    /// ([`crate::hello`]). A claim the map does not back is checked again
+    /// after a map refresh, as the peer may have booted since.
+    async fn peer_hello(&self, hello: PeerHello, session: &Session) -> PeerHelloReply {
+        let judge = || {
+            check_hello(
+                &read(&self.map).state.endpoints,
+                &hello,
+                session.peer_addr(),
+            )
+        };
+        let mut verdict = judge();
+        if verdict.as_ref().is_err_and(|r| r.map_may_be_stale()) {
+            if let Err(error) = self.refresh_map().await {
+                tracing::debug!(%error, "map refresh for a peer's hello failed");
+            }
+            verdict = judge();
+        }
+        let verdict = verdict.map_err(|r| r.to_string()).and_then(|()| {
+            session
+                .bind_peer(u64::from(hello.osd.0))
+                .map_err(|bound| format!("this connection already belongs to osd.{bound}"))
+        });
+        match verdict {
+            Ok(()) => PeerHelloReply(Ok(self.whoami)),
+            Err(why) => {
+                tracing::warn!(peer = %session.peer_addr(), claimed = hello.osd.0, %why, "peer hello refused");
+                PeerHelloReply(Err(why))
+            }
+        }
+    }
+
+    /// Whether a message naming `from` may be taken from `session`: only
+    /// on a connection whose hello proved that OSD.
+    fn sender_checks_out(session: &Session, from: OsdId, what: &str) -> bool {
+        match session.peer() {
+            Some(bound) if bound == u64::from(from.0) => true,
+            bound => {
+                tracing::warn!(
+                    peer = %session.peer_addr(),
+                    claimed = from.0,
+                    bound = ?bound,
+                    "{what} refused: its sender is not the OSD this connection's hello proved"
+                );
+                false
+            }
+        }
+    }
+
+    async fn handle_frame(&self, frame: Frame, session: Arc<Session>) -> Option<Frame> {
         match frame.kind {
             KIND_CLIENT_OP => {
                 let (reply, data) = match frame.decode_body::<ClientOp>() {
@@ -1821,10 +1914,21 @@ impl Osd {
                 };
                 Frame::response(frame.request_id, &reply, data).ok()
             }
+            KIND_PEER_HELLO => {
+                let reply = match frame.decode_body::<PeerHello>() {
+                    Ok(hello) => self.peer_hello(hello, &session).await,
+                    Err(error) => PeerHelloReply(Err(format!("malformed hello: {error}"))),
+                };
+                Frame::response(frame.request_id, &reply, Bytes::new()).ok()
+            }
             KIND_PEER_MSG => {
                 match frame.decode_body::<PeerMsg>() {
                     Ok(msg) => match decode_pg_msg(msg, &frame.data) {
-                        Ok((pg, msg)) => self.peer_msg(pg, msg).await,
+                        Ok((pg, msg)) => {
+                            if Self::sender_checks_out(&session, msg.from(), "PG message") {
+                                self.peer_msg(pg, msg).await;
+                            }
+                        }
                         Err(error) => tracing::warn!(%error, "malformed peer message"),
                     },
                     Err(error) => tracing::warn!(%error, "malformed peer message"),
@@ -1839,6 +1943,10 @@ impl Osd {
                 Frame::response(frame.request_id, &reply, Bytes::new()).ok()
             }
             KIND_PEER_PING => {
+                let ping = frame.decode_body::<PeerPing>().ok()?;
+                if !Self::sender_checks_out(&session, ping.from, "ping") {
+                    return None;
+                }
                 let pong = PeerPong {
                     from: self.whoami,
                     epoch: self.map_epoch(),

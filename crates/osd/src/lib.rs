@@ -17,6 +17,7 @@
 //! deterministic simulator drive the same code.
 
 pub mod daemon;
+pub mod hello;
 pub mod lease;
 pub mod limits;
 pub mod log;

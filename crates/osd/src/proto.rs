@@ -15,6 +15,8 @@
 //! | `0x0204` | [`PeerPong`] | OSD → OSD, response |
 //! | `0x0205` | [`PgCommand`] | operator → a PG's primary, request |
 //! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
+//! | `0x0207` | [`crate::hello::PeerHello`] | OSD → OSD, request, first on every peer connection |
+//! | `0x0208` | [`crate::hello::PeerHelloReply`] | OSD → OSD, response |
 
 use crate::lease::LeaseReport;
 use crate::log::{DupEntry, LogEntry, ReqId, Version};

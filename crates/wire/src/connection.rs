@@ -7,7 +7,7 @@
 //! calls fail with it too.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use cairn_types::checked::CheckedBytes;
 use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::net::{TcpSocket, TcpStream, ToSocketAddrs};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +43,10 @@ pub struct ConnectOptions {
     /// a debug log). The reader waits while this channel is full, which
     /// stalls responses too: drain it.
     pub incoming: Option<mpsc::Sender<Frame>>,
+    /// Source address to connect from (port chosen by the kernel), so a
+    /// server that knows this peer's address can check where it comes
+    /// from. `None`: the kernel's choice.
+    pub bind_ip: Option<IpAddr>,
 }
 
 impl Default for ConnectOptions {
@@ -53,6 +57,7 @@ impl Default for ConnectOptions {
             in_flight_requests_max: IN_FLIGHT_REQUESTS_MAX,
             outgoing_frames_max: OUTGOING_FRAMES_MAX,
             incoming: None,
+            bind_ip: None,
         }
     }
 }
@@ -99,6 +104,33 @@ impl Shared {
     }
 }
 
+/// Connects to `addr`, from `bind_ip` if given (to the first address of
+/// `addr` in its family).
+async fn connect_from(
+    addr: impl ToSocketAddrs,
+    bind_ip: Option<IpAddr>,
+) -> std::io::Result<TcpStream> {
+    let Some(ip) = bind_ip else {
+        return TcpStream::connect(addr).await;
+    };
+    let target = tokio::net::lookup_host(addr)
+        .await?
+        .find(|a| a.is_ipv4() == ip.is_ipv4())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                format!("no address of the peer in the family of {ip}"),
+            )
+        })?;
+    let socket = if ip.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(target).await
+}
+
 /// The part owned by handles. Dropping the last handle drops the queue's
 /// sender: the writer flushes what is queued, half-closes the socket, and
 /// the connection winds down.
@@ -126,7 +158,8 @@ impl Connection {
         addr: impl ToSocketAddrs,
         options: ConnectOptions,
     ) -> Result<Connection, WireError> {
-        let stream = tokio::time::timeout(options.connect_timeout, TcpStream::connect(addr))
+        let connect = connect_from(addr, options.bind_ip);
+        let stream = tokio::time::timeout(options.connect_timeout, connect)
             .await
             .map_err(|_| timeout_error(options.connect_timeout))??;
         Connection::from_stream(stream, options)

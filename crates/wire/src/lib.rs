@@ -4,7 +4,10 @@
 //! This crate moves frames and matches responses to requests. It does not
 //! know what any message means (mon, osd and client define the messages and
 //! their `kind` numbers), it does not retry, reconnect or authenticate, and
-//! it has no notion of peers beyond one socket.
+//! it has no notion of peers beyond one socket: a server hands each handler
+//! the [`Session`] of the connection, which a daemon's own handshake binds
+//! to a peer identity, and a client may bind its socket to a source
+//! address ([`ConnectOptions::bind_ip`]) so the server can check it.
 //!
 //! The one design choice to know: a frame's bulk payload travels as a raw
 //! **data segment** beside the small postcard body, never through serde. It
@@ -76,4 +79,4 @@ pub use frame::{
     EncodedFrame, FLAG_RESPONSE, Frame, FrameDecoder, MAGIC, Message, PROTOCOL_VERSION,
 };
 pub use io::FrameReader;
-pub use server::{Handler, ServeOptions, serve};
+pub use server::{Handler, ServeOptions, Session, serve};

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::tcp::OwnedReadHalf;
@@ -26,25 +26,81 @@ use crate::limits::{
     OUTGOING_FRAMES_MAX,
 };
 
-/// Serves requests. Called concurrently, once per received frame.
+/// One accepted connection, as its handlers see it: where it comes from
+/// and, once a handshake has proven it, who is on the other end.
+///
+/// This crate does not know what a peer identity means; a daemon's
+/// handshake message (an OSD's hello, say) checks a claim and binds the
+/// session to it, and later messages on the same connection are judged
+/// against the binding rather than against what they say of themselves.
+#[derive(Debug)]
+pub struct Session {
+    peer_addr: SocketAddr,
+    peer: OnceLock<u64>,
+}
+
+impl Session {
+    #[must_use]
+    pub fn new(peer_addr: SocketAddr) -> Session {
+        Session {
+            peer_addr,
+            peer: OnceLock::new(),
+        }
+    }
+
+    /// The remote address of the connection.
+    #[must_use]
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    /// Binds the session to `peer` (a handler-defined id) for the rest of
+    /// the connection. A session is bound once.
+    ///
+    /// # Errors
+    /// The id it is already bound to, if that is another one.
+    pub fn bind_peer(&self, peer: u64) -> Result<(), u64> {
+        let bound = *self.peer.get_or_init(|| peer);
+        if bound == peer { Ok(()) } else { Err(bound) }
+    }
+
+    /// The id a handshake bound the session to, if any.
+    #[must_use]
+    pub fn peer(&self) -> Option<u64> {
+        self.peer.get().copied()
+    }
+}
+
+/// Serves requests. Called concurrently, once per received frame, with the
+/// session of the connection it arrived on.
 ///
 /// Return `Some(response)` to answer: the server stamps it with the
 /// request's id and the response flag. Return `None` for one-way messages.
 /// A request left unanswered (or answered with a frame that does not
 /// encode) is not reported to the client, whose call then times out, so
 /// message protocols should answer every request, with an error message if
-/// need be.
+/// need be. Frames of one connection are handled concurrently: a
+/// handshake must be a request whose answer the client awaits before it
+/// sends anything the handshake should cover.
 pub trait Handler: Send + Sync + 'static {
-    fn handle(&self, frame: Frame) -> impl Future<Output = Option<Frame>> + Send;
+    fn handle(
+        &self,
+        frame: Frame,
+        session: Arc<Session>,
+    ) -> impl Future<Output = Option<Frame>> + Send;
 }
 
 impl<F, Fut> Handler for F
 where
-    F: Fn(Frame) -> Fut + Send + Sync + 'static,
+    F: Fn(Frame, Arc<Session>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Option<Frame>> + Send,
 {
-    fn handle(&self, frame: Frame) -> impl Future<Output = Option<Frame>> + Send {
-        self(frame)
+    fn handle(
+        &self,
+        frame: Frame,
+        session: Arc<Session>,
+    ) -> impl Future<Output = Option<Frame>> + Send {
+        self(frame, session)
     }
 }
 
@@ -155,6 +211,7 @@ async fn serve_connection<H: Handler>(
     let reader = RequestReader {
         reader: FrameReader::new(read_half),
         peer,
+        session: Arc::new(Session::new(peer)),
         handler,
         outgoing,
         handlers_max: options.handlers_per_connection_max.max(1),
@@ -199,6 +256,7 @@ async fn serve_connection<H: Handler>(
 struct RequestReader<H> {
     reader: FrameReader<OwnedReadHalf>,
     peer: SocketAddr,
+    session: Arc<Session>,
     handler: Arc<H>,
     outgoing: mpsc::Sender<EncodedFrame>,
     handlers_max: usize,
@@ -236,6 +294,7 @@ impl<H: Handler> RequestReader<H> {
             let task = handle_one(
                 self.handler.clone(),
                 frame,
+                self.session.clone(),
                 self.outgoing.clone(),
                 self.peer,
             );
@@ -248,11 +307,12 @@ impl<H: Handler> RequestReader<H> {
 async fn handle_one<H: Handler>(
     handler: Arc<H>,
     request: Frame,
+    session: Arc<Session>,
     outgoing: mpsc::Sender<EncodedFrame>,
     peer: SocketAddr,
 ) {
     let (kind, request_id) = (request.kind, request.request_id);
-    let Some(mut response) = handler.handle(request).await else {
+    let Some(mut response) = handler.handle(request, session).await else {
         return;
     };
     if request_id == 0 {

@@ -92,7 +92,7 @@ async fn start_server() -> TestServer {
         ..ServeOptions::default()
     };
     let handler_seen = seen.clone();
-    let handler = move |frame| echo(handler_seen.clone(), frame);
+    let handler = move |frame, _session| echo(handler_seen.clone(), frame);
     let task = tokio::spawn(serve(listener, handler, options));
     TestServer {
         addr,

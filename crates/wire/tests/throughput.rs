@@ -34,7 +34,7 @@ const CALLS_IN_FLIGHT: u32 = 8;
 async fn four_mib_frames_over_loopback() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let handler = |frame: Frame| async move {
+    let handler = |frame: Frame, _session| async move {
         let reply = PutReply {
             received_bytes: u32::try_from(frame.data.len()).ok()?,
         };
