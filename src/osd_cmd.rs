@@ -36,6 +36,12 @@ pub struct OsdArgs {
     /// Boot as this OSD id (default: the one saved in the data dir, or new).
     #[arg(long)]
     id: Option<u32>,
+    /// If the store is corrupt (the OSD then refuses to serve it), set it
+    /// aside as `store.corrupt-SECS`, mark the old id out and start empty
+    /// under a new id, so recovery fills it from the peers. A store that
+    /// opens is left alone.
+    #[arg(long = "recreate-store")]
+    recreate_store: bool,
 }
 
 /// Threads for store reads (`spawn_blocking`); tokio's default of 512
@@ -97,6 +103,7 @@ pub fn run(args: OsdArgs) -> CliResult {
         device_class: args.device_class,
         weight,
         id: args.id.map(OsdId),
+        recreate_store: args.recreate_store,
     };
     bound_malloc();
     let runtime = tokio::runtime::Builder::new_multi_thread()

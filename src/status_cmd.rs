@@ -192,6 +192,10 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         .iter()
         .filter(|r| r.age_ms <= STATS_STALE_MS && up.get(&r.osd).copied().unwrap_or(false))
         .collect();
+    let failed: Vec<&OsdStatsReport> = reports
+        .iter()
+        .filter(|r| r.age_ms <= STATS_STALE_MS && r.stats.store_error.is_some())
+        .collect();
     let pg_count: u64 = map.pools.iter().map(|p| u64::from(p.pg_num)).sum();
     let mut pgs_by_state = BTreeMap::new();
     let mut recovery = Recovery::default();
@@ -239,7 +243,7 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         pgs_by_state.insert("unknown".into(), pg_count - reported);
     }
     Status {
-        health: health(map, &live, &pgs_by_state, &pgs),
+        health: health(map, &live, &failed, &pgs_by_state, &pgs),
         monitor,
         epoch: map.epoch.0,
         osds_total: map.osds.len(),
@@ -301,6 +305,7 @@ fn estimate_remaining(recovery: &mut Recovery, live: &[&OsdStatsReport], backfil
 fn health(
     map: &ClusterMap,
     live: &[&OsdStatsReport],
+    failed: &[&OsdStatsReport],
     pgs_by_state: &BTreeMap<String, u64>,
     pgs: &[PgStat],
 ) -> Health {
@@ -313,6 +318,16 @@ fn health(
             .map(|r| r.osd.to_string())
             .collect()
     };
+    // OSDs that refuse to serve a corrupt store: down, so not among the
+    // live ones, but still reporting why.
+    for report in failed {
+        let why = report.stats.store_error.as_deref().unwrap_or_default();
+        errors.push(format!(
+            "{} has a corrupt store and serves nothing",
+            report.osd
+        ));
+        detail.push(format!("{}: {why}", report.osd));
+    }
     let full = names(&|r| r.stats.full);
     if !full.is_empty() {
         errors.push(format!(

@@ -327,7 +327,20 @@ async fn handle_frame(frame: Frame, shell: &Shell) -> Frame {
                         return respond(&MonReply(Err(MonError::ShuttingDown)), Bytes::new());
                     }
                 }
+                let store_failed = stats.store_error.is_some();
                 shell.record_stats(osd, stats);
+                if store_failed {
+                    // Kept for `cairn status`, but no sign of life: the OSD
+                    // serves nothing and must go down.
+                    return respond(
+                        &MonReply(Ok(Reply::Heartbeat {
+                            epoch: Epoch(0),
+                            up: false,
+                            config_digest: 0,
+                        })),
+                        Bytes::new(),
+                    );
+                }
                 let event = Event::Heartbeat {
                     osd,
                     now_ms: now_ms(started),

@@ -205,6 +205,9 @@ pub struct OsdStats {
     pub pgs_held: u32,
     /// The map epoch the OSD had applied when it reported.
     pub map_epoch: u64,
+    /// Set by an OSD whose store is corrupt and who serves nothing: why,
+    /// and how to recreate it. Such a heartbeat is no sign of life.
+    pub store_error: Option<String>,
 }
 
 /// One PG as its primary reports it.

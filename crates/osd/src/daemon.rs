@@ -88,6 +88,10 @@ pub struct OsdConfig {
     /// The id to boot as; `None` takes the one saved in the data dir, or a
     /// new one from the monitor.
     pub id: Option<OsdId>,
+    /// If the store is corrupt, set it aside and start empty as a new OSD
+    /// (the old id is marked out), so recovery fills it from the peers. A
+    /// store that opens is never touched.
+    pub recreate_store: bool,
 }
 
 /// Why the daemon could not start or stopped.
@@ -126,11 +130,11 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     };
     let pg_limits = PgLimits::from_env().map_err(OsdError::Config)?;
     std::fs::create_dir_all(&config.data_dir).map_err(io_err(&config.data_dir))?;
-    let store_dir = config.data_dir.join("store");
-    let store =
-        tokio::task::spawn_blocking(move || DiskStore::open(&store_dir, StoreConfig::default()))
-            .await
-            .map_err(|e| OsdError::Config(format!("store open task: {e}")))??;
+    let store = match open_store(&config.data_dir).await? {
+        Ok(store) => store,
+        Err(reason) if config.recreate_store => recreate_store(&config, &reason).await?,
+        Err(reason) => return serve_failed_store(&config, reason, shutdown).await,
+    };
     let store = Arc::new(store);
     let preexisting: HashSet<CollectionId> = store.collections()?.into_iter().collect();
     let listener = tokio::net::TcpListener::bind(config.addr)
@@ -216,6 +220,110 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
     }
     tracing::info!(osd = whoami.0, "stopped");
     Ok(())
+}
+
+/// Opens the store; `Ok(Err(reason))` if it is corrupt (its commit log
+/// damaged before later records, its metadata unreadable): then this OSD
+/// must not serve it.
+async fn open_store(data_dir: &Path) -> Result<Result<DiskStore, String>, OsdError> {
+    let store_dir = data_dir.join("store");
+    let opened =
+        tokio::task::spawn_blocking(move || DiskStore::open(&store_dir, StoreConfig::default()))
+            .await
+            .map_err(|e| OsdError::Config(format!("store open task: {e}")))?;
+    match opened {
+        Ok(store) => Ok(Ok(store)),
+        Err(StoreError::Corrupt(reason)) => Ok(Err(reason)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// How often an OSD with a corrupt store tells the monitor so (well
+/// within the 3 s after which `cairn status` takes a report for stale).
+const STORE_FAILED_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs an OSD whose store is corrupt: it serves nothing and never comes
+/// up, and tells the monitor why with every heartbeat (`store_error`), so
+/// `cairn status` and `cairn health detail` show it until an operator
+/// recreates the store (`cairn osd --data DIR --recreate-store`). The
+/// monitor takes such heartbeats for no sign of life: the OSD goes down
+/// (at once by its peers' reports, or after the grace) and later out, and
+/// recovery rebuilds its copies elsewhere, as for a dead disk.
+async fn serve_failed_store(
+    config: &OsdConfig,
+    reason: String,
+    shutdown: CancellationToken,
+) -> Result<(), OsdError> {
+    let Some(id) = load_id(&config.data_dir)?.or(config.id) else {
+        return Err(OsdError::Store(StoreError::Corrupt(reason)));
+    };
+    let hint = format!(
+        "store corrupt: {reason}; recreate it from its peers with `cairn osd --data {} --recreate-store`",
+        config.data_dir.display()
+    );
+    tracing::error!(osd = id.0, "{hint}; not serving");
+    let mon = MonLink::new(config.mon_addr.clone());
+    let stats = OsdStats {
+        store_error: Some(hint),
+        ..OsdStats::default()
+    };
+    let mut tick = tokio::time::interval(STORE_FAILED_REPORT_INTERVAL);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            _ = tick.tick() => {}
+        }
+        if let Err(error) = mon.heartbeat(id, stats.clone()).await {
+            tracing::warn!(%error, "cannot report the corrupt store to the monitor");
+        }
+    }
+}
+
+/// Sets the corrupt store aside (`store.corrupt-SECS`, kept for a look),
+/// forgets this OSD's id and marks the old id out, then opens an empty
+/// store: the OSD boots under a new id and recovery fills it. A new id,
+/// not the old one: peering takes an OSD's empty answer for an interval it
+/// was in as proof the interval took no writes, which a store recreated
+/// under the same id would falsely give (Ceph needs `osd destroy` to say
+/// the same).
+async fn recreate_store(config: &OsdConfig, reason: &str) -> Result<DiskStore, OsdError> {
+    let old_id = load_id(&config.data_dir)?;
+    let store_dir = config.data_dir.join("store");
+    let aside = config
+        .data_dir
+        .join(format!("store.corrupt-{}", unix_secs()));
+    tracing::warn!(reason, aside = %aside.display(), old = ?old_id.map(|o| o.0), "recreating the corrupt store");
+    if let Some(old) = old_id {
+        let mon = MonLink::new(config.mon_addr.clone());
+        match mon.command(MonCommand::OsdOut(old)).await {
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, osd = old.0, "cannot mark the old id out; the monitor will after its down-out interval")
+            }
+        }
+    }
+    std::fs::rename(&store_dir, &aside).map_err(|error| OsdError::Io {
+        path: store_dir.clone(),
+        error,
+    })?;
+    let path = id_path(&config.data_dir);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(OsdError::Io { path, error }),
+    }
+    std::fs::File::open(&config.data_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|error| OsdError::Io {
+            path: config.data_dir.clone(),
+            error,
+        })?;
+    match open_store(&config.data_dir).await? {
+        Ok(store) => Ok(store),
+        Err(reason) => Err(OsdError::Store(StoreError::Corrupt(format!(
+            "a new store is corrupt at once: {reason}"
+        )))),
+    }
 }
 
 /// Fault injection for the abort-on-panic test (docs/reliability.md): the
