@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod checks;
+
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,390 @@
+//! Checks the fault tests end with beyond "every acknowledged write reads
+//! back": a versioned overwrite workload whose readers may never see an
+//! object older than its last acknowledged version, a deep scrub of every
+//! pool that must find nothing, and, after shutdown, a comparison of every
+//! PG's copies in the stores of its acting OSDs.
+
+use super::{Cluster, ok, ok_json, pattern};
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, ReadRange};
+use cairn_store::{CollectionId, DiskStore, ObjectStore, ReadOptions, StoreConfig};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Pool the versioned objects live in.
+pub const POOL: &str = "data";
+
+/// One object's write history, as the lane that owns it records it.
+#[derive(Debug, Default)]
+struct Versions {
+    /// Highest version acknowledged.
+    acked: AtomicU64,
+    /// Highest version sent (acknowledged or not; an unacknowledged write
+    /// may have applied).
+    sent: AtomicU64,
+}
+
+/// `ver-{index}` holds its index and version in its first 16 bytes, then
+/// a pattern both determine; sizes vary from 1 to 48 KiB.
+pub fn versioned_payload(index: u64, version: u64) -> Bytes {
+    let len = 1024 + usize::try_from((index * 7919 + version * 104_729) % (47 * 1024)).unwrap_or(0);
+    let mut out = Vec::with_capacity(16 + len);
+    out.extend_from_slice(&index.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&pattern(index << 32 | version, len));
+    Bytes::from(out)
+}
+
+/// The (index, version) a payload claims, if it is whole and sound.
+fn decode(data: &[u8]) -> Option<(u64, u64)> {
+    let index = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
+    let version = u64::from_le_bytes(data.get(8..16)?.try_into().ok()?);
+    (versioned_payload(index, version) == data).then_some((index, version))
+}
+
+fn name(index: u64) -> String {
+    format!("ver-{index}")
+}
+
+/// Lanes that overwrite their own objects with rising versions and read
+/// anyone's, checking each read against what was acknowledged before it
+/// began. Lane `l` owns the objects `l, l + lanes, ...` below `objects`.
+#[derive(Debug)]
+pub struct VersionedLoad {
+    stop: Arc<AtomicBool>,
+    versions: Arc<Vec<Versions>>,
+    tasks: Vec<tokio::task::JoinHandle<LaneReport>>,
+}
+
+/// What one lane saw.
+#[derive(Debug, Default)]
+pub struct LaneReport {
+    pub writes_acked: u64,
+    pub writes_failed: u64,
+    pub reads_checked: u64,
+    pub read_errors: u64,
+    /// Reads older than an acknowledged write, unknown versions, lost objects.
+    pub violations: Vec<String>,
+}
+
+/// Everything the lanes saw, summed.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub writes_acked: u64,
+    pub writes_failed: u64,
+    pub reads_checked: u64,
+    pub read_errors: u64,
+    pub violations: Vec<String>,
+}
+
+impl VersionedLoad {
+    pub fn start(client: &Client, lanes: u64, objects: u64) -> VersionedLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let versions: Arc<Vec<Versions>> =
+            Arc::new((0..objects).map(|_| Versions::default()).collect());
+        let tasks = (0..lanes)
+            .map(|lane| {
+                tokio::spawn(run_lane(
+                    client.clone(),
+                    lane,
+                    lanes,
+                    versions.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        VersionedLoad {
+            stop,
+            versions,
+            tasks,
+        }
+    }
+
+    /// Acknowledged writes so far.
+    pub fn acked(&self) -> u64 {
+        self.versions
+            .iter()
+            .map(|v| v.acked.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Stops the lanes and sums their reports; the versions stay for
+    /// [`VersionedLoad::verify`].
+    pub async fn stop(&mut self) -> LoadReport {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut report = LoadReport::default();
+        for task in self.tasks.drain(..) {
+            let lane = task.await.expect("lane");
+            report.writes_acked += lane.writes_acked;
+            report.writes_failed += lane.writes_failed;
+            report.reads_checked += lane.reads_checked;
+            report.read_errors += lane.read_errors;
+            report.violations.extend(lane.violations);
+        }
+        report
+    }
+
+    /// After the lanes stopped and the cluster healed: every object holds
+    /// its last acknowledged version, or the one write after it that was
+    /// sent but not acknowledged. Returns the violations.
+    pub async fn verify(&self, client: &Client) -> Vec<String> {
+        let mut violations = Vec::new();
+        for (index, v) in self.versions.iter().enumerate() {
+            let index = index as u64;
+            let (acked, sent) = (
+                v.acked.load(Ordering::Relaxed),
+                v.sent.load(Ordering::Relaxed),
+            );
+            if sent == 0 {
+                continue;
+            }
+            match client
+                .read(POOL, name(index).as_bytes(), ReadRange::default())
+                .await
+            {
+                Ok(data) => match decode(&data) {
+                    Some((i, version)) if i == index && version >= acked && version <= sent => {}
+                    got => violations.push(format!(
+                        "{}: holds {got:?}, acknowledged {acked}, sent up to {sent}",
+                        name(index)
+                    )),
+                },
+                Err(ClientError::NotFound) if acked == 0 => {}
+                Err(error) => {
+                    violations.push(format!("{}: {error} (acknowledged {acked})", name(index)))
+                }
+            }
+        }
+        violations
+    }
+}
+
+async fn run_lane(
+    client: Client,
+    lane: u64,
+    lanes: u64,
+    versions: Arc<Vec<Versions>>,
+    stop: Arc<AtomicBool>,
+) -> LaneReport {
+    let objects = versions.len() as u64;
+    let mine: Vec<u64> = (lane..objects)
+        .step_by(usize::try_from(lanes).unwrap_or(1))
+        .collect();
+    let mut report = LaneReport::default();
+    let mut step = lane.wrapping_mul(0x9e37_79b9) | 1;
+    while !stop.load(Ordering::Relaxed) && !mine.is_empty() {
+        step = step
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let index = mine[usize::try_from((step >> 33) % mine.len() as u64).unwrap_or(0)];
+        let own = &versions[usize::try_from(index).unwrap_or(0)];
+        let version = own.sent.load(Ordering::Relaxed) + 1;
+        own.sent.store(version, Ordering::Relaxed);
+        match client
+            .write_full(
+                POOL,
+                name(index).as_bytes(),
+                versioned_payload(index, version),
+            )
+            .await
+        {
+            Ok(_) => {
+                own.acked.fetch_max(version, Ordering::Relaxed);
+                report.writes_acked += 1;
+            }
+            Err(_) => report.writes_failed += 1,
+        }
+        // Read anyone's object and judge it by what was acknowledged
+        // before the read began.
+        let other = (step >> 17) % objects;
+        let theirs = &versions[usize::try_from(other).unwrap_or(0)];
+        let acked_before = theirs.acked.load(Ordering::Relaxed);
+        let read = client
+            .read(POOL, name(other).as_bytes(), ReadRange::default())
+            .await;
+        let sent_after = theirs.sent.load(Ordering::Relaxed);
+        match read {
+            Ok(data) => {
+                report.reads_checked += 1;
+                match decode(&data) {
+                    Some((i, v)) if i == other && v >= acked_before && v <= sent_after => {}
+                    got => report.violations.push(format!(
+                        "read of {} gave {got:?}; acknowledged {acked_before} before the read, sent up to {sent_after}",
+                        name(other)
+                    )),
+                }
+            }
+            Err(ClientError::NotFound) if acked_before > 0 => report.violations.push(format!(
+                "read of {} found nothing; version {acked_before} was acknowledged",
+                name(other)
+            )),
+            Err(_) => report.read_errors += 1,
+        }
+    }
+    report
+}
+
+/// Deep-scrubs every pool and waits until every PG has a deep scrub that
+/// began after now; panics unless they found no inconsistent object.
+pub fn deep_scrub_finds_nothing(cluster: &Cluster) {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
+    for pool in pools.as_array().into_iter().flatten() {
+        let name = pool["name"].as_str().expect("pool name");
+        ok(
+            cluster.cairn(&["pool", "scrub", name, "--deep"]),
+            "pool scrub --deep",
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pgs = ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");
+        let pgs = pgs.as_array().cloned().unwrap_or_default();
+        let done = !pgs.is_empty()
+            && pgs.iter().all(|p| {
+                p["last_deep_scrub_secs"].as_u64().unwrap_or(0) >= since && p["scrubbing"].is_null()
+            });
+        if done {
+            let bad: Vec<_> = pgs
+                .iter()
+                .filter(|p| p["inconsistent_objects"].as_u64() != Some(0))
+                .collect();
+            assert!(
+                bad.is_empty(),
+                "deep scrub found inconsistent copies: {bad:?}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deep scrubs did not finish: {pgs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The acting set of every PG, by PG id text (`1.1f`).
+pub fn acting_sets(cluster: &Cluster) -> BTreeMap<String, Vec<u64>> {
+    let pgs = ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");
+    pgs.as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let acting = p["acting"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_u64)
+                .collect();
+            (p["pg"].as_str().expect("pg id").to_owned(), acting)
+        })
+        .collect()
+}
+
+/// Everything a copy holds of one object.
+#[derive(Debug, PartialEq, Eq)]
+struct ObjectCopy {
+    version: u64,
+    data: Bytes,
+    xattrs: BTreeMap<Bytes, Bytes>,
+    omap: Vec<(Bytes, Bytes)>,
+}
+
+fn copy_of(store: &DiskStore, collection: CollectionId) -> BTreeMap<Bytes, ObjectCopy> {
+    let mut objects = BTreeMap::new();
+    let mut after = None;
+    loop {
+        let page = store.list(collection, after.as_ref(), 1024).expect("list");
+        for key in &page.keys {
+            let stat = store.stat(collection, key).expect("stat");
+            let data = store
+                .read(collection, key, ReadOptions::default())
+                .unwrap_or_else(|e| panic!("copy unreadable: {e}"));
+            let xattrs = store.xattrs(collection, key).expect("xattrs");
+            let omap = store
+                .omap_range(collection, key, None, usize::MAX)
+                .expect("omap");
+            objects.insert(
+                key.name.clone(),
+                ObjectCopy {
+                    version: stat.version,
+                    data,
+                    xattrs,
+                    omap,
+                },
+            );
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return objects,
+        }
+    }
+}
+
+/// After the cluster was stopped: every PG's copies on its acting OSDs
+/// (`acting`, taken while it ran; `osd_dirs` maps a map id to its data
+/// dir) hold the same objects, versions, bytes, xattrs and omap. Returns
+/// the objects compared.
+pub fn copies_match(
+    acting: &BTreeMap<String, Vec<u64>>,
+    osd_dirs: &BTreeMap<u64, std::path::PathBuf>,
+) -> u64 {
+    let stores: BTreeMap<u64, DiskStore> = osd_dirs
+        .iter()
+        .map(|(id, dir)| {
+            let store = DiskStore::open(&dir.join("store"), StoreConfig::default())
+                .unwrap_or_else(|e| panic!("osd.{id}'s store at {}: {e}", dir.display()));
+            (*id, store)
+        })
+        .collect();
+    let mut compared = 0;
+    for (pg, osds) in acting {
+        let (pool, seed) = pg.split_once('.').expect("pg id");
+        let collection = CollectionId::pg(
+            pool.parse().expect("pool"),
+            u32::from_str_radix(seed, 16).expect("seed"),
+        );
+        let mut first: Option<(u64, BTreeMap<Bytes, ObjectCopy>)> = None;
+        for osd in osds {
+            let store = stores
+                .get(osd)
+                .unwrap_or_else(|| panic!("no store for osd.{osd}"));
+            let copy = copy_of(store, collection);
+            match &first {
+                None => first = Some((*osd, copy)),
+                Some((first_osd, expected)) => {
+                    let differ: Vec<_> = expected
+                        .keys()
+                        .chain(copy.keys())
+                        .filter(|k| expected.get(*k) != copy.get(*k))
+                        .map(|k| String::from_utf8_lossy(k).into_owned())
+                        .collect();
+                    assert!(
+                        differ.is_empty(),
+                        "pg {pg}: osd.{osd} and osd.{first_osd} differ in {differ:?}"
+                    );
+                    compared += copy.len() as u64;
+                }
+            }
+        }
+    }
+    compared
+}
+
+/// Map id → data dir of the OSDs of a `cairn up` cluster (osd.N serves on
+/// base port + 1 + N).
+pub fn osd_dirs(cluster: &Cluster, base_port: u16) -> BTreeMap<u64, std::path::PathBuf> {
+    super::tree_osds(cluster)
+        .iter()
+        .filter_map(|o| {
+            let id = o["id"].as_u64()?;
+            let port: u16 = o["addr"].as_str()?.rsplit(':').next()?.parse().ok()?;
+            let index = port.checked_sub(base_port + 1)?;
+            Some((id, cluster.dir.join(format!("osd.{index}"))))
+        })
+        .collect()
+}
