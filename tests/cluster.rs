@@ -26,6 +26,7 @@ fn up_put_get_status_down() {
     let cluster = Cluster {
         dir: dir.clone(),
         conf: dir.join("cairn.toml"),
+        base_port: 17100,
     };
     let data = dir.display().to_string();
     let conf = dir.join("cairn.toml");

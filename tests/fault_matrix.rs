@@ -12,10 +12,8 @@
 mod common;
 
 use cairn_client::{Client, ClientConfig};
-use common::checks::{
-    VersionedLoad, acting_sets, copies_match, deep_scrub_finds_nothing, osd_dirs,
-};
-use common::{Cluster, client_options, kill, ok, serial, tree_osds, wait_clean};
+use common::checks::{VersionedLoad, acting_sets, osd_dirs};
+use common::{Cluster, client_options, kill, serial, tree_osds, wait_clean};
 use std::time::{Duration, Instant};
 
 const LANES: u64 = 4;
@@ -38,7 +36,6 @@ fn connect(rt: &tokio::runtime::Runtime, cluster: &Cluster) -> Client {
 fn settle_and_check(
     rt: &tokio::runtime::Runtime,
     cluster: &Cluster,
-    base_port: u16,
     client: &Client,
     mut load: VersionedLoad,
     acked_floor: u64,
@@ -56,17 +53,11 @@ fn settle_and_check(
         report.writes_acked
     );
     assert!(report.reads_checked > 0, "no read was checked");
+    // Also deep-scrubs every pool, which must find nothing.
     wait_clean(cluster);
     let lost = rt.block_on(load.verify(client));
     assert!(lost.is_empty(), "after healing: {lost:?}");
-    deep_scrub_finds_nothing(cluster);
-    let acting = acting_sets(cluster);
-    let dirs = osd_dirs(cluster, base_port);
-    ok(
-        cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
-        "cairn down",
-    );
-    let compared = copies_match(&acting, &dirs);
+    let compared = cluster.stop_and_compare_copies();
     assert!(
         compared >= OBJECTS,
         "only {compared} object copies compared"
@@ -105,7 +96,7 @@ fn every_osd_of_a_pg_killed_at_once_loses_no_acknowledged_version() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    settle_and_check(&rt, &cluster, base, &client, load, 200);
+    settle_and_check(&rt, &cluster, &client, load, 200);
 }
 
 #[test]
@@ -134,7 +125,7 @@ fn the_monitor_killed_under_load_stops_no_client() {
     }
     assert_ne!(cluster.daemon_pid("mon"), mon, "the monitor was restarted");
     std::thread::sleep(Duration::from_secs(2));
-    settle_and_check(&rt, &cluster, base, &client, load, 200);
+    settle_and_check(&rt, &cluster, &client, load, 200);
 }
 
 /// Whether this process may mount FUSE file systems. Under `CI=true` the
@@ -204,22 +195,44 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
         report.violations
     );
     // Power back: the same cluster, from what was durable.
-    let cluster = Cluster::up_at(cluster_dir, 3, base, &[]);
+    // The logs live on the lossy mount, gone with it: show them on failure.
+    let dump_logs = |dir: &std::path::Path| {
+        let listing = std::process::Command::new("find")
+            .arg(dir)
+            .args(["-maxdepth", "2", "-printf", "%p %s\n"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        eprintln!("--- files\n{listing}");
+        for log in ["up", "mon", "osd.0", "osd.1", "osd.2"] {
+            let text = std::fs::read_to_string(dir.join("logs").join(format!("{log}.log")))
+                .unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!(
+                "--- {log}.log (last lines, newest first)\n{}",
+                tail.join("\n")
+            );
+        }
+    };
+    let cluster = std::panic::catch_unwind(|| Cluster::up_at(cluster_dir.clone(), 3, base, &[]))
+        .unwrap_or_else(|panic| {
+            dump_logs(&cluster_dir);
+            std::panic::resume_unwind(panic)
+        });
     let client = connect(&rt, &cluster);
-    wait_clean(&cluster);
-    let lost = rt.block_on(load.verify(&client));
-    assert!(
-        lost.is_empty(),
-        "acknowledged writes lost to the power cut: {lost:?}"
-    );
-    deep_scrub_finds_nothing(&cluster);
-    let acting = acting_sets(&cluster);
-    let dirs = osd_dirs(&cluster, base);
-    ok(
-        cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
-        "cairn down",
-    );
-    assert!(copies_match(&acting, &dirs) >= OBJECTS);
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_clean(&cluster);
+        let lost = rt.block_on(load.verify(&client));
+        assert!(
+            lost.is_empty(),
+            "acknowledged writes lost to the power cut: {lost:?}"
+        );
+    }));
+    if let Err(panic) = checked {
+        dump_logs(&cluster_dir);
+        std::panic::resume_unwind(panic);
+    }
+    assert!(cluster.stop_and_compare_copies() >= OBJECTS);
     drop(cluster);
     drop(fs);
 }

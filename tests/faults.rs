@@ -214,6 +214,7 @@ fn kill_two_of_three(name: &str, base_port: u16, strictness: Strictness) {
         verify(&client, &acked).await;
         check_probe(&client, probe).await;
     });
+    cluster.stop_and_compare_copies();
 }
 
 /// Whether `obj-{index}` lies in a PG placed on every OSD of `osds`
@@ -418,6 +419,7 @@ fn an_osd_added_under_writes_takes_its_share_and_old_copies_go() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
+    cluster.stop_and_compare_copies();
 }
 
 /// A small xorshift generator: the kill order and down times come from a
@@ -539,4 +541,5 @@ fn kill_restart_rounds(name: &str, base_port: u16, restart: Restart) {
         eprintln!("objects recovered onto the returning OSDs: {recovered}");
         assert!(recovered > 0, "the returning OSDs caught up: {status}");
     });
+    cluster.stop_and_compare_copies();
 }

@@ -52,6 +52,7 @@ fn a_restarted_cluster_serves_its_data() {
             .await
             .expect("write after restart");
     });
+    cluster.stop_and_compare_copies();
 }
 
 #[test]
@@ -105,6 +106,7 @@ fn a_killed_osd_returns_and_recovers_under_writes() {
         );
         verify(&client, &acked).await;
     });
+    cluster.stop_and_compare_copies();
 }
 
 #[test]
@@ -147,6 +149,7 @@ fn an_osd_marked_out_moves_its_data_and_stray_copies_go() {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
+    cluster.stop_and_compare_copies();
 }
 
 /// `cairn pool set --pg-num` on a pool with data, under writes, with an
@@ -219,6 +222,7 @@ fn raising_pg_num_splits_pgs_under_writes_and_a_kill() {
         let held = wait_placement_exact(&cluster).await;
         eprintln!("PG copies held per OSD: {held:?}");
     });
+    cluster.stop_and_compare_copies();
 }
 
 /// Waits (30 s at most) until every OSD holds exactly the PG copies its up
@@ -284,6 +288,7 @@ fn a_reweighted_osd_gives_up_its_share_and_keeps_the_rest() {
         eprintln!("osd.2 held {before} PG copies, now {after}: {held:?}");
         assert!(after < before && after > 0, "{before} -> {after}");
     });
+    cluster.stop_and_compare_copies();
 }
 
 /// Bytes of the small objects of the backfill test.
@@ -370,4 +375,5 @@ fn copies_beyond_the_log_are_backfilled() {
         assert!(moved >= 200, "whole PG copies were pushed: {status}");
         assert_eq!(osd_pg_count(&cluster, 1), 0, "osd.1's copies removed");
     });
+    cluster.stop_and_compare_copies();
 }

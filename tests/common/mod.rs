@@ -26,6 +26,8 @@ pub const COMMAND_WAIT: Duration = Duration::from_secs(120);
 pub struct Cluster {
     pub dir: PathBuf,
     pub conf: PathBuf,
+    /// The monitor's port; osd.N serves on base port + 1 + N.
+    pub base_port: u16,
 }
 
 impl Cluster {
@@ -52,6 +54,7 @@ impl Cluster {
         let cluster = Cluster {
             conf: dir.join("cairn.toml"),
             dir,
+            base_port,
         };
         let data = cluster.dir.display().to_string();
         let osds = osds.to_string();
@@ -74,6 +77,22 @@ impl Cluster {
     /// Runs `cairn ARGS` against this cluster, bounded by [`COMMAND_WAIT`].
     pub fn cairn(&self, args: &[&str]) -> Output {
         cairn(&self.conf, args)
+    }
+
+    /// Stops the cluster (`cairn down`, the data stays until the guard
+    /// drops) and checks that every PG's copies on its acting OSDs are
+    /// identical, store by store; returns the object copies compared.
+    /// Call it with every PG `active+clean`.
+    pub fn stop_and_compare_copies(&self) -> u64 {
+        let acting = checks::acting_sets(self);
+        let dirs = checks::osd_dirs(self, self.base_port);
+        ok(
+            self.cairn(&["down", "--data", &self.dir.display().to_string()]),
+            "cairn down",
+        );
+        let compared = checks::copies_match(&acting, &dirs);
+        eprintln!("{compared} object copies identical on their acting OSDs");
+        compared
     }
 
     /// The pid `cairn up` recorded for daemon `name` (`mon`, `osd.1`).
@@ -328,8 +347,9 @@ pub fn client_options(op_deadline: Duration) -> ClientOptions {
 }
 
 /// Waits until every PG of the cluster is reported `active+clean` by OSDs
-/// that have all seen the newest map; returns how long that took, panics
-/// with the last status after [`CLEAN_WAIT`].
+/// that have all seen the newest map, then deep-scrubs every pool, which
+/// must find no inconsistent copy; returns how long reaching clean took,
+/// panics with the last status after [`CLEAN_WAIT`].
 pub fn wait_clean(cluster: &Cluster) -> Duration {
     let started = Instant::now();
     let mut last = serde_json::Value::Null;
@@ -342,7 +362,10 @@ pub fn wait_clean(cluster: &Cluster) -> Duration {
         let current = status["reported_epoch"] == status["epoch"];
         let clean = current && states.len() == 1 && states.contains_key("active+clean");
         if clean {
-            return started.elapsed();
+            let took = started.elapsed();
+            // Clean must also mean equal: every copy read and compared.
+            checks::deep_scrub_finds_nothing(cluster);
+            return took;
         }
         last = status;
         std::thread::sleep(Duration::from_millis(500));

@@ -176,7 +176,7 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         collections_lock: tokio::sync::Mutex::new(()),
         pgs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
-        peers: tokio::sync::Mutex::new(HashMap::new()),
+        peers: Mutex::new(HashMap::new()),
         io: IoCounters::default(),
         heartbeat_peers: tokio::sync::Mutex::new(HashMap::new()),
         told_up: Mutex::new(BTreeSet::new()),
@@ -237,6 +237,9 @@ async fn open_store(data_dir: &Path) -> Result<Result<DiskStore, String>, OsdErr
         Err(error) => Err(error.into()),
     }
 }
+
+/// A peer address's connection, made by whoever first needs it.
+type PeerSlot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
 /// How often an OSD with a corrupt store tells the monitor so (well
 /// within the 3 s after which `cairn status` takes a report for stale).
@@ -984,7 +987,10 @@ struct Osd {
     pgs: Mutex<HashMap<PgId, PgSlot>>,
     /// Clients waiting for a write's reply.
     pending: Mutex<Waiters>,
-    peers: tokio::sync::Mutex<HashMap<String, Connection>>,
+    /// One slot per peer address, each locked while its connection is
+    /// made (connect and hello), so a slow peer holds up only the messages
+    /// to itself.
+    peers: Mutex<HashMap<String, PeerSlot>>,
     io: IoCounters,
     /// Heartbeat connections, one per peer address, apart from `peers`.
     heartbeat_peers: tokio::sync::Mutex<HashMap<String, Connection>>,
@@ -1898,7 +1904,7 @@ impl Osd {
                 Ok(conn) => match conn.send(&body, data.clone()).await {
                     Ok(()) => return,
                     Err(error) => {
-                        self.peers.lock().await.remove(&addr);
+                        lock(&self.peers).remove(&addr);
                         last_error = Some(error);
                     }
                 },
@@ -1911,14 +1917,18 @@ impl Osd {
     }
 
     async fn peer(&self, osd: OsdId, addr: &str) -> Result<Connection, WireError> {
-        let mut peers = self.peers.lock().await;
-        if let Some(conn) = peers.get(addr).filter(|c| !c.is_closed()) {
+        let slot = lock(&self.peers)
+            .entry(addr.to_owned())
+            .or_default()
+            .clone();
+        let mut slot = slot.lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
         }
         let conn = self
             .connect_peer(osd, addr, ConnectOptions::default())
             .await?;
-        peers.insert(addr.to_owned(), conn.clone());
+        *slot = Some(conn.clone());
         Ok(conn)
     }
 
@@ -1965,19 +1975,24 @@ impl Osd {
     /// ([`crate::hello`]). A claim the map does not back is checked again
     /// after a map refresh, as the peer may have booted since.
     async fn peer_hello(&self, hello: PeerHello, session: &Session) -> PeerHelloReply {
-        let judge = || {
-            check_hello(
-                &read(&self.map).state.endpoints,
-                &hello,
-                session.peer_addr(),
-            )
-        };
-        let mut verdict = judge();
-        if verdict.as_ref().is_err_and(|r| r.map_may_be_stale()) {
-            if let Err(error) = self.refresh_map().await {
-                tracing::debug!(%error, "map refresh for a peer's hello failed");
-            }
-            verdict = judge();
+        let verdict = check_hello(
+            &read(&self.map).state.endpoints,
+            &hello,
+            session.peer_addr(),
+        );
+        if verdict.as_ref().is_err_and(|r| r.map_may_be_stale())
+            && let Some(osd) = self.this.upgrade()
+        {
+            // Refresh in the background, never here: a refresh moves PGs,
+            // which send to peers, and the peer waiting for this answer may
+            // be one they wait for (two OSDs restarting together deadlocked
+            // so until the hello timed out). The sender resends after the
+            // refusal, and the refreshed map judges it then.
+            tokio::spawn(async move {
+                if let Err(error) = osd.refresh_map().await {
+                    tracing::debug!(%error, "map refresh for a peer's hello failed");
+                }
+            });
         }
         let verdict = verdict.map_err(|r| r.to_string()).and_then(|()| {
             session
