@@ -221,7 +221,14 @@ pub fn linearizability(history: &History, limits: &Limits) -> Vec<(Bytes, String
     for (object, failure) in check_objects(&by_object, limits) {
         let ops = &by_object[&object];
         let text = match failure {
-            ObjectFailure::Undecided(error) => format!("undecided: {error}"),
+            ObjectFailure::Undecided(error) => {
+                if std::env::var_os("CAIRN_SIM_DUMP_UNDECIDED").is_some() {
+                    for op in ops {
+                        println!("HIST {}", describe(op));
+                    }
+                }
+                format!("undecided: {error}")
+            }
             ObjectFailure::NotLinearizable(why) => {
                 let mut lines = vec![format!(
                     "not linearizable ({} operations); the longest legal prefix has {}, ending:",
