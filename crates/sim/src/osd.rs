@@ -179,6 +179,11 @@ pub struct SimOsd {
     /// alive file, rewritten every second): bounds the read leases a
     /// restarted copy may still have promised.
     last_alive_ms: Option<u64>,
+    /// Every (object, version) this OSD's store ever held durably with
+    /// sound data, recorded at each sync: the double-fault proof
+    /// (`checks::double_faults`) needs to know that no sound copy of a lost
+    /// version vanished but by injected rot.
+    pub sound_held: BTreeSet<(Bytes, u64)>,
 }
 
 /// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
@@ -219,6 +224,26 @@ impl SimOsd {
             lost_txn_count: 0,
             now_ms: 0,
             last_alive_ms: None,
+            sound_held: BTreeSet::new(),
+        }
+    }
+
+    /// Records the versions the objects `txns` touched hold now that they
+    /// are durable, where their data is sound.
+    fn note_durable<'a>(&mut self, txns: impl Iterator<Item = &'a Transaction>) {
+        let touched: BTreeSet<(CollectionId, ObjectKey)> = txns
+            .flat_map(|txn| {
+                txn.ops
+                    .iter()
+                    .filter_map(|op| op.object().map(|o| (txn.collection, o.clone())))
+            })
+            .collect();
+        for (collection, key) in touched {
+            if let Ok(stat) = self.store.stat(collection, &key)
+                && !self.store.is_rotten(collection, &key)
+            {
+                self.sound_held.insert((key.name.clone(), stat.version));
+            }
         }
     }
 
@@ -285,6 +310,7 @@ impl SimOsd {
             drop(self.store.submit(txn.clone()));
         }
         self.store.sync();
+        self.note_durable(pending.iter().take(kept));
         let lost = pending.len() - kept;
         self.lost_txn_count += lost as u64;
         out.trace.push(format!(
@@ -933,6 +959,7 @@ impl SimOsd {
         let process = self.proc_mut();
         process.sync_scheduled = false;
         let done = std::mem::take(&mut process.unsynced);
+        self.note_durable(done.iter().map(|u| &u.txn));
         for unsynced in done {
             let result = unsynced.commit.wait();
             match (result, unsynced.report) {
