@@ -184,6 +184,9 @@ pub struct SimOsd {
     /// (`checks::double_faults`) needs to know that no sound copy of a lost
     /// version vanished but by injected rot.
     pub sound_held: BTreeSet<(Bytes, u64)>,
+    /// How far this OSD's clock is ahead of the virtual one (clock skew
+    /// between nodes); every time it is given is its own clock.
+    pub clock_offset_ms: u64,
 }
 
 /// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
@@ -225,6 +228,7 @@ impl SimOsd {
             now_ms: 0,
             last_alive_ms: None,
             sound_held: BTreeSet::new(),
+            clock_offset_ms: 0,
         }
     }
 

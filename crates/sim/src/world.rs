@@ -35,6 +35,9 @@ pub const SETTLE_MS: u64 = 30_000;
 pub const EVENTS_MAX: u64 = 50_000_000;
 /// Trace lines kept (the newest).
 pub const TRACE_LINES_MAX: usize = 200_000;
+/// The largest clock offset an OSD draws (in the seeds that skew clocks):
+/// an hour, far beyond any lease or grace period.
+pub const CLOCK_SKEW_MS_MAX: u64 = 3_600_000;
 
 /// A run's cluster, workload and faults, all drawn from the seed.
 #[derive(Clone, Debug)]
@@ -73,6 +76,12 @@ pub struct Scenario {
     /// phase; 0: none. The heal phase's operator then repairs every PG
     /// (`cairn pg repair`: a deep scrub that repairs) until none is left.
     pub rot_gap_ms: u64,
+    /// Whether partitions may be one-way (each then is, with even odds).
+    pub one_way_partitions: bool,
+    /// The most an OSD's clock may be ahead of the virtual (the monitor's
+    /// and clients') clock; each OSD draws its own offset up to it. Leases
+    /// assume equal clock rates, not equal clocks.
+    pub clock_skew_ms_max: u64,
 }
 
 impl Scenario {
@@ -127,6 +136,8 @@ impl Scenario {
             split: None,
             history_min: INCREMENTALS_KEPT,
             rot_gap_ms: 0,
+            one_way_partitions: false,
+            clock_skew_ms_max: 0,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -154,6 +165,10 @@ impl Scenario {
         // Likewise bit rot, in half the seeds.
         let mut rot = Rng::new(seed ^ 0xb17_f11b);
         scenario.rot_gap_ms = [0, rot.range(2_000, 12_000)][rot.index(2)];
+        // Likewise one-way partitions and clock skew, in half the seeds.
+        let mut asym = Rng::new(seed ^ 0x0e_3a7);
+        scenario.one_way_partitions = asym.index(2) == 0;
+        scenario.clock_skew_ms_max = [0, CLOCK_SKEW_MS_MAX][asym.index(2)];
         scenario
     }
 
@@ -164,7 +179,8 @@ impl Scenario {
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
-             operator scrubs every ~{} s; bit rot every ~{} s; {}; \
+             operator scrubs every ~{} s; bit rot every ~{} s; {}; one-way partitions {}, \
+             OSD clocks ahead by up to {} s; \
              mon down grace {} s, down→out {} s, {} reporter(s), keeps ≥{} incrementals",
             self.osd_count,
             self.size,
@@ -191,6 +207,8 @@ impl Scenario {
             self.split.map_or("no split".to_string(), |(at, n)| {
                 format!("pg_num -> {n} at {} s", at / 1000)
             }),
+            self.one_way_partitions,
+            self.clock_skew_ms_max / 1000,
             self.mon.down_grace_ms / 1000,
             self.mon.down_out_ms / 1000,
             self.mon.reporters_min,
@@ -281,6 +299,8 @@ pub struct Stats {
     pub quick_restarts: u64,
     pub transactions_lost: u64,
     pub partitions: u64,
+    /// Of them, one-way.
+    pub one_way_partitions: u64,
     /// Bits flipped in copies of objects (bit rot).
     pub bit_flips: u64,
     pub epochs: u64,
@@ -389,8 +409,13 @@ impl World {
             ..workload
         };
         clients.insert(verifier, SimClient::new(verifier, rng.fork(), verify));
+        let mut skew = Rng::new(seed ^ 0xc10c_5e3d);
         let osds = (0..scenario.osd_count)
-            .map(|id| (OsdId(id), SimOsd::new(OsdId(id), scenario.limits)))
+            .map(|id| {
+                let mut osd = SimOsd::new(OsdId(id), scenario.limits);
+                osd.clock_offset_ms = skew.range(0, scenario.clock_skew_ms_max);
+                (OsdId(id), osd)
+            })
             .collect();
         World {
             seed,
@@ -539,7 +564,7 @@ impl World {
                 if let Some(sim) = self.osds.get_mut(&osd)
                     && sim.incarnation == incarnation
                 {
-                    sim.timer(self.now_ms, timer, &mut out);
+                    sim.timer(self.now_ms + sim.clock_offset_ms, timer, &mut out);
                 }
                 self.osd_out(osd, out);
             }
@@ -570,7 +595,7 @@ impl World {
             Node::Osd(osd) => {
                 let mut out = Outbox::default();
                 if let Some(sim) = self.osds.get_mut(&osd) {
-                    sim.deliver(self.now_ms, from, msg, &mut out);
+                    sim.deliver(self.now_ms + sim.clock_offset_ms, from, msg, &mut out);
                 }
                 self.osd_out(osd, out);
             }
@@ -699,7 +724,7 @@ impl World {
                 if sim.is_running() {
                     return;
                 }
-                sim.start(self.now_ms, &mut out);
+                sim.start(self.now_ms + sim.clock_offset_ms, &mut out);
                 let still_up = self.mon.service.state().map.osd(*osd).is_some_and(|o| o.up);
                 if still_up {
                     self.stats.quick_restarts += 1;
@@ -709,10 +734,16 @@ impl World {
             Fault::Partition(partition) => {
                 let side: Vec<String> = partition.side.iter().map(ToString::to_string).collect();
                 self.note(format!(
-                    "partition {}: [{}] cut off from the rest",
+                    "partition {}: [{}] cut off from the rest{}",
                     partition.id,
-                    side.join(", ")
+                    side.join(", "),
+                    if partition.one_way {
+                        " (one way: they still hear the rest)"
+                    } else {
+                        ""
+                    }
                 ));
+                self.stats.one_way_partitions += u64::from(partition.one_way);
                 self.stats.partitions += 1;
                 self.net.partitions.push(partition.clone());
                 None
@@ -824,7 +855,7 @@ impl World {
         };
         self.note(format!("operator: pg {verb} {pg} (on {primary})"));
         let sim = self.osds.get_mut(&primary)?;
-        sim.operator_scrub(self.now_ms, pg, deep, repair, out);
+        sim.operator_scrub(self.now_ms + sim.clock_offset_ms, pg, deep, repair, out);
         Some(primary)
     }
 
@@ -978,7 +1009,10 @@ impl World {
         if side.is_empty() || side.len() == nodes.len() {
             return;
         }
-        let partition = Partition { id, side };
+        // Drawn apart, so one-way partitions left the other draws alone.
+        let one_way = self.scenario.one_way_partitions
+            && Rng::new(self.seed ^ 0x0e_3a8 ^ id.wrapping_mul(0x9e37_79b9)).index(2) == 0;
+        let partition = Partition { id, side, one_way };
         self.schedule(delay, Event::Fault(Fault::Partition(partition)));
         let heal_ms = self.rng.range(1_000, 20_000);
         self.schedule(delay + heal_ms, Event::Fault(Fault::HealPartition(id)));
