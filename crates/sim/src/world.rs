@@ -35,6 +35,17 @@ pub const SETTLE_MS: u64 = 30_000;
 pub const EVENTS_MAX: u64 = 50_000_000;
 /// Trace lines kept (the newest).
 pub const TRACE_LINES_MAX: usize = 200_000;
+/// A run must do something: at least this many operations of the
+/// workload's clients acknowledged (a cluster unavailable through most of
+/// the chaos would otherwise pass every check vacuously). Low: a pool
+/// with `min_size` = size under partitions every few seconds is rightly
+/// unavailable most of the time (CI seed 84 acknowledges 6).
+pub const ACKNOWLEDGED_OPS_MIN: usize = 5;
+/// At most this share of the workload's operations may end with their
+/// outcome unknown (in per mille): the linearizability check says little
+/// about operations nobody learned the outcome of.
+pub const UNKNOWN_OPS_PER_MILLE_MAX: usize = 500;
+
 /// The largest clock offset an OSD draws (in the seeds that skew clocks):
 /// an hour, far beyond any lease or grace period.
 pub const CLOCK_SKEW_MS_MAX: u64 = 3_600_000;
@@ -290,6 +301,10 @@ pub struct Stats {
     pub ops: usize,
     pub ops_acknowledged: usize,
     pub ops_unknown: usize,
+    /// Operations of the workload's clients (not the final reads), and of
+    /// them those acknowledged.
+    pub workload_ops: usize,
+    pub workload_acknowledged: usize,
     pub messages: u64,
     pub messages_lost: u64,
     pub messages_duplicated: u64,
@@ -1165,6 +1180,10 @@ impl World {
             .filter(|r| r.op.ret.is_none())
             .count();
         self.stats.ops_acknowledged = self.stats.ops - self.stats.ops_unknown;
+        let verifier = u64::from(self.verifier);
+        let workload = self.history.ops.iter().filter(|r| r.op.client != verifier);
+        self.stats.workload_ops = workload.clone().count();
+        self.stats.workload_acknowledged = workload.filter(|r| r.op.ret.is_some()).count();
         self.stats.messages = self.net.sent_count;
         self.stats.messages_lost = self.net.lost_count;
         self.stats.messages_duplicated = self.net.duplicated_count;
@@ -1373,12 +1392,33 @@ fn epoch_summary(mon: &SimMon) -> String {
     )
 }
 
+/// A run that did too little to prove anything, or left too many
+/// outcomes unknown: failures.
+fn activity_failures(stats: &Stats) -> Vec<String> {
+    let mut failures = Vec::new();
+    if stats.workload_acknowledged < ACKNOWLEDGED_OPS_MIN {
+        failures.push(format!(
+            "too little happened: {} operations acknowledged, fewer than {ACKNOWLEDGED_OPS_MIN}",
+            stats.workload_acknowledged
+        ));
+    }
+    let unknown = stats.workload_ops - stats.workload_acknowledged;
+    if unknown * 1000 > stats.workload_ops * UNKNOWN_OPS_PER_MILLE_MAX {
+        failures.push(format!(
+            "{unknown} of {} operations ended with their outcome unknown, more than {}‰",
+            stats.workload_ops, UNKNOWN_OPS_PER_MILLE_MAX
+        ));
+    }
+    failures
+}
+
 /// Runs the simulation of `seed` to its end and checks it.
 #[must_use]
 pub fn run(seed: u64) -> Report {
     let mut world = World::new(seed);
-    let failures = world.run();
+    let mut failures = world.run();
     world.finish_stats();
+    failures.extend(activity_failures(&world.stats));
     let double_fault = world.double_fault(&failures);
     let trace = if failures.is_empty() {
         Vec::new()

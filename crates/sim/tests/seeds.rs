@@ -101,6 +101,74 @@ const BUGS: &[(&str, &str)] = &[];
 /// must leave this list.
 const KNOWN_FAILURES: &[(u64, &str, &str)] = &[];
 
+/// Runs of at least this many seeds must show every kind of fault.
+const SWEEP_SEEDS_MIN: usize = 100;
+
+/// Across a sweep, at most this share of the workload's operations may end
+/// with their outcome unknown (per mille; each seed has its own, looser,
+/// bound in the simulator).
+const SWEEP_UNKNOWN_PER_MILLE_MAX: usize = 150;
+
+/// What a sweep did, summed over its seeds.
+#[derive(Debug, Default)]
+struct Totals {
+    workload_ops: usize,
+    acknowledged: usize,
+    acknowledged_min: Option<usize>,
+    unknown_per_mille_max: usize,
+    crashes: u64,
+    partitions: u64,
+    one_way_partitions: u64,
+    messages_lost: u64,
+    bit_flips: u64,
+    seeds_with_clock_skew: u64,
+    double_faults: u64,
+}
+
+impl Totals {
+    fn add(&mut self, report: &cairn_sim::Report) {
+        let s = &report.stats;
+        self.workload_ops += s.workload_ops;
+        self.acknowledged += s.workload_acknowledged;
+        self.acknowledged_min = Some(
+            self.acknowledged_min
+                .map_or(s.workload_acknowledged, |m| m.min(s.workload_acknowledged)),
+        );
+        let unknown = s.workload_ops - s.workload_acknowledged;
+        self.unknown_per_mille_max = self
+            .unknown_per_mille_max
+            .max(unknown * 1000 / s.workload_ops.max(1));
+        self.crashes += s.crashes;
+        self.partitions += s.partitions;
+        self.one_way_partitions += s.one_way_partitions;
+        self.messages_lost += s.messages_lost;
+        self.bit_flips += s.bit_flips;
+        self.seeds_with_clock_skew += u64::from(report.scenario.clock_skew_ms_max > 0);
+        self.double_faults += u64::from(report.double_fault.is_some());
+    }
+
+    /// A sweep that never crashed, cut, dropped or flipped anything
+    /// proves nothing about those faults: a change that turned one off
+    /// must fail here.
+    fn assert_faults_happened(&self) {
+        assert!(self.crashes > 0, "no OSD crashed: {self:?}");
+        assert!(self.partitions > 0, "no partition: {self:?}");
+        assert!(
+            self.one_way_partitions > 0,
+            "no one-way partition: {self:?}"
+        );
+        assert!(self.messages_lost > 0, "no message lost: {self:?}");
+        assert!(self.bit_flips > 0, "no bit flipped: {self:?}");
+        assert!(self.seeds_with_clock_skew > 0, "no clock skewed: {self:?}");
+        let unknown = self.workload_ops - self.acknowledged;
+        assert!(
+            unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,
+            "{unknown} of {} operations ended unknown, more than {SWEEP_UNKNOWN_PER_MILLE_MAX}‰",
+            self.workload_ops
+        );
+    }
+}
+
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
         v.trim()
@@ -148,11 +216,13 @@ fn simulated_clusters_keep_their_promises() {
     let mut double_faults = Vec::new();
     let mut bit_flips = 0;
     let mut seeds_with_flips = 0;
+    let mut total = Totals::default();
     let started_all = std::time::Instant::now();
     for seed in &seeds {
         let started = std::time::Instant::now();
         let report = cairn_sim::run(*seed);
         bit_flips += report.stats.bit_flips;
+        total.add(&report);
         seeds_with_flips += u64::from(report.stats.bit_flips > 0);
         let known = KNOWN_FAILURES.iter().find(|(s, _, _)| s == seed);
         let rendered = if report.passed() {
@@ -212,6 +282,10 @@ fn simulated_clusters_keep_their_promises() {
         unexpected.len(),
         double_faults.len(),
     );
+    println!("{total:?}");
+    if seeds.len() >= SWEEP_SEEDS_MIN {
+        total.assert_faults_happened();
+    }
     if ci {
         assert!(
             fixed.is_empty(),
