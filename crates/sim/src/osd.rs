@@ -118,6 +118,25 @@ pub struct Outbox {
     pub stop: bool,
 }
 
+/// A disk error armed on an OSD's store: its next write (a transaction
+/// submitted) or flush (a sync) fails with EIO or ENOSPC. What the daemon
+/// must do, and the shell does as it: a refused transaction or a failed
+/// flush stops the process (it exits; its supervisor starts it again),
+/// nothing of it acknowledged, and what was not durable is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    WriteEio,
+    WriteEnospc,
+    FlushEio,
+    FlushEnospc,
+}
+
+impl DiskFault {
+    fn on_flush(self) -> bool {
+        matches!(self, DiskFault::FlushEio | DiskFault::FlushEnospc)
+    }
+}
+
 /// A submitted transaction not yet durable.
 #[derive(Debug)]
 struct Unsynced {
@@ -187,6 +206,10 @@ pub struct SimOsd {
     /// How far this OSD's clock is ahead of the virtual one (clock skew
     /// between nodes); every time it is given is its own clock.
     pub clock_offset_ms: u64,
+    /// A disk error armed for the next write or flush.
+    pub disk_fault: Option<DiskFault>,
+    /// Disk errors that hit (for the report).
+    pub disk_errors: u64,
 }
 
 /// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
@@ -229,6 +252,8 @@ impl SimOsd {
             last_alive_ms: None,
             sound_held: BTreeSet::new(),
             clock_offset_ms: 0,
+            disk_fault: None,
+            disk_errors: 0,
         }
     }
 
@@ -870,6 +895,22 @@ impl SimOsd {
         txn: Transaction,
         out: &mut Outbox,
     ) {
+        if let Some(fault) = self.disk_fault.filter(|f| !f.on_flush()) {
+            // The store refuses the transaction: nothing of it is applied,
+            // its step is never reported committed, and the daemon exits.
+            self.disk_fault = None;
+            self.disk_errors += 1;
+            out.trace.push(format!(
+                "{} disk: {fault:?} on a write ({report:?}): the store refuses it; the OSD stops",
+                self.id
+            ));
+            out.stop = true;
+            return;
+        }
+        if out.stop {
+            // Stopping: a later transaction of the same step is not applied.
+            return;
+        }
         let commit = self.store.submit(txn.clone());
         let process = self.proc_mut();
         process.unsynced.push(Unsynced {
@@ -959,6 +1000,19 @@ impl SimOsd {
     /// submission order. A refused transaction stops the OSD, as the
     /// daemon exits when its store refuses a transaction a PG logged.
     fn sync(&mut self, out: &mut Outbox) {
+        if let Some(fault) = self.disk_fault.filter(|f| f.on_flush()) {
+            // The flush fails: nothing since the last one is durable, no
+            // commit is reported, and the daemon exits (what reached the
+            // disk is unknown; the crash that follows drops it).
+            self.disk_fault = None;
+            self.disk_errors += 1;
+            out.trace.push(format!(
+                "{} disk: {fault:?} on a flush: nothing of it is durable; the OSD stops",
+                self.id
+            ));
+            out.stop = true;
+            return;
+        }
         self.store.sync();
         let process = self.proc_mut();
         process.sync_scheduled = false;
@@ -1116,6 +1170,10 @@ impl SimOsd {
                 txn.push(Op::Remove { object });
             }
             self.submit(None, txn, out);
+            if out.stop {
+                // The store refused it (a disk error): the process stops.
+                return;
+            }
         }
     }
 

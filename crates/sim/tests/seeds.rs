@@ -107,7 +107,7 @@ const SWEEP_SEEDS_MIN: usize = 100;
 /// Across a sweep, at most this share of the workload's operations may end
 /// with their outcome unknown (per mille; each seed has its own, looser,
 /// bound in the simulator).
-const SWEEP_UNKNOWN_PER_MILLE_MAX: usize = 150;
+const SWEEP_UNKNOWN_PER_MILLE_MAX: usize = 50;
 
 /// What a sweep did, summed over its seeds.
 #[derive(Debug, Default)]
@@ -122,6 +122,7 @@ struct Totals {
     messages_lost: u64,
     bit_flips: u64,
     seeds_with_clock_skew: u64,
+    disk_errors: u64,
     double_faults: u64,
 }
 
@@ -145,6 +146,7 @@ impl Totals {
         self.bit_flips += s.bit_flips;
         self.seeds_with_clock_skew += u64::from(report.scenario.clock_skew_ms_max > 0);
         self.double_faults += u64::from(report.double_fault.is_some());
+        self.disk_errors += s.disk_errors;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -160,6 +162,7 @@ impl Totals {
         assert!(self.messages_lost > 0, "no message lost: {self:?}");
         assert!(self.bit_flips > 0, "no bit flipped: {self:?}");
         assert!(self.seeds_with_clock_skew > 0, "no clock skewed: {self:?}");
+        assert!(self.disk_errors > 0, "no disk error: {self:?}");
         let unknown = self.workload_ops - self.acknowledged;
         assert!(
             unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,
