@@ -11,7 +11,7 @@ use cairn_osd::daemon::read_object_state;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
 use cairn_store::{CollectionId, MemStore, ObjectKey, ObjectStore};
 use cairn_types::{OsdId, PgId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Where placement puts one PG.
 #[derive(Clone, Debug)]
@@ -221,7 +221,14 @@ pub fn linearizability(history: &History, limits: &Limits) -> Vec<(Bytes, String
     for (object, failure) in check_objects(&by_object, limits) {
         let ops = &by_object[&object];
         let text = match failure {
-            ObjectFailure::Undecided(error) => format!("undecided: {error}"),
+            ObjectFailure::Undecided(error) => {
+                if std::env::var_os("CAIRN_SIM_DUMP_UNDECIDED").is_some() {
+                    for op in ops {
+                        println!("HIST {}", describe(op));
+                    }
+                }
+                format!("undecided: {error}")
+            }
             ObjectFailure::NotLinearizable(why) => {
                 let mut lines = vec![format!(
                     "not linearizable ({} operations); the longest legal prefix has {}, ending:",
@@ -273,11 +280,25 @@ pub fn describe_copies(pg: PgId, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> 
                 .collect()
         };
         let tail_from = stored.log.len().saturating_sub(4);
-        let objects = dump(&osd.store, collection).unwrap_or_default();
-        let objects: Vec<String> = objects
-            .iter()
-            .map(|(name, s)| format!("{}@v{}", String::from_utf8_lossy(name), s.version))
-            .collect();
+        // By stat, not a verified read: a rotten copy still shows (a read
+        // error here once made a full copy look empty).
+        let mut objects: Vec<String> = Vec::new();
+        if let Ok(page) = osd.store.list(collection, None, 1_024) {
+            for key in &page.keys {
+                if let Ok(stat) = osd.store.stat(collection, key) {
+                    let rotten = if osd.store.is_rotten(collection, key) {
+                        " (rotten)"
+                    } else {
+                        ""
+                    };
+                    objects.push(format!(
+                        "{}@v{}{rotten}",
+                        String::from_utf8_lossy(&key.name),
+                        stat.version
+                    ));
+                }
+            }
+        }
         let missing: Vec<String> = stored
             .missing
             .iter()
@@ -303,4 +324,158 @@ pub fn describe_copies(pg: PgId, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> 
         ));
     }
     lines
+}
+
+/// Bit flips the simulator injected: by (object, the version the rotten
+/// copy held then), the OSDs whose copy rotted.
+pub type Rotted = BTreeMap<(Bytes, u64), BTreeSet<OsdId>>;
+
+/// An object a PG cannot recover, with the proof that a double fault (not
+/// a bug) destroyed every copy of the version it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostObject {
+    pub pg: PgId,
+    pub object: Bytes,
+    pub version: u64,
+    pub proof: String,
+}
+
+/// Proves that every PG left unclean is so only because objects are
+/// unfound, and that each unfound object was lost to a double fault: no
+/// OSD holds a sound copy of the version the PG's log needs, and every
+/// OSD whose store ever held that version durably and sound (recorded at
+/// each sync, [`SimOsd::sound_held`]) had exactly that copy hit by
+/// injected bit rot. (If no OSD ever held it sound, the write was applied
+/// only to copies already rotten: a partial write onto rotten data, while
+/// the PG's other copies were away: the rot and the other copies' absence
+/// are the two faults.) A sound copy that vanished otherwise is a bug, and
+/// the answer is `Err` with why.
+///
+/// # Errors
+/// Why the unclean PGs are not explained by double faults.
+pub fn lost_to_double_faults(
+    map: &ClusterMap,
+    osds: &BTreeMap<OsdId, SimOsd>,
+    rotted: &Rotted,
+) -> Result<Vec<LostObject>, String> {
+    let mut lost = Vec::new();
+    let unclean = unclean_pgs(map, osds);
+    if unclean.is_empty() {
+        return Err("every PG is clean: nothing to explain".into());
+    }
+    for (pg, why) in unclean {
+        if !why.contains("unfound") {
+            return Err(format!("{pg} is unclean without unfound objects: {why}"));
+        }
+        let primary = placements(map)
+            .into_iter()
+            .find(|p| p.pg == pg)
+            .and_then(|p| p.primary)
+            .ok_or_else(|| format!("{pg} has no primary"))?;
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let osd = osds
+            .get(&primary)
+            .ok_or_else(|| format!("{pg}: no {primary}"))?;
+        let stored = cairn_osd::daemon::load_pg(&osd.store, collection)
+            .map_err(|e| format!("{pg}: {primary} cannot load it: {e}"))?;
+        let mut newest: BTreeMap<Bytes, (cairn_osd::LogKind, u64)> = BTreeMap::new();
+        let logged: BTreeSet<(Bytes, u64)> = stored
+            .log
+            .iter()
+            .map(|e| (e.object.clone(), e.version.seq))
+            .collect();
+        for entry in &stored.log {
+            if entry.kind != cairn_osd::LogKind::Refused {
+                newest.insert(entry.object.clone(), (entry.kind, entry.version.seq));
+            }
+        }
+        let mut in_pg = 0;
+        for (object, (kind, version)) in newest {
+            if kind != cairn_osd::LogKind::Write {
+                continue;
+            }
+            let key = ObjectKey::new(object.clone());
+            let holds = |sim: &SimOsd| {
+                sim.store
+                    .stat(collection, &key)
+                    .is_ok_and(|s| s.version == version)
+            };
+            let sound_now = osds
+                .values()
+                .any(|sim| holds(sim) && !sim.store.is_rotten(collection, &key));
+            if sound_now {
+                continue;
+            }
+            let rotten_now: Vec<OsdId> = osds
+                .iter()
+                .filter(|(_, sim)| holds(sim))
+                .map(|(id, _)| *id)
+                .collect();
+            let held: BTreeSet<OsdId> = osds
+                .iter()
+                .filter(|(_, sim)| sim.sound_held.contains(&(object.clone(), version)))
+                .map(|(id, _)| *id)
+                .collect();
+            let hit = rotted
+                .get(&(object.clone(), version))
+                .cloned()
+                .unwrap_or_default();
+            let name = String::from_utf8_lossy(&object).into_owned();
+            if rotten_now.is_empty() {
+                return Err(format!(
+                    "{pg}: {name} v{version} is on no OSD at all (not even rotten): a bug"
+                ));
+            }
+            // A sound copy not hit by rot may have been overwritten by a
+            // write the PG then rolled back (unacknowledged, divergent: its
+            // version is newer and not in the log): Ceph loses the object
+            // then too, replicated pools keep no rollback data.
+            let mut overwritten = Vec::new();
+            for survivor in held.difference(&hit) {
+                let now = osds
+                    .get(survivor)
+                    .and_then(|sim| sim.store.stat(collection, &key).ok())
+                    .map(|s| s.version);
+                match now {
+                    Some(later)
+                        if later > version && !logged.contains(&(object.clone(), later)) =>
+                    {
+                        overwritten.push(format!("{survivor} (by v{later}, rolled back)"));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{pg}: {name} v{version} has no sound copy, but {survivor} held it \
+                             sound, no bit rot hit that copy and no rolled-back write replaced \
+                             it (it holds {now:?}): a bug"
+                        ));
+                    }
+                }
+            }
+            let proof = if held.is_empty() {
+                format!(
+                    "{name} v{version} was only ever written onto rotten copies ({rotten_now:?}): \
+                     its other copies were away when the PG took the write"
+                )
+            } else {
+                format!(
+                    "{name} v{version}: of the copies that held it sound ({held:?}), bit rot \
+                     hit {hit:?} and a write later rolled back replaced {overwritten:?}; \
+                     rotten copies left on {rotten_now:?}"
+                )
+            };
+            lost.push(LostObject {
+                pg,
+                object,
+                version,
+                proof,
+            });
+            in_pg += 1;
+        }
+        if in_pg == 0 {
+            return Err(format!(
+                "{pg} has unfound objects but every version its log needs has a sound copy: a bug"
+            ));
+        }
+    }
+    Ok(lost)
 }

@@ -168,11 +168,15 @@ impl NetFaults {
     }
 }
 
-/// A partition: nodes of `side` cannot exchange messages with the others.
+/// A partition: nodes of `side` cannot exchange messages with the others;
+/// if `one_way`, only what `side` sends to the others is cut (a link or
+/// firewall that fails in one direction: the cut-off nodes still hear the
+/// rest, which does not hear them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {
     pub id: u64,
     pub side: BTreeSet<Node>,
+    pub one_way: bool,
 }
 
 /// The network's state: fault rates and partitions in force.
@@ -197,12 +201,17 @@ impl Network {
         }
     }
 
-    /// Whether a partition separates `a` from `b`.
+    /// Whether a partition cuts what `from` sends to `to`.
     #[must_use]
-    pub fn separated(&self, a: Node, b: Node) -> bool {
-        self.partitions
-            .iter()
-            .any(|p| p.side.contains(&a) != p.side.contains(&b))
+    pub fn separated(&self, from: Node, to: Node) -> bool {
+        self.partitions.iter().any(|p| {
+            let (inside, to_inside) = (p.side.contains(&from), p.side.contains(&to));
+            if p.one_way {
+                inside && !to_inside
+            } else {
+                inside != to_inside
+            }
+        })
     }
 
     /// What happens to a message from `from` to `to`.

@@ -118,6 +118,25 @@ pub struct Outbox {
     pub stop: bool,
 }
 
+/// A disk error armed on an OSD's store: its next write (a transaction
+/// submitted) or flush (a sync) fails with EIO or ENOSPC. What the daemon
+/// must do, and the shell does as it: a refused transaction or a failed
+/// flush stops the process (it exits; its supervisor starts it again),
+/// nothing of it acknowledged, and what was not durable is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    WriteEio,
+    WriteEnospc,
+    FlushEio,
+    FlushEnospc,
+}
+
+impl DiskFault {
+    fn on_flush(self) -> bool {
+        matches!(self, DiskFault::FlushEio | DiskFault::FlushEnospc)
+    }
+}
+
 /// A submitted transaction not yet durable.
 #[derive(Debug)]
 struct Unsynced {
@@ -179,6 +198,18 @@ pub struct SimOsd {
     /// alive file, rewritten every second): bounds the read leases a
     /// restarted copy may still have promised.
     last_alive_ms: Option<u64>,
+    /// Every (object, version) this OSD's store ever held durably with
+    /// sound data, recorded at each sync: the double-fault proof
+    /// (`checks::double_faults`) needs to know that no sound copy of a lost
+    /// version vanished but by injected rot.
+    pub sound_held: BTreeSet<(Bytes, u64)>,
+    /// How far this OSD's clock is ahead of the virtual one (clock skew
+    /// between nodes); every time it is given is its own clock.
+    pub clock_offset_ms: u64,
+    /// A disk error armed for the next write or flush.
+    pub disk_fault: Option<DiskFault>,
+    /// Disk errors that hit (for the report).
+    pub disk_errors: u64,
 }
 
 /// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
@@ -219,6 +250,29 @@ impl SimOsd {
             lost_txn_count: 0,
             now_ms: 0,
             last_alive_ms: None,
+            sound_held: BTreeSet::new(),
+            clock_offset_ms: 0,
+            disk_fault: None,
+            disk_errors: 0,
+        }
+    }
+
+    /// Records the versions the objects `txns` touched hold now that they
+    /// are durable, where their data is sound.
+    fn note_durable<'a>(&mut self, txns: impl Iterator<Item = &'a Transaction>) {
+        let touched: BTreeSet<(CollectionId, ObjectKey)> = txns
+            .flat_map(|txn| {
+                txn.ops
+                    .iter()
+                    .filter_map(|op| op.object().map(|o| (txn.collection, o.clone())))
+            })
+            .collect();
+        for (collection, key) in touched {
+            if let Ok(stat) = self.store.stat(collection, &key)
+                && !self.store.is_rotten(collection, &key)
+            {
+                self.sound_held.insert((key.name.clone(), stat.version));
+            }
         }
     }
 
@@ -285,6 +339,7 @@ impl SimOsd {
             drop(self.store.submit(txn.clone()));
         }
         self.store.sync();
+        self.note_durable(pending.iter().take(kept));
         let lost = pending.len() - kept;
         self.lost_txn_count += lost as u64;
         out.trace.push(format!(
@@ -840,6 +895,22 @@ impl SimOsd {
         txn: Transaction,
         out: &mut Outbox,
     ) {
+        if let Some(fault) = self.disk_fault.filter(|f| !f.on_flush()) {
+            // The store refuses the transaction: nothing of it is applied,
+            // its step is never reported committed, and the daemon exits.
+            self.disk_fault = None;
+            self.disk_errors += 1;
+            out.trace.push(format!(
+                "{} disk: {fault:?} on a write ({report:?}): the store refuses it; the OSD stops",
+                self.id
+            ));
+            out.stop = true;
+            return;
+        }
+        if out.stop {
+            // Stopping: a later transaction of the same step is not applied.
+            return;
+        }
         let commit = self.store.submit(txn.clone());
         let process = self.proc_mut();
         process.unsynced.push(Unsynced {
@@ -929,10 +1000,24 @@ impl SimOsd {
     /// submission order. A refused transaction stops the OSD, as the
     /// daemon exits when its store refuses a transaction a PG logged.
     fn sync(&mut self, out: &mut Outbox) {
+        if let Some(fault) = self.disk_fault.filter(|f| f.on_flush()) {
+            // The flush fails: nothing since the last one is durable, no
+            // commit is reported, and the daemon exits (what reached the
+            // disk is unknown; the crash that follows drops it).
+            self.disk_fault = None;
+            self.disk_errors += 1;
+            out.trace.push(format!(
+                "{} disk: {fault:?} on a flush: nothing of it is durable; the OSD stops",
+                self.id
+            ));
+            out.stop = true;
+            return;
+        }
         self.store.sync();
         let process = self.proc_mut();
         process.sync_scheduled = false;
         let done = std::mem::take(&mut process.unsynced);
+        self.note_durable(done.iter().map(|u| &u.txn));
         for unsynced in done {
             let result = unsynced.commit.wait();
             match (result, unsynced.report) {
@@ -1085,6 +1170,10 @@ impl SimOsd {
                 txn.push(Op::Remove { object });
             }
             self.submit(None, txn, out);
+            if out.stop {
+                // The store refused it (a disk error): the process stops.
+                return;
+            }
         }
     }
 
