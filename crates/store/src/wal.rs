@@ -41,8 +41,13 @@
 //! Replay reads records while each is whole and carries the header's epoch
 //! and the next sequence number; a record that fails a test ends the log (a
 //! torn last write, or stale bytes from an earlier lap, whose numbers are
-//! lower). Every open starts a new epoch, so records past a damaged one,
-//! which replay stopped before, can never be taken for new ones later.
+//! lower) unless the record after it is whole: records are appended one at
+//! a time, each once the one before is durable, so only the last can be
+//! torn, and a damaged record followed by a whole one is corruption of
+//! acknowledged transactions, an error naming the record and its offset
+//! (the store answers `Corrupt`, and the OSD refuses to serve it). Every
+//! open starts a new epoch, so records past a torn one, which replay
+//! stopped before, can never be taken for new ones later.
 
 use crate::limits;
 use cairn_types::crc::crc32c;
@@ -353,10 +358,47 @@ impl Wal {
             self.next_seq += 1;
             return Ok(Some((body, taken)));
         }
+        self.check_end()?;
         Ok(None)
     }
 
+    /// The log seems to end at `self.pos` (no whole record `next_seq`
+    /// there, nor at the ring's start). Records are appended one at a
+    /// time, each after the one before it is durable, so only the last
+    /// one can be torn by a crash: if record `next_seq + 1` is whole, the
+    /// missing one was written and then damaged, and the records from it
+    /// on were acknowledged. That is an error, never a shorter history.
+    /// The successor starts within one record of the missing one, which
+    /// lies at `self.pos` or, wrapped, at the ring's start.
+    fn check_end(&self) -> io::Result<()> {
+        let successor = self.next_seq + 1;
+        let windows = [self.pos, HEADER_BYTES];
+        for start in windows {
+            let mut at = start + BLOCK;
+            while at <= start + limits::WAL_RECORD_BYTES_MAX && at + BLOCK <= self.capacity {
+                if self.read_record(at, successor)?.is_some() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "log record {} (epoch {}) at offset {} is damaged, but record {successor} \
+                             after it, at offset {at}, is whole: the records from {} on were \
+                             acknowledged, and replay will not drop them",
+                            self.next_seq, self.epoch, self.pos, self.next_seq
+                        ),
+                    ));
+                }
+                at += BLOCK;
+            }
+        }
+        Ok(())
+    }
+
     fn read_at(&self, pos: u64) -> io::Result<Option<(WalBody, u64)>> {
+        self.read_record(pos, self.next_seq)
+    }
+
+    /// Record `seq` of this epoch at `pos`, if it is there whole.
+    fn read_record(&self, pos: u64, seq: u64) -> io::Result<Option<(WalBody, u64)>> {
         if pos + BLOCK > self.capacity {
             return Ok(None);
         }
@@ -366,7 +408,7 @@ impl Wal {
         }
         if le_u32(&head[0..4]) != RECORD_MAGIC
             || le_u64(&head[4..12]) != self.epoch
-            || le_u64(&head[12..20]) != self.next_seq
+            || le_u64(&head[12..20]) != seq
         {
             return Ok(None);
         }
@@ -388,7 +430,7 @@ impl Wal {
             Ok(decoded) => Ok(Some((decoded, size))),
             Err(e) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("log record {} at {pos}: {e}", self.next_seq),
+                format!("log record {seq} at {pos}: {e}"),
             )),
         }
     }
@@ -510,7 +552,7 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_or_damaged_record_ends_the_log() -> io::Result<()> {
+    fn a_torn_last_record_ends_the_log() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let capacity = 4 * limits::WAL_RECORD_BYTES_MAX;
         let (mut wal, _) = Wal::open(dir.path(), capacity)?;
@@ -518,21 +560,64 @@ mod tests {
             wal.append(&encode(&body(i, 100)))?;
         }
         drop(wal);
-        // Damage the body of the fourth record (each takes one block).
+        // Tear the last record (each takes one block): the crash hit it.
         let file = OpenOptions::new()
             .write(true)
             .open(dir.path().join("wal"))?;
-        file.write_all_at(&[0xff], HEADER_BYTES + 3 * BLOCK + 40)?;
+        file.write_all_at(&[0xff], HEADER_BYTES + 4 * BLOCK + 40)?;
         let (mut wal, replay) = Wal::open(dir.path(), capacity)?;
-        assert_eq!(replay, (0..3).map(|i| body(i, 100)).collect::<Vec<_>>());
+        assert_eq!(replay, (0..4).map(|i| body(i, 100)).collect::<Vec<_>>());
         // Replayed and checkpointed (as the store does), then a new record
-        // of the same size lands where the damaged one was: the intact
+        // of the same size lands where the torn one was: the intact
         // older record behind it must not come back with it.
         wal.checkpoint()?;
         wal.append(&encode(&body(9, 100)))?;
         drop(wal);
         let (_, replay) = Wal::open(dir.path(), capacity)?;
         assert_eq!(replay, vec![body(9, 100)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_record_before_a_whole_one_is_an_error_naming_it() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let capacity = 4 * limits::WAL_RECORD_BYTES_MAX;
+        let (mut wal, _) = Wal::open(dir.path(), capacity)?;
+        // Records of one block, then one of three blocks, then more.
+        for i in 0..3 {
+            wal.append(&encode(&body(i, 100)))?;
+        }
+        wal.append(&encode(&body(3, 10_000)))?;
+        wal.append(&encode(&body(4, 100)))?;
+        drop(wal);
+        let file = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("wal"))?;
+        let wal_path = dir.path().join("wal");
+        let pristine = std::fs::read(&wal_path)?;
+        // Damage in the body of record 2, then in the header of record 4
+        // (its length unreadable): both are followed by a whole record.
+        // Records are numbered from 1: the damaged ones are 3 and 4.
+        for (record_start, damage, seq) in [
+            (HEADER_BYTES + 2 * BLOCK, 40, 3),
+            (HEADER_BYTES + 3 * BLOCK, 2, 4),
+        ] {
+            std::fs::write(&wal_path, &pristine)?;
+            file.write_all_at(&[0xa5], record_start + damage)?;
+            let error = Wal::open(dir.path(), capacity)
+                .err()
+                .expect("a damaged record before a whole one is refused");
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("log record {seq} "))
+                    && text.contains(&format!("at offset {record_start} is damaged")),
+                "{text}"
+            );
+        }
+        // Undamaged, it replays whole.
+        std::fs::write(&wal_path, &pristine)?;
+        assert_eq!(Wal::open(dir.path(), capacity)?.1.len(), 5);
         Ok(())
     }
 
