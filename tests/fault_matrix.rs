@@ -214,11 +214,33 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
             );
         }
     };
-    let cluster = std::panic::catch_unwind(|| Cluster::up_at(cluster_dir.clone(), 3, base, &[]))
-        .unwrap_or_else(|panic| {
-            dump_logs(&cluster_dir);
-            std::panic::resume_unwind(panic)
-        });
+    // Not `Cluster::up_at`: its guard would remove the dir, logs and all,
+    // before they could be shown.
+    let up = common::cairn(
+        &cluster_dir.join("cairn.toml"),
+        &[
+            "up",
+            "--detach",
+            "--data",
+            &cluster_dir.display().to_string(),
+            "--osds",
+            "3",
+            "--base-port",
+            &base.to_string(),
+        ],
+    );
+    if !up.status.success() {
+        dump_logs(&cluster_dir);
+        panic!(
+            "cairn up after the power cut failed: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+    }
+    let cluster = Cluster {
+        conf: cluster_dir.join("cairn.toml"),
+        dir: cluster_dir.clone(),
+        base_port: base,
+    };
     let client = connect(&rt, &cluster);
     let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         wait_clean(&cluster);
