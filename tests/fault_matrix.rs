@@ -23,10 +23,18 @@ const OP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// A client on `rt`, whose tasks it runs.
 fn connect(rt: &tokio::runtime::Runtime, cluster: &Cluster) -> Client {
+    connect_with_deadline(rt, cluster, OP_DEADLINE)
+}
+
+fn connect_with_deadline(
+    rt: &tokio::runtime::Runtime,
+    cluster: &Cluster,
+    op_deadline: Duration,
+) -> Client {
     let config = ClientConfig::load(&cluster.conf).expect("client config");
     rt.block_on(Client::connect_with(
         &config.mon,
-        client_options(OP_DEADLINE),
+        client_options(op_deadline),
     ))
     .expect("client")
 }
@@ -165,7 +173,8 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
     let cluster = Cluster::up_at(cluster_dir.clone(), 3, base, &[]);
     let rt = common::runtime();
-    let client = connect(&rt, &cluster);
+    // Writes in flight at the cut wait out their deadline: keep it short.
+    let client = connect_with_deadline(&rt, &cluster, Duration::from_secs(10));
     let mut load = rt.block_on(async { VersionedLoad::start(&client, LANES, OBJECTS) });
     let deadline = Instant::now() + Duration::from_secs(60);
     while load.acked() < 300 {
@@ -251,6 +260,18 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
         );
     }));
     if let Err(panic) = checked {
+        for args in [
+            &["health", "detail"][..],
+            &["osd", "tree"][..],
+            &["pg", "ls"][..],
+        ] {
+            let out = cluster.cairn(args);
+            eprintln!(
+                "--- cairn {args:?}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         dump_logs(&cluster_dir);
         std::panic::resume_unwind(panic);
     }
