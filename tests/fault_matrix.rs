@@ -159,18 +159,25 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     }
     let _serial = serial();
     let base = 17770;
-    let backing = tempfile::Builder::new()
-        .prefix("cairn-cluster-power-backing-")
-        .tempdir_in("/var/tmp")
-        .expect("backing dir");
-    let mountpoint = tempfile::Builder::new()
-        .prefix("cairn-cluster-power-mnt-")
-        .tempdir_in("/var/tmp")
-        .expect("mount point");
-    let fs =
-        cairn_lossyfs::LossyFs::mount(backing.path(), mountpoint.path()).expect("mount lossyfs");
-    let cluster_dir = mountpoint.path().join("cluster");
-    std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
+    // Each OSD's data dir is a lossy mount of its own; the monitor, the
+    // supervisor's files and the logs stay on the real disk (the OSD
+    // hosts lose power, the monitor's host does not).
+    let cluster_dir = common::test_dir("cluster-power");
+    // Declared first, dropped last: a backing dir outlives its mount.
+    let mut backings = Vec::new();
+    let mut mounts = Vec::new();
+    for osd in 0..3 {
+        let backing = tempfile::Builder::new()
+            .prefix("cairn-cluster-power-backing-")
+            .tempdir_in("/var/tmp")
+            .expect("backing dir");
+        let mountpoint = cluster_dir.join(format!("osd.{osd}"));
+        std::fs::create_dir_all(&mountpoint).expect("mount point");
+        mounts.push(
+            cairn_lossyfs::LossyFs::mount(backing.path(), &mountpoint).expect("mount lossyfs"),
+        );
+        backings.push(backing);
+    }
     let cluster = Cluster::up_at(cluster_dir.clone(), 3, base, &[]);
     let rt = common::runtime();
     // Writes in flight at the cut wait out their deadline: keep it short.
@@ -191,9 +198,13 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     // Its processes are gone; the cluster guard must not clean up the dir
     // the next cluster starts from.
     std::mem::forget(cluster);
-    let dirty = fs.dirty_bytes();
-    let torn = fs.power_loss(0x00c0_ffee);
-    eprintln!("power cut with {dirty} unsynced bytes: {torn}");
+    let mut dirty = 0;
+    for (osd, fs) in mounts.iter().enumerate() {
+        dirty += fs.dirty_bytes();
+        let torn = fs.power_loss(0x00c0_ffee + osd as u64);
+        eprintln!("osd.{osd}: {torn}");
+    }
+    eprintln!("power cut with {dirty} unsynced bytes");
     assert!(dirty > 0, "the cut dropped nothing: it tests nothing");
     // What the lanes saw before the cut counts; their writes in flight
     // failed or will time out against the dead cluster.
@@ -276,6 +287,8 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
         std::panic::resume_unwind(panic);
     }
     assert!(cluster.stop_and_compare_copies() >= OBJECTS);
+    // Unmount before the guard removes the dir.
+    drop(mounts);
     drop(cluster);
-    drop(fs);
+    drop(backings);
 }

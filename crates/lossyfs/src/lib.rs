@@ -136,7 +136,22 @@ impl LossyFs {
     /// If the backing directory cannot be written: the test cannot go on.
     pub fn power_loss(&self, seed: u64) -> String {
         let mut state = fs::lock(&self.state);
-        state.power_loss(seed).unwrap_or_else(|err| {
+        state.power_loss(seed, false).unwrap_or_else(|err| {
+            panic!("lossyfs power loss on {}: {err}", self.mountpoint.display())
+        })
+    }
+
+    /// As [`LossyFs::power_loss`], but first, as a disk cache writing back
+    /// in any order would, each unsynced 4 KiB block of file data within
+    /// the durable size reaches the backing file with probability one half
+    /// (chosen from `seed`): a store must not rely on unsynced writes
+    /// being lost together, nor on their order.
+    ///
+    /// # Panics
+    /// As [`LossyFs::power_loss`].
+    pub fn power_loss_keeping_some(&self, seed: u64) -> String {
+        let mut state = fs::lock(&self.state);
+        state.power_loss(seed, true).unwrap_or_else(|err| {
             panic!("lossyfs power loss on {}: {err}", self.mountpoint.display())
         })
     }

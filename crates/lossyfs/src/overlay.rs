@@ -264,6 +264,11 @@ impl Overlay {
         }
     }
 
+    /// Size of the durable file under the overlay.
+    pub(crate) fn durable_size_bytes(&self) -> u64 {
+        self.durable_size_bytes
+    }
+
     /// After a sync: the durable file now equals the visible one.
     pub(crate) fn synced(&mut self) {
         *self = Overlay::new(self.size_bytes);

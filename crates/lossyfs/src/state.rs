@@ -927,8 +927,14 @@ impl State {
     // ----- power loss -----
 
     /// Throws away everything volatile after tearing the last unsynced write.
-    pub(crate) fn power_loss(&mut self, seed: u64) -> io::Result<String> {
+    pub(crate) fn power_loss(&mut self, seed: u64, keep_some: bool) -> io::Result<String> {
+        let kept = if keep_some {
+            self.keep_random_blocks(seed)?
+        } else {
+            String::new()
+        };
         let torn = self.tear_last_write(seed)?;
+        let torn = format!("{torn}{kept}");
         let dirty_bytes = self.dirty_bytes();
         let dirty_files = self
             .inodes
@@ -940,6 +946,59 @@ impl State {
         Ok(format!(
             "power loss #{} (seed {seed}): {torn}; dropped {dirty_bytes} dirty bytes in {dirty_files} files",
             self.power_loss_count
+        ))
+    }
+
+    /// A disk's cache writes back in any order: before the power goes,
+    /// each unsynced 4 KiB block of data (within the durable file's size:
+    /// the size itself is metadata, not written back) of a durably named
+    /// file reaches the disk with probability one half.
+    fn keep_random_blocks(&mut self, seed: u64) -> io::Result<String> {
+        const BLOCK: u64 = 4096;
+        let mut kept_blocks = 0u64;
+        let mut dropped_blocks = 0u64;
+        let inos: Vec<u64> = self.inodes.keys().copied().collect();
+        for ino in inos {
+            if !self.is_durably_named(ino) {
+                continue;
+            }
+            let Some(path) = self.storage_path(ino) else {
+                continue;
+            };
+            let Body::File(body) = &self.node(ino).body else {
+                continue;
+            };
+            let durable_size = body.overlay.durable_size_bytes();
+            let plan = body.overlay.sync_plan();
+            let mut chosen: Vec<(u64, Vec<u8>)> = Vec::new();
+            for (offset, bytes) in &plan.writes {
+                let mut at = *offset;
+                let end = offset + bytes.len() as u64;
+                while at < end.min(durable_size) {
+                    let block_end = ((at / BLOCK) + 1) * BLOCK;
+                    let stop = block_end.min(end).min(durable_size);
+                    let coin = split_mix64(seed ^ ino.rotate_left(32) ^ (at / BLOCK));
+                    let from = usize::try_from(at - offset).unwrap_or(0);
+                    let to = usize::try_from(stop - offset).unwrap_or(0);
+                    if coin % 2 == 0 {
+                        chosen.push((at, bytes[from..to].to_vec()));
+                        kept_blocks += 1;
+                    } else {
+                        dropped_blocks += 1;
+                    }
+                    at = stop;
+                }
+            }
+            if chosen.is_empty() {
+                continue;
+            }
+            let file = OpenOptions::new().write(true).open(&path)?;
+            for (at, bytes) in chosen {
+                file.write_all_at(&bytes, at)?;
+            }
+        }
+        Ok(format!(
+            "; {kept_blocks} unsynced blocks written back at random, {dropped_blocks} not"
         ))
     }
 

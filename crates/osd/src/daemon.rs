@@ -192,6 +192,21 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         recovered_objects: AtomicU64::new(0),
         recovered_bytes: AtomicU64::new(0),
     });
+    // Serve from here on, before the first map refresh: the PGs it loads
+    // talk to their peers at once, each connection opening with a hello
+    // whose answer it awaits; peers still in their own first refresh must
+    // be able to answer (refusing while their map is behind), or two
+    // OSDs starting together wait out each other's hello timeouts.
+    let handler_osd = osd.clone();
+    let handler = move |frame: Frame, session: Arc<Session>| {
+        let osd = handler_osd.clone();
+        async move { osd.handle_frame(frame, session).await }
+    };
+    let options = ServeOptions {
+        shutdown,
+        ..ServeOptions::default()
+    };
+    let serving = tokio::spawn(cairn_wire::serve(listener, handler, options));
     if let Err(error) = osd.refresh_map().await {
         tracing::warn!(%error, "first map fetch failed; retrying in the background");
     }
@@ -205,16 +220,9 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         alive,
     ];
     inject_panic_once(&osd);
-    let handler_osd = osd.clone();
-    let handler = move |frame: Frame, session: Arc<Session>| {
-        let osd = handler_osd.clone();
-        async move { osd.handle_frame(frame, session).await }
-    };
-    let options = ServeOptions {
-        shutdown,
-        ..ServeOptions::default()
-    };
-    cairn_wire::serve(listener, handler, options).await;
+    if let Err(error) = serving.await {
+        tracing::error!(%error, "the server task failed");
+    }
     for task in tasks {
         task.abort();
     }
