@@ -980,7 +980,7 @@ impl State {
                     let coin = split_mix64(seed ^ ino.rotate_left(32) ^ (at / BLOCK));
                     let from = usize::try_from(at - offset).unwrap_or(0);
                     let to = usize::try_from(stop - offset).unwrap_or(0);
-                    if coin % 2 == 0 {
+                    if coin.is_multiple_of(2) {
                         chosen.push((at, bytes[from..to].to_vec()));
                         kept_blocks += 1;
                     } else {
