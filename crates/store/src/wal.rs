@@ -604,9 +604,9 @@ mod tests {
         ] {
             std::fs::write(&wal_path, &pristine)?;
             file.write_all_at(&[0xa5], record_start + damage)?;
-            let error = Wal::open(dir.path(), capacity)
-                .err()
-                .expect("a damaged record before a whole one is refused");
+            let Err(error) = Wal::open(dir.path(), capacity) else {
+                panic!("a damaged record before a whole one is refused");
+            };
             assert_eq!(error.kind(), io::ErrorKind::InvalidData);
             let text = error.to_string();
             assert!(
