@@ -205,9 +205,17 @@ fn run_child_and_kill(dir: &Path, rng: &mut Rng) -> BTreeMap<u64, u64> {
         ])
         .env("CAIRN_CRASH_DIR", dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn child");
+    // The child's own failures fail the test: a panic or an error it
+    // printed before the kill is a bug, not a crash point.
+    let stderr = child.stderr.take().expect("child stderr");
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+        text
+    });
     let stdout = child.stdout.take().expect("child stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -225,22 +233,33 @@ fn run_child_and_kill(dir: &Path, rng: &mut Rng) -> BTreeMap<u64, u64> {
             acked.insert(t.parse().expect("thread"), s.parse().expect("seq"));
         }
     };
-    // Wait for the child to open the store, then let it run a while.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) if line.ends_with("READY") => break,
-            Ok(line) => record(line, &mut acked),
-            Err(_) => panic!("child did not open the store within 30 s"),
+    if rng.below(4) == 0 {
+        // One kill in four lands while the child starts: during the
+        // store's open, its log replay and the checkpoint that follows.
+        std::thread::sleep(Duration::from_millis(rng.below(40)));
+    } else {
+        // Otherwise wait for the child to open the store, then let it run.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.ends_with("READY") => break,
+                Ok(line) => record(line, &mut acked),
+                Err(_) => panic!("child did not open the store within 30 s"),
+            }
         }
+        std::thread::sleep(Duration::from_millis(10 + rng.below(250)));
     }
-    std::thread::sleep(Duration::from_millis(10 + rng.below(250)));
     child.kill().expect("SIGKILL child");
     let _ = child.wait();
     let _ = reader.join();
     while let Ok(line) = rx.try_recv() {
         record(line, &mut acked);
     }
+    let errors = errors.join().unwrap_or_default();
+    assert!(
+        !errors.contains("panicked") && !errors.contains("FAILED"),
+        "the child failed before it was killed:\n{errors}"
+    );
     acked
 }
 
@@ -366,6 +385,19 @@ fn sigkill_at_random_points_loses_no_acknowledged_transaction() {
         acked_total > rounds,
         "the child made too little progress to test anything"
     );
+    assert_every_thread_progressed(&models);
+}
+
+/// Each writer thread of the child committed something over the run: a
+/// thread stuck from the start would leave its objects untested.
+fn assert_every_thread_progressed(models: &BTreeMap<u64, Model>) {
+    for thread in 0..THREADS {
+        let seq = models.get(&thread).map_or(0, |m| m.seq);
+        assert!(
+            seq > 0,
+            "thread {thread} committed nothing in the whole run"
+        );
+    }
 }
 
 /// The same workload on a file system that forgets everything not fsynced
@@ -432,6 +464,7 @@ fn power_loss_at_random_points_loses_no_acknowledged_transaction() {
     );
     // A cut that found nothing unsynced tests nothing an fsync guards:
     // most cuts must drop data, or the kills land only between batches.
+    assert_every_thread_progressed(&models);
     assert!(
         cuts_with_unsynced_data * 2 >= rounds,
         "only {cuts_with_unsynced_data} of {rounds} power cuts dropped unsynced data"
