@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Cluster, is_running, ok, test_dir, tree_osds};
+use common::{Cluster, is_running, ok, serial, test_dir, tree_osds};
 use std::time::{Duration, Instant};
 
 /// How long the held OSD must stay dead: several supervisor ticks (200 ms)
@@ -58,6 +58,8 @@ fn live_pid(cluster: &Cluster, name: &str) -> Option<u32> {
 
 #[test]
 fn daemon_stop_holds_an_osd_down_and_start_brings_it_back() {
+    // One cluster at a time: three at once on two cores miss their deadlines.
+    let _serial = serial();
     let cluster = Cluster::up("daemon", 3, 17600, &["--down-grace", "2s"]);
     let data = cluster.dir.display().to_string();
     let old_pid = cluster.daemon_pid("osd.1");
@@ -124,6 +126,8 @@ fn daemon_stop_holds_an_osd_down_and_start_brings_it_back() {
 
 #[test]
 fn daemon_add_osd_joins_the_cluster_and_its_roster() {
+    // One cluster at a time: three at once on two cores miss their deadlines.
+    let _serial = serial();
     let empty = test_dir("daemon-add-none");
     let refused = common::cairn(
         &empty.join("cairn.toml"),
@@ -193,6 +197,8 @@ fn daemon_add_osd_joins_the_cluster_and_its_roster() {
 /// the process runs on, so the pid never changes and this test fails.
 #[test]
 fn a_panicking_osd_aborts_and_the_supervisor_restarts_it() {
+    // One cluster at a time: three at once on two cores miss their deadlines.
+    let _serial = serial();
     let dir = test_dir("panic-abort");
     std::fs::create_dir_all(&dir).expect("test dir");
     let trigger = dir.join("panic-once");
