@@ -298,6 +298,12 @@ async fn serve_failed_store(
 /// under the same id would falsely give (Ceph needs `osd destroy` to say
 /// the same).
 async fn recreate_store(config: &OsdConfig, reason: &str) -> Result<DiskStore, OsdError> {
+    if let Some(id) = config.id {
+        return Err(OsdError::Config(format!(
+            "--recreate-store starts the OSD under a new id; drop --id {}",
+            id.0
+        )));
+    }
     let old_id = load_id(&config.data_dir)?;
     let store_dir = config.data_dir.join("store");
     let aside = config

@@ -145,14 +145,17 @@ fn seq_key(thread: u64) -> Bytes {
 }
 
 fn applied_seq(store: &dyn ObjectStore, thread: u64) -> u64 {
-    store
-        .meta_get(COLLECTION, &seq_key(thread))
-        .expect("sequence key readable")
-        .map_or(0, |v| {
-            String::from_utf8_lossy(&v)
-                .parse()
-                .expect("sequence number")
-        })
+    // A child killed while it started may not have created the
+    // collection yet: nothing was applied.
+    let value = match store.meta_get(COLLECTION, &seq_key(thread)) {
+        Err(cairn_store::StoreError::NoCollection(_)) => None,
+        other => other.expect("sequence key readable"),
+    };
+    value.map_or(0, |v| {
+        String::from_utf8_lossy(&v)
+            .parse()
+            .expect("sequence number")
+    })
 }
 
 /// The child: runs until killed, printing `ACK thread seq` per durable
