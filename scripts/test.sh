@@ -26,7 +26,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # --all-targets: unit, property and end-to-end tests (there are no doc tests).
 set +e
-cargo test --release --workspace --all-targets 2>&1 | tee "$log"
+cargo test --release --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
