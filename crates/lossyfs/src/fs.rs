@@ -52,9 +52,19 @@ pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 #[derive(Debug)]
 pub(crate) struct LossyOps {
     pub(crate) state: Arc<Mutex<State>>,
+    /// How long, in µs, an `O_DSYNC` write stays in flight (tearable by a
+    /// power loss) before it is made durable; 0: no window.
+    pub(crate) sync_write_window_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LossyOps {
+    fn sync_write_window(&self) -> Option<std::time::Duration> {
+        let us = self
+            .sync_write_window_us
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (us > 0).then(|| std::time::Duration::from_micros(us))
+    }
+
     /// Runs `op` on the state unless the file system is shutting down.
     fn with<T>(&self, op: impl FnOnce(&mut State) -> Result<T, Errno>) -> Result<T, Errno> {
         let mut state = lock(&self.state);
@@ -252,15 +262,27 @@ impl Filesystem for LossyOps {
     ) {
         // The kernel passes `O_DSYNC`/`O_SYNC` (of the open file or of this
         // one write) for the server to honour: such a write is durable when
-        // it returns, as if an `fdatasync` had followed it.
+        // it returns (its own range, as `generic_write_sync` flushes).
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
-        match self.with(|state| {
-            let written = state.write(fh.0, offset, data)?;
-            if sync {
-                state.fsync(fh.0)?;
-            }
-            Ok(written)
-        }) {
+        let result = if !sync {
+            self.with(|state| state.write(fh.0, offset, data))
+        } else if let Some(window) = self.sync_write_window() {
+            // In flight for a while: a power loss meanwhile tears it, and
+            // the writer then gets EIO (its handle died with the power).
+            self.with(|state| state.start_sync_write(fh.0, offset, data))
+                .and_then(|seq| {
+                    std::thread::sleep(window);
+                    self.with(|state| state.finish_sync_write(fh.0, offset, data, seq))
+                })
+                .map(|()| u32::try_from(data.len()).unwrap_or(u32::MAX))
+        } else {
+            self.with(|state| {
+                let seq = state.start_sync_write(fh.0, offset, data)?;
+                state.finish_sync_write(fh.0, offset, data, seq)?;
+                Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+            })
+        };
+        match result {
             Ok(written) => reply.written(written),
             Err(err) => reply.error(err),
         }

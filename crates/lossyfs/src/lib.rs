@@ -4,6 +4,12 @@
 //! [`LossyFs::power_loss`] throws that away, tearing the last unsynced write.
 //! SIGKILL keeps the page cache and so cannot catch a missing fsync; this can.
 //!
+//! An `O_DSYNC` write is durable when it returns, but only its own range
+//! (and the size it extends the file to), as `generic_write_sync` flushes
+//! it, not the file's other unsynced writes; with
+//! [`MountOptions::sync_write_window`] it stays in flight a while first, so
+//! a power loss can tear it.
+//!
 //! It does not: serve symlinks, hard links, xattrs or special files, support
 //! shared writable `mmap` (files are opened with direct I/O), or reorder
 //! writes *within* one fsync (an fsync is atomic).
@@ -60,6 +66,11 @@ pub enum NewNameDurability {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MountOptions {
     pub new_names: NewNameDurability,
+    /// Keeps each `O_DSYNC` write in flight this long before making it
+    /// durable, so a power loss can land inside one and tear it (the
+    /// description [`LossyFs::power_loss`] returns then says "in-flight
+    /// O_DSYNC write"). `None`: such writes are durable at once.
+    pub sync_write_window: Option<Duration>,
 }
 
 /// A mounted lossy view of a backing directory, served by a background thread.
@@ -68,6 +79,7 @@ pub struct LossyFs {
     state: Arc<Mutex<State>>,
     session: Option<BackgroundSession>,
     mountpoint: PathBuf,
+    sync_write_window_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LossyFs {
@@ -112,14 +124,20 @@ impl LossyFs {
         ];
         // `allow_other` for the kernel; fuser then admits root and the owner.
         config.acl = SessionACL::RootAndOwner;
+        let window_us = options
+            .sync_write_window
+            .map_or(0, |w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX));
+        let sync_write_window_us = Arc::new(std::sync::atomic::AtomicU64::new(window_us));
         let ops = LossyOps {
             state: Arc::clone(&state),
+            sync_write_window_us: Arc::clone(&sync_write_window_us),
         };
         let session = fuser::spawn_mount(ops, &mountpoint, &config)?;
         Ok(LossyFs {
             state,
             session: Some(session),
             mountpoint,
+            sync_write_window_us,
         })
     }
 
@@ -154,6 +172,13 @@ impl LossyFs {
         state.power_loss(seed, true).unwrap_or_else(|err| {
             panic!("lossyfs power loss on {}: {err}", self.mountpoint.display())
         })
+    }
+
+    /// Changes [`MountOptions::sync_write_window`] from now on.
+    pub fn set_sync_write_window(&self, window: Option<Duration>) {
+        let us = window.map_or(0, |w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX));
+        self.sync_write_window_us
+            .store(us, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Bytes of dirty (unsynced) data currently held.

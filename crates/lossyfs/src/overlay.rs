@@ -264,6 +264,26 @@ impl Overlay {
         }
     }
 
+    /// Whether the file was shrunk since its last sync (the durable file
+    /// still holds bytes the visible one has cut).
+    pub(crate) fn shrunk_since_sync(&self) -> bool {
+        self.durable_cutoff_bytes != u64::MAX
+    }
+
+    /// After the write `write_seq` ending at `end_bytes` was made durable on
+    /// its own (an `O_DSYNC` write): the durable file is at least that
+    /// long, and a power loss can no longer tear that write.
+    pub(crate) fn wrote_through(&mut self, end_bytes: u64, write_seq: u64) {
+        self.durable_size_bytes = self.durable_size_bytes.max(end_bytes);
+        if self
+            .last_write
+            .as_ref()
+            .is_some_and(|w| w.write_seq == write_seq)
+        {
+            self.last_write = None;
+        }
+    }
+
     /// Size of the durable file under the overlay.
     pub(crate) fn durable_size_bytes(&self) -> u64 {
         self.durable_size_bytes

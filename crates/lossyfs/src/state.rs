@@ -140,9 +140,21 @@ pub(crate) struct State {
     next_ino: u64,
     next_fh: u64,
     write_seq: u64,
+    /// The `O_DSYNC` write taken but not yet made durable (`write_seq`):
+    /// a power loss now tears it.
+    in_flight_sync: Option<InFlightSync>,
     power_loss_count: u64,
     new_names: NewNameDurability,
     shut_down: bool,
+}
+
+/// An `O_DSYNC` write taken but not yet durable.
+#[derive(Debug, Clone)]
+struct InFlightSync {
+    write_seq: u64,
+    ino: u64,
+    offset_bytes: u64,
+    bytes: Vec<u8>,
 }
 
 impl State {
@@ -156,6 +168,7 @@ impl State {
             next_ino: ROOT_INO + 1,
             next_fh: 1,
             write_seq: 0,
+            in_flight_sync: None,
             power_loss_count: 0,
             new_names,
             shut_down: false,
@@ -188,6 +201,7 @@ impl State {
 
     /// Forgets everything volatile: the view becomes the backing directory.
     fn reset(&mut self) -> io::Result<()> {
+        self.in_flight_sync = None;
         self.handles.clear();
         self.inodes.clear();
         remove_dir_all_if_exists(&self.orphan_dir)?;
@@ -551,6 +565,64 @@ impl State {
             body.overlay.write(offset_bytes, data, write_seq);
         }
         Ok(written)
+    }
+
+    /// The first half of an `O_DSYNC` write: taken like any write, and
+    /// in flight (a power loss tears it) until [`State::finish_sync_write`].
+    /// Returns its `write_seq`.
+    pub(crate) fn start_sync_write(
+        &mut self,
+        fh: u64,
+        offset_bytes: u64,
+        data: &[u8],
+    ) -> Result<u64, Errno> {
+        self.write(fh, offset_bytes, data)?;
+        let ino = self.check_file_handle(fh)?;
+        self.in_flight_sync = Some(InFlightSync {
+            write_seq: self.write_seq,
+            ino,
+            offset_bytes,
+            bytes: data.to_vec(),
+        });
+        Ok(self.write_seq)
+    }
+
+    /// Makes the `O_DSYNC` write `write_seq` durable, as
+    /// `generic_write_sync` does: only its own range (and the size it
+    /// extends the file to), not the file's other unsynced writes. A file
+    /// shrunk since its last sync is synced whole instead.
+    pub(crate) fn finish_sync_write(
+        &mut self,
+        fh: u64,
+        offset_bytes: u64,
+        data: &[u8],
+        write_seq: u64,
+    ) -> Result<(), Errno> {
+        let ino = self.check_file_handle(fh)?;
+        if self
+            .in_flight_sync
+            .as_ref()
+            .is_some_and(|w| w.write_seq == write_seq)
+        {
+            self.in_flight_sync = None;
+        }
+        if self.file_body(ino).overlay.shrunk_since_sync() {
+            return self.fsync(fh);
+        }
+        // A new file: its name becomes durable with the write, as with
+        // an fsync (a journaling file system commits the create with the
+        // flush), but none of its other unsynced writes.
+        self.ensure_storage(ino)?;
+        self.name_if_unnamed(ino)?;
+        self.open_backing(ino)?;
+        let body = self.file_body_mut(ino);
+        let file = body.backing.as_ref().ok_or(Errno::EIO)?;
+        file.write_all_at(data, offset_bytes)?;
+        file.sync_data()?;
+        body.durable_blocks = file.metadata()?.blocks();
+        body.overlay
+            .wrote_through(offset_bytes + data.len() as u64, write_seq);
+        Ok(())
     }
 
     pub(crate) fn fallocate(
@@ -934,7 +1006,10 @@ impl State {
             String::new()
         };
         let torn = self.tear_last_write(seed)?;
-        let torn = format!("{torn}{kept}");
+        // A write the device was still taking is torn too, whichever came
+        // last.
+        let torn_sync = self.tear_in_flight_sync(seed.rotate_left(17))?;
+        let torn = format!("{torn}{torn_sync}{kept}");
         let dirty_bytes = self.dirty_bytes();
         let dirty_files = self
             .inodes
@@ -1002,6 +1077,30 @@ impl State {
         ))
     }
 
+    /// Tears the `O_DSYNC` write in flight, if it is not the last write
+    /// (which [`State::tear_last_write`] tore already).
+    fn tear_in_flight_sync(&mut self, seed: u64) -> io::Result<String> {
+        let Some(write) = self.in_flight_sync.take() else {
+            return Ok(String::new());
+        };
+        let len_bytes = write.bytes.len();
+        let at = write.offset_bytes;
+        let path = match self.storage_path(write.ino) {
+            Some(path) if self.is_durably_named(write.ino) => path,
+            _ => return Ok(String::new()),
+        };
+        let kept_bytes = (split_mix64(seed) % (len_bytes as u64 + 1)) as usize;
+        let file = OpenOptions::new().write(true).open(&path)?;
+        file.write_all_at(&write.bytes[..kept_bytes], at)?;
+        let shown = path
+            .strip_prefix(&self.backing_root)
+            .unwrap_or(&path)
+            .display();
+        Ok(format!(
+            "; tore in-flight O_DSYNC write of {len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
+        ))
+    }
+
     fn tear_last_write(&mut self, seed: u64) -> io::Result<String> {
         let last = self
             .inodes
@@ -1017,6 +1116,16 @@ impl State {
         };
         let len_bytes = write.bytes.len();
         let at = write.offset_bytes;
+        let what = if self
+            .in_flight_sync
+            .as_ref()
+            .is_some_and(|w| w.write_seq == write.write_seq)
+        {
+            self.in_flight_sync = None;
+            "in-flight O_DSYNC write"
+        } else {
+            "write"
+        };
         let path = match self.storage_path(ino) {
             Some(path) if self.is_durably_named(ino) => path,
             _ => {
@@ -1033,7 +1142,7 @@ impl State {
             .unwrap_or(&path)
             .display();
         Ok(format!(
-            "tore write of {len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
+            "tore {what} of {len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
         ))
     }
 

@@ -61,6 +61,30 @@ impl Allocator {
         alloc
     }
 
+    /// Where the file's allocated space ends (everything past it is free).
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Whether any byte of `[offset, offset + length)` is free (in a free
+    /// run, the small zone's unused rest, or past the end).
+    pub fn any_free(&self, offset: u64, length: u64) -> bool {
+        let end = offset + length;
+        if end > self.end {
+            return true;
+        }
+        if let Some((next, zone_end)) = self.zone
+            && offset < zone_end
+            && next < end
+        {
+            return true;
+        }
+        self.free
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&run, &len)| run + len > offset)
+    }
+
     /// Free runs below the end, for punching at open.
     pub fn free_runs(&self) -> Vec<(u64, u64)> {
         self.free.iter().map(|(&o, &l)| (o, l)).collect()
@@ -277,6 +301,15 @@ impl Space {
             .partition(|(generation, _)| *generation < oldest_reader);
         d.pending = waiting;
         ready.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Bytes of freed extents waiting for their readers before reuse.
+    pub fn pending_bytes(&self) -> u64 {
+        lock(&self.deferred)
+            .pending
+            .iter()
+            .map(|(_, e)| e.allocated_bytes())
+            .sum()
     }
 
     pub fn release(&self, extents: &[Extent]) {

@@ -13,6 +13,7 @@
 //! after the checkpoint that follows it.
 
 use crate::disk::{Shared, punch, read_record, write_extents};
+use crate::failpoint::{CrashPoint, SyncSite};
 use crate::mem::split_mask;
 use crate::record::{self, Data, Extent, ObjectRecord, Piece};
 use crate::txn::{Op, Transaction};
@@ -264,15 +265,8 @@ impl Committer {
             }
             results.push((job.reply, result));
         }
-        let wrote_data = batch.wrote_data;
         let persisted = batch.changes().and_then(|changes| {
-            self.persist(
-                changes,
-                wrote_data,
-                unsynced,
-                &committed_allocations,
-                small_bytes,
-            )
+            self.persist(changes, unsynced, &committed_allocations, small_bytes)
         });
         if let Err(e) = persisted {
             // The disk failed under us. The batch's record may or may not
@@ -297,7 +291,6 @@ impl Committer {
     fn persist(
         &mut self,
         changes: Vec<Change>,
-        wrote_data: bool,
         unsynced: bool,
         allocated: &[Extent],
         logged: Vec<(u64, Bytes)>,
@@ -335,19 +328,33 @@ impl Committer {
                 self.finish_checkpoint(true);
             }
             if self.wal.fits(encoded.len()) {
-                if unsynced {
+                if unsynced && !crate::failpoint::skip(SyncSite::BatchUnsynced) {
                     self.shared.sync_data()?;
                 }
                 self.wal.append(&encoded)?;
+                crate::failpoint::crash_point(CrashPoint::LogAppended);
+                if any_large(allocated) {
+                    crate::failpoint::crash_point(CrashPoint::LargeDataLogged);
+                }
                 return apply_changes(&self.shared, &body.changes);
             }
         }
-        // Too large for one record: the data goes to disk before fjall may
-        // write its journal, then a checkpoint makes the batch durable.
-        if wrote_data {
-            self.shared.sync_data()?;
-        }
+        // Too large for one record: a checkpoint first, so no record is left
+        // to replay: replay re-applies records' key images, and older ones
+        // applied over this batch's changes (which fjall may keep after a
+        // crash, as its journal reaches the file before any flush) would
+        // leave objects half old, half new. Its data flush also makes this
+        // batch's data durable (written before it, by the submitters and
+        // by `apply` above) before fjall may write its journal; a second
+        // checkpoint makes the batch durable.
+        self.checkpoint()?;
         apply_changes(&self.shared, &body.changes)?;
+        if crate::failpoint::armed(CrashPoint::LargeBatchApplied) {
+            // fjall may write its journal out at any moment (it keeps up
+            // to 8 KiB in memory): here it has, before the data flush.
+            let _ = self.shared.db.persist(fjall::PersistMode::Buffer);
+        }
+        crate::failpoint::crash_point(CrashPoint::LargeBatchApplied);
         self.checkpoint()
     }
 
@@ -432,11 +439,17 @@ impl Committer {
 /// a checkpoint, after which the log's header may move past everything
 /// applied before it.
 pub(crate) fn flush_store(shared: &Shared) -> Result<(), StoreError> {
-    shared.sync_data()?;
+    if !crate::failpoint::skip(SyncSite::CheckpointData) {
+        shared.sync_data()?;
+    }
+    crate::failpoint::crash_point(CrashPoint::CheckpointAfterData);
     // fdatasync suffices on Linux: it persists the metadata needed to read
     // the data back (size, extent state); fsync would also write inode
     // times.
-    shared.db.persist(fjall::PersistMode::SyncData)?;
+    if !crate::failpoint::skip(SyncSite::CheckpointMeta) {
+        shared.db.persist(fjall::PersistMode::SyncData)?;
+    }
+    crate::failpoint::crash_point(CrashPoint::CheckpointBeforeHeader);
     Ok(())
 }
 

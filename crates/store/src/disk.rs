@@ -16,6 +16,7 @@
 
 use crate::alloc::{Allocator, Space};
 use crate::commit::{Committer, Job, Payload, apply_changes, flush_store};
+use crate::failpoint::{CrashPoint, SyncSite};
 use crate::flush::Flusher;
 use crate::record::{self, Data, Extent, ObjectRecord, Superblock};
 use crate::txn::{Op, Transaction};
@@ -47,6 +48,9 @@ pub struct StoreConfig {
     pub full_ratio: f64,
     /// Block cache of the metadata database.
     pub cache_bytes: u64,
+    /// Ring bytes of a new commit log; 0 chooses from the file system's
+    /// size (1/128 of it, 8–32 MiB). An existing log keeps its size.
+    pub wal_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -55,6 +59,7 @@ impl Default for StoreConfig {
             nearfull_ratio: 0.85,
             full_ratio: 0.95,
             cache_bytes: 32 * 1024 * 1024,
+            wal_bytes: 0,
         }
     }
 }
@@ -132,20 +137,17 @@ impl DiskStore {
                 config.nearfull_ratio, config.full_ratio
             )));
         }
-        create_dirs_durably(&dir.join("meta"))?;
-        // `max_write_buffer_size` is marked deprecated with the note "todo";
-        // it is the documented bound on all memtables, which we need.
-        #[allow(deprecated)]
-        let db = Database::builder(dir.join("meta"))
-            .cache_size(config.cache_bytes)
-            .manual_journal_persist(true)
-            .max_write_buffer_size(Some(limits::META_WRITE_BUFFER_BYTES_MAX))
-            .open()?;
-        let keyspace = |name: &str| {
-            db.keyspace(name, || {
-                KeyspaceCreateOptions::default().max_memtable_size(limits::META_MEMTABLE_BYTES_MAX)
-            })
-        };
+        create_dirs_durably(dir)?;
+        // Names made in `dir` by this open (the metadata, data file and
+        // log of a new store) become durable with one fsync of it, below.
+        let new_names = ["meta", "data", "wal"]
+            .iter()
+            .any(|name| !dir.join(name).exists());
+        if !dir.join("meta").exists() {
+            create_metadata(dir, &config)?;
+        }
+        let db = open_db(&dir.join("meta"), &config)?;
+        let keyspace = |name: &str| open_keyspace(&db, name);
         let superblock = keyspace("super")?;
         check_superblock(&db, &superblock)?;
         let data = OpenOptions::new()
@@ -154,9 +156,6 @@ impl DiskStore {
             .create(true)
             .truncate(false)
             .open(dir.join("data"))?;
-        // A new data file's name must survive a power loss like its bytes.
-        data.sync_all()?;
-        File::open(dir)?.sync_all()?;
         let direct = {
             use std::os::unix::fs::OpenOptionsExt;
             OpenOptions::new()
@@ -184,6 +183,9 @@ impl DiskStore {
             config,
         };
         let wal = recover(&shared)?;
+        if new_names && !crate::failpoint::skip(SyncSite::StoreDir) {
+            File::open(dir)?.sync_all()?;
+        }
         let shared = Shared {
             space: Space::new(rebuild_allocator(&shared)?),
             ..shared
@@ -312,7 +314,11 @@ impl DiskStore {
             }
         }
         if large {
-            if let Err(e) = self.shared.sync_data() {
+            // Skipped, the payloads still count as flushed (as a missing
+            // flush would), else the committer's own flush covers them.
+            if !crate::failpoint::skip(SyncSite::Prewrite)
+                && let Err(e) = self.shared.sync_data()
+            {
                 release(payloads);
                 return Err(e.into());
             }
@@ -363,6 +369,69 @@ impl Drop for DiskStore {
     }
 }
 
+/// The metadata database's keyspaces.
+const KEYSPACES: [&str; 5] = ["super", "collections", "objects", "omap", "meta"];
+
+fn open_db(path: &Path, config: &StoreConfig) -> Result<Database, StoreError> {
+    // `max_write_buffer_size` is marked deprecated with the note "todo";
+    // it is the documented bound on all memtables, which we need.
+    #[allow(deprecated)]
+    let db = Database::builder(path)
+        .cache_size(config.cache_bytes)
+        .manual_journal_persist(true)
+        .max_write_buffer_size(Some(limits::META_WRITE_BUFFER_BYTES_MAX))
+        .open()?;
+    Ok(db)
+}
+
+fn open_keyspace(db: &Database, name: &str) -> Result<Keyspace, StoreError> {
+    Ok(db.keyspace(name, || {
+        KeyspaceCreateOptions::default().max_memtable_size(limits::META_MEMTABLE_BYTES_MAX)
+    })?)
+}
+
+/// Creates the metadata database of a new store atomically: built whole in
+/// `meta.new` (every keyspace and the superblock, flushed, every directory
+/// synced), then renamed to `meta`. fjall's own creation is not atomic: a
+/// crash inside it followed by a power loss left a journal without the
+/// files that describe it, which fjall then refused to open ("File
+/// exists"), so an OSD whose first start was cut short could never start.
+/// A `meta.new` left by a crash held nothing acknowledged and is removed.
+fn create_metadata(dir: &Path, config: &StoreConfig) -> Result<(), StoreError> {
+    let staging = dir.join("meta.new");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging)?;
+    }
+    {
+        let db = open_db(&staging, config)?;
+        for name in KEYSPACES {
+            open_keyspace(&db, name)?;
+        }
+        let superblock = open_keyspace(&db, "super")?;
+        check_superblock(&db, &superblock)?;
+    }
+    if !crate::failpoint::skip(SyncSite::MetaCreate) {
+        sync_tree(&staging)?;
+    }
+    // The rename becomes durable with the fsync of `dir` that ends the
+    // store's creation in `DiskStore::open`.
+    std::fs::rename(&staging, dir.join("meta"))?;
+    Ok(())
+}
+
+/// `fsync`s every directory under `path` (and `path`), so every name in
+/// the tree survives a power loss whatever the file system's rules for new
+/// names.
+fn sync_tree(path: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    File::open(path)?.sync_all()
+}
+
 /// Creates `path` and any missing parents, fsyncing each new directory's
 /// parent so the names survive a power loss (fjall does not do this for the
 /// directory it is given).
@@ -378,6 +447,9 @@ fn create_dirs_durably(path: &Path) -> Result<(), StoreError> {
     }
     for p in missing.into_iter().rev() {
         std::fs::create_dir(p)?;
+        if crate::failpoint::skip(SyncSite::StoreParents) {
+            continue;
+        }
         if let Some(parent) = p.parent() {
             File::open(if parent.as_os_str().is_empty() {
                 Path::new(".")
@@ -414,7 +486,12 @@ fn check_superblock(db: &Database, keyspace: &Keyspace) -> Result<(), StoreError
         }
     }
     let body = postcard::to_allocvec(&current).map_err(|e| StoreError::Io(e.to_string()))?;
-    let mut batch = db.batch().durability(Some(fjall::PersistMode::SyncAll));
+    let durability = if crate::failpoint::skip(SyncSite::MetaCreate) {
+        None
+    } else {
+        Some(fjall::PersistMode::SyncAll)
+    };
+    let mut batch = db.batch().durability(durability);
     batch.insert(
         keyspace,
         record::SUPERBLOCK_KEY,
@@ -428,10 +505,14 @@ fn check_superblock(db: &Database, keyspace: &Keyspace) -> Result<(), StoreError
 /// not cover: their small data back into the data file, their key images
 /// into the metadata database; then makes both durable and checkpoints.
 fn recover(shared: &Shared) -> Result<Wal, StoreError> {
-    let capacity = statvfs(&shared.dir)
-        .map(|(total, _, _)| total / 128)
-        .unwrap_or(0)
-        .clamp(limits::WAL_BYTES_MIN, limits::WAL_BYTES_MAX);
+    let capacity = if shared.config.wal_bytes > 0 {
+        shared.config.wal_bytes
+    } else {
+        statvfs(&shared.dir)
+            .map(|(total, _, _)| total / 128)
+            .unwrap_or(0)
+    }
+    .clamp(limits::WAL_BYTES_MIN, limits::WAL_BYTES_MAX);
     let (mut wal, records) = Wal::open(&shared.dir, capacity).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidData {
             StoreError::Corrupt(format!("commit log: {e}"))
@@ -448,6 +529,7 @@ fn recover(shared: &Shared) -> Result<Wal, StoreError> {
         }
         apply_changes(shared, &body.changes)?;
     }
+    crate::failpoint::crash_point(CrashPoint::ReplayApplied);
     flush_store(shared)?;
     wal.checkpoint()?;
     Ok(wal)
@@ -523,6 +605,7 @@ pub(crate) fn store_usage(shared: &Shared) -> Result<(u64, u64, u64), StoreError
 
 pub(crate) fn punch(file: &File, offset: u64, length: u64) -> std::io::Result<()> {
     use rustix::fs::{FallocateFlags, fallocate};
+    crate::failpoint::crash_point(CrashPoint::Punch);
     fallocate(
         file,
         FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
@@ -957,7 +1040,97 @@ impl Drop for Prepared {
     }
 }
 
+/// What [`DiskStore::audit_space`] found: the data file's space agrees
+/// with the object records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceAudit {
+    /// Extents object records name.
+    pub extents: u64,
+    /// Their space in the data file.
+    pub referenced_bytes: u64,
+    /// Space the allocator counts as held (referenced, in flight or
+    /// waiting for reuse).
+    pub allocated_bytes: u64,
+    /// Freed extents waiting for readers before reuse.
+    pub pending_bytes: u64,
+}
+
 impl DiskStore {
+    /// Checks the data file's space against every object record (an
+    /// `fsck` of the allocator, for tests and `cairn` tooling): no two
+    /// records name overlapping space (an extent handed out twice), no
+    /// record names space the allocator counts as free or past the data
+    /// file's end. Right after [`DiskStore::open`] (which rebuilds the
+    /// allocator from the records) `allocated_bytes` equals
+    /// `referenced_bytes`: space no record names is free again, so a crash
+    /// leaks nothing; later the difference is what transactions in flight,
+    /// frees awaiting a checkpoint and `pending_bytes` hold. Records that
+    /// fail their checksum are skipped (reads report them).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] naming the first disagreement;
+    /// [`StoreError::Io`] if the metadata cannot be read.
+    pub fn audit_space(&self) -> Result<SpaceAudit, StoreError> {
+        let mut used: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        for item in self.shared.objects.iter() {
+            let (key, value) = item.into_inner()?;
+            if let Ok(ObjectRecord {
+                data: Data::Extents { extents, .. },
+                ..
+            }) = ObjectRecord::decode(&key, &value, &|| "object".into())
+            {
+                used.extend(
+                    extents
+                        .iter()
+                        .map(|e| (e.offset, e.allocated_bytes(), key.to_vec())),
+                );
+            }
+        }
+        used.sort_unstable();
+        let file_bytes = self.shared.data.metadata()?.len();
+        let name = |key: &[u8]| String::from_utf8_lossy(key).into_owned();
+        for pair in used.windows(2) {
+            let ((a, a_len, a_key), (b, _, b_key)) = ((&pair[0]), (&pair[1]));
+            if a + a_len > *b {
+                return Err(StoreError::Corrupt(format!(
+                    "extent at {a} ({a_len} bytes) of {} overlaps extent at {b} of {}: space handed out twice",
+                    name(a_key),
+                    name(b_key)
+                )));
+            }
+        }
+        let alloc = self.shared.space.allocator();
+        let pending_bytes = self.shared.space.pending_bytes();
+        let mut referenced_bytes = 0;
+        for (offset, length, key) in &used {
+            referenced_bytes += length;
+            if offset + length > file_bytes.max(alloc.end()) {
+                return Err(StoreError::Corrupt(format!(
+                    "extent at {offset} ({length} bytes) of {} ends past the data file ({file_bytes} bytes)",
+                    name(key)
+                )));
+            }
+            if alloc.any_free(*offset, *length) {
+                return Err(StoreError::Corrupt(format!(
+                    "extent at {offset} ({length} bytes) of {} is free in the allocator: it would be handed out again",
+                    name(key)
+                )));
+            }
+        }
+        let allocated_bytes = alloc.allocated_bytes();
+        if allocated_bytes < referenced_bytes {
+            return Err(StoreError::Corrupt(format!(
+                "the allocator holds {allocated_bytes} bytes but records name {referenced_bytes}"
+            )));
+        }
+        Ok(SpaceAudit {
+            extents: used.len() as u64,
+            referenced_bytes,
+            allocated_bytes,
+            pending_bytes,
+        })
+    }
+
     /// The first half of [`ObjectStore::submit`]: validates `txn`, checks
     /// space and writes its large payloads to fresh extents (for a 4 MiB
     /// write, most of its time). It orders and commits nothing, so several

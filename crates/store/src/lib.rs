@@ -20,6 +20,7 @@ mod alloc;
 pub mod bench;
 mod commit;
 mod disk;
+pub mod failpoint;
 mod flush;
 pub mod limits;
 mod mem;
@@ -27,7 +28,7 @@ mod record;
 mod txn;
 mod wal;
 
-pub use disk::{DiskStore, Prepared, StoreConfig};
+pub use disk::{DiskStore, Prepared, SpaceAudit, StoreConfig};
 pub use mem::MemStore;
 pub use txn::{Op, Transaction};
 

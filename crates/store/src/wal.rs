@@ -49,6 +49,7 @@
 //! open starts a new epoch, so records past a torn one, which replay
 //! stopped before, can never be taken for new ones later.
 
+use crate::failpoint::SyncSite;
 use crate::limits;
 use cairn_types::crc::crc32c;
 use serde::{Deserialize, Serialize};
@@ -136,7 +137,11 @@ impl Wal {
         let capacity = capacity.max(4 * limits::WAL_RECORD_BYTES_MAX) / BLOCK * BLOCK;
         let direct = {
             use std::os::unix::fs::OpenOptionsExt;
-            let flags = rustix::fs::OFlags::DIRECT | rustix::fs::OFlags::DSYNC;
+            let flags = if crate::failpoint::skip(SyncSite::WalAppend) {
+                rustix::fs::OFlags::DIRECT
+            } else {
+                rustix::fs::OFlags::DIRECT | rustix::fs::OFlags::DSYNC
+            };
             let buffer = usize::try_from(limits::WAL_RECORD_BYTES_MAX).unwrap_or(usize::MAX);
             OpenOptions::new()
                 .write(true)
@@ -173,8 +178,11 @@ impl Wal {
                 offset += n;
             }
             wal.write_header()?;
-            wal.file.sync_all()?;
-            File::open(dir)?.sync_all()?;
+            // Its name becomes durable with the fsync of `dir` that ends
+            // the store's creation (`DiskStore::open`).
+            if !crate::failpoint::skip(SyncSite::WalCreate) {
+                wal.file.sync_all()?;
+            }
             return Ok((wal, Vec::new()));
         }
         let (capacity, epoch, seq, pos) = wal.read_header()?;
@@ -224,6 +232,7 @@ impl Wal {
         if self.pos + size > self.capacity {
             self.since_checkpoint += self.capacity - self.pos;
             self.pos = HEADER_BYTES;
+            crate::failpoint::crash_point(crate::failpoint::CrashPoint::WalWrap);
         }
         let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(usize::MAX));
         let len = u32::try_from(body.len())
@@ -262,6 +271,9 @@ impl Wal {
             }
         }
         self.file.write_all_at(record, self.pos)?;
+        if crate::failpoint::skip(SyncSite::WalAppend) {
+            return Ok(());
+        }
         self.file.sync_data()
     }
 
@@ -457,7 +469,11 @@ impl Header {
     /// Durably moves the replay start to `mark`.
     pub fn write(&self, mark: &Mark) -> io::Result<()> {
         self.write_only(mark)?;
-        self.file.sync_data()
+        if !crate::failpoint::skip(SyncSite::WalHeader) {
+            self.file.sync_data()?;
+        }
+        crate::failpoint::crash_point(crate::failpoint::CrashPoint::CheckpointDone);
+        Ok(())
     }
 
     fn write_only(&self, mark: &Mark) -> io::Result<()> {
