@@ -1083,22 +1083,10 @@ impl State {
         let Some(write) = self.in_flight_sync.take() else {
             return Ok(String::new());
         };
-        let len_bytes = write.bytes.len();
-        let at = write.offset_bytes;
-        let path = match self.storage_path(write.ino) {
-            Some(path) if self.is_durably_named(write.ino) => path,
-            _ => return Ok(String::new()),
-        };
-        let kept_bytes = (split_mix64(seed) % (len_bytes as u64 + 1)) as usize;
-        let file = OpenOptions::new().write(true).open(&path)?;
-        file.write_all_at(&write.bytes[..kept_bytes], at)?;
-        let shown = path
-            .strip_prefix(&self.backing_root)
-            .unwrap_or(&path)
-            .display();
-        Ok(format!(
-            "; tore in-flight O_DSYNC write of {len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
-        ))
+        Ok(self
+            .tear(write.ino, write.offset_bytes, &write.bytes, seed)?
+            .map(|torn| format!("; tore in-flight O_DSYNC write of {torn}"))
+            .unwrap_or_default())
     }
 
     fn tear_last_write(&mut self, seed: u64) -> io::Result<String> {
@@ -1114,8 +1102,6 @@ impl State {
         let Some((ino, write)) = last else {
             return Ok("no unsynced write to tear".to_string());
         };
-        let len_bytes = write.bytes.len();
-        let at = write.offset_bytes;
         let what = if self
             .in_flight_sync
             .as_ref()
@@ -1126,24 +1112,36 @@ impl State {
         } else {
             "write"
         };
+        Ok(
+            match self.tear(ino, write.offset_bytes, &write.bytes, seed)? {
+                Some(torn) => format!("tore {what} of {torn}"),
+                None => format!(
+                    "last unsynced write ({} bytes at {}) was to a file with no durable name",
+                    write.bytes.len(),
+                    write.offset_bytes
+                ),
+            },
+        )
+    }
+
+    /// Writes a random prefix of `bytes` at `at` into `ino`'s durable file,
+    /// if it has a durable name; says what it kept.
+    fn tear(&self, ino: u64, at: u64, bytes: &[u8], seed: u64) -> io::Result<Option<String>> {
         let path = match self.storage_path(ino) {
             Some(path) if self.is_durably_named(ino) => path,
-            _ => {
-                return Ok(format!(
-                    "last unsynced write ({len_bytes} bytes at {at}) was to a file with no durable name"
-                ));
-            }
+            _ => return Ok(None),
         };
+        let len_bytes = bytes.len();
         let kept_bytes = (split_mix64(seed) % (len_bytes as u64 + 1)) as usize;
         let file = OpenOptions::new().write(true).open(&path)?;
-        file.write_all_at(&write.bytes[..kept_bytes], at)?;
+        file.write_all_at(&bytes[..kept_bytes], at)?;
         let shown = path
             .strip_prefix(&self.backing_root)
             .unwrap_or(&path)
             .display();
-        Ok(format!(
-            "tore {what} of {len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
-        ))
+        Ok(Some(format!(
+            "{len_bytes} bytes at {at} in {shown}: kept {kept_bytes}"
+        )))
     }
 
     pub(crate) fn dirty_bytes(&self) -> u64 {
