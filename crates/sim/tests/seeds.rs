@@ -54,6 +54,24 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
          its PG's history; an object was deleted: writes lost",
     ),
     (
+        200836,
+        "a primary told its backfill target to activate before its own activation was \
+         durable; its write was refused (EIO), the target stored the interval as its \
+         last_epoch_started and an earlier interval it was alone in blocked peering: \
+         incomplete for good",
+    ),
+    (
+        202303,
+        "an object unfound, osd.1 seemingly holding a sound copy of the version the log \
+         needed: it held a divergent write with the same object version; the double-fault \
+         proof now tells writes apart by their log version",
+    ),
+    (
+        200963,
+        "as 200836, the primary's flush failing (ENOSPC) after the target emptied its \
+         copy: incomplete for good",
+    ),
+    (
         20197,
         "a member that went down during peering became a backfill target and was emptied: \
          an object unfound",
@@ -69,10 +87,13 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
 /// survives, which the checker must prove (`Report::double_fault`): CI
 /// runs them and fails if one passes (the faults no longer meet) or fails
 /// unexplained.
+/// (201939, a rotten copy and a sound one replaced by a rolled-back write,
+/// was one until primaries waited for their own activation to be durable,
+/// which changed its trajectory.)
 const DOUBLE_FAULT_SEEDS: &[(u64, &str)] = &[(
-    201939,
-    "obj1 v60: bit rot on osd.4's copy, then osd.2's sound copy replaced by a write \
-     rolled back after a partition, osd.1 away: no sound copy left",
+    200408,
+    "obj6 v8: written only onto osd.2's copy, already rotten, while the PG's other \
+     copies were away: no sound copy ever existed",
 )];
 
 #[test]
