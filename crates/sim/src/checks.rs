@@ -378,7 +378,7 @@ pub fn lost_to_double_faults(
             .ok_or_else(|| format!("{pg}: no {primary}"))?;
         let stored = cairn_osd::daemon::load_pg(&osd.store, collection)
             .map_err(|e| format!("{pg}: {primary} cannot load it: {e}"))?;
-        let mut newest: BTreeMap<Bytes, (cairn_osd::LogKind, u64)> = BTreeMap::new();
+        let mut newest: BTreeMap<Bytes, (cairn_osd::LogKind, cairn_osd::Version)> = BTreeMap::new();
         let logged: BTreeSet<(Bytes, u64)> = stored
             .log
             .iter()
@@ -386,34 +386,54 @@ pub fn lost_to_double_faults(
             .collect();
         for entry in &stored.log {
             if entry.kind != cairn_osd::LogKind::Refused {
-                newest.insert(entry.object.clone(), (entry.kind, entry.version.seq));
+                newest.insert(entry.object.clone(), (entry.kind, entry.version));
             }
         }
+        // Each OSD's own view of its copy: a copy whose object has the
+        // needed object version may still hold another write of it (a
+        // divergent one, on a branch the log dropped, with the same
+        // sequence): its copy then lists the object as missing.
+        let views: BTreeMap<OsdId, cairn_osd::StoredPg> = osds
+            .iter()
+            .filter_map(|(id, sim)| {
+                let stored = cairn_osd::daemon::load_pg(&sim.store, collection).ok()?;
+                Some((*id, stored))
+            })
+            .collect();
         let mut in_pg = 0;
-        for (object, (kind, version)) in newest {
+        for (object, (kind, write)) in newest {
             if kind != cairn_osd::LogKind::Write {
                 continue;
             }
+            let version = write.seq;
             let key = ObjectKey::new(object.clone());
-            let holds = |sim: &SimOsd| {
+            let holds = |(id, sim): (&OsdId, &SimOsd)| {
                 sim.store
                     .stat(collection, &key)
                     .is_ok_and(|s| s.version == version)
+                    && views.get(id).is_some_and(|v| !v.missing.contains(&object))
             };
             let sound_now = osds
-                .values()
-                .any(|sim| holds(sim) && !sim.store.is_rotten(collection, &key));
+                .iter()
+                .any(|(id, sim)| holds((id, sim)) && !sim.store.is_rotten(collection, &key));
             if sound_now {
                 continue;
             }
             let rotten_now: Vec<OsdId> = osds
                 .iter()
-                .filter(|(_, sim)| holds(sim))
+                .filter(|(id, sim)| holds((id, sim)))
                 .map(|(id, _)| *id)
                 .collect();
+            let unnamed = cairn_osd::Version {
+                epoch: cairn_types::Epoch(0),
+                seq: version,
+            };
             let held: BTreeSet<OsdId> = osds
                 .iter()
-                .filter(|(_, sim)| sim.sound_held.contains(&(object.clone(), version)))
+                .filter(|(_, sim)| {
+                    sim.sound_held.contains(&(object.clone(), write))
+                        || sim.sound_held.contains(&(object.clone(), unnamed))
+                })
                 .map(|(id, _)| *id)
                 .collect();
             let hit = rotted

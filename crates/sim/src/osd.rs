@@ -198,11 +198,15 @@ pub struct SimOsd {
     /// alive file, rewritten every second): bounds the read leases a
     /// restarted copy may still have promised.
     last_alive_ms: Option<u64>,
-    /// Every (object, version) this OSD's store ever held durably with
-    /// sound data, recorded at each sync: the double-fault proof
+    /// Every (object, write) this OSD's store ever held durably with sound
+    /// data, recorded at each sync: the double-fault proof
     /// (`checks::double_faults`) needs to know that no sound copy of a lost
-    /// version vanished but by injected rot.
-    pub sound_held: BTreeSet<(Bytes, u64)>,
+    /// version vanished but by injected rot. The write is the PG log's
+    /// version (epoch and sequence), not only the object's version (the
+    /// sequence): a divergent write and the authoritative one that replaced
+    /// it on another branch share the sequence (seed 202303). Epoch 0: the
+    /// PG's log did not name the write (the proof then takes any epoch).
+    pub sound_held: BTreeSet<(Bytes, Version)>,
     /// How far this OSD's clock is ahead of the virtual one (clock skew
     /// between nodes); every time it is given is its own clock.
     pub clock_offset_ms: u64,
@@ -259,7 +263,14 @@ impl SimOsd {
 
     /// Records the versions the objects `txns` touched hold now that they
     /// are durable, where their data is sound.
-    fn note_durable<'a>(&mut self, txns: impl Iterator<Item = &'a Transaction>) {
+    ///
+    /// `logs`: the PG logs of the process, which name the write each
+    /// object version comes from.
+    fn note_durable<'a>(
+        &mut self,
+        txns: impl Iterator<Item = &'a Transaction>,
+        logs: &BTreeMap<CollectionId, BTreeMap<(Bytes, u64), Version>>,
+    ) {
         let touched: BTreeSet<(CollectionId, ObjectKey)> = txns
             .flat_map(|txn| {
                 txn.ops
@@ -271,9 +282,38 @@ impl SimOsd {
             if let Ok(stat) = self.store.stat(collection, &key)
                 && !self.store.is_rotten(collection, &key)
             {
-                self.sound_held.insert((key.name.clone(), stat.version));
+                let write = logs
+                    .get(&collection)
+                    .and_then(|log| log.get(&(key.name.clone(), stat.version)))
+                    .copied()
+                    .unwrap_or(Version {
+                        epoch: Epoch(0),
+                        seq: stat.version,
+                    });
+                self.sound_held.insert((key.name.clone(), write));
             }
         }
+    }
+
+    /// The writes the process's PG logs name, per collection: (object,
+    /// object version) -> log version.
+    fn log_writes(&self) -> BTreeMap<CollectionId, BTreeMap<(Bytes, u64), Version>> {
+        let Some(process) = self.process.as_ref() else {
+            return BTreeMap::new();
+        };
+        process
+            .pgs
+            .iter()
+            .map(|(pg, slot)| {
+                let writes = slot
+                    .pg
+                    .log()
+                    .iter()
+                    .map(|e| ((e.object.clone(), e.version.seq), e.version))
+                    .collect();
+                (collection_of(*pg), writes)
+            })
+            .collect()
     }
 
     /// Starts the process: boots with the monitor and arms its timers.
@@ -328,6 +368,7 @@ impl SimOsd {
     /// commit); the rest is lost.
     pub fn crash(&mut self, keep: usize, out: &mut Outbox) {
         self.incarnation += 1;
+        let logs = self.log_writes();
         let Some(process) = self.process.take() else {
             return;
         };
@@ -339,7 +380,7 @@ impl SimOsd {
             drop(self.store.submit(txn.clone()));
         }
         self.store.sync();
-        self.note_durable(pending.iter().take(kept));
+        self.note_durable(pending.iter().take(kept), &logs);
         let lost = pending.len() - kept;
         self.lost_txn_count += lost as u64;
         out.trace.push(format!(
@@ -1014,10 +1055,11 @@ impl SimOsd {
             return;
         }
         self.store.sync();
+        let logs = self.log_writes();
         let process = self.proc_mut();
         process.sync_scheduled = false;
         let done = std::mem::take(&mut process.unsynced);
-        self.note_durable(done.iter().map(|u| &u.txn));
+        self.note_durable(done.iter().map(|u| &u.txn), &logs);
         for unsynced in done {
             let result = unsynced.commit.wait();
             match (result, unsynced.report) {
