@@ -5,11 +5,12 @@
 use crate::client::History;
 use crate::linearizability::{Limits, ObjectFailure, check_objects, describe};
 use crate::osd::SimOsd;
+use crate::store::SimStore;
 use bytes::Bytes;
 use cairn_osd::ObjectState;
 use cairn_osd::daemon::read_object_state;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
-use cairn_store::{CollectionId, MemStore, ObjectKey, ObjectStore};
+use cairn_store::{CollectionId, ObjectKey, ObjectStore};
 use cairn_types::{OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,7 +96,7 @@ pub fn unclean_pgs(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<(PgI
 
 /// Every object of a collection with its whole state.
 fn dump(
-    store: &MemStore,
+    store: &SimStore,
     collection: CollectionId,
 ) -> Result<BTreeMap<Bytes, ObjectState>, String> {
     let mut objects = BTreeMap::new();

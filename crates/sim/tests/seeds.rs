@@ -144,6 +144,10 @@ struct Totals {
     bit_flips: u64,
     seeds_with_clock_skew: u64,
     disk_errors: u64,
+    torn_writes: u64,
+    misdirected_writes: u64,
+    meta_damaged: u64,
+    corrupt_pgs_reset: u64,
     double_faults: u64,
 }
 
@@ -168,6 +172,10 @@ impl Totals {
         self.seeds_with_clock_skew += u64::from(report.scenario.clock_skew_ms_max > 0);
         self.double_faults += u64::from(report.double_fault.is_some());
         self.disk_errors += s.disk_errors;
+        self.torn_writes += s.torn_writes;
+        self.misdirected_writes += s.misdirected_writes;
+        self.meta_damaged += s.meta_damaged;
+        self.corrupt_pgs_reset += s.corrupt_pgs_reset;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -184,6 +192,19 @@ impl Totals {
         assert!(self.bit_flips > 0, "no bit flipped: {self:?}");
         assert!(self.seeds_with_clock_skew > 0, "no clock skewed: {self:?}");
         assert!(self.disk_errors > 0, "no disk error: {self:?}");
+        assert!(self.torn_writes > 0, "no torn write: {self:?}");
+        assert!(
+            self.misdirected_writes > 0,
+            "no misdirected write: {self:?}"
+        );
+        assert!(
+            self.meta_damaged > 0,
+            "no metadata record damaged: {self:?}"
+        );
+        assert!(
+            self.corrupt_pgs_reset > 0,
+            "no OSD found a corrupt PG copy: {self:?}"
+        );
         let unknown = self.workload_ops - self.acknowledged;
         assert!(
             unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,
