@@ -327,8 +327,9 @@ pub fn describe_copies(pg: PgId, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> 
     lines
 }
 
-/// Bit flips the simulator injected: by (object, the version the rotten
-/// copy held then), the OSDs whose copy rotted.
+/// Data damage the simulator injected (bit flips, torn and misdirected
+/// writes, PG copies lost to damaged metadata): by (object, the version
+/// the damaged copy held then), the OSDs whose copy was damaged.
 pub type Rotted = BTreeMap<(Bytes, u64), BTreeSet<OsdId>>;
 
 /// An object a PG cannot recover, with the proof that a double fault (not
@@ -346,7 +347,9 @@ pub struct LostObject {
 /// OSD holds a sound copy of the version the PG's log needs, and every
 /// OSD whose store ever held that version durably and sound (recorded at
 /// each sync, [`SimOsd::sound_held`]) had exactly that copy hit by
-/// injected bit rot. (If no OSD ever held it sound, the write was applied
+/// injected data damage (bit rot, a torn or misdirected write, or its PG
+/// copy's metadata damaged and the copy reset). (If no OSD ever held it
+/// sound, the write was applied
 /// only to copies already rotten: a partial write onto rotten data, while
 /// the PG's other copies were away: the rot and the other copies' absence
 /// are the two faults.) A sound copy that vanished otherwise is a bug, and
@@ -466,7 +469,7 @@ pub fn lost_to_double_faults(
                     _ => {
                         return Err(format!(
                             "{pg}: {name} v{version} has no sound copy, but {survivor} held it \
-                             sound, no bit rot hit that copy and no rolled-back write replaced \
+                             sound, no injected damage hit that copy and no rolled-back write replaced \
                              it (it holds {now:?}): a bug"
                         ));
                     }
@@ -479,7 +482,7 @@ pub fn lost_to_double_faults(
                 )
             } else {
                 format!(
-                    "{name} v{version}: of the copies that held it sound ({held:?}), bit rot \
+                    "{name} v{version}: of the copies that held it sound ({held:?}), data damage \
                      hit {hit:?} and a write later rolled back replaced {overwritten:?}; \
                      rotten copies left on {rotten_now:?}"
                 )

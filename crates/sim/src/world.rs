@@ -1090,7 +1090,12 @@ impl World {
 
     /// The objects (name, version) of `victim`'s copy in `collection`, if
     /// two other copies are complete, as far as this one, with nothing
-    /// missing, and hold each of them at the same version with sound data.
+    /// missing, hold each of them at the same version with sound data, and
+    /// activated no earlier than it. (A reset copy vouches for nothing: if
+    /// it alone had activated last, a past interval only its completeness
+    /// covered keeps the PG incomplete, as in Ceph when the only OSD of an
+    /// interval that may have taken writes is lost; seed 200422 showed it.
+    /// Without `up_thru` Cairn cannot tell that the interval took none.)
     fn replaceable_copy(
         &self,
         victim: OsdId,
@@ -1103,6 +1108,7 @@ impl World {
         }
         let mine = cairn_osd::daemon::load_pg(&sim.store, collection).ok()?;
         let last = mine.log.last().map(|e| e.version);
+        let started = mine.info.map(|i| i.last_epoch_started)?;
         let page = sim.store.list(collection, None, 100_000).ok()?;
         let mut objects = Vec::new();
         for key in &page.keys {
@@ -1118,7 +1124,9 @@ impl World {
             .filter(|(_, other)| {
                 !other.store.meta_damaged(collection)
                     && cairn_osd::daemon::load_pg(&other.store, collection).is_ok_and(|theirs| {
-                        theirs.info.is_some_and(|i| !i.backfilling)
+                        theirs
+                            .info
+                            .is_some_and(|i| !i.backfilling && i.last_epoch_started >= started)
                             && theirs.missing.is_empty()
                             && theirs.log.last().map(|e| e.version) == last
                     })
