@@ -72,6 +72,11 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
          copy: incomplete for good",
     ),
     (
+        203804,
+        "an OSD kept only 64 past intervals; 14 quick restarts and disk errors made more \
+         before any activation, history was cut and three PGs stayed incomplete for good",
+    ),
+    (
         20197,
         "a member that went down during peering became a backfill target and was emptied: \
          an object unfound",
