@@ -1440,9 +1440,22 @@ impl Osd {
             .pool(pg.pool)
             .map_or(0, |p| p.pg_num);
         let store = self.store.clone();
+        let epoch = interval.epoch_started;
         let stored = tokio::task::spawn_blocking(move || {
             if store.collections()?.contains(&collection) {
-                return load_pg(&*store, collection);
+                return match load_pg(&*store, collection) {
+                    Err(StoreError::Corrupt(why)) => {
+                        // A damaged record of this copy: rebuilt from its
+                        // peers, as a copy that vouches for nothing.
+                        tracing::error!(%pg, %why, "PG copy corrupt; emptied for a backfill");
+                        let (txns, stored) = reset_corrupt_pg(&*store, collection, pg_num, epoch)?;
+                        for txn in txns {
+                            store.apply(txn)?;
+                        }
+                        Ok(stored)
+                    }
+                    loaded => loaded,
+                };
             }
             store.apply(
                 Transaction::new(collection)
@@ -2572,6 +2585,87 @@ pub fn read_stands(slot: &PgSlot, now_ms: u64, started: Epoch, object: &[u8]) ->
         && (object.is_empty() || !slot.pg.object_in_flight(object))
 }
 
+/// The transactions that reset a PG copy whose metadata is corrupt (a
+/// damaged PG-log, info or missing record: `load_pg` answers
+/// `StoreError::Corrupt`), and the copy they leave: empty, marked
+/// `backfilling`, with the `last_epoch_started` its info record holds if
+/// that record is sound, else `epoch`, the start of the interval it is
+/// loaded in. Apply them in order.
+///
+/// What the copy held is lost, so it must neither vouch nor be silent:
+/// marked backfilling it is never taken for a complete copy (not the
+/// authoritative history, not a recovery source, no proof that an interval
+/// kept its writes). Its `last_epoch_started` still tells which intervals
+/// it never activated in, and those accepted no write whatever became of
+/// its data; if the record is damaged too, an epoch no older than any
+/// interval it was in passes none of them over (an answer of epoch 0
+/// would pass them all), and a past interval only it could vouch for
+/// keeps the PG incomplete, as Ceph's does until an operator marks the
+/// OSD lost. So peering neither trusts it nor waits on it: the primary
+/// backfills it if it acts, else purges it as a stray, as Ceph rebuilds a
+/// PG copy an operator removed with `ceph-objectstore-tool`.
+/// Objects go first, then one transaction drops the collection with its
+/// metadata and creates it marked: a crash part-way leaves a copy that is
+/// still corrupt (and reset again), never one that looks sound.
+///
+/// # Errors
+/// The store cannot list the collection's objects.
+pub fn reset_corrupt_pg(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    pg_num: u32,
+    epoch: Epoch,
+) -> Result<(Vec<Transaction>, StoredPg), StoreError> {
+    let mut txns = Vec::new();
+    let mut after: Option<ObjectKey> = None;
+    loop {
+        let page = store.list(collection, after.as_ref(), META_PAGE_KEYS)?;
+        let mut txn = Transaction::new(collection);
+        for object in &page.keys {
+            txn.push(Op::Remove {
+                object: object.clone(),
+            });
+        }
+        if !txn.ops.is_empty() {
+            txns.push(txn);
+        }
+        match page.next {
+            Some(next) if !page.keys.is_empty() => after = Some(next),
+            _ => break,
+        }
+    }
+    let mut info = PgInfo::default();
+    let sound = match store.meta_get(collection, crate::pg::INFO_KEY) {
+        Ok(Some(value)) => info.decode_into(&value).is_ok(),
+        _ => false,
+    };
+    let info = PgInfo {
+        exists: true,
+        last_update: Version::ZERO,
+        last_epoch_started: if sound {
+            info.last_epoch_started
+        } else {
+            epoch
+        },
+        backfilling: true,
+    };
+    txns.push(
+        Transaction::new(collection)
+            .with(Op::RemoveCollection)
+            .with(Op::CreateCollection)
+            .with(crate::split::pg_num_op(pg_num))
+            .with(Op::MetaSet {
+                key: Bytes::from_static(crate::pg::INFO_KEY),
+                value: info.encode(),
+            }),
+    );
+    let stored = StoredPg {
+        info: Some(info),
+        ..StoredPg::default()
+    };
+    Ok((txns, stored))
+}
+
 /// Reads a PG copy's log, info and missing set from its collection.
 pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg, StoreError> {
     let mut stored = StoredPg::default();
@@ -2937,6 +3031,73 @@ mod tests {
         std::fs::write(id_path(&dir), "seven").expect("write");
         assert!(matches!(load_id(&dir), Err(OsdError::Config(_))));
         drop(std::fs::remove_dir_all(&dir));
+    }
+
+    /// A PG copy whose metadata is corrupt is emptied and marked for a
+    /// backfill, keeping the `last_epoch_started` of a sound info record
+    /// (the intervals it never activated in still accepted no write), or
+    /// taking the interval it is loaded in when that record is the damage
+    /// (so it passes no interval over); either way it vouches for nothing.
+    #[test]
+    fn a_corrupt_pg_copy_is_reset_to_a_backfill_target() {
+        let c = CollectionId::pg(1, 0);
+        let info = PgInfo {
+            exists: true,
+            last_update: Version::ZERO,
+            last_epoch_started: Epoch(7),
+            backfilling: false,
+        };
+        for info_sound in [true, false] {
+            let store = cairn_store::MemStore::new();
+            let info_value = if info_sound {
+                info.encode()
+            } else {
+                Bytes::from_static(b"\x01torn")
+            };
+            let entry_value = if info_sound {
+                Bytes::from_static(b"not a log entry")
+            } else {
+                Bytes::new()
+            };
+            let object = ObjectKey::new(Bytes::from_static(b"obj"));
+            let mut txn = Transaction::new(c)
+                .with(Op::CreateCollection)
+                .with(Op::WriteFull {
+                    object: object.clone(),
+                    data: Bytes::from_static(b"data").into(),
+                })
+                .with(Op::MetaSet {
+                    key: Bytes::from_static(crate::pg::INFO_KEY),
+                    value: info_value,
+                });
+            if info_sound {
+                txn.push(Op::MetaSet {
+                    key: Version::new(5, 1).log_key(),
+                    value: entry_value,
+                });
+            }
+            store.apply(txn).expect("setup");
+            assert!(
+                matches!(load_pg(&store, c), Err(StoreError::Corrupt(_))),
+                "the copy reads as corrupt"
+            );
+            let (txns, stored) = reset_corrupt_pg(&store, c, 4, Epoch(9)).expect("reset");
+            for txn in txns {
+                store.apply(txn).expect("reset applies");
+            }
+            let loaded = load_pg(&store, c).expect("loads after the reset");
+            let want = if info_sound { Epoch(7) } else { Epoch(9) };
+            for info in [loaded.info.expect("info"), stored.info.expect("info")] {
+                assert!(info.backfilling && !info.complete(), "vouches for nothing");
+                assert_eq!(info.last_epoch_started, want);
+            }
+            assert!(loaded.log.is_empty());
+            assert!(store.list(c, None, 10).expect("list").keys.is_empty());
+            assert!(matches!(
+                store.stat(c, &object),
+                Err(StoreError::NotFound { .. })
+            ));
+        }
     }
 
     #[test]

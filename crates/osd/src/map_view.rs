@@ -34,8 +34,14 @@ pub struct MapView {
 }
 
 /// Past intervals kept per PG; older ones are forgotten, and peering then
-/// treats history before the oldest kept as unknown.
-pub const PAST_INTERVALS_MAX: usize = 64;
+/// treats history before the oldest kept as unknown: a PG none of whose
+/// copies activated since is `incomplete` for good. So the bound must
+/// outlast a long flap, not only a restart: 64 did not (simulator seed
+/// 203804: 14 quick restarts and a disk error every ~3 s made 64 intervals
+/// in 190 epochs with no activation). An interval is about 64 bytes, so
+/// 1,024 cost at most 64 KiB per PG, reached only by a PG whose acting set
+/// changed that often.
+pub const PAST_INTERVALS_MAX: usize = 1024;
 
 impl MapView {
     /// The monitor's first map: empty, epoch 1.

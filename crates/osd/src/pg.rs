@@ -2002,8 +2002,17 @@ impl Pg {
                 backfill,
                 dups,
             });
-            healing.activations.insert(*osd, msg.clone());
-            fx.send.push((*osd, msg));
+            // Sent once this copy's own activation is durable
+            // (`on_committed`), not now: a peer stores the interval as its
+            // `last_epoch_started`, and if this copy then lost its
+            // activation (a crash before the flush, a refused write), the
+            // peer would vouch for an interval that never activated. A
+            // backfill target, emptied and no longer complete, then keeps
+            // every earlier interval it was alone in from being passed
+            // over, and the PG stays incomplete for good (simulator seeds
+            // 200836, 200963). Ceph orders it alike: a primary's activation
+            // rests on its `up_thru`, recorded before its peers activate.
+            healing.activations.insert(*osd, msg);
         }
         // This copy adopts the history like any other.
         let own = self.own_copy();
@@ -2231,6 +2240,12 @@ impl Pg {
         match tag {
             StoreTag::Activation(epoch) if epoch == self.interval.epoch_started => {
                 if let Phase::Activating { local_done, .. } = &mut self.phase {
+                    if !*local_done {
+                        // Only now may the peers record this activation.
+                        for (osd, msg) in &self.healing.activations {
+                            fx.send.push((*osd, msg.clone()));
+                        }
+                    }
                     *local_done = true;
                     self.maybe_active(fx);
                 } else if let (false, Some(primary)) = (self.is_primary(), self.interval.primary) {
@@ -2608,9 +2623,11 @@ impl Pg {
                     }
                 }
             }
-            Phase::Activating { ticks, .. } => {
+            Phase::Activating {
+                ticks, local_done, ..
+            } => {
                 *ticks += 1;
-                if *ticks % RESEND_TICKS == 0 {
+                if *local_done && *ticks % RESEND_TICKS == 0 {
                     for (osd, msg) in &self.healing.activations {
                         fx.send.push((*osd, msg.clone()));
                     }

@@ -1602,3 +1602,79 @@ mod hostile {
         }
     }
 }
+
+/// A primary tells its peers to activate only once its own activation is
+/// durable. A peer stores the interval as its `last_epoch_started`; were
+/// the primary to lose its activation (a crash before the flush, a refused
+/// write), an emptied backfill target would vouch for an interval that
+/// never activated, and peering could never pass over the earlier
+/// intervals it was alone in: incomplete for good (simulator seeds 200836
+/// and 200963).
+#[test]
+fn peers_are_told_to_activate_only_once_the_primary_activation_is_durable() {
+    let limits = PgLimits {
+        log_entries_max: 4,
+        inflight_max: 2,
+        ..PgLimits::default()
+    };
+    let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
+    for tid in 1..=6 {
+        h.client_write(1, tid, 5, &format!("o{tid}"));
+        h.run();
+    }
+    let mut next = interval(6, &[1, 2], 2);
+    next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
+    next.size = 3;
+    h.change_interval(&next);
+    // Peering runs (queries and answers), but no store write of osd.1
+    // becomes durable: its activation stays in flight.
+    let mut activations_sent = 0;
+    for _ in 0..10 {
+        for osd in [2, 4] {
+            h.commit(osd);
+        }
+        while let Some(key) = h.links.iter().find(|(_, q)| !q.is_empty()).map(|(k, _)| *k) {
+            let msg = h.links.get_mut(&key).and_then(VecDeque::pop_front);
+            let msg = msg.expect("queued");
+            activations_sent += usize::from(matches!(msg, PgMsg::Activate(_)));
+            h.deliver(key.1, msg);
+        }
+        h.event(OsdId(1), PgEvent::Tick);
+    }
+    assert!(
+        h.commits
+            .iter()
+            .any(|(osd, _, tag)| *osd == OsdId(1) && *tag == StoreTag::Activation(Epoch(6))),
+        "osd.1 activated, not yet durably: {}",
+        h.pg(1).state_name()
+    );
+    assert_eq!(
+        activations_sent, 0,
+        "no peer is told to activate before the primary's activation is durable"
+    );
+    assert!(
+        h.pg(4).info().last_epoch_started < Epoch(6) && !h.pg(4).info().backfilling,
+        "the backfill target recorded nothing of the interval"
+    );
+    // Durable now: the peers are told, and the backfill target among them.
+    h.commit(1);
+    let told: BTreeSet<(OsdId, bool)> = h
+        .links
+        .iter()
+        .flat_map(|((_, to), q)| {
+            q.iter().filter_map(move |m| match m {
+                PgMsg::Activate(a) => Some((*to, a.backfill)),
+                _ => None,
+            })
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [(OsdId(2), false), (OsdId(4), true)].into_iter().collect()
+    );
+    h.run();
+    assert_eq!(
+        h.pg(1).state_name(),
+        "active+undersized+degraded+remapped+backfilling"
+    );
+}

@@ -5,11 +5,12 @@
 use crate::client::History;
 use crate::linearizability::{Limits, ObjectFailure, check_objects, describe};
 use crate::osd::SimOsd;
+use crate::store::SimStore;
 use bytes::Bytes;
 use cairn_osd::ObjectState;
 use cairn_osd::daemon::read_object_state;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
-use cairn_store::{CollectionId, MemStore, ObjectKey, ObjectStore};
+use cairn_store::{CollectionId, ObjectKey, ObjectStore};
 use cairn_types::{OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -95,7 +96,7 @@ pub fn unclean_pgs(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<(PgI
 
 /// Every object of a collection with its whole state.
 fn dump(
-    store: &MemStore,
+    store: &SimStore,
     collection: CollectionId,
 ) -> Result<BTreeMap<Bytes, ObjectState>, String> {
     let mut objects = BTreeMap::new();
@@ -326,8 +327,9 @@ pub fn describe_copies(pg: PgId, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> 
     lines
 }
 
-/// Bit flips the simulator injected: by (object, the version the rotten
-/// copy held then), the OSDs whose copy rotted.
+/// Data damage the simulator injected (bit flips, torn and misdirected
+/// writes, PG copies lost to damaged metadata): by (object, the version
+/// the damaged copy held then), the OSDs whose copy was damaged.
 pub type Rotted = BTreeMap<(Bytes, u64), BTreeSet<OsdId>>;
 
 /// An object a PG cannot recover, with the proof that a double fault (not
@@ -345,7 +347,9 @@ pub struct LostObject {
 /// OSD holds a sound copy of the version the PG's log needs, and every
 /// OSD whose store ever held that version durably and sound (recorded at
 /// each sync, [`SimOsd::sound_held`]) had exactly that copy hit by
-/// injected bit rot. (If no OSD ever held it sound, the write was applied
+/// injected data damage (bit rot, a torn or misdirected write, or its PG
+/// copy's metadata damaged and the copy reset). (If no OSD ever held it
+/// sound, the write was applied
 /// only to copies already rotten: a partial write onto rotten data, while
 /// the PG's other copies were away: the rot and the other copies' absence
 /// are the two faults.) A sound copy that vanished otherwise is a bug, and
@@ -378,7 +382,7 @@ pub fn lost_to_double_faults(
             .ok_or_else(|| format!("{pg}: no {primary}"))?;
         let stored = cairn_osd::daemon::load_pg(&osd.store, collection)
             .map_err(|e| format!("{pg}: {primary} cannot load it: {e}"))?;
-        let mut newest: BTreeMap<Bytes, (cairn_osd::LogKind, u64)> = BTreeMap::new();
+        let mut newest: BTreeMap<Bytes, (cairn_osd::LogKind, cairn_osd::Version)> = BTreeMap::new();
         let logged: BTreeSet<(Bytes, u64)> = stored
             .log
             .iter()
@@ -386,34 +390,54 @@ pub fn lost_to_double_faults(
             .collect();
         for entry in &stored.log {
             if entry.kind != cairn_osd::LogKind::Refused {
-                newest.insert(entry.object.clone(), (entry.kind, entry.version.seq));
+                newest.insert(entry.object.clone(), (entry.kind, entry.version));
             }
         }
+        // Each OSD's own view of its copy: a copy whose object has the
+        // needed object version may still hold another write of it (a
+        // divergent one, on a branch the log dropped, with the same
+        // sequence): its copy then lists the object as missing.
+        let views: BTreeMap<OsdId, cairn_osd::StoredPg> = osds
+            .iter()
+            .filter_map(|(id, sim)| {
+                let stored = cairn_osd::daemon::load_pg(&sim.store, collection).ok()?;
+                Some((*id, stored))
+            })
+            .collect();
         let mut in_pg = 0;
-        for (object, (kind, version)) in newest {
+        for (object, (kind, write)) in newest {
             if kind != cairn_osd::LogKind::Write {
                 continue;
             }
+            let version = write.seq;
             let key = ObjectKey::new(object.clone());
-            let holds = |sim: &SimOsd| {
+            let holds = |(id, sim): (&OsdId, &SimOsd)| {
                 sim.store
                     .stat(collection, &key)
                     .is_ok_and(|s| s.version == version)
+                    && views.get(id).is_some_and(|v| !v.missing.contains(&object))
             };
             let sound_now = osds
-                .values()
-                .any(|sim| holds(sim) && !sim.store.is_rotten(collection, &key));
+                .iter()
+                .any(|(id, sim)| holds((id, sim)) && !sim.store.is_rotten(collection, &key));
             if sound_now {
                 continue;
             }
             let rotten_now: Vec<OsdId> = osds
                 .iter()
-                .filter(|(_, sim)| holds(sim))
+                .filter(|(id, sim)| holds((id, sim)))
                 .map(|(id, _)| *id)
                 .collect();
+            let unnamed = cairn_osd::Version {
+                epoch: cairn_types::Epoch(0),
+                seq: version,
+            };
             let held: BTreeSet<OsdId> = osds
                 .iter()
-                .filter(|(_, sim)| sim.sound_held.contains(&(object.clone(), version)))
+                .filter(|(_, sim)| {
+                    sim.sound_held.contains(&(object.clone(), write))
+                        || sim.sound_held.contains(&(object.clone(), unnamed))
+                })
                 .map(|(id, _)| *id)
                 .collect();
             let hit = rotted
@@ -445,7 +469,7 @@ pub fn lost_to_double_faults(
                     _ => {
                         return Err(format!(
                             "{pg}: {name} v{version} has no sound copy, but {survivor} held it \
-                             sound, no bit rot hit that copy and no rolled-back write replaced \
+                             sound, no injected damage hit that copy and no rolled-back write replaced \
                              it (it holds {now:?}): a bug"
                         ));
                     }
@@ -458,7 +482,7 @@ pub fn lost_to_double_faults(
                 )
             } else {
                 format!(
-                    "{name} v{version}: of the copies that held it sound ({held:?}), bit rot \
+                    "{name} v{version}: of the copies that held it sound ({held:?}), data damage \
                      hit {hit:?} and a write later rolled back replaced {overwritten:?}; \
                      rotten copies left on {rotten_now:?}"
                 )

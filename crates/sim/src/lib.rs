@@ -24,6 +24,7 @@ pub mod mon;
 pub mod net;
 pub mod osd;
 pub mod rng;
+pub mod store;
 pub mod world;
 
 pub use world::{Report, Scenario, Stats, run};

@@ -1,5 +1,6 @@
 //! The simulator's OSD shell: what `cairn_osd::daemon` does around the PG
-//! cores, as synchronous steps over a [`MemStore`] with manual sync.
+//! cores, as synchronous steps over a [`SimStore`] (a `MemStore` with
+//! manual sync that can hold damaged metadata records).
 //!
 //! It follows the daemon closely (map replay through the shared
 //! [`MapView`], PG creation and loading, the effects of each event, the
@@ -17,6 +18,7 @@
 
 use crate::linearizability::Snapshot;
 use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
+use crate::store::SimStore;
 use bytes::Bytes;
 use cairn_osd::daemon::{
     PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
@@ -28,9 +30,7 @@ use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
-use cairn_store::{
-    CollectionId, Commit, MemStore, ObjectKey, ObjectStore, Op, StoreError, Transaction,
-};
+use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -183,7 +183,7 @@ const DEFERRED_MAX: usize = 4_096;
 #[derive(Debug)]
 pub struct SimOsd {
     pub id: OsdId,
-    pub store: MemStore,
+    pub store: SimStore,
     pub process: Option<OsdProc>,
     /// Bumped at every start and crash, so timers of a dead process are
     /// dropped.
@@ -198,11 +198,15 @@ pub struct SimOsd {
     /// alive file, rewritten every second): bounds the read leases a
     /// restarted copy may still have promised.
     last_alive_ms: Option<u64>,
-    /// Every (object, version) this OSD's store ever held durably with
-    /// sound data, recorded at each sync: the double-fault proof
+    /// Every (object, write) this OSD's store ever held durably with sound
+    /// data, recorded at each sync: the double-fault proof
     /// (`checks::double_faults`) needs to know that no sound copy of a lost
-    /// version vanished but by injected rot.
-    pub sound_held: BTreeSet<(Bytes, u64)>,
+    /// version vanished but by injected rot. The write is the PG log's
+    /// version (epoch and sequence), not only the object's version (the
+    /// sequence): a divergent write and the authoritative one that replaced
+    /// it on another branch share the sequence (seed 202303). Epoch 0: the
+    /// PG's log did not name the write (the proof then takes any epoch).
+    pub sound_held: BTreeSet<(Bytes, Version)>,
     /// How far this OSD's clock is ahead of the virtual one (clock skew
     /// between nodes); every time it is given is its own clock.
     pub clock_offset_ms: u64,
@@ -210,6 +214,20 @@ pub struct SimOsd {
     pub disk_fault: Option<DiskFault>,
     /// Disk errors that hit (for the report).
     pub disk_errors: u64,
+    /// PG copies found corrupt at load and reset (for the report).
+    pub corrupt_pgs_reset: u64,
+    /// The object whose data this OSD's store last wrote durably.
+    last_data_write: Option<(CollectionId, ObjectKey)>,
+}
+
+/// The last object whose data `txn` writes, if any.
+fn data_written(txn: &Transaction) -> Option<(CollectionId, ObjectKey)> {
+    txn.ops.iter().rev().find_map(|op| match op {
+        Op::Write { object, .. } | Op::WriteFull { object, .. } | Op::Append { object, .. } => {
+            Some((txn.collection, object.clone()))
+        }
+        _ => None,
+    })
 }
 
 /// Objects one scrub chunk compares (`osd_scrub_chunk_max`'s default).
@@ -243,7 +261,7 @@ impl SimOsd {
     pub fn new(id: OsdId, limits: PgLimits) -> SimOsd {
         SimOsd {
             id,
-            store: MemStore::with_manual_sync(),
+            store: SimStore::with_manual_sync(),
             process: None,
             incarnation: 0,
             limits,
@@ -254,12 +272,24 @@ impl SimOsd {
             clock_offset_ms: 0,
             disk_fault: None,
             disk_errors: 0,
+            corrupt_pgs_reset: 0,
+            last_data_write: None,
         }
     }
 
     /// Records the versions the objects `txns` touched hold now that they
     /// are durable, where their data is sound.
-    fn note_durable<'a>(&mut self, txns: impl Iterator<Item = &'a Transaction>) {
+    ///
+    /// `logs`: the PG logs of the process, which name the write each
+    /// object version comes from.
+    fn note_durable<'a>(
+        &mut self,
+        txns: impl Iterator<Item = &'a Transaction> + Clone,
+        logs: &BTreeMap<CollectionId, BTreeMap<(Bytes, u64), Version>>,
+    ) {
+        if let Some(last) = txns.clone().filter_map(data_written).last() {
+            self.last_data_write = Some(last);
+        }
         let touched: BTreeSet<(CollectionId, ObjectKey)> = txns
             .flat_map(|txn| {
                 txn.ops
@@ -271,9 +301,38 @@ impl SimOsd {
             if let Ok(stat) = self.store.stat(collection, &key)
                 && !self.store.is_rotten(collection, &key)
             {
-                self.sound_held.insert((key.name.clone(), stat.version));
+                let write = logs
+                    .get(&collection)
+                    .and_then(|log| log.get(&(key.name.clone(), stat.version)))
+                    .copied()
+                    .unwrap_or(Version {
+                        epoch: Epoch(0),
+                        seq: stat.version,
+                    });
+                self.sound_held.insert((key.name.clone(), write));
             }
         }
+    }
+
+    /// The writes the process's PG logs name, per collection: (object,
+    /// object version) -> log version.
+    fn log_writes(&self) -> BTreeMap<CollectionId, BTreeMap<(Bytes, u64), Version>> {
+        let Some(process) = self.process.as_ref() else {
+            return BTreeMap::new();
+        };
+        process
+            .pgs
+            .iter()
+            .map(|(pg, slot)| {
+                let writes = slot
+                    .pg
+                    .log()
+                    .iter()
+                    .map(|e| ((e.object.clone(), e.version.seq), e.version))
+                    .collect();
+                (collection_of(*pg), writes)
+            })
+            .collect()
     }
 
     /// Starts the process: boots with the monitor and arms its timers.
@@ -326,10 +385,17 @@ impl SimOsd {
     /// Kills the process: the store keeps what was synced, plus the first
     /// `keep` transactions that were not (a crash in the middle of a group
     /// commit); the rest is lost.
-    pub fn crash(&mut self, keep: usize, out: &mut Outbox) {
+    ///
+    /// Returns the objects whose data the last kept transaction wrote, or
+    /// else the last write of data that became durable: what a torn write
+    /// can hit (its data only partly on disk while its metadata committed:
+    /// a write in flight, or the in-place apply of a small write the crash
+    /// cut).
+    pub fn crash(&mut self, keep: usize, out: &mut Outbox) -> Vec<(CollectionId, ObjectKey)> {
         self.incarnation += 1;
+        let logs = self.log_writes();
         let Some(process) = self.process.take() else {
-            return;
+            return Vec::new();
         };
         let pending: Vec<Transaction> = process.unsynced.into_iter().map(|u| u.txn).collect();
         self.store.crash();
@@ -339,13 +405,17 @@ impl SimOsd {
             drop(self.store.submit(txn.clone()));
         }
         self.store.sync();
-        self.note_durable(pending.iter().take(kept));
+        self.note_durable(pending.iter().take(kept), &logs);
         let lost = pending.len() - kept;
         self.lost_txn_count += lost as u64;
         out.trace.push(format!(
             "{} crashes: {kept} unsynced transactions kept, {lost} lost",
             self.id
         ));
+        if let Some(last) = pending.iter().take(kept).rev().find_map(data_written) {
+            self.last_data_write = Some(last);
+        }
+        self.last_data_write.iter().cloned().collect()
     }
 
     /// An operator's scrub of `pg` (`cairn pg scrub|deep-scrub|repair`):
@@ -818,6 +888,14 @@ impl SimOsd {
         let stored = if exists {
             match load_pg(&self.store, collection) {
                 Ok(stored) => stored,
+                // The daemon's rule: a damaged record of this copy; it is
+                // emptied and rebuilt from its peers, vouching for nothing.
+                Err(StoreError::Corrupt(why)) => {
+                    match self.reset_corrupt(pg, collection, interval.epoch_started, &why, out) {
+                        Some(stored) => stored,
+                        None => return,
+                    }
+                }
                 Err(error) => {
                     out.anomalies
                         .push(format!("{} cannot load {pg}: {error}", self.id));
@@ -875,6 +953,46 @@ impl SimOsd {
                 .anomalies
                 .push(format!("{} bad interval for {pg}: {error}", self.id)),
         }
+    }
+
+    /// The daemon's reset of a copy whose metadata is corrupt
+    /// (`reset_corrupt_pg`): its transactions, submitted in order (a crash
+    /// keeps a prefix), and the copy they leave.
+    fn reset_corrupt(
+        &mut self,
+        pg: PgId,
+        collection: CollectionId,
+        epoch: Epoch,
+        why: &str,
+        out: &mut Outbox,
+    ) -> Option<StoredPg> {
+        let pg_num = self
+            .proc()
+            .view
+            .placement
+            .pool(pg.pool)
+            .map_or(0, |p| p.pg_num);
+        let reset = cairn_osd::daemon::reset_corrupt_pg(&self.store, collection, pg_num, epoch);
+        let (txns, stored) = match reset {
+            Ok(reset) => reset,
+            Err(error) => {
+                out.anomalies
+                    .push(format!("{} cannot reset corrupt {pg}: {error}", self.id));
+                return None;
+            }
+        };
+        for txn in txns {
+            self.submit(None, txn, out);
+            if out.stop {
+                return None;
+            }
+        }
+        self.corrupt_pgs_reset += 1;
+        out.trace.push(format!(
+            "{} {pg}: copy corrupt ({why}); emptied, to be backfilled",
+            self.id
+        ));
+        Some(stored)
     }
 
     /// Feeds one event to a PG and carries out its effects.
@@ -1014,10 +1132,11 @@ impl SimOsd {
             return;
         }
         self.store.sync();
+        let logs = self.log_writes();
         let process = self.proc_mut();
         process.sync_scheduled = false;
         let done = std::mem::take(&mut process.unsynced);
-        self.note_durable(done.iter().map(|u| &u.txn));
+        self.note_durable(done.iter().map(|u| &u.txn), &logs);
         for unsynced in done {
             let result = unsynced.commit.wait();
             match (result, unsynced.report) {

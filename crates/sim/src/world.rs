@@ -93,6 +93,19 @@ pub struct Scenario {
     /// Mean gap between disk errors (EIO or ENOSPC on a write or a flush
     /// of one OSD) in the chaos phase; 0: none.
     pub disk_fault_gap_ms: u64,
+    /// Whether a crash may tear the data of the last transaction it keeps
+    /// (its metadata committed: reads then fail the data checksum).
+    pub torn_writes: bool,
+    /// Mean gap between misdirected writes (the data of an object's last
+    /// write landed on another object's blocks) in the chaos phase; 0:
+    /// none.
+    pub misdirect_gap_ms: u64,
+    /// Whether a crash may damage a PG metadata record of the crashing
+    /// OSD (a record torn or misdirected, reading `Corrupt` after the
+    /// restart). Only in seeds without a `pg_num` change: a split reads
+    /// every record of its parent, and a damaged one stops the OSD (a gap
+    /// noted in `docs/reliability.md`).
+    pub meta_damage: bool,
     /// Whether partitions may be one-way (each then is, with even odds).
     pub one_way_partitions: bool,
     /// The most an OSD's clock may be ahead of the virtual (the monitor's
@@ -156,6 +169,9 @@ impl Scenario {
             one_way_partitions: false,
             clock_skew_ms_max: 0,
             disk_fault_gap_ms: 0,
+            torn_writes: false,
+            misdirect_gap_ms: 0,
+            meta_damage: false,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -190,6 +206,11 @@ impl Scenario {
         // Likewise disk errors, in half the seeds.
         let mut disk = Rng::new(seed ^ 0xd15c_fa17);
         scenario.disk_fault_gap_ms = [0, disk.range(3_000, 15_000)][disk.index(2)];
+        // Likewise torn and misdirected writes, each in half the seeds.
+        let mut torn = Rng::new(seed ^ 0x7042_d1a7);
+        scenario.torn_writes = torn.index(2) == 0;
+        scenario.misdirect_gap_ms = [0, torn.range(3_000, 15_000)][torn.index(2)];
+        scenario.meta_damage = torn.index(2) == 0 && scenario.split.is_none();
         scenario
     }
 
@@ -201,7 +222,8 @@ impl Scenario {
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
              operator scrubs every ~{} s; bit rot every ~{} s; {}; one-way partitions {}, \
-             OSD clocks ahead by up to {} s; disk errors every ~{} s; \
+             OSD clocks ahead by up to {} s; disk errors every ~{} s; torn writes {}, \
+             misdirected writes every ~{} s; PG metadata damage {}; \
              mon down grace {} s, down→out {} s, {} reporter(s), keeps ≥{} incrementals",
             self.osd_count,
             self.size,
@@ -231,6 +253,9 @@ impl Scenario {
             self.one_way_partitions,
             self.clock_skew_ms_max / 1000,
             self.disk_fault_gap_ms / 1000,
+            self.torn_writes,
+            self.misdirect_gap_ms / 1000,
+            self.meta_damage,
             self.mon.down_grace_ms / 1000,
             self.mon.down_out_ms / 1000,
             self.mon.reporters_min,
@@ -282,6 +307,11 @@ enum Fault {
     RepairAll,
     /// A disk error armed on an OSD's store (its next write or flush).
     Disk(OsdId, DiskFault),
+    /// The last write of one object landed on another's blocks, on one
+    /// OSD; `pick` chooses which.
+    Misdirect {
+        pick: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -333,6 +363,17 @@ pub struct Stats {
     pub disk_errors: u64,
     /// Bits flipped in copies of objects (bit rot).
     pub bit_flips: u64,
+    /// Writes torn by a crash: the data of the last transaction a crash
+    /// kept only partly on disk, its metadata committed.
+    pub torn_writes: u64,
+    /// Writes that landed on another object's blocks: both objects then
+    /// fail their checksums.
+    pub misdirected_writes: u64,
+    /// PG metadata records (log entries, info, missing marks, dups)
+    /// damaged by a crash, and PG copies the OSDs found corrupt at load and
+    /// reset for a backfill.
+    pub meta_damaged: u64,
+    pub corrupt_pgs_reset: u64,
     pub epochs: u64,
     pub clean_after_heal_ms: Option<u64>,
     pub virtual_ms: u64,
@@ -742,9 +783,23 @@ impl World {
                     0
                 };
                 let before = sim.lost_txn_count;
-                sim.crash(keep, &mut out);
+                let torn = sim.crash(keep, &mut out);
                 self.stats.transactions_lost += sim.lost_txn_count - before;
                 self.stats.crashes += 1;
+                if self.scenario.meta_damage && self.rng.below(2) == 0 {
+                    let pick = self.rng.next_u64();
+                    if self.damage_pg_meta(*osd, pick) {
+                        self.stats.meta_damaged += 1;
+                    }
+                }
+                if self.scenario.torn_writes
+                    && let Some((collection, key)) = torn.last()
+                {
+                    let pick = self.rng.next_u64();
+                    if self.damage_copy(*osd, *collection, key, pick, "torn write") {
+                        self.stats.torn_writes += 1;
+                    }
+                }
                 Some(*osd)
             }
             Fault::Restart(osd) => {
@@ -817,6 +872,10 @@ impl World {
             } => self.operator_scrub(*pg_seed, *deep, *repair, &mut out),
             Fault::Rot { pick } => {
                 self.rot(*pick);
+                None
+            }
+            Fault::Misdirect { pick } => {
+                self.misdirect(*pick);
                 None
             }
             Fault::Disk(osd, fault) => {
@@ -896,20 +955,211 @@ impl World {
     }
 
     /// Flips a bit in one copy of the object `pick` chooses, on the OSD it
-    /// chooses among those holding the newest version, if two other copies
-    /// of that version are sound and no copy is rotten already (so a sound
-    /// copy to repair from exists even after one more fault).
+    /// chooses among those holding the newest version (as
+    /// [`World::damage_copy`] allows).
     fn rot(&mut self, pick: u64) {
         let mut rng = Rng::new(pick);
         let name = Bytes::from(format!("obj{}", rng.index(self.scenario.object_count)));
-        let map = &self.mon.service.state().map;
-        let Some(pool) = map.pool_by_name(crate::client::POOL_NAME) else {
+        let Some((collection, key, copies)) = self.copies_of(&name) else {
             return;
         };
-        let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, &name);
+        let Some(newest) = copies.iter().map(|c| c.1).max() else {
+            return;
+        };
+        let holders: Vec<OsdId> = copies
+            .iter()
+            .filter(|c| c.1 == newest && c.2 > 0)
+            .map(|c| c.0)
+            .collect();
+        if holders.is_empty() {
+            return;
+        }
+        let victim = holders[rng.index(holders.len())];
+        if self.damage_copy(victim, collection, &key, rng.next_u64(), "bit rot") {
+            self.stats.bit_flips += 1;
+        }
+    }
+
+    /// A misdirected write: on an OSD `pick` chooses, the last write of one
+    /// object landed on another object's blocks. The first object's blocks
+    /// keep older data and the second's were overwritten, so both fail
+    /// their checksums, as on the disk store. Done only where
+    /// [`World::damage_copy`] allows both.
+    fn misdirect(&mut self, pick: u64) {
+        let mut rng = Rng::new(pick);
+        let osds: Vec<OsdId> = self.osds.keys().copied().collect();
+        let victim = osds[rng.index(osds.len())];
+        let count = self.scenario.object_count;
+        let first = rng.index(count);
+        let second = (first + 1 + rng.index(count.max(2) - 1)) % count;
+        let mut targets = Vec::new();
+        for index in [first, second] {
+            let name = Bytes::from(format!("obj{index}"));
+            let Some((collection, key, _)) = self.copies_of(&name) else {
+                return;
+            };
+            if !self.may_damage(victim, collection, &key) {
+                return;
+            }
+            targets.push((collection, key));
+        }
+        let [(c1, k1), (c2, k2)] = &targets[..] else {
+            return;
+        };
+        let (c1, k1, c2, k2) = (*c1, k1.clone(), *c2, k2.clone());
+        self.note(format!(
+            "misdirected write on {victim}: {}'s data landed on {}",
+            String::from_utf8_lossy(&k1.name),
+            String::from_utf8_lossy(&k2.name)
+        ));
+        let landed = self.damage_copy(
+            victim,
+            c1,
+            &k1,
+            rng.next_u64(),
+            "misdirected write (its data went elsewhere)",
+        ) && self.damage_copy(
+            victim,
+            c2,
+            &k2,
+            rng.next_u64(),
+            "misdirected write (another's data landed here)",
+        );
+        if landed {
+            self.stats.misdirected_writes += 1;
+        }
+    }
+
+    /// Damages one metadata record (a log entry, a missing mark, a dup) of
+    /// a PG copy `pick` chooses on `victim`, whose process just
+    /// crashed: the OSD finds it corrupt when it loads the copy again.
+    /// Only where two other copies of the PG are complete, up to date and
+    /// hold every object of this one soundly, so losing this copy is one
+    /// fault; its objects are recorded for the double-fault proof.
+    fn damage_pg_meta(&mut self, victim: OsdId, pick: u64) -> bool {
+        let mut rng = Rng::new(pick);
+        let Some(sim) = self.osds.get(&victim) else {
+            return false;
+        };
+        let collections: Vec<cairn_store::CollectionId> =
+            cairn_store::ObjectStore::collections(&sim.store).unwrap_or_default();
+        if collections.is_empty() {
+            return false;
+        }
+        let collection = collections[rng.index(collections.len())];
+        let Some(objects) = self.replaceable_copy(victim, collection) else {
+            return false;
+        };
+        let Some(sim) = self.osds.get(&victim) else {
+            return false;
+        };
+        let keys: Vec<Bytes> =
+            cairn_store::ObjectStore::meta_range(&sim.store, collection, None, 100_000)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(key, _)| key)
+                // Not the PG info: with it the copy's last_epoch_started is
+                // lost, and an interval only it could vouch for keeps the PG
+                // incomplete until an operator marks the OSD lost (as in
+                // Ceph), which the simulator has no command for yet.
+                .filter(|key| {
+                    key.starts_with(cairn_osd::pg::MISSING_KEY_PREFIX)
+                        || key.starts_with(cairn_osd::log::LOG_KEY_PREFIX)
+                        || key.starts_with(cairn_osd::log::DUP_KEY_PREFIX)
+                })
+                .collect();
+        if keys.is_empty() {
+            return false;
+        }
+        let key = keys[rng.index(keys.len())].clone();
+        if !sim.store.damage_meta(collection, &key) {
+            return false;
+        }
+        for (name, version) in objects {
+            self.rotted
+                .entry((name, version))
+                .or_default()
+                .insert(victim);
+        }
+        self.note(format!(
+            "metadata damage: {victim} {collection} record {}",
+            String::from_utf8_lossy(&key)
+        ));
+        true
+    }
+
+    /// The objects (name, version) of `victim`'s copy in `collection`, if
+    /// two other copies are complete, as far as this one, with nothing
+    /// missing, hold each of them at the same version with sound data, and
+    /// activated no earlier than it. (A reset copy vouches for nothing: if
+    /// it alone had activated last, a past interval only its completeness
+    /// covered keeps the PG incomplete, as in Ceph when the only OSD of an
+    /// interval that may have taken writes is lost; seed 200422 showed it.
+    /// Without `up_thru` Cairn cannot tell that the interval took none.)
+    fn replaceable_copy(
+        &self,
+        victim: OsdId,
+        collection: cairn_store::CollectionId,
+    ) -> Option<Vec<(Bytes, u64)>> {
+        use cairn_store::ObjectStore as _;
+        let sim = self.osds.get(&victim)?;
+        if sim.store.meta_damaged(collection) {
+            return None;
+        }
+        let mine = cairn_osd::daemon::load_pg(&sim.store, collection).ok()?;
+        let last = mine.log.last().map(|e| e.version);
+        let started = mine.info.map(|i| i.last_epoch_started)?;
+        let page = sim.store.list(collection, None, 100_000).ok()?;
+        let mut objects = Vec::new();
+        for key in &page.keys {
+            objects.push((
+                key.name.clone(),
+                sim.store.stat(collection, key).ok()?.version,
+            ));
+        }
+        let sound_elsewhere = self
+            .osds
+            .iter()
+            .filter(|(id, _)| **id != victim)
+            .filter(|(_, other)| {
+                !other.store.meta_damaged(collection)
+                    && cairn_osd::daemon::load_pg(&other.store, collection).is_ok_and(|theirs| {
+                        theirs
+                            .info
+                            .is_some_and(|i| !i.backfilling && i.last_epoch_started >= started)
+                            && theirs.missing.is_empty()
+                            && theirs.log.last().map(|e| e.version) == last
+                    })
+                    && objects.iter().all(|(name, version)| {
+                        let key = cairn_store::ObjectKey::new(name.clone());
+                        other
+                            .store
+                            .stat(collection, &key)
+                            .is_ok_and(|s| s.version == *version)
+                            && !other.store.is_rotten(collection, &key)
+                    })
+            })
+            .count();
+        (sound_elsewhere >= 2).then_some(objects)
+    }
+
+    /// Where `name` lives and every OSD's copy of it: (OSD, version, size,
+    /// rotten).
+    #[allow(clippy::type_complexity)]
+    fn copies_of(
+        &self,
+        name: &Bytes,
+    ) -> Option<(
+        cairn_store::CollectionId,
+        cairn_store::ObjectKey,
+        Vec<(OsdId, u64, u64, bool)>,
+    )> {
+        let map = &self.mon.service.state().map;
+        let pool = map.pool_by_name(crate::client::POOL_NAME)?;
+        let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, name);
         let collection = cairn_osd::split::collection_of(pg);
         let key = cairn_store::ObjectKey::new(name.clone());
-        let copies: Vec<(OsdId, u64, u64, bool)> = self
+        let copies = self
             .osds
             .iter()
             .filter_map(|(id, sim)| {
@@ -918,39 +1168,78 @@ impl World {
                 Some((*id, stat.version, stat.size_bytes, rotten))
             })
             .collect();
+        Some((collection, key, copies))
+    }
+
+    /// Whether `victim`'s copy of `key` may be damaged: it holds the newest
+    /// version with data, two other copies of that version are sound and
+    /// no copy is damaged already (so a sound copy to repair from exists
+    /// even after one more fault: a damaged copy plus an unacknowledged
+    /// write rolled back on another, its old version then only on the
+    /// damaged copy, is a double fault that loses the object anywhere,
+    /// Ceph included).
+    fn may_damage(
+        &self,
+        victim: OsdId,
+        collection: cairn_store::CollectionId,
+        key: &cairn_store::ObjectKey,
+    ) -> bool {
+        let Some((_, _, copies)) = self.copies_of(&key.name) else {
+            return false;
+        };
         if copies.iter().any(|c| c.3) {
-            return;
+            return false;
         }
         let Some(newest) = copies.iter().map(|c| c.1).max() else {
-            return;
+            return false;
         };
-        let sound: Vec<(OsdId, u64)> = copies
+        let sound: Vec<OsdId> = copies
             .iter()
             .filter(|c| c.1 == newest && c.2 > 0)
-            .map(|c| (c.0, c.2))
+            .map(|c| c.0)
             .collect();
-        // Two sound copies beside the rotten one: a rotten copy and an
-        // unacknowledged write rolled back on another (its old version then
-        // lives only on the rotten copy) is a double fault that loses the
-        // object anywhere, Ceph included.
-        if sound.len() < 3 {
-            return;
+        let here = self
+            .osds
+            .get(&victim)
+            .and_then(|sim| cairn_store::ObjectStore::stat(&sim.store, collection, key).ok());
+        sound.len() >= 3 && sound.contains(&victim) && here.is_some_and(|s| s.version == newest)
+    }
+
+    /// Damages `victim`'s copy of `key` at a byte `pick` chooses, if
+    /// [`World::may_damage`] allows: reads that verify checksums fail with
+    /// `Corrupt`, as the disk store's do. Recorded for the double-fault
+    /// proof; `what` names the fault in the trace.
+    fn damage_copy(
+        &mut self,
+        victim: OsdId,
+        collection: cairn_store::CollectionId,
+        key: &cairn_store::ObjectKey,
+        pick: u64,
+        what: &str,
+    ) -> bool {
+        if !self.may_damage(victim, collection, key) {
+            return false;
         }
-        let (victim, size) = sound[rng.index(sound.len())];
-        let offset = rng.index(usize::try_from(size).unwrap_or(0));
-        if let Some(sim) = self.osds.get(&victim)
-            && sim.store.rot(collection, &key, offset)
-        {
-            self.rotted
-                .entry((name.clone(), newest))
-                .or_default()
-                .insert(victim);
-            self.stats.bit_flips += 1;
-            self.note(format!(
-                "bit rot: {victim} {pg} {} byte {offset}",
-                String::from_utf8_lossy(&name)
-            ));
+        let Some(sim) = self.osds.get(&victim) else {
+            return false;
+        };
+        let Ok(stat) = cairn_store::ObjectStore::stat(&sim.store, collection, key) else {
+            return false;
+        };
+        let size = usize::try_from(stat.size_bytes).unwrap_or(0);
+        let offset = usize::try_from(pick % (stat.size_bytes.max(1))).unwrap_or(0);
+        if size == 0 || !sim.store.rot(collection, key, offset) {
+            return false;
         }
+        self.rotted
+            .entry((key.name.clone(), stat.version))
+            .or_default()
+            .insert(victim);
+        self.note(format!(
+            "{what}: {victim} {collection} {} byte {offset}",
+            String::from_utf8_lossy(&key.name)
+        ));
+        true
     }
 
     /// Draws the chaos phase's disk errors, from an RNG of their own.
@@ -966,6 +1255,16 @@ impl World {
                 DiskFault::FlushEnospc,
             ][rng.index(4)];
             Fault::Disk(osd, fault)
+        });
+    }
+
+    /// Draws the chaos phase's misdirected writes, from an RNG of their own.
+    fn plan_misdirects(&mut self, end_ms: u64, seed: u64) {
+        let rng = Rng::new(seed ^ 0x7042_d1a8);
+        self.plan_every(self.scenario.misdirect_gap_ms, rng, end_ms, |rng| {
+            Fault::Misdirect {
+                pick: rng.next_u64(),
+            }
         });
     }
 
@@ -1085,7 +1384,10 @@ impl World {
             self.fault(Fault::Restart(id));
         }
         self.fault(Fault::AllIn);
-        if self.scenario.rot_gap_ms > 0 {
+        let damages_data = self.scenario.rot_gap_ms > 0
+            || self.scenario.misdirect_gap_ms > 0
+            || self.scenario.torn_writes;
+        if damages_data {
             self.fault(Fault::RepairAll);
         }
         for client in self.clients.values_mut() {
@@ -1143,6 +1445,7 @@ impl World {
         self.plan_scrubs(end, self.seed);
         self.plan_rot(end, self.seed);
         self.plan_disk_faults(end, self.seed);
+        self.plan_misdirects(end, self.seed);
         if let Some((at, pg_num)) = self.scenario.split {
             let pgp_after = Rng::new(self.seed ^ 0x5b11_7002).range(0, 3_000);
             self.schedule(at, Event::Fault(Fault::PgNum { pg_num, pgp: false }));
@@ -1227,6 +1530,7 @@ impl World {
         self.stats.messages_duplicated = self.net.duplicated_count;
         self.stats.virtual_ms = self.now_ms;
         self.stats.disk_errors = self.osds.values().map(|o| o.disk_errors).sum();
+        self.stats.corrupt_pgs_reset = self.osds.values().map(|o| o.corrupt_pgs_reset).sum();
     }
 
     /// The whole run: setup, chaos, heal, checks.

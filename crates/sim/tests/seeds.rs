@@ -54,6 +54,29 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
          its PG's history; an object was deleted: writes lost",
     ),
     (
+        200836,
+        "a primary told its backfill target to activate before its own activation was \
+         durable; its write was refused (EIO), the target stored the interval as its \
+         last_epoch_started and an earlier interval it was alone in blocked peering: \
+         incomplete for good",
+    ),
+    (
+        202303,
+        "an object unfound, osd.1 seemingly holding a sound copy of the version the log \
+         needed: it held a divergent write with the same object version; the double-fault \
+         proof now tells writes apart by their log version",
+    ),
+    (
+        200963,
+        "as 200836, the primary's flush failing (ENOSPC) after the target emptied its \
+         copy: incomplete for good",
+    ),
+    (
+        203804,
+        "an OSD kept only 64 past intervals; 14 quick restarts and disk errors made more \
+         before any activation, history was cut and three PGs stayed incomplete for good",
+    ),
+    (
         20197,
         "a member that went down during peering became a backfill target and was emptied: \
          an object unfound",
@@ -69,10 +92,13 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
 /// survives, which the checker must prove (`Report::double_fault`): CI
 /// runs them and fails if one passes (the faults no longer meet) or fails
 /// unexplained.
+/// (201939, a rotten copy and a sound one replaced by a rolled-back write,
+/// was one until primaries waited for their own activation to be durable,
+/// which changed its trajectory.)
 const DOUBLE_FAULT_SEEDS: &[(u64, &str)] = &[(
-    201939,
-    "obj1 v60: bit rot on osd.4's copy, then osd.2's sound copy replaced by a write \
-     rolled back after a partition, osd.1 away: no sound copy left",
+    200408,
+    "obj6 v8: written only onto osd.2's copy, already rotten, while the PG's other \
+     copies were away: no sound copy ever existed",
 )];
 
 #[test]
@@ -123,6 +149,10 @@ struct Totals {
     bit_flips: u64,
     seeds_with_clock_skew: u64,
     disk_errors: u64,
+    torn_writes: u64,
+    misdirected_writes: u64,
+    meta_damaged: u64,
+    corrupt_pgs_reset: u64,
     double_faults: u64,
 }
 
@@ -147,6 +177,10 @@ impl Totals {
         self.seeds_with_clock_skew += u64::from(report.scenario.clock_skew_ms_max > 0);
         self.double_faults += u64::from(report.double_fault.is_some());
         self.disk_errors += s.disk_errors;
+        self.torn_writes += s.torn_writes;
+        self.misdirected_writes += s.misdirected_writes;
+        self.meta_damaged += s.meta_damaged;
+        self.corrupt_pgs_reset += s.corrupt_pgs_reset;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -163,6 +197,19 @@ impl Totals {
         assert!(self.bit_flips > 0, "no bit flipped: {self:?}");
         assert!(self.seeds_with_clock_skew > 0, "no clock skewed: {self:?}");
         assert!(self.disk_errors > 0, "no disk error: {self:?}");
+        assert!(self.torn_writes > 0, "no torn write: {self:?}");
+        assert!(
+            self.misdirected_writes > 0,
+            "no misdirected write: {self:?}"
+        );
+        assert!(
+            self.meta_damaged > 0,
+            "no metadata record damaged: {self:?}"
+        );
+        assert!(
+            self.corrupt_pgs_reset > 0,
+            "no OSD found a corrupt PG copy: {self:?}"
+        );
         let unknown = self.workload_ops - self.acknowledged;
         assert!(
             unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,
