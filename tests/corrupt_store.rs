@@ -154,4 +154,36 @@ fn a_corrupt_store_is_refused_reported_and_recreated_from_peers() {
     });
     let status = ok_json(cluster.cairn(&["status", "--json"]), "status");
     assert_eq!(status["health"]["status"], "HEALTH_OK", "{status}");
+
+    // The old id on a new, empty disk is refused: it would answer for
+    // intervals the old disk served with copies it never had.
+    let fresh = cluster.dir.join("osd.reused-id");
+    let reuse = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["osd", "--data"])
+        .arg(&fresh)
+        .args(["--mon", &config.mon, "--addr", "127.0.0.1:17699"])
+        .args(["--id", &old_id.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cairn osd --id");
+    let mut reuse = Killed(reuse);
+    let mut exit = None;
+    wait_for("the reused id is refused", || {
+        exit = reuse.0.try_wait().ok().flatten();
+        exit.is_none().then(|| "still running".to_string())
+    });
+    assert!(exit.is_some_and(|e| !e.success()), "{exit:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut reuse.0.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(
+        stderr.contains(&format!("osd.{old_id} is in the map")) && stderr.contains("drop --id"),
+        "{stderr}"
+    );
+    let osds = tree_osds(&cluster);
+    assert!(
+        !osds.iter().any(|o| o["addr"] == "127.0.0.1:17699"),
+        "the refused OSD booted: {osds:?}"
+    );
 }

@@ -144,7 +144,13 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
             error,
         })?;
     let mon = MonLink::new(config.mon_addr.clone());
-    let whoami = boot(&mon, &config, store.capacity()?.total_bytes).await?;
+    let whoami = boot(
+        &mon,
+        &config,
+        store.capacity()?.total_bytes,
+        preexisting.is_empty(),
+    )
+    .await?;
     tracing::info!(osd = whoami.0, addr = %config.addr, "booted");
     let lease_bound_ms = restart_lease_bound_from_file(&config.data_dir);
     // Record this instance alive before any PG exists: a promise made
@@ -402,7 +408,12 @@ fn save_id(data_dir: &Path, id: OsdId) -> Result<(), OsdError> {
 }
 
 /// Boots with the monitor, retrying until [`BOOT_TIMEOUT`]; persists the id.
-async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<OsdId, OsdError> {
+async fn boot(
+    mon: &MonLink,
+    config: &OsdConfig,
+    capacity_bytes: u64,
+    store_empty: bool,
+) -> Result<OsdId, OsdError> {
     let saved = load_id(&config.data_dir)?;
     if let (Some(saved), Some(asked)) = (saved, config.id)
         && saved != asked
@@ -411,6 +422,10 @@ async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<
             "data dir belongs to osd.{}, not osd.{}",
             saved.0, asked.0
         )));
+    }
+    let deadline = tokio::time::Instant::now() + BOOT_TIMEOUT;
+    if let (None, Some(asked), true) = (saved, config.id, store_empty) {
+        refuse_known_id_with_empty_store(mon, asked, deadline).await?;
     }
     let id = saved.or(config.id);
     let command = MonCommand::OsdBoot {
@@ -422,7 +437,6 @@ async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<
         weight: config.weight,
         capacity_bytes,
     };
-    let deadline = tokio::time::Instant::now() + BOOT_TIMEOUT;
     let reply = loop {
         match mon.command(command.clone()).await {
             Ok(MonReply::Done { epoch }) => {
@@ -452,6 +466,46 @@ async fn boot(mon: &MonLink, config: &OsdConfig, capacity_bytes: u64) -> Result<
         save_id(&config.data_dir, osd)?;
     }
     Ok(osd)
+}
+
+/// Refuses to boot `id`, asked for on the command line by a data dir
+/// that never booted and holds no PG copy, if the map knows that id
+/// already: that OSD's disk was lost or replaced. Peering takes an OSD's
+/// "no copy" answer for an interval it belonged to as proof the interval
+/// accepted no writes; an empty store under the old id would give that
+/// answer falsely and let peering pass over writes only the lost disk
+/// held (Ceph requires `osd destroy` before an id is reused, for the same
+/// reason). Without `--id` the OSD joins under a new id and recovery
+/// fills it, as `--recreate-store` does.
+async fn refuse_known_id_with_empty_store(
+    mon: &MonLink,
+    id: OsdId,
+    deadline: tokio::time::Instant,
+) -> Result<(), OsdError> {
+    let map = loop {
+        match mon.get_map(Epoch(0)).await {
+            Ok(MapFetch::Full { map, .. }) => break map,
+            Ok(MapFetch::Incrementals { .. }) => {
+                return Err(OsdError::Config(
+                    "monitor answered a request for the whole map with incrementals".into(),
+                ));
+            }
+            Err(error @ MonError::Wire(_)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(%error, "monitor not reachable yet");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    if map.osd(id).is_some() {
+        return Err(OsdError::Config(format!(
+            "osd.{} is in the map but this data dir is new and its store empty: booting it \
+             under that id would answer for intervals osd.{} served with copies it never \
+             had; drop --id to join under a new id (recovery fills it)",
+            id.0, id.0
+        )));
+    }
+    Ok(())
 }
 
 /// A monitor connection that reconnects after failures.
@@ -756,7 +810,8 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
             Ok(MonReply::Heartbeat { up: false, .. }) => {
                 tracing::warn!(osd = osd.whoami.0, "marked down; booting again");
                 let capacity = osd.store.capacity().map_or(0, |c| c.total_bytes);
-                if let Err(error) = boot(&osd.mon, &osd.config, capacity).await {
+                // Booted before, so its id is saved: no fresh-store check.
+                if let Err(error) = boot(&osd.mon, &osd.config, capacity, false).await {
                     tracing::warn!(%error, "re-boot failed");
                 }
             }
