@@ -719,9 +719,9 @@ proptest! {
 }
 
 /// Six writes on osd.1 and osd.2 with a 4-entry log, then osd.4 joins the
-/// up set: its empty copy is beyond the log, so it is backfilled while
-/// osd.1 and osd.2 act.
-fn backfilling() -> Harness {
+/// up set (its empty copy is beyond the log); nothing of the new interval
+/// has run yet.
+fn osd4_joins_beyond_the_log() -> Harness {
     let limits = PgLimits {
         log_entries_max: 4,
         inflight_max: 2,
@@ -736,6 +736,13 @@ fn backfilling() -> Harness {
     next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
     next.size = 3;
     h.change_interval(&next);
+    h
+}
+
+/// As [`osd4_joins_beyond_the_log`], run: osd.4 is backfilled while osd.1
+/// and osd.2 act.
+fn backfilling() -> Harness {
+    let mut h = osd4_joins_beyond_the_log();
     h.run();
     assert_eq!(
         h.pg(1).state_name(),
@@ -1612,20 +1619,7 @@ mod hostile {
 /// and 200963).
 #[test]
 fn peers_are_told_to_activate_only_once_the_primary_activation_is_durable() {
-    let limits = PgLimits {
-        log_entries_max: 4,
-        inflight_max: 2,
-        ..PgLimits::default()
-    };
-    let mut h = Harness::new(&[1, 2, 4], &interval(5, &[1, 2], 2), limits, 7);
-    for tid in 1..=6 {
-        h.client_write(1, tid, 5, &format!("o{tid}"));
-        h.run();
-    }
-    let mut next = interval(6, &[1, 2], 2);
-    next.up = vec![OsdId(1), OsdId(2), OsdId(4)];
-    next.size = 3;
-    h.change_interval(&next);
+    let mut h = osd4_joins_beyond_the_log();
     // Peering runs (queries and answers), but no store write of osd.1
     // becomes durable: its activation stays in flight.
     let mut activations_sent = 0;

@@ -881,6 +881,12 @@ impl SimOsd {
     /// Loads (or creates) a PG's collection and starts its core.
     fn create_pg(&mut self, pg: PgId, interval: Interval, context: MapContext, out: &mut Outbox) {
         let collection = collection_of(pg);
+        let pg_num = self
+            .proc()
+            .view
+            .placement
+            .pool(pg.pool)
+            .map_or(0, |p| p.pg_num);
         let exists = self
             .store
             .collections()
@@ -891,7 +897,8 @@ impl SimOsd {
                 // The daemon's rule: a damaged record of this copy; it is
                 // emptied and rebuilt from its peers, vouching for nothing.
                 Err(StoreError::Corrupt(why)) => {
-                    match self.reset_corrupt(pg, collection, interval.epoch_started, &why, out) {
+                    let epoch = interval.epoch_started;
+                    match self.reset_corrupt(pg, collection, pg_num, epoch, &why, out) {
                         Some(stored) => stored,
                         None => return,
                     }
@@ -903,12 +910,6 @@ impl SimOsd {
                 }
             }
         } else {
-            let pg_num = self
-                .proc()
-                .view
-                .placement
-                .pool(pg.pool)
-                .map_or(0, |p| p.pg_num);
             let txn = Transaction::new(collection)
                 .with(Op::CreateCollection)
                 .with(cairn_osd::split::pg_num_op(pg_num));
@@ -962,16 +963,11 @@ impl SimOsd {
         &mut self,
         pg: PgId,
         collection: CollectionId,
+        pg_num: u32,
         epoch: Epoch,
         why: &str,
         out: &mut Outbox,
     ) -> Option<StoredPg> {
-        let pg_num = self
-            .proc()
-            .view
-            .placement
-            .pool(pg.pool)
-            .map_or(0, |p| p.pg_num);
         let reset = cairn_osd::daemon::reset_corrupt_pg(&self.store, collection, pg_num, epoch);
         let (txns, stored) = match reset {
             Ok(reset) => reset,
