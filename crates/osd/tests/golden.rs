@@ -1,0 +1,930 @@
+//! Golden bytes of every message that crosses a process boundary: one
+//! sample per message and per enum variant, its kind and its postcard body
+//! as hex. Kinds and bodies are frozen once a release speaks them: a change
+//! here is a wire-format change, to be made on purpose (with a version
+//! where peers must tell old from new), never as a side effect of moving or
+//! renaming types. On a mismatch the test prints the whole table as it now
+//! is, so an intended change is a reviewed copy and paste.
+
+use bytes::Bytes;
+use cairn_mon::error::MonError;
+use cairn_mon::incremental::OsdEndpoint;
+use cairn_mon::proto::{
+    CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
+    MapReply, MapUpdate, MonCommand, MonReply, OsdStats, OsdStatsReport, PgStat, RedundancySpec,
+    Reply, StatsReply, Subscribe,
+};
+use cairn_osd::hello::{HELLO_VERSION, PeerHello, PeerHelloReply};
+use cairn_osd::lease::LeaseReport;
+use cairn_osd::proto::{
+    ClientOp, ClientReply, GuardWire, KeyWire, ObjectSignalKind, OpError, OpKind, OpOutput, OpWire,
+    PeerMsg, PeerPing, PeerPong, PgAction, PgCommand, PgCommandReply, ReqIdWire, ScrubEntryWire,
+    SignalKind, VersionWire,
+};
+use cairn_osd::scrub::InconsistencyRecord;
+use cairn_placement::Weight;
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
+use cairn_wire::{Frame, Message};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_bytes::ByteBuf;
+use std::fmt::Debug;
+use std::fmt::Write as _;
+
+/// One sample: its label, kind and body.
+struct Sample {
+    label: String,
+    kind: u16,
+    body: Vec<u8>,
+}
+
+/// Encodes `msg` as a request frame, checks it decodes back to itself, and
+/// records it.
+fn sample<M>(out: &mut Vec<Sample>, label: &str, msg: &M)
+where
+    M: Message + Serialize + DeserializeOwned + PartialEq + Debug,
+{
+    let frame = Frame::request(msg, Bytes::new()).expect("encodes");
+    let back: M = frame.decode_body().expect("decodes");
+    assert_eq!(&back, msg, "{label} round trip");
+    out.push(Sample {
+        label: label.to_owned(),
+        kind: frame.kind,
+        body: frame.body.to_vec(),
+    });
+}
+
+fn b(s: &str) -> ByteBuf {
+    ByteBuf::from(s.as_bytes().to_vec())
+}
+
+fn pg() -> PgId {
+    PgId {
+        pool: PoolId(3),
+        seed: 0x2a,
+    }
+}
+
+fn req() -> ReqIdWire {
+    ReqIdWire {
+        client: 0x1234_5678,
+        tid: 9,
+    }
+}
+
+fn v(epoch: u64, seq: u64) -> VersionWire {
+    VersionWire { epoch, seq }
+}
+
+fn mon_samples(out: &mut Vec<Sample>) {
+    let commands = [
+        (
+            "OsdBoot",
+            MonCommand::OsdBoot {
+                id: Some(OsdId(4)),
+                addr: "127.0.0.2:6800".into(),
+                host: "h1".into(),
+                rack: "r1".into(),
+                device_class: "ssd".into(),
+                weight: Weight::ONE,
+                capacity_bytes: 1 << 40,
+            },
+        ),
+        ("OsdOut", MonCommand::OsdOut(OsdId(4))),
+        ("OsdIn", MonCommand::OsdIn(OsdId(4))),
+        (
+            "OsdReweight",
+            MonCommand::OsdReweight(OsdId(4), Weight(0x8000)),
+        ),
+        (
+            "PoolCreate",
+            MonCommand::PoolCreate {
+                name: "data".into(),
+                pg_num: 64,
+                redundancy: RedundancySpec::Replicated {
+                    size: 3,
+                    min_size: 2,
+                },
+                failure_domain: FailureDomainSpec::Host,
+                device_class: Some("hdd".into()),
+            },
+        ),
+        (
+            "PoolCreate/ec",
+            MonCommand::PoolCreate {
+                name: "ec".into(),
+                pg_num: 32,
+                redundancy: RedundancySpec::Erasure { k: 4, m: 2 },
+                failure_domain: FailureDomainSpec::Rack,
+                device_class: None,
+            },
+        ),
+        ("PoolDelete", MonCommand::PoolDelete("data".into())),
+        (
+            "PoolSet",
+            MonCommand::PoolSet {
+                name: "data".into(),
+                pg_num: Some(128),
+                pgp_num: None,
+                min_size: Some(1),
+            },
+        ),
+        (
+            "PgTemp",
+            MonCommand::PgTemp {
+                pg: pg(),
+                acting: Some(vec![OsdId(1), OsdId(2)]),
+            },
+        ),
+        (
+            "ConfigSet",
+            MonCommand::ConfigSet {
+                name: "osd_recovery_max_active".into(),
+                value: Some("3".into()),
+            },
+        ),
+        ("ConfigDump", MonCommand::ConfigDump),
+    ];
+    for (label, command) in commands {
+        sample(
+            out,
+            &format!("CommandRequest/{label}"),
+            &CommandRequest(command),
+        );
+    }
+    let replies = [
+        ("Done", Ok(Reply::Done { epoch: Epoch(7) })),
+        (
+            "OsdBooted",
+            Ok(Reply::OsdBooted {
+                osd: OsdId(4),
+                epoch: Epoch(8),
+            }),
+        ),
+        (
+            "Heartbeat",
+            Ok(Reply::Heartbeat {
+                epoch: Epoch(9),
+                up: true,
+                config_digest: 0xabcd,
+            }),
+        ),
+        (
+            "Config",
+            Ok(Reply::Config {
+                digest: 5,
+                entries: vec![("a".into(), "b".into())],
+            }),
+        ),
+        ("UnknownOsd", Err(MonError::UnknownOsd(OsdId(9)))),
+        ("PoolExists", Err(MonError::PoolExists("p".into()))),
+        ("NoPool", Err(MonError::NoPool("p".into()))),
+        ("InvalidPool", Err(MonError::InvalidPool("x".into()))),
+        ("Unsatisfiable", Err(MonError::Unsatisfiable("x".into()))),
+        ("InvalidMap", Err(MonError::InvalidMap("x".into()))),
+        ("BadRequest", Err(MonError::BadRequest("x".into()))),
+        ("Store", Err(MonError::Store("x".into()))),
+        ("Wire", Err(MonError::Wire("x".into()))),
+        ("Io", Err(MonError::Io("x".into()))),
+        ("ShuttingDown", Err(MonError::ShuttingDown)),
+    ];
+    for (label, reply) in replies {
+        sample(out, &format!("MonReply/{label}"), &MonReply(reply));
+    }
+    let stats = OsdStats {
+        total_bytes: 1000,
+        used_bytes: 400,
+        available_bytes: 600,
+        stored_bytes: 300,
+        full: false,
+        nearfull: true,
+        client_read_ops: 1,
+        client_read_bytes: 2,
+        client_write_ops: 3,
+        client_write_bytes: 4,
+        pg_states: vec![("active+clean".into(), 2)],
+        pgs: vec![PgStat {
+            pg: pg(),
+            state: "active+clean".into(),
+            up: vec![OsdId(1), OsdId(2)],
+            acting: vec![OsdId(1), OsdId(2)],
+            primary: Some(OsdId(1)),
+            interval_epoch: 5,
+            last_update: "5'3".into(),
+            log_entries: 3,
+            missing_objects: 0,
+            backfill_targets: 0,
+            backfill_permille: Some(500),
+            blocked: None,
+            scrubbing: Some("scrub".into()),
+            last_scrub_secs: 100,
+            last_deep_scrub_secs: 50,
+            inconsistent_objects: 1,
+            inconsistent: vec!["o: data".into()],
+        }],
+        recovered_objects: 5,
+        recovered_bytes: 6,
+        pgs_held: 7,
+        map_epoch: 8,
+        store_error: None,
+    };
+    sample(
+        out,
+        "Heartbeat",
+        &Heartbeat {
+            osd: OsdId(1),
+            stats: stats.clone(),
+        },
+    );
+    sample(
+        out,
+        "FailureReport",
+        &FailureReport {
+            reporter: OsdId(1),
+            target: OsdId(2),
+        },
+    );
+    sample(
+        out,
+        "GetMap",
+        &GetMap {
+            have_epoch: Epoch(12),
+        },
+    );
+    sample(
+        out,
+        "Subscribe",
+        &Subscribe {
+            have_epoch: Epoch(7),
+            wait_ms: 30_000,
+        },
+    );
+    sample(out, "GetStats", &GetStats);
+    sample(
+        out,
+        "StatsReply/Ok",
+        &StatsReply(Ok(vec![OsdStatsReport {
+            osd: OsdId(1),
+            stats,
+            age_ms: 250,
+            rates: IoRates {
+                read_ops_per_s: 1.5,
+                read_bytes_per_s: 2.0,
+                write_ops_per_s: 0.0,
+                write_bytes_per_s: 1e6,
+                recovery_objects_per_s: 0.25,
+                recovery_bytes_per_s: 0.5,
+            },
+        }])),
+    );
+    sample(
+        out,
+        "StatsReply/Err",
+        &StatsReply(Err(MonError::ShuttingDown)),
+    );
+    sample(
+        out,
+        "MapReply/Full",
+        &MapReply {
+            fsid: 0xfeed_f00d,
+            epoch: Epoch(3),
+            update: MapUpdate::Full {
+                endpoints: vec![(
+                    OsdId(0),
+                    OsdEndpoint {
+                        addr: "127.0.0.2:6800".into(),
+                        capacity_bytes: 1 << 30,
+                    },
+                )],
+            },
+        },
+    );
+    sample(
+        out,
+        "MapReply/Incrementals",
+        &MapReply {
+            fsid: 1,
+            epoch: Epoch(3),
+            update: MapUpdate::Incrementals(Vec::new()),
+        },
+    );
+}
+
+fn client_samples(out: &mut Vec<Sample>) {
+    let ops = [
+        ("WriteFull", OpKind::WriteFull),
+        ("Write", OpKind::Write { offset: 4096 }),
+        ("Append", OpKind::Append),
+        (
+            "Read",
+            OpKind::Read {
+                offset: 1,
+                length: Some(2),
+            },
+        ),
+        ("Stat", OpKind::Stat),
+        ("Remove", OpKind::Remove),
+        ("SetXattr", OpKind::SetXattr { name: b("user.a") }),
+        ("GetXattrs", OpKind::GetXattrs),
+        (
+            "OmapSet",
+            OpKind::OmapSet {
+                entries: vec![(b("k"), b("v"))],
+            },
+        ),
+        (
+            "OmapGetRange",
+            OpKind::OmapGetRange {
+                after: Some(b("k")),
+                limit: 100,
+            },
+        ),
+        ("RemoveXattr", OpKind::RemoveXattr { name: b("user.a") }),
+        ("OmapRemove", OpKind::OmapRemove { keys: vec![b("k")] }),
+        ("OmapGet", OpKind::OmapGet { keys: vec![b("k")] }),
+        (
+            "List",
+            OpKind::List {
+                after: None,
+                limit: 10,
+            },
+        ),
+    ];
+    for (label, op) in ops {
+        sample(
+            out,
+            &format!("ClientOp/{label}"),
+            &ClientOp {
+                pg: pg(),
+                epoch: Epoch(11),
+                req: req(),
+                object: b("obj"),
+                op,
+                guard: None,
+            },
+        );
+    }
+    let guards = [
+        ("Version", GuardWire::Version(17)),
+        (
+            "Xattr",
+            GuardWire::Xattr {
+                name: b("etag"),
+                value: Some(b("x")),
+            },
+        ),
+    ];
+    for (label, guard) in guards {
+        sample(
+            out,
+            &format!("ClientOp/guard/{label}"),
+            &ClientOp {
+                pg: pg(),
+                epoch: Epoch(11),
+                req: req(),
+                object: b("obj"),
+                op: OpKind::WriteFull,
+                guard: Some(guard),
+            },
+        );
+    }
+    let outputs = [
+        ("Written", OpOutput::Written { object_version: 4 }),
+        ("Data", OpOutput::Data),
+        (
+            "Stat",
+            OpOutput::Stat {
+                size_bytes: 10,
+                version: 4,
+            },
+        ),
+        ("Xattrs", OpOutput::Xattrs(vec![(b("a"), b("b"))])),
+        ("Omap", OpOutput::Omap(vec![(b("k"), b("v"))])),
+        (
+            "List",
+            OpOutput::List {
+                names: vec![b("a")],
+                next: Some(b("a")),
+            },
+        ),
+    ];
+    for (label, output) in outputs {
+        sample(
+            out,
+            &format!("ClientReply/{label}"),
+            &ClientReply {
+                result: Ok(output),
+                version: Some(v(11, 2)),
+            },
+        );
+    }
+    let errors = [
+        (
+            "Retry",
+            OpError::Retry {
+                epoch: 12,
+                reason: "r".into(),
+            },
+        ),
+        (
+            "Blocked",
+            OpError::Blocked {
+                acting_count: 1,
+                min_size: 2,
+            },
+        ),
+        ("Busy", OpError::Busy { inflight_max: 64 }),
+        ("NotFound", OpError::NotFound),
+        ("Invalid", OpError::Invalid("x".into())),
+        ("NotSupported", OpError::NotSupported("x".into())),
+        ("Store", OpError::Store("x".into())),
+        ("Timeout", OpError::Timeout("x".into())),
+        ("CompareFailed", OpError::CompareFailed("x".into())),
+        ("ObjectBusy", OpError::ObjectBusy),
+        ("Full", OpError::Full("x".into())),
+        ("Corrupt", OpError::Corrupt("x".into())),
+    ];
+    for (label, error) in errors {
+        sample(
+            out,
+            &format!("ClientReply/Err/{label}"),
+            &ClientReply::err(error),
+        );
+    }
+    for (label, action) in [
+        ("Scrub", PgAction::Scrub),
+        ("DeepScrub", PgAction::DeepScrub),
+        ("Repair", PgAction::Repair),
+    ] {
+        sample(
+            out,
+            &format!("PgCommand/{label}"),
+            &PgCommand { pg: pg(), action },
+        );
+    }
+    sample(
+        out,
+        "PgCommandReply/Ok",
+        &PgCommandReply(Ok("started".into())),
+    );
+    sample(out, "PgCommandReply/Err", &PgCommandReply(Err("no".into())));
+}
+
+fn peer_samples(out: &mut Vec<Sample>) {
+    sample(
+        out,
+        "PeerPing",
+        &PeerPing {
+            from: OsdId(1),
+            epoch: Epoch(2),
+        },
+    );
+    sample(
+        out,
+        "PeerPong",
+        &PeerPong {
+            from: OsdId(2),
+            epoch: Epoch(2),
+        },
+    );
+    sample(
+        out,
+        "PeerHello",
+        &PeerHello {
+            version: HELLO_VERSION,
+            osd: OsdId(1),
+            addr: "127.0.0.2:6800".into(),
+            epoch: Epoch(5),
+            auth: ByteBuf::new(),
+        },
+    );
+    sample(out, "PeerHelloReply/Ok", &PeerHelloReply(Ok(OsdId(2))));
+    sample(out, "PeerHelloReply/Err", &PeerHelloReply(Err("no".into())));
+    let (from, interval_epoch) = (OsdId(1), Epoch(6));
+    let key = KeyWire {
+        hash: 0xdead_beef,
+        name: b("o"),
+    };
+    let msgs = vec![
+        (
+            "SubWrite",
+            PeerMsg::SubWrite {
+                pg: pg(),
+                from,
+                interval_epoch,
+                entry: b("entry"),
+                ops: vec![
+                    OpWire::WriteFull { len: 3 },
+                    OpWire::Write { offset: 1, len: 2 },
+                    OpWire::Append { len: 1 },
+                    OpWire::Truncate { size: 5 },
+                    OpWire::Zero {
+                        offset: 1,
+                        length: 2,
+                    },
+                    OpWire::Touch,
+                    OpWire::Remove,
+                    OpWire::SetVersion { version: 4 },
+                    OpWire::SetXattrs(vec![(b("a"), b("b"))]),
+                    OpWire::RemoveXattr(b("a")),
+                    OpWire::OmapSet(vec![(b("k"), b("v"))]),
+                    OpWire::OmapRemove(vec![b("k")]),
+                    OpWire::OmapRemoveRange {
+                        start: b("a"),
+                        end: b("z"),
+                    },
+                    OpWire::OmapClear,
+                ],
+                prior: v(6, 1),
+                committed_to: v(6, 0),
+                log_only: false,
+            },
+        ),
+        (
+            "SubWriteAck",
+            PeerMsg::SubWriteAck {
+                pg: pg(),
+                from,
+                version: v(6, 2),
+            },
+        ),
+        (
+            "Signal/Query",
+            PeerMsg::Signal {
+                pg: pg(),
+                from,
+                interval_epoch,
+                signal: SignalKind::Query,
+            },
+        ),
+        (
+            "Signal/Purge",
+            PeerMsg::Signal {
+                pg: pg(),
+                from,
+                interval_epoch,
+                signal: SignalKind::Purge,
+            },
+        ),
+        (
+            "Notify",
+            PeerMsg::Notify {
+                pg: pg(),
+                from,
+                interval_epoch,
+                exists: true,
+                last_update: v(5, 9),
+                last_epoch_started: Epoch(5),
+                backfilling: false,
+                entries: 2,
+                missing: 1,
+                lease: LeaseReport {
+                    holder: Some(None),
+                    remaining_ms: 700,
+                    serving: true,
+                },
+                inconsistent: vec![(
+                    b("o"),
+                    InconsistencyRecord {
+                        bad: vec![OsdId(2)],
+                        auth: Some(OsdId(1)),
+                        reason: "data".into(),
+                    },
+                )],
+            },
+        ),
+        (
+            "Activate",
+            PeerMsg::Activate {
+                pg: pg(),
+                from,
+                interval_epoch,
+                keep_through: v(5, 1),
+                last_update: v(5, 9),
+                committed_to: v(5, 8),
+                backfill: true,
+                entries: 3,
+                missing: 0,
+                dups: 1,
+            },
+        ),
+        (
+            "Push",
+            PeerMsg::Push {
+                pg: pg(),
+                from,
+                interval_epoch,
+                object: b("o"),
+                exists: true,
+                version: 3,
+                xattrs: vec![(b("a"), b("b"))],
+                omap: vec![(b("k"), b("v"))],
+                as_of: v(6, 3),
+            },
+        ),
+        (
+            "ObjectSignal",
+            PeerMsg::ObjectSignal {
+                pg: pg(),
+                from,
+                interval_epoch,
+                object: b("o"),
+                kind: ObjectSignalKind::Unreadable,
+            },
+        ),
+        (
+            "Lease",
+            PeerMsg::Lease {
+                pg: pg(),
+                from,
+                interval_epoch,
+                seq: 4,
+                ack: true,
+            },
+        ),
+        (
+            "ScrubRequest",
+            PeerMsg::ScrubRequest {
+                pg: pg(),
+                from,
+                interval_epoch,
+                chunk: 2,
+                after: Some(key.clone()),
+                through: None,
+                deep: true,
+            },
+        ),
+        (
+            "ScrubMap",
+            PeerMsg::ScrubMap {
+                pg: pg(),
+                from,
+                interval_epoch,
+                chunk: 2,
+                entries: vec![ScrubEntryWire {
+                    size: 10,
+                    version: 3,
+                    xattrs_digest: 1,
+                    omap_digest: 2,
+                    data_digest: Some(3),
+                    error: None,
+                }],
+                truncated: false,
+            },
+        ),
+    ];
+    for (label, msg) in msgs {
+        sample(out, &format!("PeerMsg/{label}"), &msg);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[test]
+fn every_message_keeps_its_kind_and_bytes() {
+    let mut samples = Vec::new();
+    mon_samples(&mut samples);
+    client_samples(&mut samples);
+    peer_samples(&mut samples);
+    let now: Vec<(String, u16, String)> = samples
+        .iter()
+        .map(|s| (s.label.clone(), s.kind, hex(&s.body)))
+        .collect();
+    let expected: Vec<(String, u16, String)> = GOLDEN
+        .iter()
+        .map(|(l, k, h)| ((*l).to_owned(), *k, (*h).to_owned()))
+        .collect();
+    if now != expected {
+        let mut table = String::new();
+        for (label, kind, hex) in &now {
+            let _ = writeln!(table, "    ({label:?}, 0x{kind:04x}, {hex:?}),");
+        }
+        for (n, e) in now.iter().zip(&expected) {
+            if n != e {
+                eprintln!("first difference: now {n:?}, frozen {e:?}");
+                break;
+            }
+        }
+        panic!(
+            "the wire format changed ({} samples now, {} frozen); the table as it now is:\n{table}",
+            now.len(),
+            expected.len()
+        );
+    }
+}
+
+/// The stored value of a kept inconsistency (`scrubbad/NAME`) is
+/// `[1] ++ postcard(record)`; the record's bytes are frozen like a
+/// message's.
+#[test]
+fn inconsistency_record_bytes_are_frozen() {
+    let record = InconsistencyRecord {
+        bad: vec![OsdId(2), OsdId(3)],
+        auth: Some(OsdId(1)),
+        reason: "data digest".into(),
+    };
+    let bytes = postcard::to_allocvec(&record).expect("encodes");
+    assert_eq!(
+        hex(&bytes),
+        "0202030101 0b64617461206469676573 74".replace(' ', "")
+    );
+}
+
+/// (label, kind, postcard body as hex).
+const GOLDEN: &[(&str, u16, &str)] = &[
+    (
+        "CommandRequest/OsdBoot",
+        0x0102,
+        "0001040e3132372e302e302e323a3638303002683102723103737364808004808080808020",
+    ),
+    ("CommandRequest/OsdOut", 0x0102, "0104"),
+    ("CommandRequest/OsdIn", 0x0102, "0204"),
+    ("CommandRequest/OsdReweight", 0x0102, "0304808002"),
+    (
+        "CommandRequest/PoolCreate",
+        0x0102,
+        "04046461746140000302010103686464",
+    ),
+    (
+        "CommandRequest/PoolCreate/ec",
+        0x0102,
+        "04026563200104020200",
+    ),
+    ("CommandRequest/PoolDelete", 0x0102, "050464617461"),
+    ("CommandRequest/PoolSet", 0x0102, "060464617461018001000101"),
+    ("CommandRequest/PgTemp", 0x0102, "07032a01020102"),
+    (
+        "CommandRequest/ConfigSet",
+        0x0102,
+        "08176f73645f7265636f766572795f6d61785f616374697665010133",
+    ),
+    ("CommandRequest/ConfigDump", 0x0102, "09"),
+    ("MonReply/Done", 0x0103, "000007"),
+    ("MonReply/OsdBooted", 0x0103, "00010408"),
+    ("MonReply/Heartbeat", 0x0103, "00020901cdd702"),
+    ("MonReply/Config", 0x0103, "0003050101610162"),
+    ("MonReply/UnknownOsd", 0x0103, "010009"),
+    ("MonReply/PoolExists", 0x0103, "01010170"),
+    ("MonReply/NoPool", 0x0103, "01020170"),
+    ("MonReply/InvalidPool", 0x0103, "01030178"),
+    ("MonReply/Unsatisfiable", 0x0103, "01040178"),
+    ("MonReply/InvalidMap", 0x0103, "01050178"),
+    ("MonReply/BadRequest", 0x0103, "01060178"),
+    ("MonReply/Store", 0x0103, "01070178"),
+    ("MonReply/Wire", 0x0103, "01080178"),
+    ("MonReply/Io", 0x0103, "01090178"),
+    ("MonReply/ShuttingDown", 0x0103, "010a"),
+    (
+        "Heartbeat",
+        0x0104,
+        "01e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a20646174610506070800",
+    ),
+    ("FailureReport", 0x0105, "0102"),
+    ("GetMap", 0x0100, "0c"),
+    ("Subscribe", 0x0106, "07b0ea01"),
+    ("GetStats", 0x0107, ""),
+    (
+        "StatsReply/Ok",
+        0x0108,
+        "000101e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a20646174610506070800fa01000000000000f83f000000000000004000000000000000000000000080842e41000000000000d03f000000000000e03f",
+    ),
+    ("StatsReply/Err", 0x0108, "010a"),
+    (
+        "MapReply/Full",
+        0x0101,
+        "8de0b7f70f030001000e3132372e302e302e323a363830308080808004",
+    ),
+    ("MapReply/Incrementals", 0x0101, "01030100"),
+    (
+        "ClientOp/WriteFull",
+        0x0200,
+        "032a0bf8acd1910109036f626a0000",
+    ),
+    (
+        "ClientOp/Write",
+        0x0200,
+        "032a0bf8acd1910109036f626a01802000",
+    ),
+    ("ClientOp/Append", 0x0200, "032a0bf8acd1910109036f626a0200"),
+    (
+        "ClientOp/Read",
+        0x0200,
+        "032a0bf8acd1910109036f626a0301010200",
+    ),
+    ("ClientOp/Stat", 0x0200, "032a0bf8acd1910109036f626a0400"),
+    ("ClientOp/Remove", 0x0200, "032a0bf8acd1910109036f626a0500"),
+    (
+        "ClientOp/SetXattr",
+        0x0200,
+        "032a0bf8acd1910109036f626a0606757365722e6100",
+    ),
+    (
+        "ClientOp/GetXattrs",
+        0x0200,
+        "032a0bf8acd1910109036f626a0700",
+    ),
+    (
+        "ClientOp/OmapSet",
+        0x0200,
+        "032a0bf8acd1910109036f626a0801016b017600",
+    ),
+    (
+        "ClientOp/OmapGetRange",
+        0x0200,
+        "032a0bf8acd1910109036f626a0901016b6400",
+    ),
+    (
+        "ClientOp/RemoveXattr",
+        0x0200,
+        "032a0bf8acd1910109036f626a0a06757365722e6100",
+    ),
+    (
+        "ClientOp/OmapRemove",
+        0x0200,
+        "032a0bf8acd1910109036f626a0b01016b00",
+    ),
+    (
+        "ClientOp/OmapGet",
+        0x0200,
+        "032a0bf8acd1910109036f626a0c01016b00",
+    ),
+    (
+        "ClientOp/List",
+        0x0200,
+        "032a0bf8acd1910109036f626a0d000a00",
+    ),
+    (
+        "ClientOp/guard/Version",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010011",
+    ),
+    (
+        "ClientOp/guard/Xattr",
+        0x0200,
+        "032a0bf8acd1910109036f626a0001010465746167010178",
+    ),
+    ("ClientReply/Written", 0x0201, "000004010b02"),
+    ("ClientReply/Data", 0x0201, "0001010b02"),
+    ("ClientReply/Stat", 0x0201, "00020a04010b02"),
+    ("ClientReply/Xattrs", 0x0201, "00030101610162010b02"),
+    ("ClientReply/Omap", 0x0201, "000401016b0176010b02"),
+    ("ClientReply/List", 0x0201, "0005010161010161010b02"),
+    ("ClientReply/Err/Retry", 0x0201, "01000c017200"),
+    ("ClientReply/Err/Blocked", 0x0201, "0101010200"),
+    ("ClientReply/Err/Busy", 0x0201, "01024000"),
+    ("ClientReply/Err/NotFound", 0x0201, "010300"),
+    ("ClientReply/Err/Invalid", 0x0201, "0104017800"),
+    ("ClientReply/Err/NotSupported", 0x0201, "0105017800"),
+    ("ClientReply/Err/Store", 0x0201, "0106017800"),
+    ("ClientReply/Err/Timeout", 0x0201, "0107017800"),
+    ("ClientReply/Err/CompareFailed", 0x0201, "0108017800"),
+    ("ClientReply/Err/ObjectBusy", 0x0201, "010900"),
+    ("ClientReply/Err/Full", 0x0201, "010a017800"),
+    ("ClientReply/Err/Corrupt", 0x0201, "010b017800"),
+    ("PgCommand/Scrub", 0x0205, "032a00"),
+    ("PgCommand/DeepScrub", 0x0205, "032a01"),
+    ("PgCommand/Repair", 0x0205, "032a02"),
+    ("PgCommandReply/Ok", 0x0206, "000773746172746564"),
+    ("PgCommandReply/Err", 0x0206, "01026e6f"),
+    ("PeerPing", 0x0203, "0102"),
+    ("PeerPong", 0x0204, "0202"),
+    (
+        "PeerHello",
+        0x0207,
+        "01010e3132372e302e302e323a363830300500",
+    ),
+    ("PeerHelloReply/Ok", 0x0208, "0002"),
+    ("PeerHelloReply/Err", 0x0208, "01026e6f"),
+    (
+        "PeerMsg/SubWrite",
+        0x0202,
+        "00032a010605656e7472790e000301010202010305040102050607040801016101620901610a01016b01760b01016b0c0161017a0d0601060000",
+    ),
+    ("PeerMsg/SubWriteAck", 0x0202, "01032a010602"),
+    ("PeerMsg/Signal/Query", 0x0202, "02032a010600"),
+    ("PeerMsg/Signal/Purge", 0x0202, "02032a010604"),
+    (
+        "PeerMsg/Notify",
+        0x0202,
+        "03032a0106010509050002010100bc050101016f010201010464617461",
+    ),
+    ("PeerMsg/Activate", 0x0202, "04032a010605010509050801030001"),
+    (
+        "PeerMsg/Push",
+        0x0202,
+        "05032a0106016f0103010161016201016b01760603",
+    ),
+    ("PeerMsg/ObjectSignal", 0x0202, "06032a0106016f02"),
+    ("PeerMsg/Lease", 0x0202, "07032a01060401"),
+    (
+        "PeerMsg/ScrubRequest",
+        0x0202,
+        "08032a01060201effdb6f50d016f0001",
+    ),
+    ("PeerMsg/ScrubMap", 0x0202, "09032a010602010a03010201030000"),
+];
