@@ -6,8 +6,8 @@
 use crate::output::{CliResult, fixed, print_json, table};
 use bytes::Bytes;
 use cairn_client::{Client, ClientConfig, Guard, ReadRange, config_path};
-use cairn_mon::MonCommand;
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::MonCommand;
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -646,7 +646,7 @@ struct Tree {
 
 fn tree(
     map: &cairn_placement::ClusterMap,
-    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_mon::OsdEndpoint>,
+    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_proto::map::OsdEndpoint>,
 ) -> Tree {
     let hierarchy = cairn_placement::Hierarchy::of(map);
     let osd = |id: cairn_types::OsdId| {
@@ -790,7 +790,7 @@ struct Df {
 
 fn df(
     map: &cairn_placement::ClusterMap,
-    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_mon::OsdEndpoint>,
+    endpoints: &std::collections::BTreeMap<cairn_types::OsdId, cairn_proto::map::OsdEndpoint>,
 ) -> Df {
     let capacity = |id: cairn_types::OsdId| endpoints.get(&id).map_or(0, |e| e.capacity_bytes);
     let up_in: Vec<_> = map.osds.iter().filter(|o| o.up && o.is_in).collect();

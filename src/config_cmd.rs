@@ -4,7 +4,7 @@
 
 use crate::client_cmd::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
-use cairn_mon::{MonCommand, Reply};
+use cairn_proto::mon::{MonCommand, Reply};
 use cairn_types::options::{self, OPTIONS, Settings};
 use clap::{Args, Subcommand};
 use serde::Serialize;

@@ -7,8 +7,8 @@ use crate::client_cmd::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
 use crate::status_cmd::current_pgs;
 use cairn_client::Client;
-use cairn_mon::PgStat;
-use cairn_osd::proto::PgAction;
+use cairn_proto::mon::PgStat;
+use cairn_proto::osd::PgAction;
 use cairn_types::PgId;
 use clap::{Args, Subcommand};
 

@@ -6,8 +6,8 @@
 
 use crate::client_cmd::{ConfArgs, PoolSummary, connect, pool_summaries, runtime};
 use crate::output::{CliResult, print_json};
-use cairn_mon::{OsdStatsReport, PgStat};
 use cairn_placement::ClusterMap;
+use cairn_proto::mon::{OsdStatsReport, PgStat};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;

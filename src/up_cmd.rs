@@ -21,8 +21,8 @@
 
 use crate::output::CliResult;
 use cairn_client::{Client, ClientConfig, ClientError};
-use cairn_mon::MonCommand;
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::MonCommand;
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
 use clap::Args;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -716,7 +716,7 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
             device_class: None,
         };
         match client.mon_command(command).await {
-            Ok(_) | Err(ClientError::Mon(cairn_mon::MonError::PoolExists(_))) => {}
+            Ok(_) | Err(ClientError::Mon(cairn_proto::mon::MonError::PoolExists(_))) => {}
             Err(error) => return Err(format!("creating pool {DEFAULT_POOL}: {error}").into()),
         }
     }
@@ -735,12 +735,13 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
 /// never used.
 async fn check_own_monitor(args: &UpArgs, mon_addr: &str, deadline: Instant) -> CliResult {
     let path = args.data_dir.join("mon").join(cairn_mon::daemon::FSID_FILE);
-    let served = match cairn_mon::MonClient::connect(mon_addr)
+    let served = match cairn_proto::mon::MonClient::connect(mon_addr)
         .await?
         .get_map(cairn_types::Epoch(0))
         .await?
     {
-        cairn_mon::MapFetch::Full { fsid, .. } | cairn_mon::MapFetch::Incrementals { fsid, .. } => {
+        cairn_proto::mon::MapFetch::Full { fsid, .. }
+        | cairn_proto::mon::MapFetch::Incrementals { fsid, .. } => {
             format!("{fsid:032x}")
         }
     };

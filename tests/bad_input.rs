@@ -9,7 +9,7 @@ mod common;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
-use cairn_osd::proto::{ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError};
+use cairn_proto::osd::{ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, OpError};
 use cairn_wire::{Frame, FrameDecoder, MAGIC, PROTOCOL_VERSION};
 use common::{Cluster, is_running, mon_addr, ok, pattern, serial};
 use std::io::{ErrorKind, Read, Write};
@@ -606,9 +606,9 @@ fn undecodable_requests(addr: &str, request_kind: u16, is_osd: bool) {
                 "{what}: {reply:?}"
             );
         } else {
-            let cairn_mon::proto::MonReply(result) = reply.decode_body().expect("a mon reply");
+            let cairn_proto::mon::MonReply(result) = reply.decode_body().expect("a mon reply");
             assert!(
-                matches!(result, Err(cairn_mon::MonError::BadRequest(_))),
+                matches!(result, Err(cairn_proto::mon::MonError::BadRequest(_))),
                 "{what}: {result:?}"
             );
         }
@@ -625,7 +625,7 @@ fn garbage_on_the_wire_closes_only_that_connection() {
         .map(|i| {
             let addr = format!("127.0.0.1:{}", base_port + i);
             if i == 0 {
-                (addr, cairn_mon::proto::KIND_COMMAND, false)
+                (addr, cairn_proto::mon::KIND_COMMAND, false)
             } else {
                 (addr, KIND_CLIENT_OP, true)
             }

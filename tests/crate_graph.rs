@@ -25,16 +25,6 @@ const FORBIDDEN: &[(&str, &str)] = &[
 /// Crates no other crate's normal dependencies may name.
 const TEST_ONLY: &[&str] = &["cairn-sim", "cairn-lossyfs"];
 
-/// Edges that exist though the design forbids them, until issue 20 moves
-/// the messages into a protocol crate. Each must still exist (a removed
-/// edge must leave this list), so the list only shrinks.
-const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
-    ("cairn-client", "cairn-mon"),
-    ("cairn-client", "cairn-osd"),
-    ("cairn-client", "cairn-store"),
-    ("cairn-osd", "cairn-mon"),
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Normal,
@@ -125,10 +115,6 @@ fn table() -> (Table, Vec<String>) {
     (table, rows)
 }
 
-fn is_known_violation(from: &str, to: &str) -> bool {
-    KNOWN_VIOLATIONS.contains(&(from, to))
-}
-
 #[test]
 fn every_dependency_between_workspace_crates_is_allowed() {
     let (table, _) = table();
@@ -140,16 +126,9 @@ fn every_dependency_between_workspace_crates_is_allowed() {
             continue;
         };
         let allowed = normal.contains(to) || (*kind == Kind::Dev && dev.contains(to));
-        if !allowed && !is_known_violation(from, to) {
+        if !allowed {
             bad.push(format!(
                 "{from} → {to} ({kind:?}): not allowed by docs/architecture.md"
-            ));
-        }
-    }
-    for (from, to) in KNOWN_VIOLATIONS {
-        if !edges.iter().any(|(f, t, _)| f == from && t == to) {
-            bad.push(format!(
-                "{from} → {to} is gone: remove it from KNOWN_VIOLATIONS"
             ));
         }
     }
@@ -203,7 +182,7 @@ fn the_client_reaches_no_daemon_or_store() {
     let edges: Vec<(String, String)> = graph()
         .1
         .into_iter()
-        .filter(|(from, to, kind)| *kind == Kind::Normal && !is_known_violation(from, to))
+        .filter(|(_, _, kind)| *kind == Kind::Normal)
         .map(|(from, to, _)| (from, to))
         .collect();
     let mut reached = BTreeSet::from(["cairn-client".to_string()]);

@@ -2,9 +2,9 @@
 //! serves OSD boots, pool creation and map requests over the wire, survives
 //! garbage bytes on its port, and exits cleanly on SIGTERM.
 
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
-use cairn_mon::{MapFetch, MonClient, MonCommand, Reply};
 use cairn_placement::{ClusterMap, Weight};
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::{MapFetch, MonClient, MonCommand, Reply};
 use cairn_types::{Epoch, OsdId};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -126,7 +126,7 @@ async fn monitor_survives_sigkill_and_garbage() {
     assert!(matches!(duplicate, Reply::OsdBooted { .. }));
     assert!(matches!(
         client
-            .heartbeat(OsdId(0), cairn_mon::OsdStats::default())
+            .heartbeat(OsdId(0), cairn_proto::mon::OsdStats::default())
             .await
             .expect("heartbeat"),
         Reply::Heartbeat { up: true, .. }

@@ -5,10 +5,11 @@
 //! all three OSDs' stores.
 
 use bytes::Bytes;
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
-use cairn_mon::{MapFetch, MonClient, MonCommand, OsdEndpoint};
-use cairn_osd::proto::{ClientOp, ClientReply, OpError, OpKind, OpOutput, ReqIdWire};
 use cairn_placement::{ClusterMap, Placement};
+use cairn_proto::map::OsdEndpoint;
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::{MapFetch, MonClient, MonCommand};
+use cairn_proto::osd::{ClientOp, ClientReply, OpError, OpKind, OpOutput, ReqIdWire};
 use cairn_store::{CollectionId, DiskStore, ObjectKey, ObjectStore, ReadOptions, StoreConfig};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};

@@ -8,9 +8,10 @@
 mod common;
 
 use bytes::Bytes;
-use cairn_osd::hello::{HELLO_VERSION, PeerHello, PeerHelloReply};
+use cairn_osd::codec::encode_pg_msg;
 use cairn_osd::pg::PgMsg;
-use cairn_osd::proto::{PeerPing, PeerPong, encode_pg_msg};
+use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply};
+use cairn_proto::peer::{PeerPing, PeerPong};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{ConnectOptions, Connection, WireError};
 use common::{Cluster, ok, pattern, runtime, tree_osds};

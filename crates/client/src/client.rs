@@ -5,13 +5,14 @@ use crate::limits::{
     ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT, OBJECT_BUSY_BACKOFF_MAX,
 };
 use bytes::Bytes;
-use cairn_mon::proto::MapFetch;
-use cairn_mon::{MonClient, MonCommand, OsdEndpoint, Reply};
-use cairn_osd::proto::{
+use cairn_placement::{ClusterMap, Placement};
+use cairn_proto::map::OsdEndpoint;
+use cairn_proto::mon::MapFetch;
+use cairn_proto::mon::{MonClient, MonCommand, Reply};
+use cairn_proto::osd::{
     ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
     PgCommandReply, ReqIdWire,
 };
-use cairn_placement::{ClusterMap, Placement};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};
 use serde_bytes::ByteBuf;
@@ -260,7 +261,7 @@ impl Client {
         match mon.command(command).await {
             Ok(reply) => Ok(reply),
             Err(error) => {
-                if matches!(error, cairn_mon::MonError::Wire(_)) {
+                if matches!(error, cairn_proto::mon::MonError::Wire(_)) {
                     *self.inner.mon.lock().await = None;
                 }
                 Err(error.into())
@@ -273,12 +274,12 @@ impl Client {
     ///
     /// # Errors
     /// A monitor or transport error.
-    pub async fn osd_stats(&self) -> Result<Vec<cairn_mon::OsdStatsReport>, ClientError> {
+    pub async fn osd_stats(&self) -> Result<Vec<cairn_proto::mon::OsdStatsReport>, ClientError> {
         let mon = self.mon().await?;
         match mon.stats().await {
             Ok(reports) => Ok(reports),
             Err(error) => {
-                if matches!(error, cairn_mon::MonError::Wire(_)) {
+                if matches!(error, cairn_proto::mon::MonError::Wire(_)) {
                     *self.inner.mon.lock().await = None;
                 }
                 Err(error.into())
@@ -394,12 +395,12 @@ impl Client {
     /// for good, or the attempts or deadline run out.
     async fn execute(&self, request: Request<'_>) -> Result<(OpOutput, Bytes), ClientError> {
         if let Target::Object(name) = request.target
-            && (name.is_empty() || name.len() > cairn_store::limits::OBJECT_NAME_BYTES_MAX)
+            && (name.is_empty() || name.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX)
         {
             return Err(ClientError::Invalid(format!(
                 "object name of {} bytes (1 to {} allowed)",
                 name.len(),
-                cairn_store::limits::OBJECT_NAME_BYTES_MAX
+                cairn_proto::limits::OBJECT_NAME_BYTES_MAX
             )));
         }
         let options = &self.inner.options;

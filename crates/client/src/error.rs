@@ -1,6 +1,6 @@
 //! The client's one error type.
 
-use cairn_osd::proto::OpError;
+use cairn_proto::osd::OpError;
 
 /// Why a client operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -23,7 +23,7 @@ pub enum ClientError {
     #[error("OSD refused the operation: {0}")]
     Op(OpError),
     #[error("monitor: {0}")]
-    Mon(#[from] cairn_mon::MonError),
+    Mon(#[from] cairn_proto::mon::MonError),
     #[error("gave up after {attempts} attempts in {elapsed_ms} ms; last error: {last}")]
     GaveUp {
         attempts: u32,

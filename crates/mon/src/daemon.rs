@@ -15,16 +15,17 @@
 //! kept here in the shell, in memory: they are observations, not map state,
 //! so they need no consensus and are not persisted (like Ceph's mgr).
 
-use crate::error::MonError;
-use crate::limits::{EVENT_QUEUE_MAX, INCREMENTALS_PER_REPLY_MAX, SUBSCRIBE_WAIT_MS_MAX, TICK_MS};
-use crate::proto::{
+use crate::limits::{EVENT_QUEUE_MAX, TICK_MS};
+use crate::service::{Event, MapService, ServiceConfig};
+use crate::store::MonStore;
+use bytes::Bytes;
+use cairn_proto::limits::{INCREMENTALS_PER_REPLY_MAX, SUBSCRIBE_WAIT_MS_MAX};
+use cairn_proto::mon::MonError;
+use cairn_proto::mon::{
     CommandRequest, FailureReport, GetMap, Heartbeat, IoRates, KIND_COMMAND, KIND_FAILURE_REPORT,
     KIND_GET_MAP, KIND_GET_STATS, KIND_HEARTBEAT, KIND_SUBSCRIBE, MapReply, MapUpdate, MonReply,
     OsdStats, OsdStatsReport, Reply, StatsReply, Subscribe,
 };
-use crate::service::{Event, MapService, ServiceConfig};
-use crate::store::MonStore;
-use bytes::Bytes;
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{Frame, ServeOptions};
 use std::collections::BTreeMap;

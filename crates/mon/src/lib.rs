@@ -11,22 +11,14 @@
 //! The one design choice to know: every decision is made by [`MapService`],
 //! a sans-IO state machine (`handle(event) -> Effects`) that reads no clock
 //! and does no I/O, so `sim` can drive it with virtual time. The async shell
-//! in [`daemon`] persists each [`Incremental`] durably *before* it replies
+//! in [`daemon`] persists each `cairn_proto::map::Incremental` durably *before* it replies
 //! or publishes the new epoch.
 
-pub mod client;
 pub mod daemon;
-pub mod error;
-pub mod incremental;
 pub mod limits;
-pub mod proto;
 pub mod service;
 pub mod store;
 
-pub use client::MonClient;
 pub use daemon::{MonConfig, run, run_until};
-pub use error::MonError;
-pub use incremental::{Incremental, MonState, OsdEndpoint};
-pub use proto::{IoRates, MapFetch, MonCommand, OsdStats, OsdStatsReport, PgStat, Reply};
 pub use service::{Effects, Event, MapService, ServiceConfig};
 pub use store::MonStore;

@@ -19,11 +19,6 @@ pub const FULL_MAP_EVERY_EPOCHS: u64 = 50;
 /// Full maps kept on disk (the newest ones).
 pub const FULL_MAPS_KEPT: usize = 2;
 
-/// Incrementals sent in one `GetMap` reply; a map further behind (but
-/// within the history) gets them in pages of this many, and asks again
-/// (frame bodies are bounded at 1 MiB).
-pub const INCREMENTALS_PER_REPLY_MAX: usize = 100;
-
 /// Default: an OSD silent for this long is marked down.
 pub const DOWN_GRACE_MS_DEFAULT: u64 = 20_000;
 
@@ -39,13 +34,3 @@ pub const TICK_MS: u64 = 500;
 
 /// Events queued for the service actor.
 pub const EVENT_QUEUE_MAX: usize = 1024;
-
-/// The longest a `Subscribe` request is held waiting for a new epoch; a
-/// larger `wait_ms` is clamped to it. Subscribers then ask again, so this
-/// also bounds how long a dead subscriber's request lingers.
-pub const SUBSCRIBE_WAIT_MS_MAX: u32 = 30_000;
-
-/// How much longer than its `wait_ms` a subscriber waits for the answer
-/// before calling the monitor unreachable: room for the reply's trip and a
-/// busy monitor actor.
-pub const SUBSCRIBE_REPLY_MARGIN_MS: u32 = 5_000;

@@ -4,11 +4,11 @@
 //! per event, to be persisted before the reply is sent and the epoch
 //! published. Time comes only from the events (`now_ms`), never a clock.
 
-use crate::error::MonError;
-use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits;
-use crate::proto::{MonCommand, Reply};
 use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
+use cairn_proto::map::{Incremental, MonState, OsdEndpoint};
+use cairn_proto::mon::MonError;
+use cairn_proto::mon::{MonCommand, Reply};
 use cairn_types::options::{self, Settings};
 use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -10,10 +10,10 @@
 //! Every write commits with redb's default (immediate, fsynced) durability
 //! before the caller replies.
 
-use crate::error::MonError;
-use crate::incremental::{Incremental, MonState, OsdEndpoint};
 use crate::limits::FULL_MAP_EVERY_EPOCHS;
 use cairn_placement::ClusterMap;
+use cairn_proto::map::{Incremental, MonState, OsdEndpoint};
+use cairn_proto::mon::MonError;
 use cairn_types::envelope;
 use cairn_types::{Epoch, OsdId};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -310,9 +310,9 @@ fn random_u128() -> Result<u128, MonError> {
 mod tests {
     //! Restarting on the same directory rebuilds the same map.
     use super::*;
-    use crate::proto::{FailureDomainSpec, MonCommand, RedundancySpec};
     use crate::service::{Event, MapService, ServiceConfig};
     use cairn_placement::Weight;
+    use cairn_proto::mon::{FailureDomainSpec, MonCommand, RedundancySpec};
 
     fn boot(i: u32) -> MonCommand {
         MonCommand::OsdBoot {

@@ -3,9 +3,11 @@
 //! detection marks down/out as specified, and incrementals replay to the
 //! same map.
 
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
-use cairn_mon::{Effects, Event, MapService, MonCommand, MonError, MonState, Reply, ServiceConfig};
+use cairn_mon::{Effects, Event, MapService, ServiceConfig};
 use cairn_placement::{ClusterMap, Weight};
+use cairn_proto::map::MonState;
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::{MonCommand, MonError, Reply};
 use cairn_types::{Epoch, OsdId};
 use proptest::prelude::*;
 
@@ -455,7 +457,7 @@ proptest! {
                 Some((epoch, inc)) => {
                     prop_assert_eq!(*epoch, before.next());
                     // Through the on-disk form, as a restart would.
-                    let inc = cairn_mon::Incremental::decode(&inc.encode().expect("encode")).expect("decode");
+                    let inc = cairn_proto::map::Incremental::decode(&inc.encode().expect("encode")).expect("decode");
                     replayed.apply(&inc);
                 }
                 None => prop_assert_eq!(service.epoch(), before),

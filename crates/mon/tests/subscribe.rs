@@ -5,9 +5,10 @@
 //! answered at once when the subscriber is behind, and is released when the
 //! monitor shuts down.
 
-use cairn_mon::proto::{FailureDomainSpec, RedundancySpec};
-use cairn_mon::{MapFetch, MonClient, MonCommand, MonConfig, MonError, Reply, ServiceConfig};
+use cairn_mon::{MonConfig, ServiceConfig};
 use cairn_placement::Weight;
+use cairn_proto::mon::{FailureDomainSpec, RedundancySpec};
+use cairn_proto::mon::{MapFetch, MonClient, MonCommand, MonError, Reply};
 use cairn_types::Epoch;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -245,7 +246,7 @@ async fn held_subscription_is_released_when_the_monitor_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_history_comes_in_pages_of_incrementals() {
     let (mon, client) = start().await;
-    let page = cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX;
+    let page = cairn_proto::limits::INCREMENTALS_PER_REPLY_MAX;
     for n in 0..(page + 20) {
         client
             .command(pool_create(&format!("p{n}")))

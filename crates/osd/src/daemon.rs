@@ -3,7 +3,7 @@
 //! It opens the local store, boots with the monitor (keeping the id it is
 //! given in `DATA_DIR/osd_id`), heartbeats, follows the map epoch by epoch,
 //! keeps a [`Pg`] for every PG of a replicated pool whose acting set holds
-//! this OSD, and serves [`crate::proto`] messages: client writes go through
+//! this OSD, and serves `cairn_proto` messages: client writes go through
 //! the PG core, whose [`Effects`] this shell executes (store transactions on
 //! two store threads, PG messages over one cached connection per peer,
 //! replies to waiting clients); client reads are served from the store by
@@ -25,9 +25,8 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
-use crate::hello::{
-    HELLO_VERSION, KIND_PEER_HELLO, PeerHello, PeerHelloReply, check_hello, source_ip,
-};
+use crate::codec::{decode_pg_msg, encode_pg_msg};
+use crate::hello::{check_hello, source_ip};
 use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
@@ -45,17 +44,17 @@ use crate::pg::{
     Activate, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX, MapContext,
     ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
 };
-use crate::proto::{
-    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_MSG, KIND_PEER_PING, KIND_PG_COMMAND, OpError,
-    OpKind, OpOutput, PeerMsg, PeerPing, PeerPong, PgAction, PgCommand, PgCommandReply,
-    decode_pg_msg, encode_pg_msg,
-};
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::throttle::{Priority, Throttle};
 use bytes::Bytes;
-use cairn_mon::proto::MonCommand;
-use cairn_mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
 use cairn_placement::{Redundancy, Weight};
+use cairn_proto::mon::MonCommand;
+use cairn_proto::mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
+use cairn_proto::osd::{
+    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG, KIND_PEER_PING,
+    KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction, PgCommand, PgCommandReply,
+};
+use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply, PeerMsg, PeerPing, PeerPong};
 use cairn_store::{
     CollectionId, DiskStore, ObjectKey, ObjectStore, Op, Prepared, ReadOptions, StoreConfig,
     StoreError, Transaction,
@@ -832,7 +831,7 @@ async fn heartbeat_loop(osd: Arc<Osd>) {
 fn page_is_full(fetch: &MapFetch) -> bool {
     match fetch {
         MapFetch::Incrementals { incrementals, .. } => {
-            incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX
+            incrementals.len() >= cairn_proto::limits::INCREMENTALS_PER_REPLY_MAX
         }
         MapFetch::Full { .. } => true,
     }
@@ -2235,7 +2234,7 @@ impl Osd {
                     from: self.whoami,
                     interval_epoch,
                     copy: crate::peering::PeerCopy::default(),
-                    lease: crate::lease::LeaseReport::default(),
+                    lease: cairn_proto::peer::LeaseReport::default(),
                     inconsistent: Vec::new(),
                 });
                 self.send_to_peer(from, pg, &notify).await;
@@ -2409,7 +2408,7 @@ impl Osd {
         {
             return ClientReply::err(error);
         }
-        let Some(ops) = op.op.store_ops(&object, data) else {
+        let Some(ops) = crate::codec::store_ops(&op.op, &object, data) else {
             return ClientReply::err(OpError::Invalid("not a write".into()));
         };
         let req: ReqId = op.req.into();
@@ -2769,7 +2768,7 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
 
 /// Reads `whoami`'s scrub map of PG `pg` for `order`: the objects with
 /// keys in `(after, through]` (`None`: unbounded), at most
-/// [`scrub::MAP_ENTRIES_MAX`] of them (beyond: `truncated`). An object the
+/// [`cairn_proto::limits::SCRUB_MAP_ENTRIES_MAX`] of them (beyond: `truncated`). An object the
 /// store cannot read is reported with its error; a deep scrub reads (and
 /// so checksums) all data. The daemon and the simulator both build maps
 /// here.
@@ -2798,7 +2797,7 @@ pub fn build_scrub_map(
             if order.through.as_ref().is_some_and(|t| key > t) {
                 return Ok(map(entries, false));
             }
-            if entries.len() == scrub::MAP_ENTRIES_MAX {
+            if entries.len() == cairn_proto::limits::SCRUB_MAP_ENTRIES_MAX {
                 return Ok(map(entries, true));
             }
             entries.push(scrub_entry(store, collection, key, order.deep));
@@ -2858,8 +2857,8 @@ fn scrub_entry(
     })();
     if let Err(error) = result {
         let mut text = error.to_string();
-        if text.len() > scrub::ERROR_BYTES_MAX {
-            let mut cut = scrub::ERROR_BYTES_MAX;
+        if text.len() > cairn_proto::limits::SCRUB_ERROR_BYTES_MAX {
+            let mut cut = cairn_proto::limits::SCRUB_ERROR_BYTES_MAX;
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -3008,7 +3007,7 @@ fn read_op(
 /// `OBJECT_NAME_BYTES_MAX` bytes, or empty for a listing (whose cursor is
 /// a name too).
 fn check_names(op: &ClientOp) -> Result<(), String> {
-    let max = cairn_store::limits::OBJECT_NAME_BYTES_MAX;
+    let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
     let bad = |what: &str, len: usize| Err(format!("{what} of {len} bytes (1 to {max} allowed)"));
     match &op.op {
         OpKind::List { after, .. } => match after {
@@ -3160,12 +3159,12 @@ mod tests {
         let op = |object: &[u8], kind: OpKind| ClientOp {
             pg: PgId::new(PoolId(1), 0),
             epoch: Epoch(1),
-            req: crate::proto::ReqIdWire { client: 1, tid: 1 },
+            req: cairn_proto::osd::ReqIdWire { client: 1, tid: 1 },
             object: ByteBuf::from(object.to_vec()),
             op: kind,
             guard: None,
         };
-        let max = cairn_store::limits::OBJECT_NAME_BYTES_MAX;
+        let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
         assert!(check_names(&op(b"a", OpKind::Stat)).is_ok());
         assert!(check_names(&op(&vec![b'n'; max], OpKind::Stat)).is_ok());
         assert!(check_names(&op(&vec![b'n'; 70_000], OpKind::Stat)).is_err());

@@ -18,50 +18,12 @@
 //! process on that host from lying; `auth` is where a signed ticket will
 //! go (a later issue), and a hello carrying one would be checked here too.
 
-use cairn_mon::incremental::OsdEndpoint;
-use cairn_types::{Epoch, OsdId};
-use cairn_wire::Message;
-use serde::{Deserialize, Serialize};
-use serde_bytes::ByteBuf;
+use cairn_proto::limits::HELLO_AUTH_BYTES_MAX;
+use cairn_proto::map::OsdEndpoint;
+use cairn_proto::peer::{HELLO_VERSION, PeerHello};
+use cairn_types::OsdId;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-
-/// Message kinds (see the table in [`crate::proto`]).
-pub const KIND_PEER_HELLO: u16 = 0x0207;
-pub const KIND_PEER_HELLO_REPLY: u16 = 0x0208;
-
-/// The hello's own format version: a receiver refuses versions it does
-/// not know rather than guess at their meaning.
-pub const HELLO_VERSION: u16 = 1;
-/// Bytes of authenticator a hello may carry.
-pub const HELLO_AUTH_BYTES_MAX: usize = 4096;
-
-/// Request `KIND_PEER_HELLO`: the first message on an OSD → OSD connection.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerHello {
-    pub version: u16,
-    /// Who the sender says it is.
-    pub osd: OsdId,
-    /// The address it serves on, as in the map.
-    pub addr: String,
-    /// Its map epoch: a receiver behind it refreshes before judging.
-    pub epoch: Epoch,
-    /// Reserved for a signed ticket; empty today.
-    pub auth: ByteBuf,
-}
-
-impl Message for PeerHello {
-    const KIND: u16 = KIND_PEER_HELLO;
-}
-
-/// Response `KIND_PEER_HELLO_REPLY`: the receiver's own id, or why the
-/// claim was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerHelloReply(pub Result<OsdId, String>);
-
-impl Message for PeerHelloReply {
-    const KIND: u16 = KIND_PEER_HELLO_REPLY;
-}
 
 /// Why a hello is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -152,6 +114,8 @@ pub fn source_ip(serve_addr: SocketAddr) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_types::Epoch;
+    use serde_bytes::ByteBuf;
 
     fn endpoints() -> BTreeMap<OsdId, OsdEndpoint> {
         [

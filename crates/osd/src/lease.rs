@@ -35,6 +35,7 @@
 //! the 0.05% NTP slews at most) are outside the failure model
 //! (docs/reliability.md, "Clocks").
 
+use cairn_proto::peer::LeaseReport;
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -76,17 +77,6 @@ pub struct Leases {
     waits: BTreeMap<Option<OsdId>, u64>,
     /// Holders that answered this interval's query and no longer serve.
     released: BTreeSet<OsdId>,
-}
-
-/// The lease part of a peer's answer to a query.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LeaseReport {
-    /// The primary the answering copy promised to, if the promise still
-    /// runs (`Some(None)`: an unknown holder).
-    pub holder: Option<Option<OsdId>>,
-    pub remaining_ms: u64,
-    /// The answering copy serves reads as a primary itself.
-    pub serving: bool,
 }
 
 impl Leases {

@@ -16,6 +16,7 @@
 //! send, replies to give — with no I/O, clock or async, so the daemon and the
 //! deterministic simulator drive the same code.
 
+pub mod codec;
 pub mod daemon;
 pub mod hello;
 pub mod lease;
@@ -24,7 +25,6 @@ pub mod log;
 pub mod map_view;
 pub mod peering;
 pub mod pg;
-pub mod proto;
 pub mod scrub;
 pub mod split;
 pub mod throttle;

@@ -10,9 +10,9 @@
 
 use crate::peering::PastInterval;
 use crate::pg::{Interval, MapContext};
-use cairn_mon::{Incremental, MonState, OsdEndpoint};
 use cairn_placement::hash::stable_mod;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
+use cairn_proto::map::{Incremental, MonState, OsdEndpoint};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -12,7 +12,7 @@
 //! (the messenger's sessions are FIFO); a gap makes the replica ignore the
 //! write, which then waits, unacknowledged, for the next interval.
 
-use crate::lease::{LeaseReport, Leases};
+use crate::lease::Leases;
 use crate::limits::{
     BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS,
     SUBWRITE_RESEND_TICKS,
@@ -26,6 +26,7 @@ use crate::scrub::{
     self, Inconsistency, ScrubMap, ScrubOrder, ScrubRun, ScrubStamps, Scrubber, Stage,
 };
 use bytes::Bytes;
+use cairn_proto::peer::LeaseReport;
 use cairn_store::{CollectionId, ObjectKey, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -124,7 +125,7 @@ pub struct Notify {
     pub lease: LeaseReport,
     /// Inconsistencies this copy's scrubs found as a primary and kept,
     /// for the new primary to go on reporting (at most
-    /// [`scrub::KEPT_INCONSISTENT_MAX`]).
+    /// [`cairn_proto::limits::NOTIFY_INCONSISTENT_MAX`]).
     pub inconsistent: Vec<Inconsistency>,
 }
 
@@ -1864,7 +1865,10 @@ impl Pg {
             return;
         }
         let mut ops = Vec::new();
-        for found in found.into_iter().take(scrub::KEPT_INCONSISTENT_MAX) {
+        for found in found
+            .into_iter()
+            .take(cairn_proto::limits::NOTIFY_INCONSISTENT_MAX)
+        {
             if valid_name(&found.object) && !self.scrub.inconsistent.contains_key(&found.object) {
                 ops.extend(self.scrub.record(found));
             }
@@ -3343,7 +3347,7 @@ impl Pg {
 /// the store's name bound).
 #[must_use]
 pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty() && name.len() <= cairn_store::limits::OBJECT_NAME_BYTES_MAX
+    !name.is_empty() && name.len() <= cairn_proto::limits::OBJECT_NAME_BYTES_MAX
 }
 
 /// What is wrong with a history from a peer, if anything: entries must go
@@ -3626,7 +3630,7 @@ mod tests {
                 dups: Vec::new(),
             }))
         };
-        let huge = vec![b'x'; cairn_store::limits::OBJECT_NAME_BYTES_MAX + 1];
+        let huge = vec![b'x'; cairn_proto::limits::OBJECT_NAME_BYTES_MAX + 1];
         let cases = [
             activate(
                 vec![entry(1, b"a".to_vec()), entry(2, huge.clone())],

@@ -16,21 +16,14 @@
 
 use crate::pg::PgMsg;
 use bytes::Bytes;
+use cairn_proto::limits::{NOTIFY_INCONSISTENT_MAX, SCRUB_ERROR_BYTES_MAX};
+use cairn_proto::peer::InconsistencyRecord;
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Meta key of a PG copy's scrub stamps.
 pub const STAMPS_KEY: &[u8] = b"scrubinfo";
-/// Longest error text a scrub map carries per object.
-pub const ERROR_BYTES_MAX: usize = 256;
-/// Most entries one copy reports for one chunk (a copy holding far more
-/// objects in the chunk's key range than the primary is itself reported
-/// as inconsistent).
-pub const MAP_ENTRIES_MAX: usize = 1024;
-/// Inconsistent objects kept per PG for `pg query` and `health detail`;
-/// the count goes on beyond it.
-pub const KEPT_INCONSISTENT_MAX: usize = 64;
 
 /// What one copy holds of one object, as a scrub compares it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,15 +122,6 @@ pub const INCONSISTENT_KEY_PREFIX: &[u8] = b"scrubbad/";
 /// Format byte of a stored [`Inconsistency`].
 const INCONSISTENT_FORMAT: u8 = 1;
 
-/// The stored and sent form of an [`Inconsistency`] (the object's name is
-/// in the key, or beside it in a message).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct InconsistencyRecord {
-    pub bad: Vec<OsdId>,
-    pub auth: Option<OsdId>,
-    pub reason: String,
-}
-
 impl Inconsistency {
     /// Its metadata key.
     #[must_use]
@@ -152,7 +136,7 @@ impl Inconsistency {
         InconsistencyRecord {
             bad: self.bad.iter().copied().collect(),
             auth: self.auth,
-            reason: self.reason.chars().take(ERROR_BYTES_MAX).collect(),
+            reason: self.reason.chars().take(SCRUB_ERROR_BYTES_MAX).collect(),
         }
     }
 
@@ -478,7 +462,7 @@ impl Scrubber {
     /// Records an inconsistency (bounded); the write that keeps it, if it
     /// is kept.
     pub fn record(&mut self, found: Inconsistency) -> Option<Op> {
-        if self.inconsistent.len() < KEPT_INCONSISTENT_MAX
+        if self.inconsistent.len() < NOTIFY_INCONSISTENT_MAX
             || self.inconsistent.contains_key(&found.object)
         {
             let op = Op::MetaSet {

@@ -5,12 +5,11 @@
 //! `PROPTEST_CASES` raises the cases (default 512 per property).
 
 use bytes::Bytes;
-use cairn_osd::hello::{HELLO_VERSION, PeerHello, PeerHelloReply};
-use cairn_osd::proto::{
-    ClientOp, OpKind, PeerMsg, PeerPing, PgAction, PgCommand, ReqIdWire, decode_pg_msg,
-    encode_pg_msg,
-};
+use cairn_osd::codec::{decode_pg_msg, encode_pg_msg};
 use cairn_osd::{LogEntry, LogKind, LogResult, ObjectState, PgMsg, Push, ReqId, SubWrite, Version};
+use cairn_proto::osd::{ClientOp, OpKind, PgAction, PgCommand, ReqIdWire};
+use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply};
+use cairn_proto::peer::{PeerMsg, PeerPing};
 use cairn_store::{ObjectKey, Op};
 use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -158,11 +157,11 @@ fn decode_as_daemon(kind: u16, body: &[u8], data: &Bytes) {
         _ => {}
     }
     // The monitor's requests, from the same bytes.
-    drop(frame.decode_body::<cairn_mon::proto::CommandRequest>());
-    drop(frame.decode_body::<cairn_mon::proto::Heartbeat>());
-    drop(frame.decode_body::<cairn_mon::proto::GetMap>());
-    drop(frame.decode_body::<cairn_mon::proto::Subscribe>());
-    drop(frame.decode_body::<cairn_mon::proto::FailureReport>());
+    drop(frame.decode_body::<cairn_proto::mon::CommandRequest>());
+    drop(frame.decode_body::<cairn_proto::mon::Heartbeat>());
+    drop(frame.decode_body::<cairn_proto::mon::GetMap>());
+    drop(frame.decode_body::<cairn_proto::mon::Subscribe>());
+    drop(frame.decode_body::<cairn_proto::mon::FailureReport>());
 }
 
 #[test]

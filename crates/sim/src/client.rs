@@ -10,8 +10,8 @@ use crate::rng::Rng;
 use bytes::Bytes;
 use cairn_osd::log::err_code;
 use cairn_osd::map_view::MapView;
-use cairn_osd::proto::OpKind;
 use cairn_osd::{Guard, ReqId};
+use cairn_proto::osd::OpKind;
 use cairn_types::Epoch;
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
@@ -455,11 +455,11 @@ fn is_write(input: &ObjInput) -> bool {
 }
 
 /// The request body of an operation, built as the daemon builds store ops
-/// from wire ops (`OpKind::store_ops`).
+/// from wire ops (`cairn_osd::codec::store_ops`).
 fn body_of(object: &Bytes, input: &ObjInput) -> OpBody {
     let write = |kind: OpKind, data: Bytes, guard: Option<Guard>| {
         let frees_space = cairn_osd::daemon::frees_space(&kind);
-        let ops = kind.store_ops(object, data).expect("a write op");
+        let ops = cairn_osd::codec::store_ops(&kind, object, data).expect("a write op");
         OpBody::Write {
             ops,
             guard,

@@ -8,10 +8,12 @@
 //! daemon does when it restarts from its redb store.
 
 use crate::net::{MapUpdate, Msg, Node};
-use cairn_mon::limits::{INCREMENTALS_KEPT_MAX, INCREMENTALS_PER_REPLY_MAX};
-use cairn_mon::proto::MonCommand;
-use cairn_mon::{Event, Incremental, MapService, MonState, ServiceConfig};
+use cairn_mon::limits::INCREMENTALS_KEPT_MAX;
+use cairn_mon::{Event, MapService, ServiceConfig};
 use cairn_placement::Weight;
+use cairn_proto::limits::INCREMENTALS_PER_REPLY_MAX;
+use cairn_proto::map::{Incremental, MonState};
+use cairn_proto::mon::MonCommand;
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -84,7 +86,9 @@ impl SimMon {
             }
         }
         let reply = match effects.reply {
-            Some(Ok(cairn_mon::Reply::Heartbeat { up, .. })) => Some(Msg::HeartbeatReply { up }),
+            Some(Ok(cairn_proto::mon::Reply::Heartbeat { up, .. })) => {
+                Some(Msg::HeartbeatReply { up })
+            }
             _ => None,
         };
         (reply, sends)

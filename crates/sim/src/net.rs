@@ -16,9 +16,9 @@
 use crate::linearizability::Snapshot;
 use crate::rng::Rng;
 use bytes::Bytes;
-use cairn_mon::{Incremental, OsdEndpoint};
 use cairn_osd::{PgMsg, ReqId};
 use cairn_placement::ClusterMap;
+use cairn_proto::map::{Incremental, OsdEndpoint};
 use cairn_store::Op;
 use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet};

@@ -23,13 +23,14 @@ use bytes::Bytes;
 use cairn_osd::daemon::{
     PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
 };
-use cairn_osd::lease::{LEASE_MS, LeaseReport, Leases};
+use cairn_osd::lease::{LEASE_MS, Leases};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
+use cairn_proto::peer::LeaseReport;
 use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -549,7 +550,7 @@ impl SimOsd {
                 // incrementals come next.
                 let more = match &update {
                     MapUpdate::Incrementals(incrementals) => {
-                        incrementals.len() >= cairn_mon::limits::INCREMENTALS_PER_REPLY_MAX
+                        incrementals.len() >= cairn_proto::limits::INCREMENTALS_PER_REPLY_MAX
                     }
                     MapUpdate::Full { .. } => true,
                 };

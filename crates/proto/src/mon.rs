@@ -24,8 +24,13 @@
 //! epoch it now has. The wire has no server-initiated messages; this needs
 //! none, and a lost reply costs at most one `wait_ms`.
 
-use crate::error::MonError;
-use crate::incremental::{Incremental, OsdEndpoint};
+pub mod client;
+pub mod error;
+
+pub use client::MonClient;
+pub use error::MonError;
+
+use crate::map::{Incremental, OsdEndpoint};
 use cairn_placement::{ClusterMap, FailureDomain, Redundancy, Weight};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::Message;
@@ -350,8 +355,8 @@ pub enum MapUpdate {
     Incrementals(Vec<Incremental>),
 }
 
-/// A decoded map reply, as [`crate::MonClient::get_map`] and
-/// [`crate::MonClient::subscribe`] return it. `Incrementals` with an empty
+/// A decoded map reply, as [`MonClient::get_map`] and
+/// [`MonClient::subscribe`] return it. `Incrementals` with an empty
 /// list means nothing is newer than the epoch asked about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapFetch {

@@ -7,22 +7,21 @@
 //! is, so an intended change is a reviewed copy and paste.
 
 use bytes::Bytes;
-use cairn_mon::error::MonError;
-use cairn_mon::incremental::OsdEndpoint;
-use cairn_mon::proto::{
-    CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
-    MapReply, MapUpdate, MonCommand, MonReply, OsdStats, OsdStatsReport, PgStat, RedundancySpec,
-    Reply, StatsReply, Subscribe,
-};
-use cairn_osd::hello::{HELLO_VERSION, PeerHello, PeerHelloReply};
-use cairn_osd::lease::LeaseReport;
-use cairn_osd::proto::{
-    ClientOp, ClientReply, GuardWire, KeyWire, ObjectSignalKind, OpError, OpKind, OpOutput, OpWire,
-    PeerMsg, PeerPing, PeerPong, PgAction, PgCommand, PgCommandReply, ReqIdWire, ScrubEntryWire,
-    SignalKind, VersionWire,
-};
-use cairn_osd::scrub::InconsistencyRecord;
 use cairn_placement::Weight;
+use cairn_proto::map::OsdEndpoint;
+use cairn_proto::mon::{
+    CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
+    MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
+    RedundancySpec, Reply, StatsReply, Subscribe,
+};
+use cairn_proto::osd::{
+    ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
+    PgCommandReply, ReqIdWire, VersionWire,
+};
+use cairn_proto::peer::{
+    HELLO_VERSION, InconsistencyRecord, KeyWire, LeaseReport, ObjectSignalKind, OpWire, PeerHello,
+    PeerHelloReply, PeerMsg, PeerPing, PeerPong, ScrubEntryWire, SignalKind,
+};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{Frame, Message};
 use serde::Serialize;

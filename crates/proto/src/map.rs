@@ -25,7 +25,7 @@ pub struct OsdEndpoint {
 
 impl OsdEndpoint {
     /// An endpoint from its binary v1 record `(osd, addr, capacity_bytes)`.
-    pub(crate) fn from_v1((id, addr, capacity_bytes): (u32, String, u64)) -> (OsdId, OsdEndpoint) {
+    pub fn from_v1((id, addr, capacity_bytes): (u32, String, u64)) -> (OsdId, OsdEndpoint) {
         (
             OsdId(id),
             OsdEndpoint {

@@ -1,106 +1,23 @@
-//! The OSD's messages: client ↔ OSD operations and OSD ↔ OSD PG messages.
-//!
-//! Message kinds `0x0200..=0x02ff` belong to the OSD; they are frozen once
-//! assigned. Bulk object data never goes through serde: it travels in the
-//! frame's data segment (a write's payload, a read's result, a sub-write's
-//! payloads concatenated). Small values (xattrs, omap entries) ride in the
-//! postcard body, bounded by the wire's 1 MiB body limit.
-//!
-//! | kind | message | direction |
-//! |---|---|---|
-//! | `0x0200` | [`ClientOp`] | client → primary, request |
-//! | `0x0201` | [`ClientReply`] | primary → client, response (also to any malformed request) |
-//! | `0x0202` | [`PeerMsg`] | OSD → OSD, one-way (request id 0) |
-//! | `0x0203` | [`PeerPing`] | OSD → OSD on the heartbeat connection, request |
-//! | `0x0204` | [`PeerPong`] | OSD → OSD, response |
-//! | `0x0205` | [`PgCommand`] | operator → a PG's primary, request |
-//! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
-//! | `0x0207` | [`crate::hello::PeerHello`] | OSD → OSD, request, first on every peer connection |
-//! | `0x0208` | [`crate::hello::PeerHelloReply`] | OSD → OSD, response |
+//! The OSD's side of the wire: turns its PG messages into
+//! [`cairn_proto::peer::PeerMsg`] bodies and data segments and back
+//! (checking every length and name on the way in), converts between the
+//! protocol's request ids, versions and guards and the OSD's own, and maps
+//! a client operation onto store operations. The message types themselves,
+//! and their kinds, are in `cairn-proto`.
 
-use crate::lease::LeaseReport;
 use crate::log::{DupEntry, LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
-use crate::scrub::{
-    self, Inconsistency, InconsistencyRecord, KEPT_INCONSISTENT_MAX, ScrubEntry, ScrubMap,
-};
+use crate::scrub::{Inconsistency, ScrubEntry, ScrubMap};
 use bytes::{Bytes, BytesMut};
+use cairn_proto::limits::{NOTIFY_INCONSISTENT_MAX, SCRUB_ERROR_BYTES_MAX, SCRUB_MAP_ENTRIES_MAX};
+use cairn_proto::osd::{GuardWire, OpKind, ReqIdWire, VersionWire};
+use cairn_proto::peer::{KeyWire, ObjectSignalKind, OpWire, PeerMsg, ScrubEntryWire, SignalKind};
 use cairn_store::{ObjectKey, Op};
 use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId};
-use cairn_wire::Message;
-use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
-
-pub const KIND_CLIENT_OP: u16 = 0x0200;
-pub const KIND_CLIENT_REPLY: u16 = 0x0201;
-pub const KIND_PEER_MSG: u16 = 0x0202;
-pub const KIND_PEER_PING: u16 = 0x0203;
-pub const KIND_PEER_PONG: u16 = 0x0204;
-pub const KIND_PG_COMMAND: u16 = 0x0205;
-pub const KIND_PG_COMMAND_REPLY: u16 = 0x0206;
-
-/// What an operator asks of a PG's primary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PgAction {
-    /// Light scrub; repairs only if `osd_scrub_auto_repair` is on.
-    Scrub,
-    /// Deep scrub; repairs only if `osd_scrub_auto_repair` is on.
-    DeepScrub,
-    /// Deep scrub that repairs what it finds.
-    Repair,
-}
-
-/// Request `KIND_PG_COMMAND`, to the PG's primary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PgCommand {
-    pub pg: PgId,
-    pub action: PgAction,
-}
-
-impl Message for PgCommand {
-    const KIND: u16 = KIND_PG_COMMAND;
-}
-
-/// Response `KIND_PG_COMMAND_REPLY`: what was started, or why not.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PgCommandReply(pub Result<String, String>);
-
-impl Message for PgCommandReply {
-    const KIND: u16 = KIND_PG_COMMAND_REPLY;
-}
-
-/// Request `KIND_PEER_PING`: a peer heartbeat. It travels on a connection
-/// of its own, never queued behind a PG message's megabytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerPing {
-    pub from: OsdId,
-    pub epoch: Epoch,
-}
-
-impl Message for PeerPing {
-    const KIND: u16 = KIND_PEER_PING;
-}
-
-/// Response `KIND_PEER_PONG`: the pinged OSD is alive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerPong {
-    pub from: OsdId,
-    pub epoch: Epoch,
-}
-
-impl Message for PeerPong {
-    const KIND: u16 = KIND_PEER_PONG;
-}
-
-/// A client request's identity on the wire ([`ReqId`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReqIdWire {
-    pub client: u64,
-    pub tid: u64,
-}
 
 impl From<ReqId> for ReqIdWire {
     fn from(r: ReqId) -> ReqIdWire {
@@ -120,13 +37,6 @@ impl From<ReqIdWire> for ReqId {
     }
 }
 
-/// A PG version on the wire ([`Version`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VersionWire {
-    pub epoch: u64,
-    pub seq: u64,
-}
-
 impl From<Version> for VersionWire {
     fn from(v: Version) -> VersionWire {
         VersionWire {
@@ -142,71 +52,6 @@ impl From<VersionWire> for Version {
     }
 }
 
-/// What a client asks of one object. Writes carry their payload in the
-/// frame's data segment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OpKind {
-    /// Replaces the whole object with the data segment.
-    WriteFull,
-    /// Writes the data segment at `offset`.
-    Write {
-        offset: u64,
-    },
-    /// Appends the data segment.
-    Append,
-    /// Reads `length` bytes (`None`: to the end) from `offset`.
-    Read {
-        offset: u64,
-        length: Option<u64>,
-    },
-    Stat,
-    Remove,
-    /// Sets xattr `name` to the data segment (creating the object).
-    SetXattr {
-        name: ByteBuf,
-    },
-    GetXattrs,
-    /// Sets omap entries (creating the object).
-    OmapSet {
-        entries: Vec<(ByteBuf, ByteBuf)>,
-    },
-    /// Omap entries with keys `> after`, at most `limit`.
-    OmapGetRange {
-        after: Option<ByteBuf>,
-        limit: u32,
-    },
-    /// Removes xattr `name` (the object must exist).
-    RemoveXattr {
-        name: ByteBuf,
-    },
-    /// Removes omap keys (the object must exist; absent keys are fine).
-    OmapRemove {
-        keys: Vec<ByteBuf>,
-    },
-    /// The values of these omap keys (absent keys are left out).
-    OmapGet {
-        keys: Vec<ByteBuf>,
-    },
-    /// Names of the PG's objects in (hash, name) order after `after`, at
-    /// most `limit`; the request's object name must be empty.
-    List {
-        after: Option<ByteBuf>,
-        limit: u32,
-    },
-}
-
-/// A compare-and-set condition on the object's state before a write.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum GuardWire {
-    /// The object's version is this one (0: it does not exist).
-    Version(u64),
-    /// Xattr `name` has this value (`None`: it is absent).
-    Xattr {
-        name: ByteBuf,
-        value: Option<ByteBuf>,
-    },
-}
-
 impl From<GuardWire> for crate::pg::Guard {
     fn from(g: GuardWire) -> crate::pg::Guard {
         match g {
@@ -219,325 +64,50 @@ impl From<GuardWire> for crate::pg::Guard {
     }
 }
 
-impl OpKind {
-    /// Whether the op changes the object (goes through the PG's write path).
-    #[must_use]
-    pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            OpKind::WriteFull
-                | OpKind::Write { .. }
-                | OpKind::Append
-                | OpKind::Remove
-                | OpKind::SetXattr { .. }
-                | OpKind::OmapSet { .. }
-                | OpKind::RemoveXattr { .. }
-                | OpKind::OmapRemove { .. }
-        )
-    }
-
-    /// The store operations of a write on `object` with payload `data`;
-    /// `None` for reads.
-    #[must_use]
-    pub fn store_ops(&self, object: &Bytes, data: impl Into<CheckedBytes>) -> Option<Vec<Op>> {
-        let data = data.into();
-        let object = ObjectKey::new(object.clone());
-        let touch = Op::Touch {
-            object: object.clone(),
-        };
-        Some(match self {
-            OpKind::WriteFull => vec![Op::WriteFull { object, data }],
-            OpKind::Write { offset } => vec![Op::Write {
-                object,
-                offset: *offset,
-                data,
-            }],
-            OpKind::Append => vec![Op::Append { object, data }],
-            OpKind::Remove => vec![Op::Remove { object }],
-            OpKind::SetXattr { name } => {
-                let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data.into_bytes())]);
-                vec![touch, Op::SetXattrs { object, xattrs }]
-            }
-            OpKind::OmapSet { entries } => {
-                let entries = entries
-                    .iter()
-                    .map(|(k, v)| (Bytes::from(k.to_vec()), Bytes::from(v.to_vec())))
-                    .collect();
-                vec![touch, Op::OmapSet { object, entries }]
-            }
-            OpKind::RemoveXattr { name } => vec![Op::RemoveXattr {
-                object,
-                name: Bytes::from(name.to_vec()),
-            }],
-            OpKind::OmapRemove { keys } => vec![Op::OmapRemove {
-                object,
-                keys: keys.iter().map(|k| Bytes::from(k.to_vec())).collect(),
-            }],
-            OpKind::Read { .. }
-            | OpKind::Stat
-            | OpKind::GetXattrs
-            | OpKind::OmapGetRange { .. }
-            | OpKind::OmapGet { .. }
-            | OpKind::List { .. } => return None,
-        })
-    }
-}
-
-/// Request `KIND_CLIENT_OP`: one operation on one object of PG `pg`, sent
-/// to the PG's primary as the client's map at `epoch` computes it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientOp {
-    pub pg: PgId,
-    pub epoch: Epoch,
-    pub req: ReqIdWire,
-    pub object: ByteBuf,
-    pub op: OpKind,
-    /// Writes only: apply only if this holds, else fail `CompareFailed`.
-    pub guard: Option<GuardWire>,
-}
-
-impl Message for ClientOp {
-    const KIND: u16 = KIND_CLIENT_OP;
-}
-
-/// A successful answer. Read data is in the frame's data segment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OpOutput {
-    /// A write is durable on every acting OSD.
-    Written {
-        object_version: u64,
-    },
-    /// The data segment holds the bytes read.
-    Data,
-    Stat {
-        size_bytes: u64,
-        version: u64,
-    },
-    Xattrs(Vec<(ByteBuf, ByteBuf)>),
-    Omap(Vec<(ByteBuf, ByteBuf)>),
-    /// A page of object names; `next` continues the listing, `None` at the
-    /// PG's end.
-    List {
-        names: Vec<ByteBuf>,
-        next: Option<ByteBuf>,
-    },
-}
-
-/// Why an operation failed. `Retry`, `Blocked` and `Busy` say nothing was
-/// done: refetch the map (Retry) or wait (Blocked, Busy) and resend with
-/// the same request id.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-pub enum OpError {
-    /// Not primary, interval newer than the client's map, interval changed
-    /// mid-write, or PG not yet servable; `epoch` is the OSD's map epoch.
-    #[error("retry after refetching the map (OSD at epoch {epoch}): {reason}")]
-    Retry { epoch: u64, reason: String },
-    #[error("PG has {acting_count} acting OSDs, fewer than min_size {min_size}")]
-    Blocked { acting_count: u32, min_size: u32 },
-    #[error("PG busy ({inflight_max} writes in flight)")]
-    Busy { inflight_max: u32 },
-    #[error("object not found")]
-    NotFound,
-    #[error("invalid request: {0}")]
-    Invalid(String),
-    #[error("not supported: {0}")]
-    NotSupported(String),
-    #[error("store error: {0}")]
-    Store(String),
-    #[error("timed out: {0}")]
-    Timeout(String),
-    /// A guard did not hold; nothing was changed.
-    #[error("compare failed: {0}")]
-    CompareFailed(String),
-    /// A guarded write's object has writes not yet settled; resend.
-    #[error("object has writes in flight; retry the guarded write")]
-    ObjectBusy,
-    /// The OSD's store is too full for writes (removes still work).
-    #[error("full: {0}")]
-    Full(String),
-    /// The object's data failed its checksum and no other copy could
-    /// replace it (a read of a copy that can be repaired is answered
-    /// `ObjectBusy` while the repair runs).
-    #[error("corrupt: {0}")]
-    Corrupt(String),
-}
-
-/// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientReply {
-    pub result: Result<OpOutput, OpError>,
-    pub version: Option<VersionWire>,
-}
-
-impl Message for ClientReply {
-    const KIND: u16 = KIND_CLIENT_REPLY;
-}
-
-impl ClientReply {
-    #[must_use]
-    pub fn err(error: OpError) -> ClientReply {
-        ClientReply {
-            result: Err(error),
-            version: None,
+/// The store operations of a write of `kind` on `object` with payload
+/// `data`; `None` for reads.
+#[must_use]
+pub fn store_ops(kind: &OpKind, object: &Bytes, data: impl Into<CheckedBytes>) -> Option<Vec<Op>> {
+    let data = data.into();
+    let object = ObjectKey::new(object.clone());
+    let touch = Op::Touch {
+        object: object.clone(),
+    };
+    Some(match kind {
+        OpKind::WriteFull => vec![Op::WriteFull { object, data }],
+        OpKind::Write { offset } => vec![Op::Write {
+            object,
+            offset: *offset,
+            data,
+        }],
+        OpKind::Append => vec![Op::Append { object, data }],
+        OpKind::Remove => vec![Op::Remove { object }],
+        OpKind::SetXattr { name } => {
+            let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data.into_bytes())]);
+            vec![touch, Op::SetXattrs { object, xattrs }]
         }
-    }
-}
-
-/// One store operation of a sub-write, on the entry's object. Payload
-/// lengths index the data segment in order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OpWire {
-    WriteFull { len: u64 },
-    Write { offset: u64, len: u64 },
-    Append { len: u64 },
-    Truncate { size: u64 },
-    Zero { offset: u64, length: u64 },
-    Touch,
-    Remove,
-    SetVersion { version: u64 },
-    SetXattrs(Vec<(ByteBuf, ByteBuf)>),
-    RemoveXattr(ByteBuf),
-    OmapSet(Vec<(ByteBuf, ByteBuf)>),
-    OmapRemove(Vec<ByteBuf>),
-    OmapRemoveRange { start: ByteBuf, end: ByteBuf },
-    OmapClear,
-}
-
-/// Message `KIND_PEER_MSG`: a PG message between OSDs. A sub-write's
-/// payloads are the data segment.
-/// What an [`PeerMsg::ObjectSignal`] says of its object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ObjectSignalKind {
-    PushAck,
-    Pull,
-    Unreadable,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PeerMsg {
-    SubWrite {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        /// [`LogEntry::encode`].
-        entry: ByteBuf,
-        ops: Vec<OpWire>,
-        prior: VersionWire,
-        committed_to: VersionWire,
-        log_only: bool,
-    },
-    SubWriteAck {
-        pg: PgId,
-        from: OsdId,
-        version: VersionWire,
-    },
-    /// Peering's question for a copy; also `Activated`, `BackfillDone`,
-    /// `BackfillDoneAck` and `Purge`, which carry nothing else.
-    Signal {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        signal: SignalKind,
-    },
-    /// A copy: its log entries, then the names it lacks, are the data
-    /// segment (records of a u32 little-endian length and the bytes).
-    Notify {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        exists: bool,
-        last_update: VersionWire,
-        last_epoch_started: Epoch,
-        backfilling: bool,
-        entries: u32,
-        missing: u32,
-        lease: LeaseReport,
-        /// The copy's kept inconsistencies: object names and records.
-        inconsistent: Vec<(ByteBuf, InconsistencyRecord)>,
-    },
-    /// The authoritative history; entries then missing names are the data
-    /// segment, as in `Notify`.
-    Activate {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        keep_through: VersionWire,
-        last_update: VersionWire,
-        committed_to: VersionWire,
-        backfill: bool,
-        entries: u32,
-        missing: u32,
-        /// Dup entries (see `DupEntry`), after the names in the data
-        /// segment, each with its length like them.
-        dups: u32,
-    },
-    /// An object's whole state; its data is the data segment.
-    Push {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        object: ByteBuf,
-        exists: bool,
-        version: u64,
-        xattrs: Vec<(ByteBuf, ByteBuf)>,
-        omap: Vec<(ByteBuf, ByteBuf)>,
-        /// The sender's last update when it read the object.
-        as_of: VersionWire,
-    },
-    /// `PushAck`, `Pull` or `Unreadable` of one object.
-    ObjectSignal {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        object: ByteBuf,
-        kind: ObjectSignalKind,
-    },
-    /// A read-lease renewal (`ack: false`) or its acknowledgement.
-    Lease {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        seq: u64,
-        ack: bool,
-    },
-    /// The primary asks for a scrub map of the keys in `(after, through]`.
-    ScrubRequest {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        chunk: u64,
-        after: Option<KeyWire>,
-        through: Option<KeyWire>,
-        deep: bool,
-    },
-    /// A copy's scrub map; the object names are the data segment (records
-    /// as in `Notify`), in the order of `entries`.
-    ScrubMap {
-        pg: PgId,
-        from: OsdId,
-        interval_epoch: Epoch,
-        chunk: u64,
-        entries: Vec<ScrubEntryWire>,
-        truncated: bool,
-    },
-}
-
-/// An object key: its hash and name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyWire {
-    pub hash: u32,
-    pub name: ByteBuf,
-}
-
-/// A [`ScrubEntry`] without its name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScrubEntryWire {
-    pub size: u64,
-    pub version: u64,
-    pub xattrs_digest: u32,
-    pub omap_digest: u32,
-    pub data_digest: Option<u32>,
-    pub error: Option<String>,
+        OpKind::OmapSet { entries } => {
+            let entries = entries
+                .iter()
+                .map(|(k, v)| (Bytes::from(k.to_vec()), Bytes::from(v.to_vec())))
+                .collect();
+            vec![touch, Op::OmapSet { object, entries }]
+        }
+        OpKind::RemoveXattr { name } => vec![Op::RemoveXattr {
+            object,
+            name: Bytes::from(name.to_vec()),
+        }],
+        OpKind::OmapRemove { keys } => vec![Op::OmapRemove {
+            object,
+            keys: keys.iter().map(|k| Bytes::from(k.to_vec())).collect(),
+        }],
+        OpKind::Read { .. }
+        | OpKind::Stat
+        | OpKind::GetXattrs
+        | OpKind::OmapGetRange { .. }
+        | OpKind::OmapGet { .. }
+        | OpKind::List { .. } => return None,
+    })
 }
 
 fn key_wire(key: &ObjectKey) -> KeyWire {
@@ -559,20 +129,6 @@ fn key_unwire(key: KeyWire) -> Result<ObjectKey, PeerDecodeError> {
         hash: key.hash,
         name,
     })
-}
-
-/// The peering messages that carry only their sender and interval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum SignalKind {
-    Query,
-    Activated,
-    BackfillDone,
-    BackfillDoneAck,
-    Purge,
-}
-
-impl Message for PeerMsg {
-    const KIND: u16 = KIND_PEER_MSG;
 }
 
 /// A peer message that does not decode into a PG message.
@@ -715,7 +271,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
                 inconsistent: notify
                     .inconsistent
                     .iter()
-                    .take(KEPT_INCONSISTENT_MAX)
+                    .take(NOTIFY_INCONSISTENT_MAX)
                     .map(|i| (buf(&i.object), i.record()))
                     .collect(),
             };
@@ -1174,7 +730,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             let (log, missing) = unrecords(data, entries, missing)?;
             let inconsistent = inconsistent
                 .into_iter()
-                .take(KEPT_INCONSISTENT_MAX)
+                .take(NOTIFY_INCONSISTENT_MAX)
                 .map(|(object, record)| Inconsistency::from_record(unbuf(object), record))
                 .collect();
             let copy = PeerCopy {
@@ -1302,7 +858,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             entries,
             truncated,
         } => {
-            if entries.len() > scrub::MAP_ENTRIES_MAX {
+            if entries.len() > SCRUB_MAP_ENTRIES_MAX {
                 return Err(PeerDecodeError::Malformed(format!(
                     "scrub map of {} entries",
                     entries.len()
@@ -1315,7 +871,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                 if !crate::pg::valid_name(&name)
                     || e.error
                         .as_ref()
-                        .is_some_and(|t| t.len() > scrub::ERROR_BYTES_MAX)
+                        .is_some_and(|t| t.len() > SCRUB_ERROR_BYTES_MAX)
                 {
                     return Err(PeerDecodeError::Malformed("scrub map entry".into()));
                 }
@@ -1357,16 +913,11 @@ mod tests {
         let pg = PgId::new(PoolId(3), 5);
         let object = Bytes::from_static(b"obj");
         let payload = Bytes::from(vec![7u8; 4096]);
-        let mut ops = OpKind::WriteFull
-            .store_ops(&object, payload.clone())
-            .expect("a write");
-        ops.extend(
-            OpKind::SetXattr {
-                name: ByteBuf::from(b"k".to_vec()),
-            }
-            .store_ops(&object, Bytes::from_static(b"v"))
-            .expect("a write"),
-        );
+        let mut ops = store_ops(&OpKind::WriteFull, &object, payload.clone()).expect("a write");
+        let set = OpKind::SetXattr {
+            name: ByteBuf::from(b"k".to_vec()),
+        };
+        ops.extend(store_ops(&set, &object, Bytes::from_static(b"v")).expect("a write"));
         let write = SubWrite {
             from: OsdId(1),
             interval_epoch: Epoch(9),
@@ -1452,7 +1003,7 @@ mod tests {
             from: OsdId(1),
             interval_epoch: Epoch(9),
             copy: crate::peering::PeerCopy::default(),
-            lease: crate::lease::LeaseReport::default(),
+            lease: cairn_proto::peer::LeaseReport::default(),
             inconsistent: vec![found.clone()],
         });
         let (body, data) = encode_pg_msg(pg, &msg).expect("encodes");
@@ -1514,7 +1065,7 @@ mod tests {
         else {
             panic!("a scrub map");
         };
-        entries[0].error = Some("x".repeat(scrub::ERROR_BYTES_MAX + 1));
+        entries[0].error = Some("x".repeat(SCRUB_ERROR_BYTES_MAX + 1));
         let long = PeerMsg::ScrubMap {
             pg,
             from,
@@ -1532,7 +1083,7 @@ mod tests {
     #[test]
     fn reads_have_no_store_ops() {
         let object = Bytes::from_static(b"o");
-        assert!(OpKind::Stat.store_ops(&object, Bytes::new()).is_none());
+        assert!(store_ops(&OpKind::Stat, &object, Bytes::new()).is_none());
         assert!(!OpKind::GetXattrs.is_write());
         assert!(OpKind::Append.is_write());
     }

@@ -1,12 +1,12 @@
 //! [`MonClient`]: a typed connection to one monitor.
 
-use crate::error::MonError;
-use crate::limits::{SUBSCRIBE_REPLY_MARGIN_MS, SUBSCRIBE_WAIT_MS_MAX};
-use crate::proto::{
+use super::MonError;
+use super::{
     CommandRequest, FailureReport, GetMap, GetStats, Heartbeat, KIND_MAP_REPLY, KIND_MON_REPLY,
     MapFetch, MapReply, MapUpdate, MonCommand, MonReply, OsdStats, OsdStatsReport, Reply,
     StatsReply, Subscribe,
 };
+use crate::limits::{SUBSCRIBE_REPLY_MARGIN_MS, SUBSCRIBE_WAIT_MS_MAX};
 use bytes::Bytes;
 use cairn_placement::ClusterMap;
 use cairn_types::{Epoch, OsdId};

@@ -1,0 +1,262 @@
+//! OSD ↔ OSD messages: PG messages, heartbeats and the hello that opens
+//! every peer connection. Kinds are in the table of [`crate::osd`].
+//!
+//! The bodies here are the wire forms; the OSD turns them into its PG
+//! messages (and checks them) in its own codec, since their log entries
+//! and store operations are the OSD's.
+
+use crate::osd::{
+    KIND_PEER_HELLO, KIND_PEER_HELLO_REPLY, KIND_PEER_MSG, KIND_PEER_PING, KIND_PEER_PONG,
+    VersionWire,
+};
+use cairn_types::{Epoch, OsdId, PgId};
+use cairn_wire::Message;
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+/// Request `KIND_PEER_PING`: a peer heartbeat. It travels on a connection
+/// of its own, never queued behind a PG message's megabytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerPing {
+    pub from: OsdId,
+    pub epoch: Epoch,
+}
+
+impl Message for PeerPing {
+    const KIND: u16 = KIND_PEER_PING;
+}
+
+/// Response `KIND_PEER_PONG`: the pinged OSD is alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerPong {
+    pub from: OsdId,
+    pub epoch: Epoch,
+}
+
+impl Message for PeerPong {
+    const KIND: u16 = KIND_PEER_PONG;
+}
+
+/// The hello's own format version: a receiver refuses versions it does
+/// not know rather than guess at their meaning.
+pub const HELLO_VERSION: u16 = 1;
+
+/// Request `KIND_PEER_HELLO`: the first message on an OSD → OSD connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerHello {
+    pub version: u16,
+    /// Who the sender says it is.
+    pub osd: OsdId,
+    /// The address it serves on, as in the map.
+    pub addr: String,
+    /// Its map epoch: a receiver behind it refreshes before judging.
+    pub epoch: Epoch,
+    /// Reserved for a signed ticket; empty today.
+    pub auth: ByteBuf,
+}
+
+impl Message for PeerHello {
+    const KIND: u16 = KIND_PEER_HELLO;
+}
+
+/// Response `KIND_PEER_HELLO_REPLY`: the receiver's own id, or why the
+/// claim was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerHelloReply(pub Result<OsdId, String>);
+
+impl Message for PeerHelloReply {
+    const KIND: u16 = KIND_PEER_HELLO_REPLY;
+}
+
+/// The lease part of a peer's answer to a query.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseReport {
+    /// The primary the answering copy promised to, if the promise still
+    /// runs (`Some(None)`: an unknown holder).
+    pub holder: Option<Option<OsdId>>,
+    pub remaining_ms: u64,
+    /// The answering copy serves reads as a primary itself.
+    pub serving: bool,
+}
+
+/// The stored and sent form of a scrub inconsistency (the object's name
+/// is in the key, or beside it in a message). Its postcard bytes are also
+/// the OSD's stored `scrubbad/` value after a format byte: field order is
+/// frozen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InconsistencyRecord {
+    pub bad: Vec<OsdId>,
+    pub auth: Option<OsdId>,
+    pub reason: String,
+}
+
+/// One store operation of a sub-write, on the entry's object. Payload
+/// lengths index the data segment in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpWire {
+    WriteFull { len: u64 },
+    Write { offset: u64, len: u64 },
+    Append { len: u64 },
+    Truncate { size: u64 },
+    Zero { offset: u64, length: u64 },
+    Touch,
+    Remove,
+    SetVersion { version: u64 },
+    SetXattrs(Vec<(ByteBuf, ByteBuf)>),
+    RemoveXattr(ByteBuf),
+    OmapSet(Vec<(ByteBuf, ByteBuf)>),
+    OmapRemove(Vec<ByteBuf>),
+    OmapRemoveRange { start: ByteBuf, end: ByteBuf },
+    OmapClear,
+}
+
+/// What an [`PeerMsg::ObjectSignal`] says of its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectSignalKind {
+    PushAck,
+    Pull,
+    Unreadable,
+}
+
+/// Message `KIND_PEER_MSG`: a PG message between OSDs. A sub-write's
+/// payloads are the data segment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerMsg {
+    SubWrite {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        /// The OSD's encoded log entry (`LogEntry::encode`).
+        entry: ByteBuf,
+        ops: Vec<OpWire>,
+        prior: VersionWire,
+        committed_to: VersionWire,
+        log_only: bool,
+    },
+    SubWriteAck {
+        pg: PgId,
+        from: OsdId,
+        version: VersionWire,
+    },
+    /// Peering's question for a copy; also `Activated`, `BackfillDone`,
+    /// `BackfillDoneAck` and `Purge`, which carry nothing else.
+    Signal {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        signal: SignalKind,
+    },
+    /// A copy: its log entries, then the names it lacks, are the data
+    /// segment (records of a u32 little-endian length and the bytes).
+    Notify {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        exists: bool,
+        last_update: VersionWire,
+        last_epoch_started: Epoch,
+        backfilling: bool,
+        entries: u32,
+        missing: u32,
+        lease: LeaseReport,
+        /// The copy's kept inconsistencies: object names and records.
+        inconsistent: Vec<(ByteBuf, InconsistencyRecord)>,
+    },
+    /// The authoritative history; entries then missing names are the data
+    /// segment, as in `Notify`.
+    Activate {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        keep_through: VersionWire,
+        last_update: VersionWire,
+        committed_to: VersionWire,
+        backfill: bool,
+        entries: u32,
+        missing: u32,
+        /// Dup entries (see `DupEntry`), after the names in the data
+        /// segment, each with its length like them.
+        dups: u32,
+    },
+    /// An object's whole state; its data is the data segment.
+    Push {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: ByteBuf,
+        exists: bool,
+        version: u64,
+        xattrs: Vec<(ByteBuf, ByteBuf)>,
+        omap: Vec<(ByteBuf, ByteBuf)>,
+        /// The sender's last update when it read the object.
+        as_of: VersionWire,
+    },
+    /// `PushAck`, `Pull` or `Unreadable` of one object.
+    ObjectSignal {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        object: ByteBuf,
+        kind: ObjectSignalKind,
+    },
+    /// A read-lease renewal (`ack: false`) or its acknowledgement.
+    Lease {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        seq: u64,
+        ack: bool,
+    },
+    /// The primary asks for a scrub map of the keys in `(after, through]`.
+    ScrubRequest {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        chunk: u64,
+        after: Option<KeyWire>,
+        through: Option<KeyWire>,
+        deep: bool,
+    },
+    /// A copy's scrub map; the object names are the data segment (records
+    /// as in `Notify`), in the order of `entries`.
+    ScrubMap {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        chunk: u64,
+        entries: Vec<ScrubEntryWire>,
+        truncated: bool,
+    },
+}
+
+/// An object key: its hash and name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyWire {
+    pub hash: u32,
+    pub name: ByteBuf,
+}
+
+/// A scrub entry without its name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubEntryWire {
+    pub size: u64,
+    pub version: u64,
+    pub xattrs_digest: u32,
+    pub omap_digest: u32,
+    pub data_digest: Option<u32>,
+    pub error: Option<String>,
+}
+
+/// The peering messages that carry only their sender and interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignalKind {
+    Query,
+    Activated,
+    BackfillDone,
+    BackfillDoneAck,
+    Purge,
+}
+
+impl Message for PeerMsg {
+    const KIND: u16 = KIND_PEER_MSG;
+}
