@@ -133,7 +133,7 @@ fn listing_xattrs_omap_and_guards() {
         Bytes::from("v1 again"),
     ));
     assert!(
-        matches!(again, Err(ClientError::CompareFailed(_))),
+        matches!(again, Err(ClientError::CompareFailed { .. })),
         "{again:?}"
     );
     let stat = rt.block_on(client.stat("data", b"cas")).expect("stat");
@@ -155,7 +155,7 @@ fn listing_xattrs_omap_and_guards() {
         .expect("take the lock when free");
     let stolen =
         rt.block_on(client.set_xattr_if("data", b"cas", owner(None), b"owner", Bytes::from("b")));
-    assert!(matches!(stolen, Err(ClientError::CompareFailed(_))));
+    assert!(matches!(stolen, Err(ClientError::CompareFailed { .. })));
     rt.block_on(client.set_xattr_if("data", b"cas", owner(Some("a")), b"owner", Bytes::from("b")))
         .expect("hand over from a to b");
     let cli = cluster.cairn(&[
@@ -203,7 +203,7 @@ fn listing_xattrs_omap_and_guards() {
                         .await
                     {
                         Ok(_) => done += 1,
-                        Err(ClientError::CompareFailed(_)) => {}
+                        Err(ClientError::CompareFailed { .. }) => {}
                         Err(error) => panic!("increment: {error}"),
                     }
                 }

@@ -124,8 +124,8 @@ impl Client {
                 epoch: map.epoch,
                 req,
                 object: ByteBuf::from(object.to_vec()),
-                op: op.clone(),
-                guard: None,
+                guards: Vec::new(),
+                ops: vec![op.clone()],
             };
             let (reply, data_back): (ClientReply, Bytes) =
                 conn.call(&request, data.clone()).await.expect("OSD call");
@@ -141,9 +141,12 @@ impl Client {
     }
 
     async fn write(&mut self, object: &[u8], data: Bytes) {
-        let (reply, _) = self.call(object, OpKind::WriteFull, data).await;
+        let op = OpKind::WriteFull {
+            len: data.len() as u64,
+        };
+        let (reply, _) = self.call(object, op, data).await;
         assert!(
-            matches!(reply.result, Ok(OpOutput::Written { .. })),
+            matches!(reply.result.as_deref(), Ok([OpOutput::Written { .. }])),
             "write of {}: {reply:?}",
             String::from_utf8_lossy(object)
         );
@@ -156,7 +159,12 @@ impl Client {
             length: None,
         };
         let (reply, data) = self.call(object, op, Bytes::new()).await;
-        assert_eq!(reply.result, Ok(OpOutput::Data), "read: {reply:?}");
+        let len = data.len() as u64;
+        assert_eq!(
+            reply.result,
+            Ok(vec![OpOutput::Data { len }]),
+            "read: {reply:?}"
+        );
         data
     }
 }
@@ -286,11 +294,11 @@ async fn three_osds_replicate_and_serve() {
     }
     let (stat, _) = client.call(b"obj-4096", OpKind::Stat, Bytes::new()).await;
     assert!(matches!(
-        stat.result,
-        Ok(OpOutput::Stat {
+        stat.result.as_deref(),
+        Ok([OpOutput::Stat {
             size_bytes: 4096,
             ..
-        })
+        }])
     ));
     let (missing, _) = client
         .call(b"never-written", OpKind::Stat, Bytes::new())
@@ -301,21 +309,24 @@ async fn three_osds_replicate_and_serve() {
     let (set, _) = client
         .call(
             b"obj-1",
-            OpKind::SetXattr { name },
-            Bytes::from_static(b"blue"),
+            OpKind::SetXattr {
+                name,
+                value: ByteBuf::from(b"blue".to_vec()),
+            },
+            Bytes::new(),
         )
         .await;
     assert!(
-        matches!(set.result, Ok(OpOutput::Written { .. })),
+        matches!(set.result.as_deref(), Ok([OpOutput::Written { .. }])),
         "{set:?}"
     );
     let (xattrs, _) = client.call(b"obj-1", OpKind::GetXattrs, Bytes::new()).await;
     assert_eq!(
         xattrs.result,
-        Ok(OpOutput::Xattrs(vec![(
+        Ok(vec![OpOutput::Xattrs(vec![(
             ByteBuf::from(b"color".to_vec()),
             ByteBuf::from(b"blue".to_vec())
-        )]))
+        )])])
     );
     let entries: Vec<(ByteBuf, ByteBuf)> = (0..5u8)
         .map(|i| (ByteBuf::from(vec![b'k', i]), ByteBuf::from(vec![i; 3])))
@@ -330,7 +341,7 @@ async fn three_osds_replicate_and_serve() {
         )
         .await;
     assert!(
-        matches!(omap.result, Ok(OpOutput::Written { .. })),
+        matches!(omap.result.as_deref(), Ok([OpOutput::Written { .. }])),
         "{omap:?}"
     );
     let after = Some(ByteBuf::from(vec![b'k', 1]));
@@ -341,7 +352,10 @@ async fn three_osds_replicate_and_serve() {
             Bytes::new(),
         )
         .await;
-    assert_eq!(range.result, Ok(OpOutput::Omap(entries[2..4].to_vec())));
+    assert_eq!(
+        range.result,
+        Ok(vec![OpOutput::Omap(entries[2..4].to_vec())])
+    );
 
     for addr in &osd_addrs {
         send_garbage(*addr);

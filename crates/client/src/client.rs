@@ -4,8 +4,10 @@ use crate::error::ClientError;
 use crate::limits::{
     ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT, OBJECT_BUSY_BACKOFF_MAX,
 };
+use crate::ops::{Guard, ObjectStat, ReadOp, ReadResult, WriteOp, read_results};
 use bytes::Bytes;
 use cairn_placement::{ClusterMap, Placement};
+use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::map::OsdEndpoint;
 use cairn_proto::mon::MapFetch;
 use cairn_proto::mon::{MonClient, MonCommand, Reply};
@@ -39,36 +41,6 @@ pub struct ReadRange {
     pub length_bytes: Option<u64>,
 }
 
-/// What `stat` tells about an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ObjectStat {
-    pub size_bytes: u64,
-    pub version: u64,
-}
-
-/// A compare-and-set condition: a guarded write applies only if it holds
-/// (checked by the primary against the object's state, atomically with the
-/// write), and fails [`ClientError::CompareFailed`] otherwise.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Guard {
-    /// The object's version is this one (0: the object does not exist).
-    Version(u64),
-    /// Xattr `name` has this value (`None`: it is absent).
-    Xattr { name: Bytes, value: Option<Bytes> },
-}
-
-impl From<Guard> for GuardWire {
-    fn from(guard: Guard) -> GuardWire {
-        match guard {
-            Guard::Version(v) => GuardWire::Version(v),
-            Guard::Xattr { name, value } => GuardWire::Xattr {
-                name: ByteBuf::from(name.to_vec()),
-                value: value.map(|v| ByteBuf::from(v.to_vec())),
-            },
-        }
-    }
-}
-
 /// Where a listing continues: a PG of the pool and the last name seen in
 /// it. Valid while the pool's `pg_num` stays the same.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -92,26 +64,14 @@ enum Target<'a> {
     Pg(u32),
 }
 
-/// One operation as `execute` runs it.
+/// One request as `execute` runs it.
 #[derive(Clone, Debug)]
 struct Request<'a> {
     pool: &'a str,
     target: Target<'a>,
-    op: OpKind,
+    guards: Vec<GuardWire>,
+    ops: Vec<OpKind>,
     data: Bytes,
-    guard: Option<GuardWire>,
-}
-
-impl<'a> Request<'a> {
-    fn object(pool: &'a str, object: &'a [u8], op: OpKind, data: Bytes) -> Request<'a> {
-        Request {
-            pool,
-            target: Target::Object(object),
-            op,
-            data,
-            guard: None,
-        }
-    }
 }
 
 /// The map as last fetched, with what is derived from it.
@@ -146,7 +106,7 @@ pub struct Client {
 
 /// How one attempt ended.
 enum Attempt {
-    Done(OpOutput, Bytes),
+    Done(Vec<OpOutput>, Bytes),
     /// Worth retrying; `refetch` asks for a fresh map first.
     Again {
         refetch: bool,
@@ -393,7 +353,7 @@ impl Client {
 
     /// Runs `op` on `object` of `pool`, retrying until it succeeds, fails
     /// for good, or the attempts or deadline run out.
-    async fn execute(&self, request: Request<'_>) -> Result<(OpOutput, Bytes), ClientError> {
+    async fn execute(&self, request: Request<'_>) -> Result<(Vec<OpOutput>, Bytes), ClientError> {
         if let Target::Object(name) = request.target
             && (name.is_empty() || name.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX)
         {
@@ -401,6 +361,18 @@ impl Client {
                 "object name of {} bytes (1 to {} allowed)",
                 name.len(),
                 cairn_proto::limits::OBJECT_NAME_BYTES_MAX
+            )));
+        }
+        if request.ops.is_empty() || request.ops.len() > OPS_PER_REQUEST_MAX {
+            return Err(ClientError::Invalid(format!(
+                "{} ops (1 to {OPS_PER_REQUEST_MAX} allowed)",
+                request.ops.len()
+            )));
+        }
+        if request.guards.len() > GUARDS_PER_OP_MAX {
+            return Err(ClientError::Invalid(format!(
+                "{} guards (at most {GUARDS_PER_OP_MAX})",
+                request.guards.len()
             )));
         }
         let options = &self.inner.options;
@@ -515,8 +487,8 @@ impl Client {
                 tid: req.tid,
             },
             object: ByteBuf::from(object.to_vec()),
-            op: request.op.clone(),
-            guard: request.guard.clone(),
+            guards: request.guards.clone(),
+            ops: request.ops.clone(),
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let call = async {
@@ -550,22 +522,77 @@ impl Client {
         classify(reply, bytes)
     }
 
-    async fn write_op(
+    /// Applies `op`'s guards and writes to `object` of `pool` atomically,
+    /// in one round trip; returns the object's new version. Retries carry
+    /// the same request id, so the writes apply once.
+    ///
+    /// # Errors
+    /// [`ClientError::CompareFailed`] naming the first guard that did not
+    /// hold, [`ClientError::NotFound`] if an op needs the object and it is
+    /// missing, [`ClientError::Exists`] for an exclusive create of an
+    /// object that exists (nothing changed in each case), or another
+    /// [`ClientError`].
+    pub async fn operate(
         &self,
         pool: &str,
         object: &[u8],
-        op: OpKind,
-        data: Bytes,
+        op: WriteOp,
     ) -> Result<u64, ClientError> {
-        self.write_request(Request::object(pool, object, op, data))
-            .await
+        let data = op.data();
+        let request = Request {
+            pool,
+            target: Target::Object(object),
+            guards: op.guards,
+            ops: op.ops,
+            data,
+        };
+        if request.ops.iter().any(|o| !o.is_write()) {
+            return Err(ClientError::Invalid("a read in a write operation".into()));
+        }
+        match self.execute(request).await?.0.as_slice() {
+            [OpOutput::Written { object_version }] => Ok(*object_version),
+            other => Err(ClientError::Unexpected(format!("{other:?} for a write"))),
+        }
     }
 
-    async fn write_request(&self, request: Request<'_>) -> Result<u64, ClientError> {
-        match self.execute(request).await? {
-            (OpOutput::Written { object_version }, _) => Ok(object_version),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a write"))),
+    /// Runs `op`'s reads of `object` of `pool` in one round trip, on one
+    /// state of the object; one result per read, in order.
+    ///
+    /// # Errors
+    /// [`ClientError::NotFound`], [`ClientError::CompareFailed`] if a
+    /// guard does not hold, or another [`ClientError`].
+    pub async fn operate_read(
+        &self,
+        pool: &str,
+        object: &[u8],
+        op: ReadOp,
+    ) -> Result<Vec<ReadResult>, ClientError> {
+        let count = op.ops.len();
+        let request = Request {
+            pool,
+            target: Target::Object(object),
+            guards: op.guards,
+            ops: op.ops,
+            data: Bytes::new(),
+        };
+        if request.ops.iter().any(OpKind::is_write) {
+            return Err(ClientError::Invalid("a write in a read operation".into()));
         }
+        let (outputs, data) = self.execute(request).await?;
+        read_results(outputs, &data, count).map_err(ClientError::Unexpected)
+    }
+
+    /// The one result of a single read.
+    async fn read_one(
+        &self,
+        pool: &str,
+        object: &[u8],
+        op: ReadOp,
+    ) -> Result<ReadResult, ClientError> {
+        let mut results = self.operate_read(pool, object, op).await?;
+        results
+            .pop()
+            .ok_or_else(|| ClientError::Unexpected("no result for a read".into()))
     }
 
     /// Replaces the whole object with `data`; returns the object's version.
@@ -578,7 +605,8 @@ impl Client {
         object: &[u8],
         data: Bytes,
     ) -> Result<u64, ClientError> {
-        self.write_op(pool, object, OpKind::WriteFull, data).await
+        self.operate(pool, object, WriteOp::new().write_full(data))
+            .await
     }
 
     /// Writes `data` at `offset_bytes`.
@@ -592,10 +620,8 @@ impl Client {
         offset_bytes: u64,
         data: Bytes,
     ) -> Result<u64, ClientError> {
-        let op = OpKind::Write {
-            offset: offset_bytes,
-        };
-        self.write_op(pool, object, op, data).await
+        self.operate(pool, object, WriteOp::new().write(offset_bytes, data))
+            .await
     }
 
     /// Appends `data`.
@@ -603,7 +629,8 @@ impl Client {
     /// # Errors
     /// [`ClientError`].
     pub async fn append(&self, pool: &str, object: &[u8], data: Bytes) -> Result<u64, ClientError> {
-        self.write_op(pool, object, OpKind::Append, data).await
+        self.operate(pool, object, WriteOp::new().append(data))
+            .await
     }
 
     /// Reads `range` of the object.
@@ -616,16 +643,10 @@ impl Client {
         object: &[u8],
         range: ReadRange,
     ) -> Result<Bytes, ClientError> {
-        let op = OpKind::Read {
-            offset: range.offset_bytes,
-            length: range.length_bytes,
-        };
-        match self
-            .execute(Request::object(pool, object, op, Bytes::new()))
-            .await?
-        {
-            (OpOutput::Data, bytes) => Ok(bytes),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a read"))),
+        let op = ReadOp::new().read(range.offset_bytes, range.length_bytes);
+        match self.read_one(pool, object, op).await? {
+            ReadResult::Data(bytes) => Ok(bytes),
+            other => Err(ClientError::Unexpected(format!("{other:?} for a read"))),
         }
     }
 
@@ -634,21 +655,9 @@ impl Client {
     /// # Errors
     /// [`ClientError::NotFound`], or another [`ClientError`].
     pub async fn stat(&self, pool: &str, object: &[u8]) -> Result<ObjectStat, ClientError> {
-        match self
-            .execute(Request::object(pool, object, OpKind::Stat, Bytes::new()))
-            .await?
-        {
-            (
-                OpOutput::Stat {
-                    size_bytes,
-                    version,
-                },
-                _,
-            ) => Ok(ObjectStat {
-                size_bytes,
-                version,
-            }),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for a stat"))),
+        match self.read_one(pool, object, ReadOp::new().stat()).await? {
+            ReadResult::Stat(stat) => Ok(stat),
+            other => Err(ClientError::Unexpected(format!("{other:?} for a stat"))),
         }
     }
 
@@ -657,7 +666,7 @@ impl Client {
     /// # Errors
     /// [`ClientError::NotFound`], or another [`ClientError`].
     pub async fn remove(&self, pool: &str, object: &[u8]) -> Result<(), ClientError> {
-        self.write_op(pool, object, OpKind::Remove, Bytes::new())
+        self.operate(pool, object, WriteOp::new().remove())
             .await
             .map(drop)
     }
@@ -673,10 +682,8 @@ impl Client {
         name: &[u8],
         value: Bytes,
     ) -> Result<u64, ClientError> {
-        let op = OpKind::SetXattr {
-            name: ByteBuf::from(name.to_vec()),
-        };
-        self.write_op(pool, object, op, value).await
+        self.operate(pool, object, WriteOp::new().set_xattr(name, &value))
+            .await
     }
 
     /// Every xattr of the object, by name.
@@ -688,17 +695,9 @@ impl Client {
         pool: &str,
         object: &[u8],
     ) -> Result<BTreeMap<Bytes, Bytes>, ClientError> {
-        match self
-            .execute(Request::object(
-                pool,
-                object,
-                OpKind::GetXattrs,
-                Bytes::new(),
-            ))
-            .await?
-        {
-            (OpOutput::Xattrs(entries), _) => Ok(unbufs(entries)),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for get_xattrs"))),
+        match self.read_one(pool, object, ReadOp::new().xattrs()).await? {
+            ReadResult::Xattrs(xattrs) => Ok(xattrs),
+            other => Err(ClientError::Unexpected(format!("{other:?} for get_xattrs"))),
         }
     }
 
@@ -712,11 +711,8 @@ impl Client {
         object: &[u8],
         entries: &BTreeMap<Bytes, Bytes>,
     ) -> Result<u64, ClientError> {
-        let entries = entries
-            .iter()
-            .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
-            .collect();
-        self.write_op(pool, object, OpKind::OmapSet { entries }, Bytes::new())
+        let entries = entries.iter().map(|(k, v)| (&k[..], &v[..]));
+        self.operate(pool, object, WriteOp::new().omap_set(entries))
             .await
     }
 
@@ -731,16 +727,10 @@ impl Client {
         after: Option<&[u8]>,
         limit: u32,
     ) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
-        let op = OpKind::OmapGetRange {
-            after: after.map(|a| ByteBuf::from(a.to_vec())),
-            limit,
-        };
-        match self
-            .execute(Request::object(pool, object, op, Bytes::new()))
-            .await?
-        {
-            (OpOutput::Omap(entries), _) => Ok(unbufs(entries).into_iter().collect()),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for omap_range"))),
+        let op = ReadOp::new().omap_range(after, limit);
+        match self.read_one(pool, object, op).await? {
+            ReadResult::Omap(entries) => Ok(entries),
+            other => Err(ClientError::Unexpected(format!("{other:?} for omap_range"))),
         }
     }
 
@@ -754,13 +744,10 @@ impl Client {
         object: &[u8],
         keys: &[Bytes],
     ) -> Result<BTreeMap<Bytes, Bytes>, ClientError> {
-        let op = OpKind::OmapGet { keys: bufs(keys) };
-        match self
-            .execute(Request::object(pool, object, op, Bytes::new()))
-            .await?
-        {
-            (OpOutput::Omap(entries), _) => Ok(unbufs(entries)),
-            (other, _) => Err(ClientError::Unexpected(format!("{other:?} for omap_get"))),
+        let op = ReadOp::new().omap_get(keys.iter().map(|k| &k[..]));
+        match self.read_one(pool, object, op).await? {
+            ReadResult::Omap(entries) => Ok(entries.into_iter().collect()),
+            other => Err(ClientError::Unexpected(format!("{other:?} for omap_get"))),
         }
     }
 
@@ -775,8 +762,8 @@ impl Client {
         object: &[u8],
         keys: &[Bytes],
     ) -> Result<u64, ClientError> {
-        let op = OpKind::OmapRemove { keys: bufs(keys) };
-        self.write_op(pool, object, op, Bytes::new()).await
+        let op = WriteOp::new().omap_remove(keys.iter().map(|k| &k[..]));
+        self.operate(pool, object, op).await
     }
 
     /// Removes xattr `name`.
@@ -790,10 +777,8 @@ impl Client {
         object: &[u8],
         name: &[u8],
     ) -> Result<u64, ClientError> {
-        let op = OpKind::RemoveXattr {
-            name: ByteBuf::from(name.to_vec()),
-        };
-        self.write_op(pool, object, op, Bytes::new()).await
+        self.operate(pool, object, WriteOp::new().remove_xattr(name))
+            .await
     }
 
     /// Replaces the whole object with `data` if `guard` holds; returns the
@@ -809,9 +794,8 @@ impl Client {
         guard: Guard,
         data: Bytes,
     ) -> Result<u64, ClientError> {
-        let mut request = Request::object(pool, object, OpKind::WriteFull, data);
-        request.guard = Some(guard.into());
-        self.write_request(request).await
+        let op = WriteOp::new().guard(guard).write_full(data);
+        self.operate(pool, object, op).await
     }
 
     /// Sets xattr `name` to `value` if `guard` holds (with a guard on the
@@ -828,12 +812,8 @@ impl Client {
         name: &[u8],
         value: Bytes,
     ) -> Result<u64, ClientError> {
-        let op = OpKind::SetXattr {
-            name: ByteBuf::from(name.to_vec()),
-        };
-        let mut request = Request::object(pool, object, op, value);
-        request.guard = Some(guard.into());
-        self.write_request(request).await
+        let op = WriteOp::new().guard(guard).set_xattr(name, &value);
+        self.operate(pool, object, op).await
     }
 
     /// Removes the object if `guard` holds.
@@ -847,9 +827,8 @@ impl Client {
         object: &[u8],
         guard: Guard,
     ) -> Result<(), ClientError> {
-        let mut request = Request::object(pool, object, OpKind::Remove, Bytes::new());
-        request.guard = Some(guard.into());
-        self.write_request(request).await.map(drop)
+        let op = WriteOp::new().guard(guard).remove();
+        self.operate(pool, object, op).await.map(drop)
     }
 
     /// Up to `limit` object names of `pool`, from `cursor` (`None`: the
@@ -884,13 +863,14 @@ impl Client {
             let request = Request {
                 pool,
                 target: Target::Pg(cursor.pg_seed),
-                op,
+                guards: Vec::new(),
+                ops: vec![op],
                 data: Bytes::new(),
-                guard: None,
             };
-            let (page, next) = match self.execute(request).await? {
-                (OpOutput::List { names, next }, _) => (names, next),
-                (other, _) => {
+            let (mut outputs, _) = self.execute(request).await?;
+            let (page, next) = match (outputs.pop(), outputs.is_empty()) {
+                (Some(OpOutput::List { names, next }), true) => (names, next),
+                other => {
                     return Err(ClientError::Unexpected(format!("{other:?} for a listing")));
                 }
             };
@@ -975,17 +955,6 @@ async fn follow_map(inner: std::sync::Weak<Inner>) {
     }
 }
 
-fn bufs(items: &[Bytes]) -> Vec<ByteBuf> {
-    items.iter().map(|b| ByteBuf::from(b.to_vec())).collect()
-}
-
-fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
-    entries
-        .into_iter()
-        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
-        .collect()
-}
-
 /// Sorts an OSD's answer into done, retry or fail.
 fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
     match reply.result {
@@ -1002,7 +971,10 @@ fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
             }
         }
         Err(OpError::NotFound) => Attempt::Fail(ClientError::NotFound),
-        Err(OpError::CompareFailed(why)) => Attempt::Fail(ClientError::CompareFailed(why)),
+        Err(OpError::CompareFailed { guard, reason }) => {
+            Attempt::Fail(ClientError::CompareFailed { guard, reason })
+        }
+        Err(OpError::Exists) => Attempt::Fail(ClientError::Exists),
         Err(OpError::Full(why)) => Attempt::Fail(ClientError::Full(why)),
         Err(error) => Attempt::Fail(ClientError::Op(error)),
     }

@@ -7,9 +7,13 @@ use cairn_proto::osd::OpError;
 pub enum ClientError {
     #[error("object not found")]
     NotFound,
-    /// A guarded write's guard did not hold; nothing was changed.
-    #[error("compare failed: {0}")]
-    CompareFailed(String),
+    /// Guard number `guard` (from 0, in the order added) did not hold;
+    /// nothing was changed.
+    #[error("compare failed: guard {guard}: {reason}")]
+    CompareFailed { guard: u32, reason: String },
+    /// An exclusive create found the object; nothing was changed.
+    #[error("object exists")]
+    Exists,
     /// The cluster is too full for writes; removes still work.
     #[error("cluster full: {0}")]
     Full(String),

@@ -15,8 +15,10 @@ pub mod error;
 pub mod limits;
 
 mod client;
+mod ops;
 
-pub use client::{Client, Guard, ListCursor, ListPage, ObjectStat, ReadRange, ReqId};
+pub use client::{Client, ListCursor, ListPage, ReadRange, ReqId};
 pub use config::{ClientConfig, config_path};
 pub use error::ClientError;
 pub use limits::ClientOptions;
+pub use ops::{Guard, ObjectStat, ReadOp, ReadResult, WriteOp};

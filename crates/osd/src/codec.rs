@@ -7,10 +7,12 @@
 
 use crate::log::{DupEntry, LogEntry, ReqId, Version};
 use crate::peering::{PeerCopy, PgInfo};
-use crate::pg::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
+use crate::pg::{Activate, Guard, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 use crate::scrub::{Inconsistency, ScrubEntry, ScrubMap};
 use bytes::{Bytes, BytesMut};
-use cairn_proto::limits::{NOTIFY_INCONSISTENT_MAX, SCRUB_ERROR_BYTES_MAX, SCRUB_MAP_ENTRIES_MAX};
+use cairn_proto::limits::{
+    NOTIFY_INCONSISTENT_MAX, OPS_PER_REQUEST_MAX, SCRUB_ERROR_BYTES_MAX, SCRUB_MAP_ENTRIES_MAX,
+};
 use cairn_proto::osd::{GuardWire, OpKind, ReqIdWire, VersionWire};
 use cairn_proto::peer::{KeyWire, ObjectSignalKind, OpWire, PeerMsg, ScrubEntryWire, SignalKind};
 use cairn_store::{ObjectKey, Op};
@@ -52,61 +54,230 @@ impl From<VersionWire> for Version {
     }
 }
 
-impl From<GuardWire> for crate::pg::Guard {
-    fn from(g: GuardWire) -> crate::pg::Guard {
+impl From<GuardWire> for Guard {
+    fn from(g: GuardWire) -> Guard {
         match g {
-            GuardWire::Version(v) => crate::pg::Guard::Version(v),
-            GuardWire::Xattr { name, value } => crate::pg::Guard::Xattr {
+            GuardWire::Version(v) => Guard::Version(v),
+            GuardWire::Xattr { name, value } => Guard::Xattr {
                 name: unbuf(name),
+                value: value.map(unbuf),
+            },
+            GuardWire::Exists => Guard::Exists,
+            GuardWire::NotExists => Guard::NotExists,
+            GuardWire::OmapKey { key, value } => Guard::OmapKey {
+                key: unbuf(key),
                 value: value.map(unbuf),
             },
         }
     }
 }
 
-/// The store operations of a write of `kind` on `object` with payload
-/// `data`; `None` for reads.
+/// The xattr that holds an object's omap header. Client xattr names may
+/// not start with a zero byte, so it never collides with one, and listings
+/// leave it out; recovery, backfill and scrub carry it like any xattr.
+pub const OMAP_HEADER_XATTR: &[u8] = b"\0omap-header";
+
+/// Whether a client may name this xattr (internal ones start with 0).
 #[must_use]
-pub fn store_ops(kind: &OpKind, object: &Bytes, data: impl Into<CheckedBytes>) -> Option<Vec<Op>> {
-    let data = data.into();
-    let object = ObjectKey::new(object.clone());
-    let touch = Op::Touch {
-        object: object.clone(),
+pub fn client_xattr_name(name: &[u8]) -> bool {
+    !name.is_empty() && name[0] != 0
+}
+
+/// A client write request as the PG applies it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WritePlan {
+    /// The store operations, in request order, all on the object.
+    pub ops: Vec<Op>,
+    /// What the ops need of the object's existence before the request
+    /// (`Exists` when an op needing the object comes before anything
+    /// creates it, `NotExists` for an exclusive create), checked with the
+    /// request's guards and after them.
+    pub implied: Option<Guard>,
+    /// Every op only shrinks what is stored, so it passes on a full OSD.
+    pub frees_space: bool,
+}
+
+/// Turns a write request's ops and payload into store operations on
+/// `object`, checking that the payload lengths add up and that the ops
+/// make sense in sequence (nothing needs the object after it is removed,
+/// an exclusive create comes before any other write).
+///
+/// # Errors
+/// Why the request is invalid (answered `Invalid`, nothing logged).
+pub fn plan_write(object: &Bytes, ops: &[OpKind], data: CheckedBytes) -> Result<WritePlan, String> {
+    /// The object's existence at a point of the request, as far as the
+    /// ops before it decide it.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Known {
+        Unknown,
+        Exists,
+        Absent,
+    }
+    if ops.is_empty() || ops.len() > OPS_PER_REQUEST_MAX {
+        return Err(format!(
+            "{} ops (1 to {OPS_PER_REQUEST_MAX} allowed)",
+            ops.len()
+        ));
+    }
+    let payload = ops
+        .iter()
+        .try_fold(0u64, |sum, op| sum.checked_add(op.payload_len()));
+    if payload.is_none() || u64::try_from(data.len()).ok() != payload {
+        return Err(format!(
+            "ops take {payload:?} payload bytes, the request carries {}",
+            data.len()
+        ));
+    }
+    let key = ObjectKey::new(object.clone());
+    let mut known = Known::Unknown;
+    let mut implied = None;
+    let mut at = 0usize;
+    let mut out = Vec::with_capacity(ops.len() + 1);
+    let mut take = |len: u64| {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let part = data.slice(at..at + len);
+        at += len;
+        part
     };
-    Some(match kind {
-        OpKind::WriteFull => vec![Op::WriteFull { object, data }],
-        OpKind::Write { offset } => vec![Op::Write {
-            object,
-            offset: *offset,
-            data,
-        }],
-        OpKind::Append => vec![Op::Append { object, data }],
-        OpKind::Remove => vec![Op::Remove { object }],
-        OpKind::SetXattr { name } => {
-            let xattrs = BTreeMap::from([(Bytes::from(name.to_vec()), data.into_bytes())]);
-            vec![touch, Op::SetXattrs { object, xattrs }]
+    let xattr = |name: &ByteBuf| -> Result<Bytes, String> {
+        if client_xattr_name(name) {
+            Ok(Bytes::from(name.to_vec()))
+        } else {
+            Err("xattr names are 1 or more bytes, not starting with a zero byte".into())
         }
-        OpKind::OmapSet { entries } => {
-            let entries = entries
-                .iter()
-                .map(|(k, v)| (Bytes::from(k.to_vec()), Bytes::from(v.to_vec())))
-                .collect();
-            vec![touch, Op::OmapSet { object, entries }]
+    };
+    for (index, op) in ops.iter().enumerate() {
+        let object = key.clone();
+        let needs_object = matches!(
+            op,
+            OpKind::Remove
+                | OpKind::RemoveXattr { .. }
+                | OpKind::OmapRemove { .. }
+                | OpKind::OmapClear
+        );
+        if needs_object {
+            match known {
+                Known::Unknown => {
+                    implied = Some(Guard::Exists);
+                }
+                Known::Absent => {
+                    return Err(format!(
+                        "op {index} ({op:?}) needs the object the request removed"
+                    ));
+                }
+                Known::Exists => {}
+            }
         }
-        OpKind::RemoveXattr { name } => vec![Op::RemoveXattr {
-            object,
-            name: Bytes::from(name.to_vec()),
-        }],
-        OpKind::OmapRemove { keys } => vec![Op::OmapRemove {
-            object,
-            keys: keys.iter().map(|k| Bytes::from(k.to_vec())).collect(),
-        }],
-        OpKind::Read { .. }
-        | OpKind::Stat
-        | OpKind::GetXattrs
-        | OpKind::OmapGetRange { .. }
-        | OpKind::OmapGet { .. }
-        | OpKind::List { .. } => return None,
+        let mut store_op = |o: Op| out.push(o);
+        match op {
+            OpKind::Create { exclusive } => {
+                if *exclusive {
+                    match known {
+                        Known::Unknown => implied = Some(Guard::NotExists),
+                        Known::Exists => {
+                            return Err(format!(
+                                "op {index}: an exclusive create after writes to the object"
+                            ));
+                        }
+                        Known::Absent => {}
+                    }
+                }
+                store_op(Op::Touch { object });
+            }
+            OpKind::WriteFull { len } => store_op(Op::WriteFull {
+                object,
+                data: take(*len),
+            }),
+            OpKind::Write { offset, len } => {
+                offset
+                    .checked_add(*len)
+                    .ok_or_else(|| format!("op {index}: write past the largest offset"))?;
+                store_op(Op::Write {
+                    object,
+                    offset: *offset,
+                    data: take(*len),
+                });
+            }
+            OpKind::Append { len } => store_op(Op::Append {
+                object,
+                data: take(*len),
+            }),
+            OpKind::Truncate { size } => store_op(Op::Truncate {
+                object,
+                size: *size,
+            }),
+            OpKind::Zero { offset, length } => {
+                store_op(Op::Touch {
+                    object: object.clone(),
+                });
+                store_op(Op::Zero {
+                    object,
+                    offset: *offset,
+                    length: *length,
+                });
+            }
+            OpKind::Remove => store_op(Op::Remove { object }),
+            OpKind::SetXattr { name, value } => {
+                let xattrs = BTreeMap::from([(xattr(name)?, Bytes::from(value.to_vec()))]);
+                store_op(Op::Touch {
+                    object: object.clone(),
+                });
+                store_op(Op::SetXattrs { object, xattrs });
+            }
+            OpKind::RemoveXattr { name } => store_op(Op::RemoveXattr {
+                object,
+                name: xattr(name)?,
+            }),
+            OpKind::OmapSet { entries } => {
+                let entries = entries
+                    .iter()
+                    .map(|(k, v)| (Bytes::from(k.to_vec()), Bytes::from(v.to_vec())))
+                    .collect();
+                store_op(Op::Touch {
+                    object: object.clone(),
+                });
+                store_op(Op::OmapSet { object, entries });
+            }
+            OpKind::OmapRemove { keys } => store_op(Op::OmapRemove {
+                object,
+                keys: keys.iter().map(|k| Bytes::from(k.to_vec())).collect(),
+            }),
+            OpKind::OmapClear => store_op(Op::OmapClear { object }),
+            OpKind::OmapSetHeader { header } => {
+                let xattrs = BTreeMap::from([(
+                    Bytes::from_static(OMAP_HEADER_XATTR),
+                    Bytes::from(header.to_vec()),
+                )]);
+                store_op(Op::Touch {
+                    object: object.clone(),
+                });
+                store_op(Op::SetXattrs { object, xattrs });
+            }
+            read => {
+                return Err(format!(
+                    "op {index} ({read:?}) is a read in a write request"
+                ));
+            }
+        }
+        known = if matches!(op, OpKind::Remove) {
+            Known::Absent
+        } else {
+            Known::Exists
+        };
+    }
+    let frees_space = ops.iter().all(|op| {
+        matches!(
+            op,
+            OpKind::Remove
+                | OpKind::RemoveXattr { .. }
+                | OpKind::OmapRemove { .. }
+                | OpKind::OmapClear
+        )
+    });
+    Ok(WritePlan {
+        ops: out,
+        implied,
+        frees_space,
     })
 }
 
@@ -913,11 +1084,16 @@ mod tests {
         let pg = PgId::new(PoolId(3), 5);
         let object = Bytes::from_static(b"obj");
         let payload = Bytes::from(vec![7u8; 4096]);
-        let mut ops = store_ops(&OpKind::WriteFull, &object, payload.clone()).expect("a write");
-        let set = OpKind::SetXattr {
-            name: ByteBuf::from(b"k".to_vec()),
-        };
-        ops.extend(store_ops(&set, &object, Bytes::from_static(b"v")).expect("a write"));
+        let request = [
+            OpKind::WriteFull { len: 4096 },
+            OpKind::SetXattr {
+                name: ByteBuf::from(b"k".to_vec()),
+                value: ByteBuf::from(b"v".to_vec()),
+            },
+        ];
+        let ops = plan_write(&object, &request, payload.clone().into())
+            .expect("a write")
+            .ops;
         let write = SubWrite {
             from: OsdId(1),
             interval_epoch: Epoch(9),
@@ -1080,11 +1256,123 @@ mod tests {
         ));
     }
 
+    fn b(s: &str) -> ByteBuf {
+        ByteBuf::from(s.as_bytes().to_vec())
+    }
+
+    fn plan(ops: &[OpKind], data: &'static [u8]) -> Result<WritePlan, String> {
+        plan_write(
+            &Bytes::from_static(b"o"),
+            ops,
+            Bytes::from_static(data).into(),
+        )
+    }
+
     #[test]
-    fn reads_have_no_store_ops() {
-        let object = Bytes::from_static(b"o");
-        assert!(store_ops(&OpKind::Stat, &object, Bytes::new()).is_none());
-        assert!(!OpKind::GetXattrs.is_write());
-        assert!(OpKind::Append.is_write());
+    fn a_compound_write_takes_its_payloads_in_op_order() {
+        let ops = [
+            OpKind::WriteFull { len: 3 },
+            OpKind::Append { len: 2 },
+            OpKind::Write { offset: 9, len: 1 },
+        ];
+        let plan = plan(&ops, b"abcdez").expect("valid");
+        let data: Vec<&[u8]> = plan
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::WriteFull { data, .. } | Op::Append { data, .. } | Op::Write { data, .. } => {
+                    Some(&data[..])
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(data, [&b"abc"[..], b"de", b"z"]);
+        assert_eq!(plan.implied, None);
+        assert!(!plan.frees_space);
+    }
+
+    #[test]
+    fn payload_lengths_must_add_up_without_overflow() {
+        assert!(plan(&[OpKind::WriteFull { len: 4 }], b"abc").is_err());
+        assert!(plan(&[OpKind::WriteFull { len: 2 }], b"abc").is_err());
+        let huge = [OpKind::Append { len: u64::MAX }, OpKind::Append { len: 4 }];
+        assert!(plan(&huge, b"abc").is_err(), "a wrapped sum is refused");
+        let past = [OpKind::Write {
+            offset: u64::MAX,
+            len: 3,
+        }];
+        assert!(plan(&past, b"abc").is_err());
+        assert!(plan(&[], b"").is_err());
+        let many = vec![OpKind::Create { exclusive: false }; OPS_PER_REQUEST_MAX + 1];
+        assert!(plan(&many, b"").is_err());
+    }
+
+    #[test]
+    fn what_ops_need_of_the_object_becomes_an_implied_guard() {
+        let remove = plan(&[OpKind::Remove], b"").expect("valid");
+        assert_eq!(remove.implied, Some(Guard::Exists));
+        assert!(remove.frees_space);
+        let create = plan(
+            &[OpKind::Create { exclusive: true }, OpKind::OmapClear],
+            b"",
+        )
+        .expect("valid");
+        assert_eq!(create.implied, Some(Guard::NotExists));
+        assert!(!create.frees_space);
+        // Written first, then cleared: the clear needs nothing of the
+        // state before.
+        let written = plan(
+            &[
+                OpKind::OmapSet {
+                    entries: vec![(b("k"), b("v"))],
+                },
+                OpKind::OmapClear,
+            ],
+            b"",
+        )
+        .expect("valid");
+        assert_eq!(written.implied, None);
+        // Removed and written again is a replace.
+        let replace = plan(&[OpKind::Remove, OpKind::WriteFull { len: 1 }], b"x").expect("valid");
+        assert_eq!(replace.implied, Some(Guard::Exists));
+        assert!(matches!(
+            replace.ops[..],
+            [Op::Remove { .. }, Op::WriteFull { .. }]
+        ));
+    }
+
+    #[test]
+    fn op_sequences_that_cannot_apply_are_refused_before_logging() {
+        let after_remove = [OpKind::Remove, OpKind::RemoveXattr { name: b("a") }];
+        assert!(plan(&after_remove, b"").is_err());
+        let exclusive_late = [
+            OpKind::Truncate { size: 0 },
+            OpKind::Create { exclusive: true },
+        ];
+        assert!(plan(&exclusive_late, b"").is_err());
+        let exclusive_after_remove = [OpKind::Remove, OpKind::Create { exclusive: true }];
+        assert!(plan(&exclusive_after_remove, b"").is_ok());
+        assert!(plan(&[OpKind::Stat], b"").is_err(), "reads are not writes");
+        let hidden = OpKind::SetXattr {
+            name: ByteBuf::from(OMAP_HEADER_XATTR.to_vec()),
+            value: b("x"),
+        };
+        assert!(
+            plan(&[hidden], b"").is_err(),
+            "internal xattrs are not the client's"
+        );
+        let empty = OpKind::RemoveXattr { name: b("") };
+        assert!(plan(&[empty], b"").is_err());
+    }
+
+    #[test]
+    fn the_omap_header_is_an_internal_xattr() {
+        let header = plan(&[OpKind::OmapSetHeader { header: b("h") }], b"").expect("valid");
+        assert!(header.ops.iter().any(|op| matches!(
+            op,
+            Op::SetXattrs { xattrs, .. } if xattrs.contains_key(OMAP_HEADER_XATTR)
+        )));
+        assert!(!client_xattr_name(OMAP_HEADER_XATTR));
+        assert!(client_xattr_name(b"user.a"));
     }
 }

@@ -25,7 +25,9 @@
 //! emptying of a copy before its backfill, and the removal of stray copies.
 
 use crate::PgLimits;
-use crate::codec::{decode_pg_msg, encode_pg_msg};
+use crate::codec::{
+    OMAP_HEADER_XATTR, client_xattr_name, decode_pg_msg, encode_pg_msg, plan_write,
+};
 use crate::hello::{check_hello, source_ip};
 use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
@@ -46,13 +48,15 @@ use crate::pg::{
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::throttle::{Priority, Throttle};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use cairn_placement::{Redundancy, Weight};
+use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::mon::MonCommand;
 use cairn_proto::mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
 use cairn_proto::osd::{
-    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG, KIND_PEER_PING,
-    KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction, PgCommand, PgCommandReply,
+    ClientOp, ClientReply, GuardWire, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG,
+    KIND_PEER_PING, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction, PgCommand,
+    PgCommandReply,
 };
 use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply, PeerMsg, PeerPing, PeerPong};
 use cairn_store::{
@@ -2321,7 +2325,7 @@ impl Osd {
     }
 
     async fn client_op(&self, op: ClientOp, data: CheckedBytes) -> (ClientReply, Bytes) {
-        if let Err(why) = check_names(&op) {
+        if let Err(why) = check_request(&op) {
             return (ClientReply::err(OpError::Invalid(why)), Bytes::new());
         }
         if op.epoch > self.map_epoch()
@@ -2349,10 +2353,10 @@ impl Osd {
             }
             Some(Redundancy::Replicated { .. }) => {}
         }
-        if let Err(reason) = self.check_servable(op.pg, op.epoch, !op.op.is_write()) {
+        let write = op.is_write();
+        if let Err(reason) = self.check_servable(op.pg, op.epoch, !write) {
             return self.retry(reason);
         }
-        let write = op.op.is_write();
         let bytes_in = u64::try_from(data.len()).unwrap_or(0);
         let (reply, out) = if write {
             (self.client_write(op, data).await, Bytes::new())
@@ -2403,34 +2407,29 @@ impl Osd {
 
     async fn client_write(&self, op: ClientOp, data: CheckedBytes) -> ClientReply {
         let object = Bytes::from(op.object.into_vec());
-        if !frees_space(&op.op)
-            && let Err(error) = self.check_not_full(data.len())
+        let data_len = data.len();
+        let plan = match plan_write(&object, &op.ops, data) {
+            Ok(plan) => plan,
+            Err(why) => return ClientReply::err(OpError::Invalid(why)),
+        };
+        if !plan.frees_space
+            && let Err(error) = self.check_not_full(data_len)
         {
             return ClientReply::err(error);
         }
-        let Some(ops) = crate::codec::store_ops(&op.op, &object, data) else {
-            return ClientReply::err(OpError::Invalid("not a write".into()));
-        };
         let req: ReqId = op.req.into();
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
-        let mut guards: Vec<Guard> = op.guard.map(Into::into).into_iter().collect();
-        if frees_space(&op.op) {
-            guards.push(Guard::Exists);
-        }
+        let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
         let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
         let store = &self.store;
         let make = |_: &PgSlot| -> Result<PgEvent, OpError> {
-            let guard = if guards.is_empty() {
-                None
-            } else {
-                Some(observe(&**store, collection, &object, guards)?)
-            };
+            let guard = observe(&**store, collection, &object, guards, plan.implied)?;
             Ok(PgEvent::ClientWrite {
                 req,
                 client_epoch: op.epoch,
                 object: object.clone(),
-                ops,
+                ops: plan.ops,
                 guard,
             })
         };
@@ -2472,20 +2471,13 @@ impl Osd {
                 version,
                 result: LogResult::Ok { object_version },
             } => (
-                Ok(OpOutput::Written { object_version }),
+                Ok(vec![OpOutput::Written { object_version }]),
                 Some(version.into()),
             ),
             Reply::Done {
                 version,
                 result: LogResult::Err { code },
-            } => {
-                let error = if code == err_code::NOT_FOUND {
-                    OpError::NotFound
-                } else {
-                    OpError::CompareFailed(err_code::describe(code).into())
-                };
-                (Err(error), Some(version.into()))
-            }
+            } => (Err(refusal_error(code)), Some(version.into())),
             Reply::ObjectBusy => (Err(OpError::ObjectBusy), None),
             Reply::Retry { reason } => (
                 Err(OpError::Retry {
@@ -2581,9 +2573,11 @@ impl Osd {
         let object = Bytes::from(op.object.into_vec());
         let key = ObjectKey::new(object.clone());
         let store = self.store.clone();
-        let kind = op.op;
+        let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
+        let ops = op.ops;
         let read =
-            tokio::task::spawn_blocking(move || read_op(&*store, collection, &key, kind)).await;
+            tokio::task::spawn_blocking(move || read_ops(&*store, collection, &key, guards, ops))
+                .await;
         let stands = || {
             lock(&self.pgs)
                 .get(&pg)
@@ -2940,6 +2934,44 @@ fn to_bufs(entries: impl IntoIterator<Item = (Bytes, Bytes)>) -> Vec<(ByteBuf, B
         .collect()
 }
 
+/// Serves a read request from the store: its guards, then each op in
+/// order, the data of `Read`s concatenated in the returned bytes.
+fn read_ops(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    guards: Vec<Guard>,
+    ops: Vec<OpKind>,
+) -> Result<(Vec<OpOutput>, Bytes), OpError> {
+    if !guards.is_empty() {
+        let check = observe(store, collection, &key.name, guards, None)?;
+        if let Some(code) = check.and_then(|check| check.failure()) {
+            return Err(refusal_error(code));
+        }
+    }
+    let mut outputs = Vec::with_capacity(ops.len());
+    let mut data: Vec<Bytes> = Vec::new();
+    for op in ops {
+        let (output, bytes) = read_op(store, collection, key, op)?;
+        if !bytes.is_empty() {
+            data.push(bytes);
+        }
+        outputs.push(output);
+    }
+    let data = match data.len() {
+        0 => Bytes::new(),
+        1 => data.pop().unwrap_or_default(),
+        _ => {
+            let mut all = BytesMut::with_capacity(data.iter().map(Bytes::len).sum());
+            for part in data {
+                all.extend_from_slice(&part);
+            }
+            all.freeze()
+        }
+    };
+    Ok((outputs, data))
+}
+
 /// Serves one read-only op from the store.
 fn read_op(
     store: &dyn ObjectStore,
@@ -2955,7 +2987,8 @@ fn read_op(
                 verify_checksum: true,
             };
             let data = store.read(collection, key, options).map_err(op_error)?;
-            return Ok((OpOutput::Data, data));
+            let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+            return Ok((OpOutput::Data { len }, data));
         }
         OpKind::Stat => {
             let stat = store.stat(collection, key).map_err(op_error)?;
@@ -2965,7 +2998,24 @@ fn read_op(
             }
         }
         OpKind::GetXattrs => {
-            OpOutput::Xattrs(to_bufs(store.xattrs(collection, key).map_err(op_error)?))
+            let xattrs = store.xattrs(collection, key).map_err(op_error)?;
+            OpOutput::Xattrs(to_bufs(
+                xattrs
+                    .into_iter()
+                    .filter(|(name, _)| client_xattr_name(name)),
+            ))
+        }
+        OpKind::GetXattr { name } => {
+            let mut xattrs = store.xattrs(collection, key).map_err(op_error)?;
+            OpOutput::Value(xattrs.remove(&name[..]).map(|v| ByteBuf::from(v.to_vec())))
+        }
+        OpKind::OmapGetHeader => {
+            let mut xattrs = store.xattrs(collection, key).map_err(op_error)?;
+            OpOutput::Value(
+                xattrs
+                    .remove(OMAP_HEADER_XATTR)
+                    .map(|v| ByteBuf::from(v.to_vec())),
+            )
         }
         OpKind::OmapGetRange { after, limit } => {
             let limit = usize::try_from(limit.min(OMAP_RANGE_ENTRIES_MAX)).unwrap_or(usize::MAX);
@@ -3002,62 +3052,139 @@ fn read_op(
     Ok((output, Bytes::new()))
 }
 
-/// Object names from the network are checked before they reach the
-/// store, whose key encoding assumes its name limit: 1 to
-/// `OBJECT_NAME_BYTES_MAX` bytes, or empty for a listing (whose cursor is
-/// a name too).
-fn check_names(op: &ClientOp) -> Result<(), String> {
+/// Checks the shape of a request from the network before anything reads
+/// the store: object names (whose key encoding assumes the name limit) of
+/// 1 to `OBJECT_NAME_BYTES_MAX` bytes, or empty for a listing (whose
+/// cursor is a name too, and which is a request's only op); 1 to
+/// `OPS_PER_REQUEST_MAX` ops, all reads or all writes; at most
+/// `GUARDS_PER_OP_MAX` guards, with client xattr names.
+fn check_request(op: &ClientOp) -> Result<(), String> {
     let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
     let bad = |what: &str, len: usize| Err(format!("{what} of {len} bytes (1 to {max} allowed)"));
-    match &op.op {
-        OpKind::List { after, .. } => match after {
-            _ if !op.object.is_empty() => Err("a listing names no object".into()),
-            Some(a) if a.is_empty() || a.len() > max => bad("listing cursor", a.len()),
-            _ => Ok(()),
-        },
-        _ if op.object.is_empty() || op.object.len() > max => bad("object name", op.object.len()),
-        _ => Ok(()),
+    if op.ops.is_empty() || op.ops.len() > OPS_PER_REQUEST_MAX {
+        return Err(format!(
+            "{} ops (1 to {OPS_PER_REQUEST_MAX} allowed)",
+            op.ops.len()
+        ));
+    }
+    if op.guards.len() > GUARDS_PER_OP_MAX {
+        return Err(format!(
+            "{} guards (at most {GUARDS_PER_OP_MAX})",
+            op.guards.len()
+        ));
+    }
+    let write = op.is_write();
+    if op.ops.iter().any(|o| o.is_write() != write) {
+        return Err("a request is all reads or all writes".into());
+    }
+    let names = op.guards.iter().filter_map(|g| match g {
+        GuardWire::Xattr { name, .. } => Some(name),
+        _ => None,
+    });
+    let reads = op.ops.iter().filter_map(|o| match o {
+        OpKind::GetXattr { name } => Some(name),
+        _ => None,
+    });
+    if names.chain(reads).any(|name| !client_xattr_name(name)) {
+        return Err("xattr names are 1 or more bytes, not starting with a zero byte".into());
+    }
+    let listing = op.ops.iter().find_map(|o| match o {
+        OpKind::List { after, .. } => Some(after),
+        _ => None,
+    });
+    match listing {
+        Some(_) if op.ops.len() > 1 || !op.guards.is_empty() => {
+            Err("a listing is a request of its own".into())
+        }
+        Some(_) if !op.object.is_empty() => Err("a listing names no object".into()),
+        Some(Some(a)) if a.is_empty() || a.len() > max => bad("listing cursor", a.len()),
+        Some(_) => Ok(()),
+        None if op.object.is_empty() || op.object.len() > max => {
+            bad("object name", op.object.len())
+        }
+        None => Ok(()),
     }
 }
 
-/// Whether a write only shrinks what is stored, so it passes on a full OSD.
-pub fn frees_space(kind: &OpKind) -> bool {
-    matches!(
-        kind,
-        OpKind::Remove | OpKind::RemoveXattr { .. } | OpKind::OmapRemove { .. }
-    )
+/// The client's error for a logged refusal: its own guard's failure, or
+/// what its ops needed of the object.
+#[must_use]
+pub fn refusal_error(code: u32) -> OpError {
+    match err_code::split(code) {
+        (_, Some(guard)) => OpError::CompareFailed {
+            guard,
+            reason: err_code::describe(code).into(),
+        },
+        (err_code::NOT_FOUND, None) => OpError::NotFound,
+        (err_code::EXISTS, None) => OpError::Exists,
+        (_, None) => OpError::CompareFailed {
+            guard: 0,
+            reason: err_code::describe(code).into(),
+        },
+    }
 }
 
-/// Reads what `guards` compare: the object's version (0 if absent) and the
-/// xattr one of them names.
+/// Reads what a write's guards compare, with what its ops imply: the
+/// object's version (0 if absent) and the xattrs and omap keys they name.
+///
+/// # Errors
+/// The store's, as the client's error.
 pub fn observe(
     store: &dyn ObjectStore,
     collection: CollectionId,
     object: &Bytes,
     guards: Vec<Guard>,
-) -> Result<GuardCheck, OpError> {
+    implied: Option<Guard>,
+) -> Result<Option<GuardCheck>, OpError> {
+    if guards.is_empty() && implied.is_none() {
+        return Ok(None);
+    }
     let key = ObjectKey::new(object.clone());
     let version = match store.stat(collection, &key) {
         Ok(stat) => stat.version,
         Err(StoreError::NotFound { .. }) => 0,
         Err(error) => return Err(op_error(error)),
     };
-    let xattr_name = guards.iter().find_map(|g| match g {
-        Guard::Xattr { name, .. } => Some(name.clone()),
-        _ => None,
-    });
-    let xattr = match xattr_name {
-        Some(name) if version > 0 => store
-            .xattrs(collection, &key)
-            .map_err(op_error)?
-            .remove(&name),
-        _ => None,
-    };
-    Ok(GuardCheck {
+    let mut check = GuardCheck {
         guards,
+        implied,
         version,
-        xattr,
-    })
+        ..GuardCheck::default()
+    };
+    if version == 0 {
+        return Ok(Some(check));
+    }
+    let xattr_names: Vec<&Bytes> = check
+        .guards
+        .iter()
+        .filter_map(|g| match g {
+            Guard::Xattr { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    if !xattr_names.is_empty() {
+        let mut xattrs = store.xattrs(collection, &key).map_err(op_error)?;
+        check.xattrs = xattr_names
+            .into_iter()
+            .filter_map(|name| xattrs.remove_entry(name))
+            .collect();
+    }
+    let omap_keys: Vec<Bytes> = check
+        .guards
+        .iter()
+        .filter_map(|g| match g {
+            Guard::OmapKey { key, .. } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    if !omap_keys.is_empty() {
+        check.omap = store
+            .omap_get(collection, &key, &omap_keys)
+            .map_err(op_error)?
+            .into_iter()
+            .collect();
+    }
+    Ok(Some(check))
 }
 
 fn op_error(error: StoreError) -> OpError {
@@ -3155,26 +3282,26 @@ mod tests {
     }
 
     #[test]
-    fn names_from_the_network_are_bounded_before_the_store() {
+    fn requests_from_the_network_are_checked_before_the_store() {
         let op = |object: &[u8], kind: OpKind| ClientOp {
             pg: PgId::new(PoolId(1), 0),
             epoch: Epoch(1),
             req: cairn_proto::osd::ReqIdWire { client: 1, tid: 1 },
             object: ByteBuf::from(object.to_vec()),
-            op: kind,
-            guard: None,
+            guards: Vec::new(),
+            ops: vec![kind],
         };
         let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
-        assert!(check_names(&op(b"a", OpKind::Stat)).is_ok());
-        assert!(check_names(&op(&vec![b'n'; max], OpKind::Stat)).is_ok());
-        assert!(check_names(&op(&vec![b'n'; 70_000], OpKind::Stat)).is_err());
-        assert!(check_names(&op(b"", OpKind::Remove)).is_err());
+        assert!(check_request(&op(b"a", OpKind::Stat)).is_ok());
+        assert!(check_request(&op(&vec![b'n'; max], OpKind::Stat)).is_ok());
+        assert!(check_request(&op(&vec![b'n'; 70_000], OpKind::Stat)).is_err());
+        assert!(check_request(&op(b"", OpKind::Remove)).is_err());
         let list = |after: Option<Vec<u8>>| OpKind::List {
             after: after.map(ByteBuf::from),
             limit: 10,
         };
-        assert!(check_names(&op(b"", list(None))).is_ok());
-        assert!(check_names(&op(b"", list(Some(vec![b'n'; 70_000])))).is_err());
-        assert!(check_names(&op(b"x", list(None))).is_err());
+        assert!(check_request(&op(b"", list(None))).is_ok());
+        assert!(check_request(&op(b"", list(Some(vec![b'n'; 70_000])))).is_err());
+        assert!(check_request(&op(b"x", list(None))).is_err());
     }
 }

@@ -86,7 +86,9 @@ pub enum LogKind {
     Refused,
 }
 
-/// [`LogResult::Err`] codes. Frozen: they are stored in PG logs.
+/// [`LogResult::Err`] codes. Frozen: they are stored in PG logs. The low
+/// byte says what failed; above it, a failure of the request's own guard
+/// number `i` carries `i + 1` (0: a condition the request's ops imply).
 pub mod err_code {
     /// The object's version was not the one the request expected.
     pub const VERSION_MISMATCH: u32 = 1;
@@ -94,14 +96,36 @@ pub mod err_code {
     pub const XATTR_MISMATCH: u32 = 2;
     /// The object to remove from (or remove) does not exist.
     pub const NOT_FOUND: u32 = 3;
+    /// The object to create exclusively exists.
+    pub const EXISTS: u32 = 4;
+    /// An omap value was not the one the request expected.
+    pub const OMAP_MISMATCH: u32 = 5;
+
+    /// `code` of the request's guard `guard` (`None`: implied by its ops).
+    #[must_use]
+    pub fn of_guard(code: u32, guard: Option<u32>) -> u32 {
+        match guard {
+            Some(index) if index < 0x00ff_fffe => code | ((index + 1) << 8),
+            _ => code,
+        }
+    }
+
+    /// What failed, and the index of the request's guard that did.
+    #[must_use]
+    pub fn split(code: u32) -> (u32, Option<u32>) {
+        let guard = code >> 8;
+        (code & 0xff, guard.checked_sub(1))
+    }
 
     /// What a code means, for the client's error message.
     #[must_use]
     pub fn describe(code: u32) -> &'static str {
-        match code {
+        match split(code).0 {
             VERSION_MISMATCH => "object version differs from the expected one",
             XATTR_MISMATCH => "xattr value differs from the expected one",
             NOT_FOUND => "object not found",
+            EXISTS => "object exists",
+            OMAP_MISMATCH => "omap value differs from the expected one",
             _ => "unknown error code",
         }
     }

@@ -303,45 +303,75 @@ impl PgMsg {
     }
 }
 
-/// A compare-and-set condition: the write applies only if its object's
-/// state before it matches; otherwise it is refused (and logged as refused,
-/// so a retry gets the same answer).
+/// A condition on an object's state before a write: the write applies only
+/// if it holds; otherwise it is refused (and logged as refused, so a retry
+/// gets the same answer).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Guard {
     /// The object's version is this one (0: the object does not exist).
     Version(u64),
     /// The xattr `name` has this value (`None`: it is absent).
     Xattr { name: Bytes, value: Option<Bytes> },
-    /// The object exists: implied by removes (of the object, an xattr or
-    /// omap keys), so removing what is missing is answered "not found"
-    /// from the log rather than failing in the store after logging.
+    /// The object exists. Implied by ops that need it (removes of the
+    /// object, an xattr or omap keys), so removing what is missing is
+    /// answered "not found" from the log rather than failing in the store
+    /// after logging.
     Exists,
+    /// The object does not exist (implied by an exclusive create).
+    NotExists,
+    /// Omap `key` has this value (`None`: it is absent).
+    OmapKey { key: Bytes, value: Option<Bytes> },
 }
 
-/// Guards with the state of its object as the shell read it from the
-/// store, under the same lock as the event, so no write slips between.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A write's guards with the state of its object as the shell read it from
+/// the store, under the same lock as the event, so no write slips between.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GuardCheck {
-    /// All must hold; at most one names an xattr.
+    /// The request's own guards, in its order: all must hold.
     pub guards: Vec<Guard>,
+    /// What the request's ops need of the object, checked after them.
+    pub implied: Option<Guard>,
     /// The object's version, 0 if it does not exist.
     pub version: u64,
-    /// The value of the xattr the guard names, if it names one and it is set.
-    pub xattr: Option<Bytes>,
+    /// The values of the xattrs the guards name, those that are set.
+    pub xattrs: BTreeMap<Bytes, Bytes>,
+    /// The values of the omap keys the guards name, those that are set.
+    pub omap: BTreeMap<Bytes, Bytes>,
 }
 
 impl GuardCheck {
-    /// The refusal code of the first guard that does not hold.
-    fn failure(&self) -> Option<u32> {
-        self.guards.iter().find_map(|guard| match guard {
+    /// Whether nothing needs checking.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.guards.is_empty() && self.implied.is_none()
+    }
+
+    /// The refusal code of the first guard that does not hold: the
+    /// request's own carry their index, an implied one none.
+    #[must_use]
+    pub fn failure(&self) -> Option<u32> {
+        let explicit = self.guards.iter().enumerate().find_map(|(index, guard)| {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            self.fails(guard)
+                .map(|code| err_code::of_guard(code, Some(index)))
+        });
+        explicit.or_else(|| self.implied.as_ref().and_then(|guard| self.fails(guard)))
+    }
+
+    fn fails(&self, guard: &Guard) -> Option<u32> {
+        match guard {
             Guard::Version(expected) => {
                 (*expected != self.version).then_some(err_code::VERSION_MISMATCH)
             }
-            Guard::Xattr { value, .. } => {
-                (*value != self.xattr).then_some(err_code::XATTR_MISMATCH)
+            Guard::Xattr { name, value } => {
+                (value.as_ref() != self.xattrs.get(name)).then_some(err_code::XATTR_MISMATCH)
             }
             Guard::Exists => (self.version == 0).then_some(err_code::NOT_FOUND),
-        })
+            Guard::NotExists => (self.version != 0).then_some(err_code::EXISTS),
+            Guard::OmapKey { key, value } => {
+                (value.as_ref() != self.omap.get(key)).then_some(err_code::OMAP_MISMATCH)
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use cairn_osd::codec::{decode_pg_msg, encode_pg_msg};
 use cairn_osd::{LogEntry, LogKind, LogResult, ObjectState, PgMsg, Push, ReqId, SubWrite, Version};
-use cairn_proto::osd::{ClientOp, OpKind, PgAction, PgCommand, ReqIdWire};
+use cairn_proto::osd::{ClientOp, GuardWire, OpKind, PgAction, PgCommand, ReqIdWire};
 use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply};
 use cairn_proto::peer::{PeerMsg, PeerPing};
 use cairn_store::{ObjectKey, Op};
@@ -97,8 +97,16 @@ fn samples() -> Vec<(u16, Vec<u8>, Bytes)> {
         epoch: Epoch(5),
         req: ReqIdWire { client: 1, tid: 2 },
         object: ByteBuf::from(b"obj".to_vec()),
-        op: OpKind::Write { offset: 4096 },
-        guard: None,
+        guards: vec![GuardWire::Version(3), GuardWire::NotExists],
+        ops: vec![
+            OpKind::Write {
+                offset: 4096,
+                len: 3,
+            },
+            OpKind::OmapSetHeader {
+                header: ByteBuf::from(b"h".to_vec()),
+            },
+        ],
     };
     let hello = PeerHello {
         version: HELLO_VERSION,

@@ -141,7 +141,7 @@ impl Harness {
             guard: Some(GuardCheck {
                 guards: vec![guard],
                 version,
-                xattr: None,
+                ..GuardCheck::default()
             }),
         };
         self.event(OsdId(1), event);
@@ -384,7 +384,12 @@ fn guarded_writes_refuse_on_mismatch_wait_on_unsettled_and_log_the_outcome() {
     h.run();
     let refused = Reply::Done {
         version: Version::new(5, 2),
-        result: LogResult::Err { code: 1 },
+        result: LogResult::Err {
+            code: cairn_osd::log::err_code::of_guard(
+                cairn_osd::log::err_code::VERSION_MISMATCH,
+                Some(0),
+            ),
+        },
     };
     assert_eq!(h.replies, vec![(req(3), refused.clone())]);
     for osd in [1, 2, 3] {

@@ -5,6 +5,12 @@
 /// bound may be larger, never smaller; the OSD asserts it).
 pub const OBJECT_NAME_BYTES_MAX: usize = 2048;
 
+/// Operations one client request may carry.
+pub const OPS_PER_REQUEST_MAX: usize = 64;
+
+/// Guards one client request may carry.
+pub const GUARDS_PER_OP_MAX: usize = 16;
+
 /// Incrementals sent in one map reply; a map further behind (but within
 /// the history) gets them in pages of this many, and asks again (frame
 /// bodies are bounded at 1 MiB).

@@ -77,60 +77,109 @@ pub struct VersionWire {
     pub seq: u64,
 }
 
-/// What a client asks of one object. Writes carry their payload in the
-/// frame's data segment.
+/// One operation of a [`ClientOp`]. A request carries writes only (applied
+/// atomically, as one PG log entry) or reads only (answered from one state
+/// of the object). Write payloads are the frame's data segment: the `len`
+/// bytes of each `WriteFull`, `Write` and `Append`, concatenated in op
+/// order. Small values (xattrs, omap) ride in the body.
+///
+/// Ops that need the object (`Remove`, `RemoveXattr`, `OmapRemove`,
+/// `OmapClear`) fail the request with [`OpError::NotFound`] when it does
+/// not exist at that point; every other write creates it, and
+/// `Create { exclusive: true }` fails with [`OpError::Exists`] when it
+/// already does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpKind {
-    /// Replaces the whole object with the data segment.
-    WriteFull,
-    /// Writes the data segment at `offset`.
+    /// Creates the object empty if missing; `exclusive`: fails if present.
+    Create {
+        exclusive: bool,
+    },
+    /// Replaces the object's data with the next `len` payload bytes.
+    WriteFull {
+        len: u64,
+    },
+    /// Writes the next `len` payload bytes at `offset` (a gap reads as
+    /// zeros).
     Write {
         offset: u64,
+        len: u64,
     },
-    /// Appends the data segment.
-    Append,
-    /// Reads `length` bytes (`None`: to the end) from `offset`.
+    /// Appends the next `len` payload bytes.
+    Append {
+        len: u64,
+    },
+    /// Sets the size, cutting or extending with zeros.
+    Truncate {
+        size: u64,
+    },
+    /// Zeros the part of the range within the object (the size does not
+    /// change).
+    Zero {
+        offset: u64,
+        length: u64,
+    },
+    /// Removes the object with its xattrs and omap.
+    Remove,
+    SetXattr {
+        name: ByteBuf,
+        value: ByteBuf,
+    },
+    /// Removes xattr `name` (absent: fine).
+    RemoveXattr {
+        name: ByteBuf,
+    },
+    OmapSet {
+        entries: Vec<(ByteBuf, ByteBuf)>,
+    },
+    /// Removes omap keys (absent keys are fine).
+    OmapRemove {
+        keys: Vec<ByteBuf>,
+    },
+    /// Removes every omap entry (not the header).
+    OmapClear,
+    /// Sets the omap header, a value beside the entries.
+    OmapSetHeader {
+        header: ByteBuf,
+    },
+    /// Answered by [`OpOutput::Stat`].
+    Stat,
+    /// `length` bytes (`None`: to the end) from `offset`; answered by
+    /// [`OpOutput::Data`].
     Read {
         offset: u64,
         length: Option<u64>,
     },
-    Stat,
-    Remove,
-    /// Sets xattr `name` to the data segment (creating the object).
-    SetXattr {
+    /// Every xattr; answered by [`OpOutput::Xattrs`].
+    GetXattrs,
+    /// One xattr; answered by [`OpOutput::Value`] (`None`: absent).
+    GetXattr {
         name: ByteBuf,
     },
-    GetXattrs,
-    /// Sets omap entries (creating the object).
-    OmapSet {
-        entries: Vec<(ByteBuf, ByteBuf)>,
-    },
-    /// Omap entries with keys `> after`, at most `limit`.
+    /// Omap entries with keys `> after`, at most `limit`; answered by
+    /// [`OpOutput::Omap`].
     OmapGetRange {
         after: Option<ByteBuf>,
         limit: u32,
     },
-    /// Removes xattr `name` (the object must exist).
-    RemoveXattr {
-        name: ByteBuf,
-    },
-    /// Removes omap keys (the object must exist; absent keys are fine).
-    OmapRemove {
-        keys: Vec<ByteBuf>,
-    },
-    /// The values of these omap keys (absent keys are left out).
+    /// The values of these omap keys (absent keys are left out); answered
+    /// by [`OpOutput::Omap`].
     OmapGet {
         keys: Vec<ByteBuf>,
     },
+    /// Answered by [`OpOutput::Value`] (`None`: no header set).
+    OmapGetHeader,
     /// Names of the PG's objects in (hash, name) order after `after`, at
-    /// most `limit`; the request's object name must be empty.
+    /// most `limit`; the request's object name must be empty, and it is
+    /// the request's only op.
     List {
         after: Option<ByteBuf>,
         limit: u32,
     },
 }
 
-/// A compare-and-set condition on the object's state before a write.
+/// A condition on the object's state before a request. All of a
+/// request's guards must hold, else nothing is done and the request fails
+/// with [`OpError::CompareFailed`] naming the first that did not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GuardWire {
     /// The object's version is this one (0: it does not exist).
@@ -138,6 +187,15 @@ pub enum GuardWire {
     /// Xattr `name` has this value (`None`: it is absent).
     Xattr {
         name: ByteBuf,
+        value: Option<ByteBuf>,
+    },
+    /// The object exists.
+    Exists,
+    /// The object does not exist.
+    NotExists,
+    /// Omap `key` has this value (`None`: it is absent).
+    OmapKey {
+        key: ByteBuf,
         value: Option<ByteBuf>,
     },
 }
@@ -148,44 +206,75 @@ impl OpKind {
     pub fn is_write(&self) -> bool {
         matches!(
             self,
-            OpKind::WriteFull
+            OpKind::Create { .. }
+                | OpKind::WriteFull { .. }
                 | OpKind::Write { .. }
-                | OpKind::Append
+                | OpKind::Append { .. }
+                | OpKind::Truncate { .. }
+                | OpKind::Zero { .. }
                 | OpKind::Remove
                 | OpKind::SetXattr { .. }
-                | OpKind::OmapSet { .. }
                 | OpKind::RemoveXattr { .. }
+                | OpKind::OmapSet { .. }
                 | OpKind::OmapRemove { .. }
+                | OpKind::OmapClear
+                | OpKind::OmapSetHeader { .. }
         )
+    }
+
+    /// Payload bytes the op takes from the data segment.
+    #[must_use]
+    pub fn payload_len(&self) -> u64 {
+        match self {
+            OpKind::WriteFull { len } | OpKind::Write { len, .. } | OpKind::Append { len } => *len,
+            _ => 0,
+        }
     }
 }
 
-/// Request `KIND_CLIENT_OP`: one operation on one object of PG `pg`, sent
-/// to the PG's primary as the client's map at `epoch` computes it.
+/// Request `KIND_CLIENT_OP`: operations on one object of PG `pg`, sent to
+/// the PG's primary as the client's map at `epoch` computes it. A retry
+/// resends the same `req`; the PG answers it from its log, so a write
+/// applies at most once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientOp {
     pub pg: PgId,
     pub epoch: Epoch,
     pub req: ReqIdWire,
     pub object: ByteBuf,
-    pub op: OpKind,
-    /// Writes only: apply only if this holds, else fail `CompareFailed`.
-    pub guard: Option<GuardWire>,
+    /// Checked against the object's state before any op; at most
+    /// [`crate::limits::GUARDS_PER_OP_MAX`].
+    pub guards: Vec<GuardWire>,
+    /// In order; 1 to [`crate::limits::OPS_PER_REQUEST_MAX`].
+    pub ops: Vec<OpKind>,
 }
 
 impl Message for ClientOp {
     const KIND: u16 = KIND_CLIENT_OP;
 }
 
-/// A successful answer. Read data is in the frame's data segment.
+impl ClientOp {
+    /// Whether the request writes (its first op does; a request mixing
+    /// reads and writes is refused).
+    #[must_use]
+    pub fn is_write(&self) -> bool {
+        self.ops.first().is_some_and(OpKind::is_write)
+    }
+}
+
+/// What one op returned. A write request is answered by one `Written`; a
+/// read request by one output per op, in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpOutput {
-    /// A write is durable on every acting OSD.
+    /// The writes are durable on every acting OSD.
     Written {
         object_version: u64,
     },
-    /// The data segment holds the bytes read.
-    Data,
+    /// `len` bytes of the reply's data segment (the reads' data are
+    /// concatenated in op order).
+    Data {
+        len: u64,
+    },
     Stat {
         size_bytes: u64,
         version: u64,
@@ -198,6 +287,8 @@ pub enum OpOutput {
         names: Vec<ByteBuf>,
         next: Option<ByteBuf>,
     },
+    /// One xattr or the omap header; `None`: absent.
+    Value(Option<ByteBuf>),
 }
 
 /// Why an operation failed. `Retry`, `Blocked` and `Busy` say nothing was
@@ -223,9 +314,10 @@ pub enum OpError {
     Store(String),
     #[error("timed out: {0}")]
     Timeout(String),
-    /// A guard did not hold; nothing was changed.
-    #[error("compare failed: {0}")]
-    CompareFailed(String),
+    /// Guard number `guard` (from 0, in request order) did not hold;
+    /// nothing was changed.
+    #[error("compare failed: guard {guard}: {reason}")]
+    CompareFailed { guard: u32, reason: String },
     /// A guarded write's object has writes not yet settled; resend.
     #[error("object has writes in flight; retry the guarded write")]
     ObjectBusy,
@@ -237,12 +329,15 @@ pub enum OpError {
     /// `ObjectBusy` while the repair runs).
     #[error("corrupt: {0}")]
     Corrupt(String),
+    /// An exclusive create found the object; nothing was changed.
+    #[error("object exists")]
+    Exists,
 }
 
 /// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientReply {
-    pub result: Result<OpOutput, OpError>,
+    pub result: Result<Vec<OpOutput>, OpError>,
     pub version: Option<VersionWire>,
 }
 

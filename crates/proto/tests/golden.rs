@@ -311,9 +311,43 @@ fn mon_samples(out: &mut Vec<Sample>) {
 
 fn client_samples(out: &mut Vec<Sample>) {
     let ops = [
-        ("WriteFull", OpKind::WriteFull),
-        ("Write", OpKind::Write { offset: 4096 }),
-        ("Append", OpKind::Append),
+        ("Create", OpKind::Create { exclusive: true }),
+        ("WriteFull", OpKind::WriteFull { len: 3 }),
+        (
+            "Write",
+            OpKind::Write {
+                offset: 4096,
+                len: 3,
+            },
+        ),
+        ("Append", OpKind::Append { len: 3 }),
+        ("Truncate", OpKind::Truncate { size: 7 }),
+        (
+            "Zero",
+            OpKind::Zero {
+                offset: 1,
+                length: 2,
+            },
+        ),
+        ("Remove", OpKind::Remove),
+        (
+            "SetXattr",
+            OpKind::SetXattr {
+                name: b("user.a"),
+                value: b("v"),
+            },
+        ),
+        ("RemoveXattr", OpKind::RemoveXattr { name: b("user.a") }),
+        (
+            "OmapSet",
+            OpKind::OmapSet {
+                entries: vec![(b("k"), b("v"))],
+            },
+        ),
+        ("OmapRemove", OpKind::OmapRemove { keys: vec![b("k")] }),
+        ("OmapClear", OpKind::OmapClear),
+        ("OmapSetHeader", OpKind::OmapSetHeader { header: b("h") }),
+        ("Stat", OpKind::Stat),
         (
             "Read",
             OpKind::Read {
@@ -321,16 +355,8 @@ fn client_samples(out: &mut Vec<Sample>) {
                 length: Some(2),
             },
         ),
-        ("Stat", OpKind::Stat),
-        ("Remove", OpKind::Remove),
-        ("SetXattr", OpKind::SetXattr { name: b("user.a") }),
         ("GetXattrs", OpKind::GetXattrs),
-        (
-            "OmapSet",
-            OpKind::OmapSet {
-                entries: vec![(b("k"), b("v"))],
-            },
-        ),
+        ("GetXattr", OpKind::GetXattr { name: b("user.a") }),
         (
             "OmapGetRange",
             OpKind::OmapGetRange {
@@ -338,9 +364,8 @@ fn client_samples(out: &mut Vec<Sample>) {
                 limit: 100,
             },
         ),
-        ("RemoveXattr", OpKind::RemoveXattr { name: b("user.a") }),
-        ("OmapRemove", OpKind::OmapRemove { keys: vec![b("k")] }),
         ("OmapGet", OpKind::OmapGet { keys: vec![b("k")] }),
+        ("OmapGetHeader", OpKind::OmapGetHeader),
         (
             "List",
             OpKind::List {
@@ -358,8 +383,8 @@ fn client_samples(out: &mut Vec<Sample>) {
                 epoch: Epoch(11),
                 req: req(),
                 object: b("obj"),
-                op,
-                guard: None,
+                guards: Vec::new(),
+                ops: vec![op],
             },
         );
     }
@@ -372,6 +397,15 @@ fn client_samples(out: &mut Vec<Sample>) {
                 value: Some(b("x")),
             },
         ),
+        ("Exists", GuardWire::Exists),
+        ("NotExists", GuardWire::NotExists),
+        (
+            "OmapKey",
+            GuardWire::OmapKey {
+                key: b("k"),
+                value: None,
+            },
+        ),
     ];
     for (label, guard) in guards {
         sample(
@@ -382,14 +416,36 @@ fn client_samples(out: &mut Vec<Sample>) {
                 epoch: Epoch(11),
                 req: req(),
                 object: b("obj"),
-                op: OpKind::WriteFull,
-                guard: Some(guard),
+                guards: vec![guard],
+                ops: vec![OpKind::WriteFull { len: 1 }],
             },
         );
     }
+    sample(
+        out,
+        "ClientOp/compound",
+        &ClientOp {
+            pg: pg(),
+            epoch: Epoch(11),
+            req: req(),
+            object: b("obj"),
+            guards: vec![GuardWire::NotExists, GuardWire::Version(0)],
+            ops: vec![
+                OpKind::Create { exclusive: true },
+                OpKind::WriteFull { len: 5 },
+                OpKind::SetXattr {
+                    name: b("etag"),
+                    value: b("e"),
+                },
+                OpKind::OmapSet {
+                    entries: vec![(b("k"), b("v"))],
+                },
+            ],
+        },
+    );
     let outputs = [
         ("Written", OpOutput::Written { object_version: 4 }),
-        ("Data", OpOutput::Data),
+        ("Data", OpOutput::Data { len: 3 }),
         (
             "Stat",
             OpOutput::Stat {
@@ -406,13 +462,14 @@ fn client_samples(out: &mut Vec<Sample>) {
                 next: Some(b("a")),
             },
         ),
+        ("Value", OpOutput::Value(Some(b("v")))),
     ];
     for (label, output) in outputs {
         sample(
             out,
             &format!("ClientReply/{label}"),
             &ClientReply {
-                result: Ok(output),
+                result: Ok(vec![output]),
                 version: Some(v(11, 2)),
             },
         );
@@ -438,10 +495,17 @@ fn client_samples(out: &mut Vec<Sample>) {
         ("NotSupported", OpError::NotSupported("x".into())),
         ("Store", OpError::Store("x".into())),
         ("Timeout", OpError::Timeout("x".into())),
-        ("CompareFailed", OpError::CompareFailed("x".into())),
+        (
+            "CompareFailed",
+            OpError::CompareFailed {
+                guard: 2,
+                reason: "x".into(),
+            },
+        ),
         ("ObjectBusy", OpError::ObjectBusy),
         ("Full", OpError::Full("x".into())),
         ("Corrupt", OpError::Corrupt("x".into())),
+        ("Exists", OpError::Exists),
     ];
     for (label, error) in errors {
         sample(
@@ -800,79 +864,143 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ),
     ("MapReply/Incrementals", 0x0101, "01030100"),
     (
+        "ClientOp/Create",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010001",
+    ),
+    (
         "ClientOp/WriteFull",
         0x0200,
-        "032a0bf8acd1910109036f626a0000",
+        "032a0bf8acd1910109036f626a00010103",
     ),
     (
         "ClientOp/Write",
         0x0200,
-        "032a0bf8acd1910109036f626a01802000",
+        "032a0bf8acd1910109036f626a000102802003",
     ),
-    ("ClientOp/Append", 0x0200, "032a0bf8acd1910109036f626a0200"),
     (
-        "ClientOp/Read",
+        "ClientOp/Append",
         0x0200,
-        "032a0bf8acd1910109036f626a0301010200",
+        "032a0bf8acd1910109036f626a00010303",
     ),
-    ("ClientOp/Stat", 0x0200, "032a0bf8acd1910109036f626a0400"),
-    ("ClientOp/Remove", 0x0200, "032a0bf8acd1910109036f626a0500"),
+    (
+        "ClientOp/Truncate",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010407",
+    ),
+    (
+        "ClientOp/Zero",
+        0x0200,
+        "032a0bf8acd1910109036f626a0001050102",
+    ),
+    (
+        "ClientOp/Remove",
+        0x0200,
+        "032a0bf8acd1910109036f626a000106",
+    ),
     (
         "ClientOp/SetXattr",
         0x0200,
-        "032a0bf8acd1910109036f626a0606757365722e6100",
-    ),
-    (
-        "ClientOp/GetXattrs",
-        0x0200,
-        "032a0bf8acd1910109036f626a0700",
-    ),
-    (
-        "ClientOp/OmapSet",
-        0x0200,
-        "032a0bf8acd1910109036f626a0801016b017600",
-    ),
-    (
-        "ClientOp/OmapGetRange",
-        0x0200,
-        "032a0bf8acd1910109036f626a0901016b6400",
+        "032a0bf8acd1910109036f626a00010706757365722e610176",
     ),
     (
         "ClientOp/RemoveXattr",
         0x0200,
-        "032a0bf8acd1910109036f626a0a06757365722e6100",
+        "032a0bf8acd1910109036f626a00010806757365722e61",
+    ),
+    (
+        "ClientOp/OmapSet",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010901016b0176",
     ),
     (
         "ClientOp/OmapRemove",
         0x0200,
-        "032a0bf8acd1910109036f626a0b01016b00",
+        "032a0bf8acd1910109036f626a00010a01016b",
+    ),
+    (
+        "ClientOp/OmapClear",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010b",
+    ),
+    (
+        "ClientOp/OmapSetHeader",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010c0168",
+    ),
+    ("ClientOp/Stat", 0x0200, "032a0bf8acd1910109036f626a00010d"),
+    (
+        "ClientOp/Read",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010e010102",
+    ),
+    (
+        "ClientOp/GetXattrs",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010f",
+    ),
+    (
+        "ClientOp/GetXattr",
+        0x0200,
+        "032a0bf8acd1910109036f626a00011006757365722e61",
+    ),
+    (
+        "ClientOp/OmapGetRange",
+        0x0200,
+        "032a0bf8acd1910109036f626a00011101016b64",
     ),
     (
         "ClientOp/OmapGet",
         0x0200,
-        "032a0bf8acd1910109036f626a0c01016b00",
+        "032a0bf8acd1910109036f626a00011201016b",
+    ),
+    (
+        "ClientOp/OmapGetHeader",
+        0x0200,
+        "032a0bf8acd1910109036f626a000113",
     ),
     (
         "ClientOp/List",
         0x0200,
-        "032a0bf8acd1910109036f626a0d000a00",
+        "032a0bf8acd1910109036f626a000114000a",
     ),
     (
         "ClientOp/guard/Version",
         0x0200,
-        "032a0bf8acd1910109036f626a00010011",
+        "032a0bf8acd1910109036f626a010011010101",
     ),
     (
         "ClientOp/guard/Xattr",
         0x0200,
-        "032a0bf8acd1910109036f626a0001010465746167010178",
+        "032a0bf8acd1910109036f626a01010465746167010178010101",
     ),
-    ("ClientReply/Written", 0x0201, "000004010b02"),
-    ("ClientReply/Data", 0x0201, "0001010b02"),
-    ("ClientReply/Stat", 0x0201, "00020a04010b02"),
-    ("ClientReply/Xattrs", 0x0201, "00030101610162010b02"),
-    ("ClientReply/Omap", 0x0201, "000401016b0176010b02"),
-    ("ClientReply/List", 0x0201, "0005010161010161010b02"),
+    (
+        "ClientOp/guard/Exists",
+        0x0200,
+        "032a0bf8acd1910109036f626a0102010101",
+    ),
+    (
+        "ClientOp/guard/NotExists",
+        0x0200,
+        "032a0bf8acd1910109036f626a0103010101",
+    ),
+    (
+        "ClientOp/guard/OmapKey",
+        0x0200,
+        "032a0bf8acd1910109036f626a0104016b00010101",
+    ),
+    (
+        "ClientOp/compound",
+        0x0200,
+        "032a0bf8acd1910109036f626a02030000040001010507046574616701650901016b0176",
+    ),
+    ("ClientReply/Written", 0x0201, "00010004010b02"),
+    ("ClientReply/Data", 0x0201, "00010103010b02"),
+    ("ClientReply/Stat", 0x0201, "0001020a04010b02"),
+    ("ClientReply/Xattrs", 0x0201, "0001030101610162010b02"),
+    ("ClientReply/Omap", 0x0201, "00010401016b0176010b02"),
+    ("ClientReply/List", 0x0201, "000105010161010161010b02"),
+    ("ClientReply/Value", 0x0201, "000106010176010b02"),
     ("ClientReply/Err/Retry", 0x0201, "01000c017200"),
     ("ClientReply/Err/Blocked", 0x0201, "0101010200"),
     ("ClientReply/Err/Busy", 0x0201, "01024000"),
@@ -881,10 +1009,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("ClientReply/Err/NotSupported", 0x0201, "0105017800"),
     ("ClientReply/Err/Store", 0x0201, "0106017800"),
     ("ClientReply/Err/Timeout", 0x0201, "0107017800"),
-    ("ClientReply/Err/CompareFailed", 0x0201, "0108017800"),
+    ("ClientReply/Err/CompareFailed", 0x0201, "010802017800"),
     ("ClientReply/Err/ObjectBusy", 0x0201, "010900"),
     ("ClientReply/Err/Full", 0x0201, "010a017800"),
     ("ClientReply/Err/Corrupt", 0x0201, "010b017800"),
+    ("ClientReply/Err/Exists", 0x0201, "010c00"),
     ("PgCommand/Scrub", 0x0205, "032a00"),
     ("PgCommand/DeepScrub", 0x0205, "032a01"),
     ("PgCommand/Repair", 0x0205, "032a02"),

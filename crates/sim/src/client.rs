@@ -426,11 +426,22 @@ impl SimClient {
             (OpResult::Snapshot(snapshot), ObjInput::Read) => ObjOutput::Read(snapshot),
             (OpResult::Omap(map), ObjInput::OmapGet(_)) => ObjOutput::Omap(map),
             (OpResult::Written(v), input) if is_write(input) => ObjOutput::Written(v),
-            (OpResult::Refused(err_code::NOT_FOUND), input) if is_write(input) => {
-                ObjOutput::Refused(Refusal::NotFound)
-            }
-            (OpResult::Refused(err_code::VERSION_MISMATCH), input) if is_write(input) => {
-                ObjOutput::Refused(Refusal::VersionMismatch)
+            (OpResult::Refused(code), input) if is_write(input) => {
+                // As the daemon answers it (`refusal_error`): what the ops
+                // implied, or the request's own guard by index.
+                match err_code::split(code) {
+                    (err_code::NOT_FOUND, None) => ObjOutput::Refused(Refusal::NotFound),
+                    (err_code::VERSION_MISMATCH, Some(0)) => {
+                        ObjOutput::Refused(Refusal::VersionMismatch)
+                    }
+                    _ => {
+                        out.anomalies.push(format!(
+                            "client.{} got refusal {code:#x} for {input:?} (req {req:?})",
+                            self.id
+                        ));
+                        ObjOutput::Unknown
+                    }
+                }
             }
             (result, input) => {
                 out.anomalies.push(format!(
@@ -455,28 +466,31 @@ fn is_write(input: &ObjInput) -> bool {
 }
 
 /// The request body of an operation, built as the daemon builds store ops
-/// from wire ops (`cairn_osd::codec::store_ops`).
+/// from wire ops (`cairn_osd::codec::plan_write`).
 fn body_of(object: &Bytes, input: &ObjInput) -> OpBody {
     let write = |kind: OpKind, data: Bytes, guard: Option<Guard>| {
-        let frees_space = cairn_osd::daemon::frees_space(&kind);
-        let ops = cairn_osd::codec::store_ops(&kind, object, data).expect("a write op");
+        let plan = cairn_osd::codec::plan_write(object, &[kind], data.into()).expect("a write op");
         OpBody::Write {
-            ops,
-            guard,
-            frees_space,
+            plan,
+            guards: guard.into_iter().collect(),
         }
     };
     let buf = |b: &Bytes| ByteBuf::from(b.to_vec());
+    let full = |data: &Bytes| OpKind::WriteFull {
+        len: data.len() as u64,
+    };
     match input {
-        ObjInput::WriteFull(data) => write(OpKind::WriteFull, data.clone(), None),
-        ObjInput::CompareAndSet { expect, data } => write(
-            OpKind::WriteFull,
-            data.clone(),
-            Some(Guard::Version(*expect)),
-        ),
+        ObjInput::WriteFull(data) => write(full(data), data.clone(), None),
+        ObjInput::CompareAndSet { expect, data } => {
+            write(full(data), data.clone(), Some(Guard::Version(*expect)))
+        }
         ObjInput::Remove => write(OpKind::Remove, Bytes::new(), None),
         ObjInput::SetXattr { name, value } => {
-            write(OpKind::SetXattr { name: buf(name) }, value.clone(), None)
+            let op = OpKind::SetXattr {
+                name: buf(name),
+                value: buf(value),
+            };
+            write(op, Bytes::new(), None)
         }
         ObjInput::OmapSet(entries) => {
             let entries = entries.iter().map(|(k, v)| (buf(k), buf(v))).collect();

@@ -19,7 +19,6 @@ use bytes::Bytes;
 use cairn_osd::{PgMsg, ReqId};
 use cairn_placement::ClusterMap;
 use cairn_proto::map::{Incremental, OsdEndpoint};
-use cairn_store::Op;
 use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,11 +56,10 @@ pub enum OpBody {
     /// A write: the store operations (as the daemon builds them from the
     /// wire op) and its guards.
     Write {
-        ops: Vec<Op>,
-        guard: Option<cairn_osd::Guard>,
-        /// Removes of the object, its xattrs or omap keys: the daemon adds
-        /// an existence guard so a missing object is refused from the log.
-        frees_space: bool,
+        /// The store operations and what they imply, as the daemon plans
+        /// them (`cairn_osd::codec::plan_write`).
+        plan: cairn_osd::codec::WritePlan,
+        guards: Vec<cairn_osd::Guard>,
     },
     /// The whole object (data, xattrs, omap, version) in one read.
     Read,

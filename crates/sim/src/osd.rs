@@ -27,7 +27,7 @@ use cairn_osd::lease::{LEASE_MS, Leases};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
-use cairn_osd::{Effects, Guard, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
+use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
 use cairn_proto::peer::LeaseReport;
@@ -1505,31 +1505,25 @@ impl SimOsd {
     }
 
     fn client_write(&mut self, client: u32, request: ClientRequest, out: &mut Outbox) {
-        let OpBody::Write {
-            ops,
-            guard,
-            frees_space,
-        } = request.body
-        else {
+        let OpBody::Write { plan, guards } = request.body else {
             return;
         };
         let req = request.req;
-        let mut guards: Vec<Guard> = guard.into_iter().collect();
-        if frees_space {
-            guards.push(Guard::Exists);
-        }
-        let check = if guards.is_empty() {
-            None
-        } else {
-            let collection = collection_of(request.pg);
-            match observe(&self.store, collection, &request.object, guards) {
-                Ok(check) => Some(check),
-                Err(error) => {
-                    let why = format!("guard read failed: {error}");
-                    return Self::reply(out, client, req, OpResult::Invalid(why));
-                }
+        let collection = collection_of(request.pg);
+        let check = match observe(
+            &self.store,
+            collection,
+            &request.object,
+            guards,
+            plan.implied,
+        ) {
+            Ok(check) => check,
+            Err(error) => {
+                let why = format!("guard read failed: {error}");
+                return Self::reply(out, client, req, OpResult::Invalid(why));
             }
         };
+        let ops = plan.ops;
         self.proc_mut().waiters.entry(req).or_default().push(client);
         let event = PgEvent::ClientWrite {
             req,
