@@ -26,7 +26,6 @@ use crate::{
     StoreError, limits,
 };
 use bytes::Bytes;
-use cairn_types::aligned;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -757,7 +756,7 @@ fn write_direct(
             // Aligned memory (a payload received into an aligned buffer)
             // is written as it is: only a partial last block is staged.
             let whole = data.len() / block * block;
-            if whole > 0 && aligned::is_aligned(data) {
+            if whole > 0 && cairn_iobuf::is_aligned(data) {
                 let (body, tail) = data.split_at(whole);
                 let body_blocks = known.map(|k| &k[..whole / block]);
                 let tail_blocks = known.map(|k| &k[whole / block..]);
@@ -830,7 +829,7 @@ fn write_staged(
 ) -> std::io::Result<Vec<u32>> {
     let block = to_usize(limits::ALLOC_UNIT_BYTES);
     let padded = data.len().div_ceil(block) * block;
-    let pool = aligned::shared();
+    let pool = cairn_iobuf::shared();
     let mut buffer = pool.take(padded)?;
     let staged = &mut buffer.as_mut_slice()[..padded];
     let mut csums = Vec::with_capacity(data.len().div_ceil(block));
@@ -948,12 +947,9 @@ fn read_extent(
     Ok(span.slice(skip..skip + to_usize(length)))
 }
 
-/// Spans at least this long are read with `O_DIRECT`, like the writes.
-const DIRECT_READ_BYTES_MIN: usize = 64 * 1024;
-
 /// Reads `length` bytes at `offset` (block-aligned) of the data file.
 fn read_span(shared: &Shared, offset: u64, length: usize) -> std::io::Result<Bytes> {
-    if length >= DIRECT_READ_BYTES_MIN {
+    if length >= limits::DIRECT_READ_BYTES_MIN {
         let guard = shared
             .data_direct
             .read()
@@ -963,7 +959,7 @@ fn read_span(shared: &Shared, offset: u64, length: usize) -> std::io::Result<Byt
             let padded = length.div_ceil(block) * block;
             // A pooled buffer: a fresh multi-megabyte one costs page faults
             // and zeroing, more than the read itself on a fast disk.
-            let pool = aligned::shared();
+            let pool = cairn_iobuf::shared();
             let mut buffer = pool.take(padded)?;
             match file.read_exact_at(&mut buffer.as_mut_slice()[..padded], offset) {
                 // The aligned buffer becomes the result without a copy, and
