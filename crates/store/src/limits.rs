@@ -123,7 +123,7 @@ pub const GROUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_mic
 pub const CHECKPOINT_FREED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The data file is preallocated ahead of its end in steps of 1/256 of the
-/// file system, between these bounds (see `disk::Growth`).
+/// file system, between these bounds (see `shared::Growth`).
 pub const DATA_GROWTH_FRACTION: u64 = 256;
 pub const DATA_GROWTH_BYTES_MIN: u64 = 4 * 1024 * 1024;
 pub const DATA_GROWTH_BYTES_MAX: u64 = 256 * 1024 * 1024;
