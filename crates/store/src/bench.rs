@@ -170,7 +170,7 @@ fn payload(len: usize, seed: u64) -> Bytes {
     // writes with `O_DIRECT` without staging a copy. Small ones stay on the
     // heap, as the wire leaves segments under 64 KiB in its read buffer.
     if len >= 64 * 1024
-        && let Ok(aligned) = cairn_types::aligned::aligned_copy(&out)
+        && let Ok(aligned) = cairn_iobuf::aligned_copy(&out)
     {
         return aligned;
     }

@@ -19,17 +19,24 @@
 mod alloc;
 pub mod bench;
 mod commit;
+mod data;
 mod disk;
 pub mod failpoint;
 mod flush;
 pub mod limits;
 mod mem;
+mod overlay;
 mod record;
+mod recovery;
+mod shared;
+mod space;
 mod txn;
 mod wal;
 
-pub use disk::{DiskStore, Prepared, SpaceAudit, StoreConfig};
+pub use disk::{DiskStore, Prepared};
 pub use mem::MemStore;
+pub use shared::StoreConfig;
+pub use space::SpaceAudit;
 pub use txn::{Op, Transaction};
 
 use bytes::Bytes;

@@ -24,8 +24,17 @@ pub const INLINE_SIZE_BYTES_MAX: u64 = 2 * 1024;
 /// 4 KiB direct write waits behind the device's flushes (measured 227 µs,
 /// against 4 µs buffered), which kept half the writers out of each batch,
 /// while their writeback inside the batch's one `fdatasync` is cheap
-/// (4 KiB objects, 16 writers: 17,500 → 25,200 commits/s).
-pub const DIRECT_WRITE_BYTES_MIN: u64 = 64 * 1024;
+/// (4 KiB objects, 16 writers: 17,500 → 25,200 commits/s). The value is
+/// [`cairn_iobuf::limits::DIRECT_IO_BYTES_MIN`], which the wire's threshold
+/// for receiving data segments into aligned memory is too, so every payload
+/// this long arrives ready for `O_DIRECT`.
+pub const DIRECT_WRITE_BYTES_MIN: u64 = cairn_iobuf::limits::DIRECT_IO_BYTES_MIN as u64;
+
+/// Spans of the data file at least this long are read with `O_DIRECT` into
+/// a buffer of the process-wide pool, like the writes (and the same
+/// [`cairn_iobuf::limits::DIRECT_IO_BYTES_MIN`]); shorter ones through the
+/// page cache.
+pub const DIRECT_READ_BYTES_MIN: usize = cairn_iobuf::limits::DIRECT_IO_BYTES_MIN;
 
 /// Aligned payloads at least this long are checksummed on a second thread
 /// while they are written (a thread start costs tens of microseconds, the
@@ -114,7 +123,7 @@ pub const GROUP_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_mic
 pub const CHECKPOINT_FREED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The data file is preallocated ahead of its end in steps of 1/256 of the
-/// file system, between these bounds (see `disk::Growth`).
+/// file system, between these bounds (see `shared::Growth`).
 pub const DATA_GROWTH_FRACTION: u64 = 256;
 pub const DATA_GROWTH_BYTES_MIN: u64 = 4 * 1024 * 1024;
 pub const DATA_GROWTH_BYTES_MAX: u64 = 256 * 1024 * 1024;

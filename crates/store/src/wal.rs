@@ -106,7 +106,7 @@ pub(crate) struct Wal {
     /// for it: a record is then one write the device completes durably
     /// (measured 135–175 µs for 40 KiB, against 165–230 µs for a buffered
     /// write and `fdatasync`). `None` where the file system refuses.
-    direct: Option<(File, cairn_types::aligned::IoBuffer)>,
+    direct: Option<(File, cairn_iobuf::IoBuffer)>,
     capacity: u64,
     /// Records of this epoch only are read back.
     epoch: u64,
@@ -148,7 +148,7 @@ impl Wal {
                 .custom_flags(flags.bits().cast_signed())
                 .open(&path)
                 .ok()
-                .zip(cairn_types::aligned::IoBuffer::new(buffer).ok())
+                .zip(cairn_iobuf::IoBuffer::new(buffer).ok())
         };
         let mut wal = Wal {
             file,

@@ -63,7 +63,7 @@ fn data(len: u64, seed: u64) -> Bytes {
     // Half the payloads in block-aligned memory, as the wire delivers large
     // data segments: the store writes those without staging a copy.
     if seed % 2 == 1 {
-        cairn_types::aligned::aligned_copy(&out).expect("mapped")
+        cairn_iobuf::aligned_copy(&out).expect("mapped")
     } else {
         Bytes::from(out)
     }

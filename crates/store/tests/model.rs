@@ -29,7 +29,7 @@ fn payload(len: usize, seed: u8) -> CheckedBytes {
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect();
     let bytes = if seed % 2 == 1 {
-        cairn_types::aligned::aligned_copy(&bytes).expect("mapped")
+        cairn_iobuf::aligned_copy(&bytes).expect("mapped")
     } else {
         Bytes::from(bytes)
     };

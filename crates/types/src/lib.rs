@@ -10,7 +10,6 @@
 //! explicit little-endian encodings, never `usize`, so a record written on one
 //! machine decodes identically on every other.
 
-pub mod aligned;
 pub mod checked;
 pub mod crc;
 pub mod envelope;

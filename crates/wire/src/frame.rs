@@ -7,7 +7,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use cairn_types::aligned::{self, IoBuffer};
+use cairn_iobuf::IoBuffer;
 use cairn_types::checked::CheckedBytes;
 use cairn_types::crc;
 
@@ -280,7 +280,7 @@ fn parse_header(mut bytes: &[u8]) -> Result<Header, WireError> {
 /// A data segment of [`ALIGNED_DATA_BYTES_MIN`] to
 /// [`READ_RESERVE_BYTES_MAX`] is received into a buffer of its own, from the
 /// process-wide pool of huge-page backed, block-aligned buffers
-/// ([`cairn_types::aligned`]), instead of the read buffer: the reader fills
+/// ([`cairn_iobuf`]), instead of the read buffer: the reader fills
 /// it straight from the socket ([`FrameDecoder::receiving_data`]), and the
 /// store can then write it with `O_DIRECT` without first copying it.
 #[derive(Debug, Default)]
@@ -328,7 +328,7 @@ impl FrameDecoder {
                 if buf.len() < body_end {
                     return Ok(None);
                 }
-                let data = aligned::shared().take(header.data_size_bytes)?;
+                let data = cairn_iobuf::shared().take(header.data_size_bytes)?;
                 let head = buf.split_to(body_end).freeze();
                 self.receiving = Some(Receiving {
                     head,
@@ -353,7 +353,7 @@ impl FrameDecoder {
                 return Ok(None);
             };
             self.header = None;
-            let data = aligned::shared().lend(data, header.data_size_bytes);
+            let data = cairn_iobuf::shared().lend(data, header.data_size_bytes);
             // Checksummed block by block, so the blocks' checksums travel on
             // with the data (to the store, and into any frame forwarding it).
             let data = CheckedBytes::summed(data);
@@ -584,7 +584,7 @@ mod tests {
             }
             let got = got.expect("the frame completes");
             assert_eq!(got, frame, "piece {piece}");
-            assert!(cairn_types::aligned::is_aligned(&got.data), "piece {piece}");
+            assert!(cairn_iobuf::is_aligned(&got.data), "piece {piece}");
             assert_eq!(&buf[..], b"CRN", "piece {piece}");
         }
     }

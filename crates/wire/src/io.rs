@@ -158,7 +158,7 @@ mod tests {
                 && got.data.len() >= crate::limits::ALIGNED_DATA_BYTES_MIN
             {
                 assert!(
-                    cairn_types::aligned::is_aligned(&got.data),
+                    cairn_iobuf::is_aligned(&got.data),
                     "a {}-byte data segment lands in aligned memory",
                     got.data.len()
                 );

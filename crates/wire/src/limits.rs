@@ -45,9 +45,10 @@ pub const READ_RESERVE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// Data segments at least this large (and at most
 /// [`READ_RESERVE_BYTES_MAX`]) are received into their own block-aligned
-/// buffer, so the store can write them with `O_DIRECT` as they are. Equal
-/// to the store's threshold for direct writes.
-pub const ALIGNED_DATA_BYTES_MIN: usize = 64 * 1024;
+/// buffer, so the store can write them with `O_DIRECT` as they are. The
+/// store's threshold for direct writes is the same constant
+/// ([`cairn_iobuf::limits::DIRECT_IO_BYTES_MIN`]), so the two cannot drift.
+pub const ALIGNED_DATA_BYTES_MIN: usize = cairn_iobuf::limits::DIRECT_IO_BYTES_MIN;
 
 /// The least the reader asks the socket for in one read.
 pub const READ_CHUNK_BYTES_MIN: usize = 64 * 1024;

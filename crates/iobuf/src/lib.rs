@@ -1,5 +1,11 @@
-//! Memory for direct I/O: block-aligned, huge-page backed, pooled, so bulk
-//! data can travel from the socket to the disk without a copy.
+//! Aligned, pooled I/O buffers shared by the wire and the store: memory
+//! for direct I/O, block-aligned, huge-page backed and pooled, so bulk data
+//! can travel from the socket to the disk without a copy.
+//!
+//! It maps, advises and pools memory; it does no file or network I/O and
+//! knows nothing of frames or extents. It is its own crate so that
+//! `cairn-types` stays pure data while both `cairn-wire` and `cairn-store`
+//! draw on one process-wide pool ([`shared`]).
 //!
 //! `O_DIRECT` reads and writes need memory aligned to the device's block
 //! (512 bytes or 4 KiB); an ordinary allocation is not. And a direct request
@@ -13,40 +19,25 @@
 //! into lost to staging a copy into huge pages, in the cluster (349-398
 //! against 505-509 MiB/s of 4 MiB writes).
 //!
-//! So an [`IoBuffer`] is its own anonymous mapping: page-aligned always, and
-//! when it is a huge page or larger, aligned to one and advised to be backed
-//! by huge pages *before* anything touches it (advice given to memory the
-//! heap already faulted in as small pages would only take effect when the
-//! kernel's background collapser gets to it). Buffers are reused through a
-//! [`BufferPool`]: a fresh multi-megabyte mapping costs a page fault (and
-//! zeroing) per page, more than a copy. The wire receives large data
-//! segments into buffers of the process-wide pool ([`shared`]), and the
-//! store writes such payloads as they are and stages others in the same
-//! pool.
+//! The one design choice to know: an [`IoBuffer`] is its own anonymous
+//! mapping: page-aligned always, and when it is a huge page or larger,
+//! aligned to one and advised to be backed by huge pages *before* anything
+//! touches it (advice given to memory the heap already faulted in as small
+//! pages would only take effect when the kernel's background collapser gets
+//! to it). Buffers are reused through a [`BufferPool`]: a fresh
+//! multi-megabyte mapping costs a page fault (and zeroing) per page, more
+//! than a copy. The wire receives large data segments into buffers of the
+//! process-wide pool ([`shared`]), and the store writes such payloads as
+//! they are and stages others in the same pool.
+
+pub mod limits;
 
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 
-/// The alignment every buffer here has: the largest block a Linux device
-/// asks of `O_DIRECT` memory, and the page size.
-pub const ALIGN_BYTES: usize = 4096;
-
-/// The x86-64 and aarch64 (4 KiB granule) huge page: buffers of at least
-/// this size are aligned to it and asked to be backed by huge pages.
-pub const HUGE_PAGE_BYTES: usize = 2 * 1024 * 1024;
-
-/// Buffers the process-wide pool keeps idle. An OSD has about one large
-/// data segment per write in flight (client writes it leads and sub-writes
-/// it takes: 16-24 with a client keeping 16 writes of 4 MiB in flight on
-/// three OSDs), and a buffer not kept is unmapped and a new one faulted in.
-pub const SHARED_KEPT_MAX: usize = 24;
-
-/// The largest buffer the process-wide pool keeps (a 4 MiB object and
-/// then some); larger ones are unmapped when returned. At most
-/// `SHARED_KEPT_MAX` × this of idle memory: 200 MiB.
-pub const SHARED_BUFFER_BYTES_MAX: usize = 8 * 1024 * 1024 + 64 * 1024;
+use crate::limits::{ALIGN_BYTES, HUGE_PAGE_BYTES, SHARED_BUFFER_BYTES_MAX, SHARED_KEPT_MAX};
 
 /// A zeroed, aligned, fixed-size buffer in its own memory mapping.
 pub struct IoBuffer {
