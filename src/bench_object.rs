@@ -14,9 +14,9 @@
 //! second's throughput with its wall-clock time; SIGINT or SIGTERM ends the
 //! run early (operations in flight finish; summary and list as usual).
 
-use crate::bench_cmd::{parse_duration, parse_size};
-use crate::client_cmd::{ConfArgs, connect};
+use crate::conn::{ConfArgs, connect};
 use crate::output::{CliResult, fixed, print_json};
+use crate::units::{parse_duration, parse_size};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, ReadRange};
 use clap::{Args, ValueEnum};

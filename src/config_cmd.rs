@@ -2,7 +2,7 @@
 //! the monitor and applied by the daemons within a heartbeat (like `ceph
 //! config set`). The settings and their bounds are `cairn_types::options`.
 
-use crate::client_cmd::{ConfArgs, connect, runtime};
+use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
 use cairn_proto::mon::{MonCommand, Reply};
 use cairn_types::options::{self, OPTIONS, Settings};

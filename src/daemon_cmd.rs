@@ -231,7 +231,7 @@ fn add_osd(dir: &Path) -> CliResult {
     let index = register_osd(dir, &config.mon)?;
     let name = Member::Osd(index).name();
     let addr = osd_addr(mon_port(&config.mon)?, index).unwrap_or_default();
-    let (id, epoch) = crate::client_cmd::runtime()?.block_on(wait_osd_up(dir, &name, &config))?;
+    let (id, epoch) = crate::conn::runtime()?.block_on(wait_osd_up(dir, &name, &config))?;
     println!("{name} added: OSD id {id}, serving on {addr}, up in the map at epoch {epoch}");
     Ok(())
 }

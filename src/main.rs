@@ -3,15 +3,21 @@
 
 mod bench_cmd;
 mod bench_object;
-mod client_cmd;
 mod config_cmd;
+mod conn;
 mod daemon_cmd;
+mod df_cmd;
 mod mon_cmd;
+mod object_cmd;
+mod osd_admin_cmd;
 mod osd_cmd;
 mod output;
 mod pg_cmd;
 mod placement_cmd;
+mod pool_cmd;
+mod reports;
 mod status_cmd;
+mod units;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -54,11 +60,11 @@ enum Command {
     /// Run-time settings: set, get, rm, ls (throttles, scrub schedule).
     Config(config_cmd::ConfigArgs),
     /// Capacity and pools: PGs, redundancy, estimated usable space.
-    Df(client_cmd::DfArgs),
+    Df(df_cmd::DfArgs),
     /// Pools: create, list, set, rm.
-    Pool(client_cmd::PoolArgs),
+    Pool(pool_cmd::PoolArgs),
     /// Objects: put, get, stat, rm.
-    Object(client_cmd::ObjectArgs),
+    Object(object_cmd::ObjectArgs),
     /// Placement groups: list by state, query one, scrub, repair.
     #[command(subcommand)]
     Pg(pg_cmd::PgCommand),
@@ -69,7 +75,7 @@ enum Command {
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct OsdTopArgs {
     #[command(subcommand)]
-    admin: Option<client_cmd::OsdAdminCommand>,
+    admin: Option<osd_admin_cmd::OsdAdminCommand>,
     #[command(flatten)]
     daemon: Option<osd_cmd::OsdArgs>,
 }
@@ -111,7 +117,7 @@ fn main() -> ExitCode {
         Command::Osd(OsdTopArgs {
             admin: Some(command),
             ..
-        }) => client_cmd::run_osd_admin(command),
+        }) => osd_admin_cmd::run_osd_admin(command),
         Command::Osd(OsdTopArgs {
             daemon: Some(args), ..
         }) => osd_cmd::run(args),
@@ -122,9 +128,9 @@ fn main() -> ExitCode {
         Command::Status(args) => status_cmd::run_status(args),
         Command::Health(args) => status_cmd::run_health(args),
         Command::Config(args) => config_cmd::run(args),
-        Command::Df(args) => client_cmd::run_df(args),
-        Command::Pool(args) => client_cmd::run_pool(args),
-        Command::Object(args) => client_cmd::run_object(args),
+        Command::Df(args) => df_cmd::run_df(args),
+        Command::Pool(args) => pool_cmd::run_pool(args),
+        Command::Object(args) => object_cmd::run_object(args),
         Command::Pg(command) => pg_cmd::run(command),
     };
     match result {

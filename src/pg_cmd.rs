@@ -1,12 +1,12 @@
 //! `cairn pg ls [--state S]` and `cairn pg query PGID`: placement groups as
 //! their primaries report them (state, up and acting sets, version, what is
 //! left to recover or backfill, and why a PG does not serve), like Ceph's
-//! `pg ls` and `pg query`.
+//! `pg ls` and `pg query`; `cairn pg scrub|deep-scrub|repair PGID` asks a
+//! PG's primary to check (and repair) its copies now.
 
-use crate::client_cmd::{ConfArgs, connect, runtime};
+use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
-use crate::status_cmd::current_pgs;
-use cairn_client::Client;
+use crate::reports::current_pgs;
 use cairn_proto::mon::PgStat;
 use cairn_proto::osd::PgAction;
 use cairn_types::PgId;
@@ -86,37 +86,6 @@ fn act(args: &PgActionArgs, action: PgAction) -> CliResult {
         println!("{}", client.pg_command(pg, action).await?);
         CliResult::Ok(())
     })
-}
-
-/// `cairn pool scrub NAME [--deep]`: asks every PG's primary; PGs that
-/// cannot scrub now (not clean, already scrubbing) are listed, not fatal.
-pub async fn scrub_pool(client: &Client, name: &str, deep: bool) -> CliResult {
-    let map = client.refresh_map().await?;
-    let pool = map
-        .pool_by_name(name)
-        .ok_or_else(|| format!("pool {name:?} does not exist"))?;
-    let action = if deep {
-        PgAction::DeepScrub
-    } else {
-        PgAction::Scrub
-    };
-    let (mut started, mut declined) = (0u32, Vec::new());
-    for seed in 0..pool.pg_num {
-        let pg = PgId::new(pool.id, seed);
-        match client.pg_command(pg, action).await {
-            Ok(_) => started += 1,
-            Err(error) => declined.push(format!("{pg}: {error}")),
-        }
-    }
-    let kind = if deep { "deep scrubs" } else { "scrubs" };
-    println!(
-        "pool {name}: {started} of {} PG {kind} started",
-        pool.pg_num
-    );
-    for line in &declined {
-        println!("  not now: {line}");
-    }
-    Ok(())
 }
 
 fn fetch(conf: &ConfArgs) -> CliResult<Vec<PgStat>> {

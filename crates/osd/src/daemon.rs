@@ -32,6 +32,11 @@ use crate::hello::{check_hello, source_ip};
 use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
+    BOOT_REPEAT_PAUSE, BOOT_RETRY_INTERVAL, MAP_PAGES_MAX, META_PAGE_KEYS, OMAP_PAGE_KEYS,
+    PEER_SEND_ATTEMPTS, PG_STAT_INCONSISTENT_MAX, SCRUB_LIST_PAGE_KEYS, SCRUB_READ_BYTES,
+    STORE_FAILED_REPORT_INTERVAL, STORE_PREPARE_THREADS, WIPE_BATCH_OBJECTS,
+};
+use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
     OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
@@ -258,10 +263,6 @@ async fn open_store(data_dir: &Path) -> Result<Result<DiskStore, String>, OsdErr
 /// A peer address's connection, made by whoever first needs it.
 type PeerSlot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
-/// How often an OSD with a corrupt store tells the monitor so (well
-/// within the 3 s after which `cairn status` takes a report for stale).
-const STORE_FAILED_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Runs an OSD whose store is corrupt: it serves nothing and never comes
 /// up, and tells the monitor why with every heartbeat (`store_error`), so
 /// `cairn status` and `cairn health detail` show it until an operator
@@ -446,12 +447,12 @@ async fn boot(
                 // The map still had this OSD up (a restart before the
                 // monitor noticed): it was marked down first; boot again.
                 tracing::info!(%epoch, "marked down for the restart; booting again");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(BOOT_REPEAT_PAUSE).await;
             }
             Ok(reply) => break reply,
             Err(error @ MonError::Wire(_)) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(%error, "monitor not reachable yet");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(BOOT_RETRY_INTERVAL).await;
             }
             Err(error) => return Err(error.into()),
         }
@@ -495,7 +496,7 @@ async fn refuse_known_id_with_empty_store(
             }
             Err(error @ MonError::Wire(_)) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(%error, "monitor not reachable yet");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(BOOT_RETRY_INTERVAL).await;
             }
             Err(error) => return Err(error.into()),
         }
@@ -670,13 +671,6 @@ enum Pending {
     Write(PgId, StoreWrite, Option<Prepared>),
     Barrier(oneshot::Sender<()>),
 }
-
-/// Threads that prepare large transactions at once: a 4 MiB write's data
-/// goes to disk while it is prepared ([`DiskStore::prepare`]), and one at a
-/// time kept each OSD's disk queue one request deep. Smaller transactions
-/// are prepared by the submitter itself (a page-cache write), without a
-/// thread hand-off.
-const STORE_PREPARE_THREADS: usize = 4;
 
 /// Starts the store's threads: a submitter that takes transactions in the
 /// order they were queued (version order per PG), prepares them (large ones
@@ -917,10 +911,6 @@ async fn pg_tick_loop(osd: Arc<Osd>) {
         osd.schedule_scrubs().await;
     }
 }
-
-/// Pages of incrementals one map refresh fetches at most (the monitor keeps
-/// 500 epochs, 100 a page).
-const MAP_PAGES_MAX: usize = 8;
 
 /// File with the boot-clock moment this OSD was last known alive
 /// ([`AliveStamp`]), rewritten every [`ALIVE_INTERVAL_MS`].
@@ -1984,7 +1974,7 @@ impl Osd {
             }
         };
         let mut last_error = None;
-        for _attempt in 0..2 {
+        for _attempt in 0..PEER_SEND_ATTEMPTS {
             match self.peer(osd, &addr).await {
                 Ok(conn) => match conn.send(&body, data.clone()).await {
                     Ok(()) => return,
@@ -2863,17 +2853,6 @@ fn scrub_entry(
     entry
 }
 
-/// Inconsistent objects each PG lists in its report to the monitor.
-const PG_STAT_INCONSISTENT_MAX: usize = 8;
-
-/// Keys listed per store call while building a scrub map.
-const SCRUB_LIST_PAGE_KEYS: usize = 256;
-/// Data read per store call by a deep scrub.
-const SCRUB_READ_BYTES: u64 = 4 << 20;
-
-/// Metadata keys read per page when loading a PG.
-const META_PAGE_KEYS: usize = 1024;
-
 /// Removes every object of a collection (its metadata keys stay).
 fn empty_collection(store: &dyn ObjectStore, collection: CollectionId) -> Result<(), StoreError> {
     loop {
@@ -2888,9 +2867,6 @@ fn empty_collection(store: &dyn ObjectStore, collection: CollectionId) -> Result
         store.apply(txn)?;
     }
 }
-
-/// Objects removed per transaction when emptying a collection.
-const WIPE_BATCH_OBJECTS: usize = 512;
 
 /// An object's whole state for a push (`None`: it does not exist).
 pub fn read_object_state(
@@ -2923,9 +2899,6 @@ pub fn read_object_state(
         version: stat.version,
     }))
 }
-
-/// Omap entries read per page for a push.
-const OMAP_PAGE_KEYS: usize = 4096;
 
 fn to_bufs(entries: impl IntoIterator<Item = (Bytes, Bytes)>) -> Vec<(ByteBuf, ByteBuf)> {
     entries

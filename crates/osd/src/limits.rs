@@ -77,6 +77,10 @@ impl PgLimits {
 /// monitor's default 20 s down grace, so one lost heartbeat is harmless.
 pub const HEARTBEAT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How often an OSD with a corrupt store tells the monitor so (well
+/// within the 3 s after which `cairn status` takes a report for stale).
+pub const STORE_FAILED_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Pause before a plain map fetch after a failed subscription (monitor
 /// down or restarting). A message or request naming a newer epoch triggers
 /// a fetch at once anyway.
@@ -85,6 +89,10 @@ pub const MAP_REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_
 /// How long one map subscription (a long poll) may be held by the monitor
 /// before it answers "no change" and the OSD asks again.
 pub const MAP_SUBSCRIBE_WAIT: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// Pages of incrementals one map refresh fetches at most (the monitor keeps
+/// 500 epochs, 100 a page).
+pub const MAP_PAGES_MAX: usize = 8;
 
 /// How often an OSD pings each peer it shares a PG with.
 pub const PEER_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -102,6 +110,11 @@ pub const PEER_GRACE: std::time::Duration = std::time::Duration::from_secs(4);
 /// beyond this, the monitor's own heartbeat timeout still catches them).
 pub const PEER_HEARTBEAT_PEERS_MAX: usize = 256;
 
+/// Attempts to send one PG message to a peer: on the cached connection,
+/// then once more on a new one if that had died. A message still not sent
+/// is dropped; the write it belongs to waits for the next interval.
+pub const PEER_SEND_ATTEMPTS: usize = 2;
+
 /// How long a read waits for in-flight writes to its object to become
 /// durable on the acting set before it is answered `ObjectBusy` (the client
 /// then retries), and how often it looks.
@@ -114,6 +127,14 @@ pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// How long a starting OSD keeps trying to reach the monitor and boot.
 pub const BOOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Pause between attempts to reach the monitor while booting, until
+/// [`BOOT_TIMEOUT`].
+pub const BOOT_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Pause before booting again when the monitor still had this OSD up (a
+/// restart it had not noticed) and marked it down first.
+pub const BOOT_REPEAT_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Longest a client write waits for durability on the acting set before the
 /// client is told `Timeout` (it may then resend with the same request id).
 pub const CLIENT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -122,6 +143,10 @@ pub const CLIENT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// wire server runs handlers concurrently, so one connection's frames may be
 /// handled out of order); beyond it they are dropped.
 pub const PARKED_SUB_WRITES_MAX: usize = INFLIGHT_MAX;
+
+/// Peer messages a replica keeps while waiting for its activation (the
+/// messenger does not order them); beyond it they are dropped.
+pub const EARLY_MSGS_MAX: usize = 1024;
 
 /// Omap entries one `OmapGetRange` returns at most, whatever the client asks.
 pub const OMAP_RANGE_ENTRIES_MAX: u32 = 4096;
@@ -151,6 +176,34 @@ pub const BACKFILL_PUSHES_MAX: usize = 8;
 /// Object names one backfill scan step lists.
 pub const BACKFILL_SCAN_KEYS: usize = 32;
 
+/// Keys read per store call when loading a PG (its metadata keys, or the
+/// object names of a corrupt copy being reset) and when planning a split.
+pub const META_PAGE_KEYS: usize = 1024;
+
+/// Objects removed per transaction when emptying a collection.
+pub const WIPE_BATCH_OBJECTS: usize = 512;
+
+/// Omap entries read per page for a push.
+pub const OMAP_PAGE_KEYS: usize = 4096;
+
+/// Operations per transaction a split plans, below the store's bound.
+pub const SPLIT_TXN_OPS_MAX: usize = cairn_store::limits::TXN_OPS_MAX - 16;
+
+/// Operations per transaction when a copy adopts a log at activation (log
+/// entries, dups, missing set, PG info): a long log outgrows one
+/// transaction, so the change goes in several, each at most half the
+/// store's bound; only the last carries the activation.
+pub const ADOPT_TXN_OPS_MAX: usize = cairn_store::limits::TXN_OPS_MAX / 2;
+
+/// Keys listed per store call while building a scrub map.
+pub const SCRUB_LIST_PAGE_KEYS: usize = 256;
+
+/// Data read per store call by a deep scrub.
+pub const SCRUB_READ_BYTES: u64 = 4 << 20;
+
+/// Inconsistent objects each PG lists in its report to the monitor.
+pub const PG_STAT_INCONSISTENT_MAX: usize = 8;
+
 /// Ticks (about a second each) after which an unanswered query or
 /// activation is sent again.
 pub const RESEND_TICKS: u32 = 2;
@@ -161,6 +214,16 @@ pub const RESEND_TICKS: u32 = 2;
 /// them. Long enough that a write merely queued behind others is not sent
 /// twice.
 pub const SUBWRITE_RESEND_TICKS: u32 = 5;
+
+/// Ticks between the announcements (`Notify`) a stray copy repeats to the
+/// primary while the primary has not taken it: the first may have come
+/// while the primary could not take it (peering, waiting for a temporary
+/// acting set), or been lost.
+pub const STRAY_NOTIFY_TICKS: u32 = RESEND_TICKS * 3;
+
+/// Ticks after which a primary waiting for a temporary acting set asks the
+/// monitor for it again (`pg_temp`): the request may have been lost.
+pub const PG_TEMP_RESEND_TICKS: u32 = RESEND_TICKS * 3;
 
 /// Ticks after which a recovery or backfill step without an answer is
 /// issued again (its messages may have died with a connection).
@@ -173,3 +236,10 @@ pub const PG_TICK_INTERVAL: std::time::Duration = std::time::Duration::from_secs
 /// PGs: the bound that keeps healing from crowding out client I/O (and
 /// memory: each holds one object).
 pub const RECOVERY_READS_MAX: usize = 4;
+
+/// Threads that prepare large transactions at once: a 4 MiB write's data
+/// goes to disk while it is prepared ([`cairn_store::DiskStore::prepare`]),
+/// and one at a time kept each OSD's disk queue one request deep. Smaller
+/// transactions are prepared by the submitter itself (a page-cache write),
+/// without a thread hand-off.
+pub const STORE_PREPARE_THREADS: usize = 4;

@@ -14,8 +14,8 @@
 
 use crate::lease::Leases;
 use crate::limits::{
-    BACKFILL_PUSHES_MAX, PgLimits, RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS,
-    SUBWRITE_RESEND_TICKS,
+    ADOPT_TXN_OPS_MAX, BACKFILL_PUSHES_MAX, EARLY_MSGS_MAX, PG_TEMP_RESEND_TICKS, PgLimits,
+    RECOVERY_OPS_MAX, RESEND_TICKS, STALLED_TICKS, STRAY_NOTIFY_TICKS, SUBWRITE_RESEND_TICKS,
 };
 use crate::log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version, err_code};
 use crate::peering::{
@@ -780,9 +780,6 @@ pub struct Pg {
     scrub: Scrubber,
     leases: Leases,
 }
-
-/// Peer messages kept while waiting for the activation.
-const EARLY_MSGS_MAX: usize = 1024;
 
 /// A PG copy as the store holds it, for [`Pg::restore`].
 #[derive(Clone, Debug, Default)]
@@ -2180,10 +2177,7 @@ impl Pg {
             key: Bytes::from_static(INFO_KEY),
             value: self.info.encode(),
         });
-        let chunks: Vec<Vec<Op>> = ops
-            .chunks(cairn_store::limits::TXN_OPS_MAX / 2)
-            .map(<[Op]>::to_vec)
-            .collect();
+        let chunks: Vec<Vec<Op>> = ops.chunks(ADOPT_TXN_OPS_MAX).map(<[Op]>::to_vec).collect();
         let count = chunks.len();
         for (index, chunk) in chunks.into_iter().enumerate() {
             let mut txn = Transaction::new(self.collection);
@@ -2671,7 +2665,7 @@ impl Pg {
             }
             Phase::WaitingTemp { ticks } => {
                 *ticks += 1;
-                if *ticks % (RESEND_TICKS * 3) == 0
+                if *ticks % PG_TEMP_RESEND_TICKS == 0
                     && let Some(temp) = self.healing.temp_requested.clone()
                 {
                     fx.pg_temp = Some(temp);
@@ -2727,7 +2721,7 @@ impl Pg {
                     || self.interval.up.contains(&self.whoami);
                 self.healing.stray_ticks += 1;
                 if let (false, Some(primary)) = (member, self.interval.primary)
-                    && self.healing.stray_ticks.is_multiple_of(RESEND_TICKS * 3)
+                    && self.healing.stray_ticks.is_multiple_of(STRAY_NOTIFY_TICKS)
                 {
                     let notify = self.notify(self.interval.epoch_started);
                     fx.send.push((primary, notify));

@@ -12,6 +12,7 @@
 //! from the parent finishes the split: every step writes what the first
 //! attempt wrote. The daemon and the simulator both split here.
 
+use crate::limits::{META_PAGE_KEYS, SPLIT_TXN_OPS_MAX};
 use crate::log::{DUP_KEY_PREFIX, LOG_KEY_PREFIX, LogEntry};
 use crate::pg::{INFO_KEY, MISSING_KEY_PREFIX};
 use crate::scrub::{INCONSISTENT_KEY_PREFIX, STAMPS_KEY};
@@ -25,12 +26,6 @@ use std::collections::BTreeSet;
 /// (u32 big-endian). A collection without it predates splits and counts as
 /// split for the pool's current `pg_num`.
 pub const PG_NUM_KEY: &[u8] = b"pgnum";
-
-/// Metadata keys read per page while planning.
-const META_PAGE_KEYS: usize = 1024;
-
-/// Operations per planned transaction, below the store's bound.
-const OPS_PER_TXN: usize = cairn_store::limits::TXN_OPS_MAX - 16;
 
 /// The collection of PG `pg`.
 #[must_use]
@@ -199,11 +194,11 @@ fn all_meta(store: &dyn ObjectStore, c: CollectionId) -> Result<Vec<(Bytes, Byte
     }
 }
 
-/// `ops` on collection `c` as transactions of at most [`OPS_PER_TXN`].
+/// `ops` on collection `c` as transactions of at most [`SPLIT_TXN_OPS_MAX`].
 fn chunked(c: CollectionId, ops: Vec<Op>, txns: &mut Vec<Transaction>) {
     let mut txn = Transaction::new(c);
     for op in ops {
-        if txn.ops.len() >= OPS_PER_TXN {
+        if txn.ops.len() >= SPLIT_TXN_OPS_MAX {
             txns.push(std::mem::replace(&mut txn, Transaction::new(c)));
         }
         txn.push(op);

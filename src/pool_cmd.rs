@@ -1,0 +1,246 @@
+//! `cairn pool create|ls|set|rm|scrub`: the cluster's pools, changed
+//! through the monitor; `scrub` asks each of the pool's PGs' primaries.
+
+use crate::conn::{ConfArgs, connect, runtime};
+use crate::output::{CliResult, print_json, table};
+use cairn_client::Client;
+use cairn_proto::mon::{FailureDomainSpec, MonCommand, RedundancySpec};
+use cairn_proto::osd::PgAction;
+use cairn_types::PgId;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+/// `cairn pool ...`.
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    #[command(subcommand)]
+    command: PoolCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Create a replicated pool.
+    Create {
+        name: String,
+        /// Copies of each object.
+        #[arg(long, default_value_t = 3)]
+        size: u32,
+        /// Copies that must be up to accept writes (default: size - 1, at least 1).
+        #[arg(long = "min-size")]
+        min_size: Option<u32>,
+        #[arg(long = "pg-num", default_value_t = 32)]
+        pg_num: u32,
+        /// osd, host or rack.
+        #[arg(long = "failure-domain", default_value = "osd")]
+        failure_domain: String,
+    },
+    /// List pools.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a pool and all its objects.
+    Rm {
+        name: String,
+        /// Required: deleting a pool cannot be undone.
+        #[arg(long = "yes-i-really-mean-it")]
+        confirmed: bool,
+    },
+    /// Change a pool's PG counts (they only grow) or its min_size.
+    Set {
+        name: String,
+        #[arg(long = "pg-num")]
+        pg_num: Option<u32>,
+        #[arg(long = "pgp-num")]
+        pgp_num: Option<u32>,
+        #[arg(long = "min-size")]
+        min_size: Option<u32>,
+    },
+    /// Scrub every PG of a pool (light; `--deep` reads all data).
+    Scrub {
+        name: String,
+        #[arg(long)]
+        deep: bool,
+    },
+}
+
+#[derive(Debug, Serialize)]
+pub struct PoolSummary {
+    id: u32,
+    name: String,
+    redundancy: String,
+    pg_num: u32,
+    pgp_num: u32,
+    failure_domain: String,
+}
+
+pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
+    map.pools
+        .iter()
+        .map(|p| PoolSummary {
+            id: p.id.0,
+            name: p.name.clone(),
+            redundancy: p.redundancy.to_string(),
+            pg_num: p.pg_num,
+            pgp_num: p.pgp_num,
+            failure_domain: p.failure_domain.to_string(),
+        })
+        .collect()
+}
+
+fn failure_domain(text: &str) -> CliResult<FailureDomainSpec> {
+    match text {
+        "osd" => Ok(FailureDomainSpec::Osd),
+        "host" => Ok(FailureDomainSpec::Host),
+        "rack" => Ok(FailureDomainSpec::Rack),
+        other => Err(format!("{other:?} is not a failure domain (osd, host, rack)").into()),
+    }
+}
+
+pub fn run_pool(args: PoolArgs) -> CliResult {
+    runtime()?.block_on(async {
+        let client = connect(&args.conf).await?;
+        match args.command {
+            PoolCommand::Create {
+                name,
+                size,
+                min_size,
+                pg_num,
+                failure_domain: domain,
+            } => {
+                let command = MonCommand::PoolCreate {
+                    name: name.clone(),
+                    pg_num,
+                    redundancy: RedundancySpec::Replicated {
+                        size,
+                        min_size: min_size.unwrap_or_else(|| size.saturating_sub(1).max(1)),
+                    },
+                    failure_domain: failure_domain(&domain)?,
+                    device_class: None,
+                };
+                client.mon_command(command).await?;
+                println!("pool {name} created");
+                Ok(())
+            }
+            PoolCommand::Rm { name, confirmed } => {
+                if !confirmed {
+                    return Err(format!(
+                        "deleting pool {name} destroys its objects; repeat with --yes-i-really-mean-it"
+                    )
+                    .into());
+                }
+                client.mon_command(MonCommand::PoolDelete(name.clone())).await?;
+                println!("pool {name} deleted");
+                Ok(())
+            }
+            PoolCommand::Set {
+                name,
+                pg_num,
+                pgp_num,
+                min_size,
+            } => {
+                if pg_num.is_none() && pgp_num.is_none() && min_size.is_none() {
+                    return Err("nothing to set: give --pg-num, --pgp-num or --min-size".into());
+                }
+                let before = client
+                    .refresh_map()
+                    .await?
+                    .pool_by_name(&name)
+                    .map(|p| (p.pg_num, p.pgp_num))
+                    .ok_or_else(|| format!("pool {name:?} does not exist"))?;
+                let command = MonCommand::PoolSet {
+                    name: name.clone(),
+                    pg_num,
+                    pgp_num,
+                    min_size,
+                };
+                client.mon_command(command).await?;
+                // As in Ceph, pgp_num follows a pg_num increase unless set:
+                // in a later epoch, so the PGs split where they are first,
+                // then the new ones move (rebalancing like any remap).
+                if let (Some(new), None) = (pg_num, pgp_num)
+                    && new > before.0
+                {
+                    println!("pool {name}: pg_num {} -> {new} (PGs split in place)", before.0);
+                    let follow = MonCommand::PoolSet {
+                        name: name.clone(),
+                        pg_num: None,
+                        pgp_num: Some(new),
+                        min_size: None,
+                    };
+                    client.mon_command(follow).await?;
+                    println!(
+                        "pool {name}: pgp_num {} -> {new} (new PGs move to their OSDs; `cairn status` shows the rebalance)",
+                        before.1
+                    );
+                    return Ok(());
+                }
+                println!("pool {name} updated");
+                Ok(())
+            }
+            PoolCommand::Scrub { name, deep } => {
+                scrub_pool(&client, &name, deep).await
+            }
+            PoolCommand::Ls { json } => {
+                let map = client.refresh_map().await?;
+                let pools = pool_summaries(&map);
+                if json {
+                    return print_json(&pools);
+                }
+                let rows = pools
+                    .iter()
+                    .map(|p| {
+                        vec![
+                            p.name.clone(),
+                            p.id.to_string(),
+                            p.pg_num.to_string(),
+                            p.redundancy.clone(),
+                            p.failure_domain.clone(),
+                        ]
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    table(
+                        &["pool", "id", "pg_num", "redundancy", "failure domain"],
+                        rows
+                    )
+                );
+                Ok(())
+            }
+        }
+    })
+}
+
+/// `cairn pool scrub NAME [--deep]`: asks every PG's primary; PGs that
+/// cannot scrub now (not clean, already scrubbing) are listed, not fatal.
+async fn scrub_pool(client: &Client, name: &str, deep: bool) -> CliResult {
+    let map = client.refresh_map().await?;
+    let pool = map
+        .pool_by_name(name)
+        .ok_or_else(|| format!("pool {name:?} does not exist"))?;
+    let action = if deep {
+        PgAction::DeepScrub
+    } else {
+        PgAction::Scrub
+    };
+    let (mut started, mut declined) = (0u32, Vec::new());
+    for seed in 0..pool.pg_num {
+        let pg = PgId::new(pool.id, seed);
+        match client.pg_command(pg, action).await {
+            Ok(_) => started += 1,
+            Err(error) => declined.push(format!("{pg}: {error}")),
+        }
+    }
+    let kind = if deep { "deep scrubs" } else { "scrubs" };
+    println!(
+        "pool {name}: {started} of {} PG {kind} started",
+        pool.pg_num
+    );
+    for line in &declined {
+        println!("  not now: {line}");
+    }
+    Ok(())
+}
