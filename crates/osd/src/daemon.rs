@@ -52,6 +52,7 @@ use crate::pg::{
     ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
+use crate::shell::{PeerAction, PeerContext, admit_peer_msg, new_copy_lease_bound_ms, servable};
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
 use cairn_placement::{Redundancy, Weight};
@@ -1361,13 +1362,11 @@ impl Osd {
                     // A copy just split may have promised a read lease as
                     // the core it replaces; one from before this process
                     // started, for as long as that one may run.
-                    let lease_bound_ms = if split.contains(&collection) {
-                        LEASE_MS
-                    } else if lock(&self.preexisting).contains(&collection) {
-                        self.lease_bound_ms
-                    } else {
-                        0
-                    };
+                    let lease_bound_ms = new_copy_lease_bound_ms(
+                        split.contains(&collection),
+                        lock(&self.preexisting).contains(&collection),
+                        self.lease_bound_ms,
+                    );
                     if let Err(error) = self.create_pg(pg, interval, context, lease_bound_ms).await
                     {
                         tracing::error!(%pg, %error, "cannot load PG");
@@ -2171,76 +2170,46 @@ impl Osd {
         {
             tracing::warn!(%error, "map refresh for a newer peer message failed");
         }
-        match msg {
-            PgMsg::Pull { ref object, .. }
-            | PgMsg::PushAck { ref object, .. }
-            | PgMsg::Unreadable { ref object, .. }
-                if !crate::pg::valid_name(object) =>
-            {
-                tracing::warn!(%pg, len = object.len(), "peer message with a bad object name");
+        let action = {
+            let view = read(&self.map);
+            let ctx = PeerContext {
+                whoami: self.whoami,
+                pg,
+                view: &view,
+                loaded: lock(&self.pgs).contains_key(&pg),
+            };
+            admit_peer_msg(&msg, ctx)
+        };
+        match action {
+            PeerAction::Feed => {}
+            PeerAction::Drop(why) => {
+                tracing::debug!(%pg, epoch = epoch.0, why, "peer message dropped");
                 return;
             }
-            PgMsg::Pull {
-                from,
-                interval_epoch,
-                object,
-            } => {
+            PeerAction::Push { object, to, epoch } => {
                 self.spawn(move |osd: Arc<Osd>| async move {
                     // A pull: the primary lacks the object.
-                    osd.push_object(
-                        pg,
-                        object,
-                        vec![from],
-                        Some(interval_epoch),
-                        Priority::Degraded,
-                    )
-                    .await;
+                    osd.push_object(pg, object, vec![to], Some(epoch), Priority::Degraded)
+                        .await;
                 });
                 return;
             }
-            // A copy answers only a query of an interval its map has reached:
-            // before, it may not have split for a pg_num increase yet, and
-            // its answer would describe the wrong objects. The primary asks
-            // again.
-            PgMsg::Query { interval_epoch, .. } if interval_epoch > self.map_epoch() => {
-                tracing::debug!(%pg, epoch = interval_epoch.0, "query of a newer map dropped");
-                return;
-            }
-            PgMsg::Query { interval_epoch, .. }
-                if read(&self.map).query_is_stale(pg, interval_epoch) =>
-            {
-                tracing::debug!(%pg, epoch = interval_epoch.0, "query of an interval that is over dropped");
-                return;
-            }
-            PgMsg::Query {
-                from,
-                interval_epoch,
-            } if !lock(&self.pgs).contains_key(&pg) => {
-                // No copy here: say so, so peering need not wait for one.
-                // Peering takes this answer as proof that this OSD never
-                // activated the PG (`peering::blocked_by`), so it must be
-                // true: not a copy still being split or loaded.
-                if !self.holds_no_copy(pg).await {
+            PeerAction::AnswerIfNoCopy { to, answer } => {
+                if self.holds_no_copy(pg).await {
+                    self.send_to_peer(to, pg, &answer).await;
+                } else {
                     tracing::debug!(%pg, "query of a copy not loaded yet dropped");
-                    return;
                 }
-                let notify = PgMsg::Notify(crate::pg::Notify {
-                    from: self.whoami,
-                    interval_epoch,
-                    copy: crate::peering::PeerCopy::default(),
-                    lease: cairn_proto::peer::LeaseReport::default(),
-                    inconsistent: Vec::new(),
-                });
-                self.send_to_peer(from, pg, &notify).await;
                 return;
             }
-            PgMsg::Activate(ref activate) if activate.backfill => {
-                if let Err(error) = self.wipe_for_backfill(pg, activate).await {
+            PeerAction::WipeThenFeed => {
+                if let PgMsg::Activate(activate) = &msg
+                    && let Err(error) = self.wipe_for_backfill(pg, activate).await
+                {
                     tracing::error!(%pg, %error, "cannot empty the copy for its backfill");
                     return;
                 }
             }
-            _ => {}
         }
         if !self.feed(pg, msg.into()).await {
             tracing::debug!(%pg, "message for a PG this OSD does not hold");
@@ -2364,35 +2333,12 @@ impl Osd {
         (reply, out)
     }
 
-    /// Whether this OSD may serve the PG now; the `Err` is the retry reason.
-    /// Reads need the primary of an interval the client knows; writes leave
-    /// that check to the PG core.
+    /// Whether this OSD may serve the PG now ([`servable`]); the `Err` is
+    /// the retry reason.
     fn check_servable(&self, pg: PgId, client_epoch: Epoch, read: bool) -> Result<(), String> {
         let pgs = lock(&self.pgs);
-        let Some(slot) = pgs.get(&pg) else {
-            return Err(format!("PG {pg} is not held by osd.{}", self.whoami.0));
-        };
-        let interval = slot.pg.interval();
-        if interval.primary == Some(self.whoami) && !slot.pg.is_active_primary() {
-            let why = slot.pg.blocked_reason().unwrap_or_default();
-            return Err(format!("PG {pg} is {} ({why})", slot.pg.state_name()));
-        }
-        if read && interval.primary == Some(self.whoami) && !slot.pg.may_serve_reads(clock_ms()) {
-            return Err(format!(
-                "PG {pg}: osd.{} holds no read lease from every replica now",
-                self.whoami.0
-            ));
-        }
-        if read && interval.primary != Some(self.whoami) {
-            return Err(format!("osd.{} is not primary of {pg}", self.whoami.0));
-        }
-        if read && interval.epoch_started > client_epoch {
-            return Err(format!(
-                "PG {pg} interval started at {}, after the client's {client_epoch}",
-                interval.epoch_started
-            ));
-        }
-        Ok(())
+        let core = pgs.get(&pg).map(|slot| &slot.pg);
+        servable(self.whoami, pg, core, client_epoch, read, clock_ms())
     }
 
     async fn client_write(&self, op: ClientOp, data: CheckedBytes) -> ClientReply {

@@ -26,6 +26,7 @@ pub mod map_view;
 pub mod peering;
 pub mod pg;
 pub mod scrub;
+pub mod shell;
 pub mod split;
 pub mod throttle;
 

@@ -23,14 +23,16 @@ use bytes::Bytes;
 use cairn_osd::daemon::{
     PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
 };
-use cairn_osd::lease::{LEASE_MS, Leases};
+use cairn_osd::lease::{AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
+use cairn_osd::shell::{
+    PeerAction, PeerContext, admit_peer_msg, new_copy_lease_bound_ms, servable,
+};
 use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
-use cairn_proto::peer::LeaseReport;
 use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -238,8 +240,6 @@ const BOOT_AGAIN_MS: u64 = 50;
 /// How long a boot waits for the monitor's answer before it is sent again
 /// (the daemon's `MON_CALL_TIMEOUT`).
 const BOOT_RETRY_MS: u64 = 5_000;
-/// How often the daemon rewrites its alive file.
-const ALIVE_INTERVAL_MS: u64 = 1_000;
 
 /// Whether inputs the PG cores ignore are traced (`CAIRN_SIM_TRACE_IGNORED`;
 /// there are many, most harmless: late acks, stale intervals).
@@ -928,14 +928,21 @@ impl SimOsd {
         // A copy held before this start may have promised a read lease:
         // for at most a lease after the process was last alive.
         // A copy split just now: as long as its retired core's promise.
-        let restarted = self.proc().preexisting.contains(&collection);
-        let bound_ms = match self.last_alive_ms {
-            _ if self.proc().split_now.contains(&collection) => LEASE_MS,
-            Some(alive) if restarted => {
-                (LEASE_MS + ALIVE_INTERVAL_MS).saturating_sub(self.now_ms - alive)
-            }
-            _ => 0,
+        // The daemon's record is an `AliveStamp` on the boot clock; the
+        // simulated machine never reboots, so one boot id.
+        let stamp = |uptime_ms| AliveStamp {
+            boot_id: "sim".into(),
+            uptime_ms,
         };
+        let restart_bound_ms = restart_lease_bound_ms(
+            self.last_alive_ms.map(stamp).as_ref(),
+            Some(&stamp(self.now_ms)),
+        );
+        let bound_ms = new_copy_lease_bound_ms(
+            self.proc().split_now.contains(&collection),
+            self.proc().preexisting.contains(&collection),
+            restart_bound_ms,
+        );
         let mut leases = Leases::default();
         leases.set_clock(self.now_ms);
         leases.enable(LEASE_MS, bound_ms);
@@ -1164,53 +1171,35 @@ impl SimOsd {
 
     /// The daemon's `peer_msg`.
     fn peer_msg(&mut self, pg: PgId, msg: PgMsg, out: &mut Outbox) {
-        let started = self
-            .proc()
-            .pgs
-            .get(&pg)
-            .map(|s| s.pg.interval().epoch_started);
-        match msg {
-            PgMsg::Pull {
-                from,
-                interval_epoch,
-                object,
-            } => {
-                let push = OsdTimer::Push {
-                    pg,
-                    object,
-                    targets: vec![from],
-                    epoch: Some(interval_epoch),
-                };
-                out.timers.push((Delay::Io, push));
-                return;
-            }
-            // The daemon's rule: a copy answers only a query of an interval
-            // its map has reached (its copy may be about to split).
-            PgMsg::Query { interval_epoch, .. } if interval_epoch > self.proc().view.epoch() => {
+        let ctx = PeerContext {
+            whoami: self.id,
+            pg,
+            view: &self.proc().view,
+            loaded: self.proc().pgs.contains_key(&pg),
+        };
+        match admit_peer_msg(&msg, ctx) {
+            PeerAction::Feed => {}
+            PeerAction::Drop(why) => {
                 out.trace.push(format!(
-                    "{} {pg}: query of e{} dropped: map at e{}",
+                    "{} {pg}: e{} message dropped: {why} (map at e{})",
                     self.id,
-                    interval_epoch.0,
+                    msg.interval_epoch().0,
                     self.proc().view.epoch().0
                 ));
                 return;
             }
-            PgMsg::Query { interval_epoch, .. }
-                if self.proc().view.query_is_stale(pg, interval_epoch) =>
-            {
-                out.trace.push(format!(
-                    "{} {pg}: query of e{} dropped: that interval is over",
-                    self.id, interval_epoch.0
-                ));
+            PeerAction::Push { object, to, epoch } => {
+                let push = OsdTimer::Push {
+                    pg,
+                    object,
+                    targets: vec![to],
+                    epoch: Some(epoch),
+                };
+                out.timers.push((Delay::Io, push));
                 return;
             }
-            PgMsg::Query {
-                from,
-                interval_epoch,
-            } if started.is_none() => {
-                // No copy here: say so, so peering need not wait for one.
-                // Peering takes the answer as proof that this OSD never
-                // activated the PG: as the daemon, check the store too.
+            PeerAction::AnswerIfNoCopy { to, answer } => {
+                // As the daemon's `holds_no_copy`: the store has none.
                 let collection = collection_of(pg);
                 if self
                     .store
@@ -1221,23 +1210,16 @@ impl SimOsd {
                         "{} {pg}: query of a copy not loaded dropped",
                         self.id
                     ));
-                    return;
+                } else {
+                    out.sends.push((Node::Osd(to), Msg::Pg { pg, msg: answer }));
                 }
-                let notify = PgMsg::Notify(cairn_osd::Notify {
-                    from: self.id,
-                    interval_epoch,
-                    copy: cairn_osd::peering::PeerCopy::default(),
-                    lease: LeaseReport::default(),
-                    inconsistent: Vec::new(),
-                });
-                out.sends
-                    .push((Node::Osd(from), Msg::Pg { pg, msg: notify }));
                 return;
             }
-            PgMsg::Activate(ref activate) if activate.backfill => {
-                self.wipe_for_backfill(pg, activate.from, activate.interval_epoch, out);
+            PeerAction::WipeThenFeed => {
+                if let PgMsg::Activate(activate) = &msg {
+                    self.wipe_for_backfill(pg, activate.from, activate.interval_epoch, out);
+                }
             }
-            _ => {}
         }
         self.feed(pg, msg.into(), out);
     }
@@ -1485,23 +1467,8 @@ impl SimOsd {
     }
 
     fn check_servable(&self, pg: PgId, client_epoch: Epoch, read: bool) -> Result<(), String> {
-        let Some(slot) = self.proc().pgs.get(&pg) else {
-            return Err(format!("{pg} is not held by {}", self.id));
-        };
-        let interval = slot.pg.interval();
-        if interval.primary == Some(self.id) && !slot.pg.is_active_primary() {
-            return Err(format!("{pg} is {}", slot.pg.state_name()));
-        }
-        if read && interval.primary == Some(self.id) && !slot.pg.may_serve_reads(self.now_ms) {
-            return Err(format!("{pg}: {} holds no read lease now", self.id));
-        }
-        if read && interval.primary != Some(self.id) {
-            return Err(format!("{} is not primary of {pg}", self.id));
-        }
-        if read && interval.epoch_started > client_epoch {
-            return Err(format!("{pg} interval is newer than the client's map"));
-        }
-        Ok(())
+        let core = self.proc().pgs.get(&pg).map(|slot| &slot.pg);
+        servable(self.id, pg, core, client_epoch, read, self.now_ms)
     }
 
     fn client_write(&mut self, client: u32, request: ClientRequest, out: &mut Outbox) {

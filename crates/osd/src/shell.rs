@@ -1,0 +1,178 @@
+//! Decisions the OSD's shells make around the PG cores, written once: the
+//! daemon (`daemon.rs`, real store and network) and the simulator's OSD
+//! shell (`cairn-sim`, `MemStore` and a simulated network) both call these,
+//! so no rule exists twice. Each is a pure function of what the shell knows
+//! (its map view, the PG it holds, its clock); the shell carries out the
+//! answer with its own I/O.
+//!
+//! - [`admit_peer_msg`]: what to do with a PG message from a peer before
+//!   (or instead of) feeding it to the PG's core;
+//! - [`servable`]: whether a client request may be served by this OSD now;
+//! - [`new_copy_lease_bound_ms`]: how long a PG copy loaded or created now
+//!   must assume read-lease promises made before it may still run.
+
+use crate::lease::LEASE_MS;
+use crate::map_view::MapView;
+use crate::pg::{Notify, Pg, PgMsg};
+use bytes::Bytes;
+use cairn_proto::peer::LeaseReport;
+use cairn_types::{Epoch, OsdId, PgId};
+
+/// What a shell does with a PG message from a peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerAction {
+    /// Feed it to the PG's core.
+    Feed,
+    /// Drop it; why, for the log.
+    Drop(&'static str),
+    /// A pull: read `object` from the local store and push it to `to`
+    /// (for its interval starting at `epoch`). The core is not involved.
+    Push {
+        object: Bytes,
+        to: OsdId,
+        epoch: Epoch,
+    },
+    /// A query of a PG with no copy loaded here: if the store holds no
+    /// copy either (not one being split or loaded), send `answer` (an
+    /// empty copy) to `to`, so peering need not wait for one; else drop.
+    AnswerIfNoCopy { to: OsdId, answer: PgMsg },
+    /// An activation that backfills this copy: empty it first (once per
+    /// interval), then feed it.
+    WipeThenFeed,
+}
+
+/// What the shell knows when a peer's PG message arrives.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerContext<'a> {
+    pub whoami: OsdId,
+    pub pg: PgId,
+    pub view: &'a MapView,
+    /// Whether a core for the PG is loaded here.
+    pub loaded: bool,
+}
+
+/// The rule for a peer's PG message. A copy answers only a query of an
+/// interval its map has reached: before, it may not have split for a
+/// `pg_num` increase yet, and its answer would describe the wrong objects
+/// (the primary asks again). A query of an interval already over is
+/// dropped too ([`MapView::query_is_stale`]). An empty answer for a copy
+/// not held is proof to peering that this OSD never activated the PG
+/// (`peering::blocked_by`), so the shell sends it only after checking its
+/// store.
+#[must_use]
+pub fn admit_peer_msg(msg: &PgMsg, ctx: PeerContext<'_>) -> PeerAction {
+    match msg {
+        PgMsg::Pull { object, .. }
+        | PgMsg::PushAck { object, .. }
+        | PgMsg::Unreadable { object, .. }
+            if !crate::pg::valid_name(object) =>
+        {
+            PeerAction::Drop("peer message with a bad object name")
+        }
+        PgMsg::Pull {
+            from,
+            interval_epoch,
+            object,
+        } => PeerAction::Push {
+            object: object.clone(),
+            to: *from,
+            epoch: *interval_epoch,
+        },
+        PgMsg::Query { interval_epoch, .. } if *interval_epoch > ctx.view.epoch() => {
+            PeerAction::Drop("query of a newer map")
+        }
+        PgMsg::Query { interval_epoch, .. } if ctx.view.query_is_stale(ctx.pg, *interval_epoch) => {
+            PeerAction::Drop("query of an interval that is over")
+        }
+        PgMsg::Query {
+            from,
+            interval_epoch,
+        } if !ctx.loaded => PeerAction::AnswerIfNoCopy {
+            to: *from,
+            answer: PgMsg::Notify(Notify {
+                from: ctx.whoami,
+                interval_epoch: *interval_epoch,
+                copy: crate::peering::PeerCopy::default(),
+                lease: LeaseReport::default(),
+                inconsistent: Vec::new(),
+            }),
+        },
+        PgMsg::Activate(activate) if activate.backfill => PeerAction::WipeThenFeed,
+        _ => PeerAction::Feed,
+    }
+}
+
+/// Whether this OSD may serve a client request for a PG now; the `Err` is
+/// the retry reason. Any request needs a core here, and an active one if
+/// this OSD is the PG's primary. Reads also need this OSD to be primary of
+/// an interval the client's map knows, holding a read lease from every
+/// replica; writes leave those checks to the core, which logs them.
+///
+/// # Errors
+/// Why not, for the client's retry.
+pub fn servable(
+    whoami: OsdId,
+    pg: PgId,
+    core: Option<&Pg>,
+    client_epoch: Epoch,
+    read: bool,
+    now_ms: u64,
+) -> Result<(), String> {
+    let Some(core) = core else {
+        return Err(format!("PG {pg} is not held by osd.{}", whoami.0));
+    };
+    let interval = core.interval();
+    let primary = interval.primary == Some(whoami);
+    if primary && !core.is_active_primary() {
+        let why = core.blocked_reason().unwrap_or_default();
+        return Err(format!("PG {pg} is {} ({why})", core.state_name()));
+    }
+    if !read {
+        return Ok(());
+    }
+    if !primary {
+        return Err(format!("osd.{} is not primary of {pg}", whoami.0));
+    }
+    if !core.may_serve_reads(now_ms) {
+        return Err(format!(
+            "PG {pg}: osd.{} holds no read lease from every replica now",
+            whoami.0
+        ));
+    }
+    if interval.epoch_started > client_epoch {
+        return Err(format!(
+            "PG {pg} interval started at {}, after the client's {client_epoch}",
+            interval.epoch_started
+        ));
+    }
+    Ok(())
+}
+
+/// How long a PG copy loaded or created now must assume that read-lease
+/// promises made before it still run: a copy just split from a parent
+/// core, as long as that core's promise (a lease); a copy this process
+/// found in its store at start, as long as its predecessor's promises may
+/// run (`restart_bound_ms`, from `lease::restart_lease_bound_ms`); a new
+/// copy, none.
+#[must_use]
+pub fn new_copy_lease_bound_ms(split_now: bool, preexisting: bool, restart_bound_ms: u64) -> u64 {
+    if split_now {
+        LEASE_MS
+    } else if preexisting {
+        restart_bound_ms
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_copy_waits_out_only_promises_that_may_exist() {
+        assert_eq!(new_copy_lease_bound_ms(true, true, 10), LEASE_MS);
+        assert_eq!(new_copy_lease_bound_ms(false, true, 10), 10);
+        assert_eq!(new_copy_lease_bound_ms(false, false, 10), 0);
+    }
+}
