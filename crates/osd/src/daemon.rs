@@ -29,7 +29,8 @@ use crate::codec::{
     OMAP_HEADER_XATTR, client_xattr_name, decode_pg_msg, encode_pg_msg, plan_write,
 };
 use crate::hello::{check_hello, source_ip};
-use crate::lease::{ALIVE_INTERVAL_MS, AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
+use crate::lease::{AliveStamp, Leases, restart_lease_bound_ms};
+use crate::limits::{ALIVE_INTERVAL_MS, LEASE_MS};
 use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
 use crate::limits::{
     BOOT_REPEAT_PAUSE, BOOT_RETRY_INTERVAL, MAP_PAGES_MAX, META_PAGE_KEYS, OMAP_PAGE_KEYS,

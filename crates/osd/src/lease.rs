@@ -35,15 +35,13 @@
 //! the 0.05% NTP slews at most) are outside the failure model
 //! (docs/reliability.md, "Clocks").
 
+use crate::limits::{
+    ALIVE_INTERVAL_MS, BOOT_CLOCK_RESOLUTION_MS, CLOCK_RATE_DRIFT_PPM_MAX, LEASE_MS,
+    LEASE_RENEWALS_KEPT,
+};
 use cairn_proto::peer::LeaseReport;
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-/// Lease length the daemon uses.
-pub const LEASE_MS: u64 = 4_000;
-/// The largest difference between two OSDs' clock rates leases tolerate,
-/// in parts per million (1%: 40 ms of a 4 s lease).
-pub const CLOCK_RATE_DRIFT_PPM_MAX: u64 = 10_000;
 
 /// What `span_ms` on one OSD's clock may shrink to on another's.
 fn drift_ms(span_ms: u64) -> u64 {
@@ -51,8 +49,6 @@ fn drift_ms(span_ms: u64) -> u64 {
         .saturating_mul(CLOCK_RATE_DRIFT_PPM_MAX)
         .div_ceil(1_000_000)
 }
-/// Renewals remembered for their acknowledgements.
-const SENT_KEPT: usize = 16;
 
 /// What a copy promised, and to whom (`None`: unknown, after a restart).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +116,7 @@ impl Leases {
     pub fn renew(&mut self) -> Option<u64> {
         self.lease_ms?;
         self.seq += 1;
-        if self.sent.len() == SENT_KEPT {
+        if self.sent.len() == LEASE_RENEWALS_KEPT {
             self.sent.pop_front();
         }
         self.sent.push_back((self.seq, self.clock_ms));
@@ -226,11 +222,6 @@ impl Leases {
             .unwrap_or(0)
     }
 }
-
-/// How often the shell records that its OSD is alive.
-pub const ALIVE_INTERVAL_MS: u64 = 1_000;
-/// Resolution of the boot clock the shell reads (`/proc/uptime`).
-pub const BOOT_CLOCK_RESOLUTION_MS: u64 = 10;
 
 /// A moment on the machine's boot clock (`CLOCK_BOOTTIME`: monotonic,
 /// counts suspend, untouched by wall-clock steps), named by the kernel's

@@ -243,3 +243,31 @@ pub const RECOVERY_READS_MAX: usize = 4;
 /// transactions are prepared by the submitter itself (a page-cache write),
 /// without a thread hand-off.
 pub const STORE_PREPARE_THREADS: usize = 4;
+
+/// Read-lease length the daemon (and the simulator) uses.
+pub const LEASE_MS: u64 = 4_000;
+
+/// The largest difference between two OSDs' clock rates leases tolerate,
+/// in parts per million (1%: 40 ms of a 4 s lease).
+pub const CLOCK_RATE_DRIFT_PPM_MAX: u64 = 10_000;
+
+/// Lease renewals a primary remembers for their acknowledgements.
+pub const LEASE_RENEWALS_KEPT: usize = 16;
+
+/// How often the shell records that its OSD is alive (the alive file that
+/// bounds a restarted OSD's old read-lease promises).
+pub const ALIVE_INTERVAL_MS: u64 = 1_000;
+
+/// Resolution of the boot clock the shell reads (`/proc/uptime`), added to
+/// the restart lease bound.
+pub const BOOT_CLOCK_RESOLUTION_MS: u64 = 10;
+
+/// Past intervals kept per PG; older ones are forgotten, and peering then
+/// treats history before the oldest kept as unknown: a PG none of whose
+/// copies activated since is `incomplete` for good. So the bound must
+/// outlast a long flap, not only a restart: 64 did not (simulator seed
+/// 203804: 14 quick restarts and a disk error every ~3 s made 64 intervals
+/// in 190 epochs with no activation). An interval is about 64 bytes, so
+/// 1,024 cost at most 64 KiB per PG, reached only by a PG whose acting set
+/// changed that often.
+pub const PAST_INTERVALS_MAX: usize = 1024;

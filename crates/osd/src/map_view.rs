@@ -25,23 +25,13 @@ pub struct MapView {
     pub placement: Placement,
     pub intervals: BTreeMap<PgId, Interval>,
     /// Each PG's intervals before its current one, oldest first, at most
-    /// [`PAST_INTERVALS_MAX`].
+    /// [`crate::limits::PAST_INTERVALS_MAX`].
     pub past: BTreeMap<PgId, Vec<PastInterval>>,
     /// The epoch the history in `past` starts at (1: the whole history).
     pub history_from: Epoch,
     /// Each pool's `pg_num` at the last epoch applied.
     pg_nums: BTreeMap<PoolId, u32>,
 }
-
-/// Past intervals kept per PG; older ones are forgotten, and peering then
-/// treats history before the oldest kept as unknown: a PG none of whose
-/// copies activated since is `incomplete` for good. So the bound must
-/// outlast a long flap, not only a restart: 64 did not (simulator seed
-/// 203804: 14 quick restarts and a disk error every ~3 s made 64 intervals
-/// in 190 epochs with no activation). An interval is about 64 bytes, so
-/// 1,024 cost at most 64 KiB per PG, reached only by a PG whose acting set
-/// changed that often.
-pub const PAST_INTERVALS_MAX: usize = 1024;
 
 impl MapView {
     /// The monitor's first map: empty, epoch 1.
@@ -82,7 +72,7 @@ impl MapView {
         let past = self.past.get(&pg).cloned().unwrap_or_default();
         // A PG whose kept history was cut short knows nothing before it.
         let history_from = match past.first() {
-            Some(first) if past.len() >= PAST_INTERVALS_MAX => first.first,
+            Some(first) if past.len() >= crate::limits::PAST_INTERVALS_MAX => first.first,
             _ => self.history_from,
         };
         MapContext {
@@ -183,7 +173,7 @@ impl MapView {
                             acting: old.acting.clone(),
                             maybe_rw: old.acting.len() >= old.min_size as usize,
                         });
-                        if past.len() > PAST_INTERVALS_MAX {
+                        if past.len() > crate::limits::PAST_INTERVALS_MAX {
                             past.remove(0);
                         }
                         now

@@ -11,7 +11,7 @@
 //! - [`new_copy_lease_bound_ms`]: how long a PG copy loaded or created now
 //!   must assume read-lease promises made before it may still run.
 
-use crate::lease::LEASE_MS;
+use crate::limits::LEASE_MS;
 use crate::map_view::MapView;
 use crate::pg::{Notify, Pg, PgMsg};
 use bytes::Bytes;

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 use cairn_osd::StoredPg;
-use cairn_osd::lease::{LEASE_MS, Leases};
+use cairn_osd::lease::Leases;
+use cairn_osd::limits::LEASE_MS;
 use cairn_osd::scrub::{ScrubEntry, ScrubMap, ScrubOrder};
 use cairn_osd::{
     Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext, ObjectState, Pg,

@@ -23,7 +23,8 @@ use bytes::Bytes;
 use cairn_osd::daemon::{
     PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
 };
-use cairn_osd::lease::{AliveStamp, LEASE_MS, Leases, restart_lease_bound_ms};
+use cairn_osd::lease::{AliveStamp, Leases, restart_lease_bound_ms};
+use cairn_osd::limits::LEASE_MS;
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
