@@ -53,7 +53,10 @@ use crate::pg::{
     ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
-use crate::shell::{PeerAction, PeerContext, admit_peer_msg, new_copy_lease_bound_ms, servable};
+use crate::shell::{
+    PeerAction, PeerContext, PgSync, admit_peer_msg, new_copy_lease_bound_ms, plan_pg_sync,
+    servable,
+};
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
 use cairn_placement::{Redundancy, Weight};
@@ -1327,42 +1330,48 @@ impl Osd {
     /// ones of interval changes and of OSDs going up or down.
     async fn sync_pgs(&self) {
         let split = self.split_pgs().await;
-        let (entries, up_osds) = {
-            let view = read(&self.map);
-            let entries: Vec<(PgId, Interval, MapContext)> = view
-                .intervals
-                .iter()
-                .map(|(pg, interval)| (*pg, interval.clone(), view.context(*pg)))
-                .collect();
-            (entries, view.up_osds())
-        };
+        let up_osds = read(&self.map).up_osds();
         let up_changed = {
             let mut told = lock(&self.told_up);
             let changed = *told != up_osds;
             *told = up_osds;
             changed
         };
-        for (pg, interval, context) in entries {
-            let known = lock(&self.pgs)
-                .get(&pg)
-                .map(|s| s.pg.interval().epoch_started);
-            let collection = CollectionId::pg(pg.pool.0, pg.seed);
-            match known {
-                Some(started) if interval.epoch_started > started => {
+        // Copies first, so no two of the locks are held at once.
+        let held: HashMap<PgId, Epoch> = lock(&self.pgs)
+            .iter()
+            .map(|(pg, slot)| (*pg, slot.pg.interval().epoch_started))
+            .collect();
+        let preexisting = lock(&self.preexisting).clone();
+        let plan = plan_pg_sync(
+            self.whoami,
+            &read(&self.map),
+            |pg| held.get(&pg).copied(),
+            |pg| preexisting.contains(&CollectionId::pg(pg.pool.0, pg.seed)),
+            up_changed,
+        );
+        for step in plan {
+            match step {
+                PgSync::NewInterval {
+                    pg,
+                    interval,
+                    context,
+                } => {
                     self.feed(pg, PgEvent::MapContext(context)).await;
                     self.feed(pg, PgEvent::IntervalChange(interval)).await;
                 }
-                Some(_) if up_changed => {
+                PgSync::Context { pg, context } => {
                     self.feed(pg, PgEvent::MapContext(context)).await;
                 }
-                Some(_) => {}
-                None if interval.acting.contains(&self.whoami)
-                    || interval.up.contains(&self.whoami)
-                    || lock(&self.preexisting).contains(&collection) =>
-                {
+                PgSync::Create {
+                    pg,
+                    interval,
+                    context,
+                } => {
                     // A copy just split may have promised a read lease as
                     // the core it replaces; one from before this process
                     // started, for as long as that one may run.
+                    let collection = CollectionId::pg(pg.pool.0, pg.seed);
                     let lease_bound_ms = new_copy_lease_bound_ms(
                         split.contains(&collection),
                         lock(&self.preexisting).contains(&collection),
@@ -1373,7 +1382,6 @@ impl Osd {
                         tracing::error!(%pg, %error, "cannot load PG");
                     }
                 }
-                None => {}
             }
         }
     }

@@ -9,11 +9,14 @@
 //!   (or instead of) feeding it to the PG's core;
 //! - [`servable`]: whether a client request may be served by this OSD now;
 //! - [`new_copy_lease_bound_ms`]: how long a PG copy loaded or created now
-//!   must assume read-lease promises made before it may still run.
+//!   must assume read-lease promises made before it may still run;
+//! - [`plan_pg_sync`]: after a new map, which PG cores learn of a new
+//!   interval or of OSDs going up or down, and which copies are created or
+//!   loaded.
 
 use crate::limits::LEASE_MS;
 use crate::map_view::MapView;
-use crate::pg::{Notify, Pg, PgMsg};
+use crate::pg::{Interval, MapContext, Notify, Pg, PgMsg};
 use bytes::Bytes;
 use cairn_proto::peer::LeaseReport;
 use cairn_types::{Epoch, OsdId, PgId};
@@ -163,6 +166,67 @@ pub fn new_copy_lease_bound_ms(split_now: bool, preexisting: bool, restart_bound
     } else {
         0
     }
+}
+
+/// What a shell does for one PG after applying a new map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PgSync {
+    /// Feed the core the map context, then the new interval.
+    NewInterval {
+        pg: PgId,
+        interval: Interval,
+        context: MapContext,
+    },
+    /// Feed the core the map context (OSDs went up or down).
+    Context { pg: PgId, context: MapContext },
+    /// Load the copy from the store, or create it, and start a core.
+    Create {
+        pg: PgId,
+        interval: Interval,
+        context: MapContext,
+    },
+}
+
+/// The PG work a new map brings, in PG order: a held PG whose interval
+/// began after its core's learns of it; every held PG hears of OSDs going
+/// up or down (`up_changed`); a PG not held gets a core if this OSD is in
+/// its up or acting set, or holds a copy found in the store at start
+/// (`preexisting`: a stray that may be needed for peering or purged).
+pub fn plan_pg_sync(
+    whoami: OsdId,
+    view: &MapView,
+    held: impl Fn(PgId) -> Option<Epoch>,
+    preexisting: impl Fn(PgId) -> bool,
+    up_changed: bool,
+) -> Vec<PgSync> {
+    let mut plan = Vec::new();
+    for (pg, interval) in &view.intervals {
+        let pg = *pg;
+        match held(pg) {
+            Some(started) if interval.epoch_started > started => plan.push(PgSync::NewInterval {
+                pg,
+                interval: interval.clone(),
+                context: view.context(pg),
+            }),
+            Some(_) if up_changed => plan.push(PgSync::Context {
+                pg,
+                context: view.context(pg),
+            }),
+            Some(_) => {}
+            None if interval.acting.contains(&whoami)
+                || interval.up.contains(&whoami)
+                || preexisting(pg) =>
+            {
+                plan.push(PgSync::Create {
+                    pg,
+                    interval: interval.clone(),
+                    context: view.context(pg),
+                });
+            }
+            None => {}
+        }
+    }
+    plan
 }
 
 #[cfg(test)]

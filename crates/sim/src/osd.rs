@@ -29,7 +29,8 @@ use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::shell::{
-    PeerAction, PeerContext, admit_peer_msg, new_copy_lease_bound_ms, servable,
+    PeerAction, PeerContext, PgSync, admit_peer_msg, new_copy_lease_bound_ms, plan_pg_sync,
+    servable,
 };
 use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
@@ -752,20 +753,24 @@ impl SimOsd {
         self.split_pgs(out);
         let whoami = self.id;
         let process = self.proc_mut();
-        let entries: Vec<(PgId, Interval, MapContext)> = process
-            .view
-            .intervals
-            .iter()
-            .map(|(pg, interval)| (*pg, interval.clone(), process.view.context(*pg)))
-            .collect();
         let up_osds = process.view.up_osds();
         let up_changed = process.told_up != up_osds;
         process.told_up = up_osds;
-        for (pg, interval, context) in entries {
-            let process = self.proc();
-            let known = process.pgs.get(&pg).map(|s| s.pg.interval().epoch_started);
-            match known {
-                Some(started) if interval.epoch_started > started => {
+        let process = self.proc();
+        let plan = plan_pg_sync(
+            whoami,
+            &process.view,
+            |pg| process.pgs.get(&pg).map(|s| s.pg.interval().epoch_started),
+            |pg| process.preexisting.contains(&collection_of(pg)),
+            up_changed,
+        );
+        for step in plan {
+            match step {
+                PgSync::NewInterval {
+                    pg,
+                    interval,
+                    context,
+                } => {
                     out.trace.push(format!(
                         "{whoami} {pg}: interval e{} up {:?} acting {:?}",
                         interval.epoch_started.0,
@@ -775,17 +780,14 @@ impl SimOsd {
                     self.feed(pg, PgEvent::MapContext(context), out);
                     self.feed(pg, PgEvent::IntervalChange(interval), out);
                 }
-                Some(_) if up_changed => {
+                PgSync::Context { pg, context } => {
                     self.feed(pg, PgEvent::MapContext(context), out);
                 }
-                Some(_) => {}
-                None if interval.acting.contains(&whoami)
-                    || interval.up.contains(&whoami)
-                    || process.preexisting.contains(&collection_of(pg)) =>
-                {
-                    self.create_pg(pg, interval, context, out);
-                }
-                None => {}
+                PgSync::Create {
+                    pg,
+                    interval,
+                    context,
+                } => self.create_pg(pg, interval, context, out),
             }
         }
         self.proc_mut().split_now.clear();
