@@ -54,12 +54,12 @@ use crate::pg::{
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
-    PeerAction, PeerContext, PgSync, admit_peer_msg, new_copy_lease_bound_ms, plan_pg_sync,
-    servable,
+    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, Turned, admit_peer_msg, admit_request,
+    corrupt_read, new_copy_lease_bound_ms, plan_pg_sync, read_stands, read_start, servable,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
-use cairn_placement::{Redundancy, Weight};
+use cairn_placement::Weight;
 use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::mon::MonCommand;
 use cairn_proto::mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
@@ -2301,25 +2301,13 @@ impl Osd {
         {
             tracing::warn!(%error, "map refresh for a newer client failed");
         }
-        let (redundancy, pg_num) = {
-            let view = read(&self.map);
-            let pool = view.placement.pool(op.pg.pool);
-            (pool.map(|p| p.redundancy), pool.map_or(0, |p| p.pg_num))
-        };
-        // A client whose map predates a split may name the old PG.
-        if !op.object.is_empty() && pg_num > 0 {
-            let home = cairn_placement::hash::object_pg(op.pg.pool, pg_num, &op.object);
-            if home != op.pg {
-                return self.retry(format!("object belongs to PG {home}, not {}", op.pg));
+        let admitted = admit_request(&read(&self.map), op.pg, &op.object);
+        match admitted {
+            Ok(()) => {}
+            Err(Turned::Retry(why)) => return self.retry(why),
+            Err(Turned::NotSupported(why)) => {
+                return (ClientReply::err(OpError::NotSupported(why)), Bytes::new());
             }
-        }
-        match redundancy {
-            None => return self.retry(format!("pool {} not in this OSD's map", op.pg.pool.0)),
-            Some(Redundancy::Erasure { .. }) => {
-                let error = OpError::NotSupported("erasure-coded pools are not served yet".into());
-                return (ClientReply::err(error), Bytes::new());
-            }
-            Some(Redundancy::Replicated { .. }) => {}
         }
         let write = op.is_write();
         if let Err(reason) = self.check_servable(op.pg, op.epoch, !write) {
@@ -2475,7 +2463,7 @@ impl Osd {
     /// Waits (bounded) until no write to `object` is in flight in `pg`, so
     /// a read never returns data that is not yet durable everywhere.
     /// A write admitted after the last look races with the read; the read
-    /// checks afterwards that none did ([`read_stands`]).
+    /// checks afterwards that none did (`shell::read_stands`).
     async fn wait_object_settled(&self, pg: PgId, object: &[u8]) -> Result<(), OpError> {
         let deadline = tokio::time::Instant::now() + READ_WAIT_FOR_WRITE_MAX;
         loop {
@@ -2493,20 +2481,18 @@ impl Osd {
     }
 
     async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
-        let lacking = lock(&self.pgs)
+        let start = lock(&self.pgs)
             .get(&op.pg)
-            .is_some_and(|slot| slot.pg.lacks(&op.object));
-        if lacking {
-            // Recovery brings it first; the client retries meanwhile.
-            let object = Bytes::from(op.object.into_vec());
-            self.feed(op.pg, PgEvent::Prioritize { object }).await;
-            return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
-        }
-        let Some(started) = lock(&self.pgs)
-            .get(&op.pg)
-            .map(|slot| slot.pg.interval().epoch_started)
-        else {
-            return self.retry(format!("PG {} is not held here", op.pg));
+            .map(|slot| read_start(&slot.pg, &op.object));
+        let started = match start {
+            None => return self.retry(format!("PG {} is not held here", op.pg)),
+            Some(ReadStart::Lacking) => {
+                // Recovery brings it first; the client retries meanwhile.
+                let object = Bytes::from(op.object.into_vec());
+                self.feed(op.pg, PgEvent::Prioritize { object }).await;
+                return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
+            }
+            Some(ReadStart::Go { started }) => started,
         };
         if !op.object.is_empty()
             && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
@@ -2526,7 +2512,7 @@ impl Osd {
         let stands = || {
             lock(&self.pgs)
                 .get(&pg)
-                .is_some_and(|slot| read_stands(slot, clock_ms(), started, &object))
+                .is_some_and(|slot| read_stands(&slot.pg, clock_ms(), started, &object))
         };
         match read {
             Ok(Ok(_)) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
@@ -2538,12 +2524,9 @@ impl Osd {
                 data,
             ),
             Ok(Err(OpError::Corrupt(why))) if !object.is_empty() => {
-                // Recover the copy from another one; the client retries
-                // (also while the other copies are down: they come back).
-                // A pool of one copy has nothing to wait for.
                 let repairable = lock(&self.pgs)
                     .get(&pg)
-                    .is_some_and(|slot| slot.pg.has_other_source() || slot.pg.interval().size > 1);
+                    .is_some_and(|slot| corrupt_read(&slot.pg) == CorruptRead::Repairing);
                 let event = PgEvent::ReadError {
                     object,
                     error: why.clone(),
@@ -2563,19 +2546,6 @@ impl Osd {
             ),
         }
     }
-}
-
-/// Whether a read that began in the interval starting at `started` may
-/// return what it read from the store: this OSD still may serve reads of
-/// the PG in that interval, and no write to the object is in flight. The
-/// store read runs apart from the PG lock, so a write admitted after the
-/// settle check may be in what it read, not yet durable elsewhere; and an
-/// interval change ends in-flight writes without making them durable.
-#[must_use]
-pub fn read_stands(slot: &PgSlot, now_ms: u64, started: Epoch, object: &[u8]) -> bool {
-    slot.pg.may_serve_reads(now_ms)
-        && slot.pg.interval().epoch_started == started
-        && (object.is_empty() || !slot.pg.object_in_flight(object))
 }
 
 /// The transactions that reset a PG copy whose metadata is corrupt (a

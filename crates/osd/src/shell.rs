@@ -10,6 +10,8 @@
 //! - [`servable`]: whether a client request may be served by this OSD now;
 //! - [`new_copy_lease_bound_ms`]: how long a PG copy loaded or created now
 //!   must assume read-lease promises made before it may still run;
+//! - [`admit_request`], [`read_start`], [`read_stands`] and
+//!   [`corrupt_read`]: the read path around the store read;
 //! - [`plan_pg_sync`]: after a new map, which PG cores learn of a new
 //!   interval or of OSDs going up or down, and which copies are created or
 //!   loaded.
@@ -18,6 +20,7 @@ use crate::limits::LEASE_MS;
 use crate::map_view::MapView;
 use crate::pg::{Interval, MapContext, Notify, Pg, PgMsg};
 use bytes::Bytes;
+use cairn_placement::Redundancy;
 use cairn_proto::peer::LeaseReport;
 use cairn_types::{Epoch, OsdId, PgId};
 
@@ -149,6 +152,107 @@ pub fn servable(
         ));
     }
     Ok(())
+}
+
+/// Why a client request is turned away before any PG looks at it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Turned {
+    /// Refetch the map and resend: the pool is not in this OSD's map, or
+    /// the object belongs to another PG (the client's map predates a
+    /// split).
+    Retry(String),
+    /// The pool's kind is not served.
+    NotSupported(String),
+}
+
+/// The checks on a request that need only the map: its pool is known and
+/// replicated, and its object (if it names one) hashes to the PG it was
+/// sent for.
+///
+/// # Errors
+/// [`Turned`], with the reason.
+pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turned> {
+    match view.redundancy(pg.pool) {
+        None => Err(Turned::Retry(format!(
+            "pool {} not in this OSD's map",
+            pg.pool.0
+        ))),
+        Some(Redundancy::Erasure { .. }) => Err(Turned::NotSupported(
+            "erasure-coded pools are not served yet".into(),
+        )),
+        Some(Redundancy::Replicated { .. }) => {
+            let pg_num = view.placement.pool(pg.pool).map_or(0, |p| p.pg_num);
+            if object.is_empty() || pg_num == 0 {
+                return Ok(());
+            }
+            let home = cairn_placement::hash::object_pg(pg.pool, pg_num, object);
+            if home == pg {
+                Ok(())
+            } else {
+                Err(Turned::Retry(format!(
+                    "object belongs to PG {home}, not {pg}"
+                )))
+            }
+        }
+    }
+}
+
+/// How a read of an object begins on the primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStart {
+    /// Some copy lacks the object: feed the core `Prioritize` so recovery
+    /// brings it first, and answer `ObjectBusy` (the client retries).
+    Lacking,
+    /// Go on in the interval that started at `started`: wait (polling, up
+    /// to `limits::READ_WAIT_FOR_WRITE_MAX`, then `ObjectBusy`) while
+    /// [`Pg::object_in_flight`], read, and keep the result only if
+    /// [`read_stands`].
+    Go { started: Epoch },
+}
+
+/// Where a read of `object` begins (empty: a listing).
+#[must_use]
+pub fn read_start(core: &Pg, object: &[u8]) -> ReadStart {
+    if !object.is_empty() && core.lacks(object) {
+        ReadStart::Lacking
+    } else {
+        ReadStart::Go {
+            started: core.interval().epoch_started,
+        }
+    }
+}
+
+/// Whether a read that began in the interval starting at `started` may
+/// return what it read from the store: this OSD still may serve reads of
+/// the PG in that interval, and no write to the object is in flight. The
+/// store read runs apart from the core, so a write admitted after the
+/// settle check may be in what it read, not yet durable elsewhere; and an
+/// interval change ends in-flight writes without making them durable.
+#[must_use]
+pub fn read_stands(core: &Pg, now_ms: u64, started: Epoch, object: &[u8]) -> bool {
+    core.may_serve_reads(now_ms)
+        && core.interval().epoch_started == started
+        && (object.is_empty() || !core.object_in_flight(object))
+}
+
+/// What a read that found the object's data corrupt answers, after the
+/// shell fed the core `ReadError` (which recovers the copy from another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CorruptRead {
+    /// Another copy can replace it: `ObjectBusy`, the client retries (also
+    /// while the other copies are down: they come back).
+    Repairing,
+    /// A pool of one copy has nothing to wait for: `Corrupt`.
+    Lost,
+}
+
+#[must_use]
+pub fn corrupt_read(core: &Pg) -> CorruptRead {
+    if core.has_other_source() || core.interval().size > 1 {
+        CorruptRead::Repairing
+    } else {
+        CorruptRead::Lost
+    }
 }
 
 /// How long a PG copy loaded or created now must assume that read-lease

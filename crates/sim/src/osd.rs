@@ -20,21 +20,18 @@ use crate::linearizability::Snapshot;
 use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
 use crate::store::SimStore;
 use bytes::Bytes;
-use cairn_osd::daemon::{
-    PgSlot, build_scrub_map, load_pg, observe, read_object_state, read_stands,
-};
+use cairn_osd::daemon::{PgSlot, build_scrub_map, load_pg, observe, read_object_state};
 use cairn_osd::lease::{AliveStamp, Leases, restart_lease_bound_ms};
-use cairn_osd::limits::LEASE_MS;
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
+use cairn_osd::limits::{LEASE_MS, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::shell::{
-    PeerAction, PeerContext, PgSync, admit_peer_msg, new_copy_lease_bound_ms, plan_pg_sync,
-    servable,
+    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, Turned, admit_peer_msg, admit_request,
+    corrupt_read, new_copy_lease_bound_ms, plan_pg_sync, read_stands, read_start, servable,
 };
 use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
-use cairn_placement::Redundancy;
 use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,10 +42,6 @@ pub const TICK_MS: u64 = 1_000;
 /// Period of the plain map fetch that backs up the monitor's pushes (the
 /// daemon's subscription is a long poll, re-sent when it fails).
 pub const MAP_PULL_MS: u64 = 2_000;
-/// How long a read waits for in-flight writes to its object (the daemon's
-/// `READ_WAIT_FOR_WRITE_MAX`) and how often it looks.
-pub const READ_WAIT_MS_MAX: u64 = 5_000;
-pub const READ_POLL_MS: u64 = 1;
 
 /// When a timer fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +246,10 @@ fn trace_ignored() -> bool {
 /// OSD ids as plain numbers, for trace lines.
 fn ids(osds: &[OsdId]) -> Vec<u32> {
     osds.iter().map(|o| o.0).collect()
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn collection_of(pg: PgId) -> CollectionId {
@@ -648,9 +645,10 @@ impl SimOsd {
                     // The daemon's rule: a rotten copy is recovered from
                     // another one while the client retries.
                     Err(why) => {
-                        let repairable = self.proc().pgs.get(&request.pg).is_some_and(|slot| {
-                            slot.pg.has_other_source() || slot.pg.interval().size > 1
-                        });
+                        let repairable =
+                            self.proc().pgs.get(&request.pg).is_some_and(|slot| {
+                                corrupt_read(&slot.pg) == CorruptRead::Repairing
+                            });
                         let event = PgEvent::ReadError {
                             object: request.object.clone(),
                             error: why.clone(),
@@ -664,11 +662,10 @@ impl SimOsd {
                     }
                     Ok(result) => result,
                 };
-                let stands = self
-                    .proc()
-                    .pgs
-                    .get(&request.pg)
-                    .is_some_and(|slot| read_stands(slot, now_ms, started, &request.object));
+                let stands =
+                    self.proc().pgs.get(&request.pg).is_some_and(|slot| {
+                        read_stands(&slot.pg, now_ms, started, &request.object)
+                    });
                 if !stands {
                     result = OpResult::Wait("read overtaken by a write or a new interval".into());
                 }
@@ -1427,43 +1424,36 @@ impl SimOsd {
     /// The daemon's `client_op`: servability, then the write path through
     /// the PG core or a read from the store.
     fn client_op(&mut self, now_ms: u64, client: u32, request: ClientRequest, out: &mut Outbox) {
-        let process = self.proc();
         let req = request.req;
-        match process.view.redundancy(request.pg.pool) {
-            None => {
-                let why = format!("pool {} not in this OSD's map", request.pg.pool.0);
-                return Self::reply(out, client, req, OpResult::Retry(why));
-            }
-            Some(Redundancy::Erasure { .. }) => {
-                let why = "erasure-coded pools are not served".to_owned();
+        match admit_request(&self.proc().view, request.pg, &request.object) {
+            Ok(()) => {}
+            Err(Turned::Retry(why)) => return Self::reply(out, client, req, OpResult::Retry(why)),
+            Err(Turned::NotSupported(why)) => {
                 return Self::reply(out, client, req, OpResult::Invalid(why));
             }
-            Some(Redundancy::Replicated { .. }) => {}
         }
         let read = !matches!(request.body, OpBody::Write { .. });
         if let Err(why) = self.check_servable(request.pg, request.epoch, read) {
             return Self::reply(out, client, req, OpResult::Retry(why));
         }
         if read {
-            let object = request.object.clone();
-            let lacking = self
+            let start = self
                 .proc()
                 .pgs
                 .get(&request.pg)
-                .is_some_and(|slot| slot.pg.lacks(&object));
-            if lacking {
-                self.feed(request.pg, PgEvent::Prioritize { object }, out);
-                return Self::reply(out, client, req, OpResult::Wait("object missing".into()));
-            }
-            let deadline_ms = now_ms + READ_WAIT_MS_MAX;
-            let Some(started) = self
-                .proc()
-                .pgs
-                .get(&request.pg)
-                .map(|slot| slot.pg.interval().epoch_started)
-            else {
-                return Self::reply(out, client, req, OpResult::Retry("PG not held".into()));
+                .map(|slot| read_start(&slot.pg, &request.object));
+            let started = match start {
+                None => {
+                    return Self::reply(out, client, req, OpResult::Retry("PG not held".into()));
+                }
+                Some(ReadStart::Lacking) => {
+                    let object = request.object.clone();
+                    self.feed(request.pg, PgEvent::Prioritize { object }, out);
+                    return Self::reply(out, client, req, OpResult::Wait("object missing".into()));
+                }
+                Some(ReadStart::Go { started }) => started,
             };
+            let deadline_ms = now_ms + millis(READ_WAIT_FOR_WRITE_MAX);
             return self.read_wait(now_ms, client, request, (deadline_ms, started), out);
         }
         self.client_write(client, request, out);
@@ -1544,7 +1534,7 @@ impl SimOsd {
                 deadline_ms,
                 started,
             };
-            out.timers.push((Delay::Ms(READ_POLL_MS), wait));
+            out.timers.push((Delay::Ms(millis(READ_WAIT_POLL)), wait));
         }
     }
 
