@@ -54,8 +54,9 @@ use crate::pg::{
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
-    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, Turned, admit_peer_msg, admit_request,
-    corrupt_read, new_copy_lease_bound_ms, plan_pg_sync, read_stands, read_start, servable,
+    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, ScrubSchedule, Turned, admit_peer_msg,
+    admit_request, corrupt_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, read_stands,
+    read_start, servable,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
@@ -1813,34 +1814,17 @@ impl Osd {
     async fn schedule_scrubs(&self) {
         let settings = self.settings();
         let now = unix_secs();
+        let schedule = ScrubSchedule {
+            light_interval_secs: settings.scrub_interval_secs,
+            deep_interval_secs: settings.deep_scrub_interval_secs,
+            max_scrubs: settings.max_scrubs,
+        };
         let due = {
             let pgs = lock(&self.pgs);
-            let running = pgs
-                .values()
-                .filter(|slot| slot.pg.scrubbing().is_some())
-                .count();
-            let mut due: Vec<(u64, PgId, bool)> = pgs
-                .iter()
-                .filter(|(_, slot)| slot.pg.scrub_refusal().is_none())
-                .filter_map(|(pg, slot)| {
-                    let stamps = slot.pg.scrub_stamps();
-                    let since = |stamp: u64| now.saturating_sub(stamp.max(self.started_secs));
-                    let deep_over =
-                        since(stamps.deep_secs).checked_sub(settings.deep_scrub_interval_secs);
-                    let light_over =
-                        since(stamps.light_secs).checked_sub(settings.scrub_interval_secs);
-                    match (deep_over, light_over) {
-                        (Some(over), _) => Some((over, *pg, true)),
-                        (None, Some(over)) => Some((over, *pg, false)),
-                        (None, None) => None,
-                    }
-                })
-                .collect();
-            due.sort_by_key(|d| std::cmp::Reverse(d.0));
-            due.truncate(settings.max_scrubs.saturating_sub(running));
-            due
+            let cores = pgs.iter().map(|(pg, slot)| (*pg, &slot.pg));
+            due_scrubs(cores, schedule, now, self.started_secs)
         };
-        for (_, pg, deep) in due {
+        for (pg, deep) in due {
             let event = PgEvent::Scrub {
                 deep,
                 repair: settings.scrub_auto_repair,

@@ -12,6 +12,7 @@
 //!   must assume read-lease promises made before it may still run;
 //! - [`admit_request`], [`read_start`], [`read_stands`] and
 //!   [`corrupt_read`]: the read path around the store read;
+//! - [`due_scrubs`]: which PGs start a scheduled scrub now;
 //! - [`plan_pg_sync`]: after a new map, which PG cores learn of a new
 //!   interval or of OSDs going up or down, and which copies are created or
 //!   loaded.
@@ -270,6 +271,53 @@ pub fn new_copy_lease_bound_ms(split_now: bool, preexisting: bool, restart_bound
     } else {
         0
     }
+}
+
+/// The settings scheduled scrubs follow (`osd_scrub_interval`,
+/// `osd_deep_scrub_interval`, `osd_max_scrubs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScrubSchedule {
+    pub light_interval_secs: u64,
+    pub deep_interval_secs: u64,
+    /// Scrubs this OSD runs at once, as primary.
+    pub max_scrubs: usize,
+}
+
+/// The PGs whose scheduled scrub is due now, most overdue first, as many
+/// as `max_scrubs` leaves room for beside the scrubs running; `true`: a
+/// deep one (due when the deep interval passed, whatever the light one
+/// says). A PG's stamps count from `started_secs` at the earliest (this
+/// process's start), so a restart does not start every overdue scrub at
+/// once. PGs that refuse a scrub now (not an active primary, recovering)
+/// are skipped.
+pub fn due_scrubs<'a>(
+    pgs: impl Iterator<Item = (PgId, &'a Pg)>,
+    schedule: ScrubSchedule,
+    now_secs: u64,
+    started_secs: u64,
+) -> Vec<(PgId, bool)> {
+    let mut running = 0usize;
+    let mut due: Vec<(u64, PgId, bool)> = Vec::new();
+    for (pg, core) in pgs {
+        if core.scrubbing().is_some() {
+            running += 1;
+        }
+        if core.scrub_refusal().is_some() {
+            continue;
+        }
+        let stamps = core.scrub_stamps();
+        let since = |stamp: u64| now_secs.saturating_sub(stamp.max(started_secs));
+        let deep_over = since(stamps.deep_secs).checked_sub(schedule.deep_interval_secs);
+        let light_over = since(stamps.light_secs).checked_sub(schedule.light_interval_secs);
+        match (deep_over, light_over) {
+            (Some(over), _) => due.push((over, pg, true)),
+            (None, Some(over)) => due.push((over, pg, false)),
+            (None, None) => {}
+        }
+    }
+    due.sort_by_key(|d| std::cmp::Reverse(d.0));
+    due.truncate(schedule.max_scrubs.saturating_sub(running));
+    due.into_iter().map(|(_, pg, deep)| (pg, deep)).collect()
 }
 
 /// What a shell does for one PG after applying a new map.

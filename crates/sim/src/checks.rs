@@ -86,7 +86,12 @@ pub fn unclean_pgs(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<(PgI
             continue;
         }
         let state = slot.pg.state_name();
-        if state != "active+clean" {
+        // A scheduled scrub may be running on a clean PG, as in Ceph.
+        let settled = state
+            .strip_suffix("+scrubbing+deep")
+            .or_else(|| state.strip_suffix("+scrubbing"))
+            .unwrap_or(&state);
+        if settled != "active+clean" {
             let why = slot.pg.blocked_reason().unwrap_or_default();
             out.push((pg, format!("{state} on {primary} {why}")));
         }

@@ -27,8 +27,9 @@ use cairn_osd::limits::{LEASE_MS, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::shell::{
-    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, Turned, admit_peer_msg, admit_request,
-    corrupt_read, new_copy_lease_bound_ms, plan_pg_sync, read_stands, read_start, servable,
+    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, ScrubSchedule, Turned, admit_peer_msg,
+    admit_request, corrupt_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, read_stands,
+    read_start, servable,
 };
 use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
@@ -170,6 +171,9 @@ pub struct OsdProc {
     /// (messages wait meanwhile, as in the listener's backlog).
     booted: bool,
     pre_boot: Vec<(Node, Msg)>,
+    /// When this process started, on the OSD's clock (scheduled scrubs
+    /// count stamps from it at the earliest, as the daemon does).
+    started_ms: u64,
 }
 
 /// How long the daemon waits for a map fetch (`MON_CALL_TIMEOUT`).
@@ -216,6 +220,9 @@ pub struct SimOsd {
     pub corrupt_pgs_reset: u64,
     /// The object whose data this OSD's store last wrote durably.
     last_data_write: Option<(CollectionId, ObjectKey)>,
+    /// Scheduled scrubs (the daemon's `osd_scrub_interval` and friends),
+    /// started at each tick as the daemon does; `None`: none.
+    pub scrub_schedule: Option<ScrubSchedule>,
 }
 
 /// The last object whose data `txn` writes, if any.
@@ -274,6 +281,7 @@ impl SimOsd {
             disk_errors: 0,
             corrupt_pgs_reset: 0,
             last_data_write: None,
+            scrub_schedule: None,
         }
     }
 
@@ -360,6 +368,7 @@ impl SimOsd {
             deferred: Vec::new(),
             booted: false,
             pre_boot: Vec::new(),
+            started_ms: now_ms,
         });
         out.sends.push((Node::Mon, Msg::Boot));
         out.timers.push((Delay::Ms(BOOT_RETRY_MS), OsdTimer::Boot));
@@ -587,6 +596,7 @@ impl SimOsd {
                 for pg in pgs {
                     self.feed(pg, PgEvent::Tick, out);
                 }
+                self.schedule_scrubs(now_ms, out);
                 out.timers.push((Delay::Ms(TICK_MS), OsdTimer::Tick));
             }
             OsdTimer::Heartbeat => {
@@ -677,6 +687,24 @@ impl SimOsd {
                     },
                 ));
             }
+        }
+    }
+
+    /// The daemon's `schedule_scrubs`, by the scenario's schedule.
+    fn schedule_scrubs(&mut self, now_ms: u64, out: &mut Outbox) {
+        let Some(schedule) = self.scrub_schedule else {
+            return;
+        };
+        let process = self.proc();
+        let cores = process.pgs.iter().map(|(pg, slot)| (*pg, &slot.pg));
+        let due = due_scrubs(cores, schedule, now_ms / 1000, process.started_ms / 1000);
+        for (pg, deep) in due {
+            let event = PgEvent::Scrub {
+                deep,
+                repair: false,
+                now_secs: now_ms / 1000,
+            };
+            self.feed(pg, event, out);
         }
     }
 

@@ -13,6 +13,7 @@ use cairn_mon::limits::INCREMENTALS_KEPT;
 use cairn_mon::{Event as MonEvent, ServiceConfig};
 use cairn_osd::PgLimits;
 use cairn_osd::limits::{LOG_ENTRIES_MAX, PG_LOG_ENTRIES_MIN};
+use cairn_osd::shell::ScrubSchedule;
 use cairn_proto::mon::{FailureDomainSpec, MonCommand, RedundancySpec};
 use cairn_types::OsdId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,6 +113,9 @@ pub struct Scenario {
     /// and clients') clock; each OSD draws its own offset up to it. Leases
     /// assume equal clock rates, not equal clocks.
     pub clock_skew_ms_max: u64,
+    /// Scheduled scrubs on every OSD (the daemon's scrub schedule with
+    /// intervals of seconds, not days); `None`: only the operator's.
+    pub scrub_schedule: Option<ScrubSchedule>,
 }
 
 impl Scenario {
@@ -172,6 +176,7 @@ impl Scenario {
             torn_writes: false,
             misdirect_gap_ms: 0,
             meta_damage: false,
+            scrub_schedule: None,
         };
         if scenario.crash_weight + scenario.partition_weight + scenario.out_weight == 0 {
             scenario.crash_weight = 1;
@@ -211,6 +216,16 @@ impl Scenario {
         scenario.torn_writes = torn.index(2) == 0;
         scenario.misdirect_gap_ms = [0, torn.range(3_000, 15_000)][torn.index(2)];
         scenario.meta_damage = torn.index(2) == 0 && scenario.split.is_none();
+        // Likewise scheduled scrubs, in half the seeds.
+        let mut scheduled = Rng::new(seed ^ 0x5c4e_d01e);
+        if scheduled.index(2) == 0 {
+            let light = scheduled.range(5, 30);
+            scenario.scrub_schedule = Some(ScrubSchedule {
+                light_interval_secs: light,
+                deep_interval_secs: light * scheduled.range(2, 4),
+                max_scrubs: usize::try_from(scheduled.range(1, 3)).unwrap_or(1),
+            });
+        }
         scenario
     }
 
@@ -221,7 +236,7 @@ impl Scenario {
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
-             operator scrubs every ~{} s; bit rot every ~{} s; {}; one-way partitions {}, \
+             operator scrubs every ~{} s; scheduled scrubs {}; bit rot every ~{} s; {}; one-way partitions {}, \
              OSD clocks ahead by up to {} s; disk errors every ~{} s; torn writes {}, \
              misdirected writes every ~{} s; PG metadata damage {}; \
              mon down grace {} s, down→out {} s, {} reporter(s), keeps ≥{} incrementals",
@@ -246,6 +261,10 @@ impl Scenario {
             self.out_weight,
             self.mon_restart_weight,
             self.scrub_gap_ms / 1000,
+            self.scrub_schedule.map_or("off".to_string(), |s| format!(
+                "every {} s (deep {} s, {} at once)",
+                s.light_interval_secs, s.deep_interval_secs, s.max_scrubs
+            )),
             self.rot_gap_ms / 1000,
             self.split.map_or("no split".to_string(), |(at, n)| {
                 format!("pg_num -> {n} at {} s", at / 1000)
@@ -485,6 +504,7 @@ impl World {
             .map(|id| {
                 let mut osd = SimOsd::new(OsdId(id), scenario.limits);
                 osd.clock_offset_ms = skew.range(0, scenario.clock_skew_ms_max);
+                osd.scrub_schedule = scenario.scrub_schedule;
                 (OsdId(id), osd)
             })
             .collect();
