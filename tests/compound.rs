@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const BASE_PORT: u16 = 18300;
-const KILL_BASE_PORT: u16 = 18320;
+const BASE_PORT: u16 = 18540;
+const KILL_BASE_PORT: u16 = 18560;
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
