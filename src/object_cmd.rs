@@ -4,7 +4,7 @@
 use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
 use bytes::Bytes;
-use cairn_client::{Client, Guard, ReadRange};
+use cairn_client::{Client, Guard, ReadRange, WriteOp};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -31,6 +31,16 @@ pub enum ObjectCommand {
         /// exist); fails "compare failed" otherwise, changing nothing.
         #[arg(long = "if-version", value_name = "V")]
         if_version: Option<u64>,
+        /// Only if the object does not exist (an exclusive create); fails
+        /// "object exists" otherwise, changing nothing.
+        #[arg(long = "if-absent", conflicts_with = "if_version")]
+        if_absent: bool,
+        /// Also set xattr K to V, in the same atomic write (repeatable).
+        #[arg(long = "xattr", value_name = "K=V")]
+        xattrs: Vec<String>,
+        /// Also set omap key K to V, in the same atomic write (repeatable).
+        #[arg(long = "omap", value_name = "K=V")]
+        omap: Vec<String>,
     },
     /// List the pool's object names (PG by PG, in hash order).
     Ls {
@@ -122,6 +132,14 @@ pub enum ObjectCommand {
     },
 }
 
+/// `K=V` of a repeatable `flag`, split at the first `=`.
+fn key_value<'a>(pair: &'a str, flag: &str) -> CliResult<(&'a str, &'a str)> {
+    match pair.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k, v)),
+        _ => Err(format!("{flag} wants KEY=VALUE, got {pair:?}").into()),
+    }
+}
+
 fn read_input(file: &PathBuf) -> CliResult<Bytes> {
     if file.as_os_str() == "-" {
         let mut data = Vec::new();
@@ -153,18 +171,34 @@ pub fn run_object(args: ObjectArgs) -> CliResult {
                 name,
                 file,
                 if_version,
+                if_absent,
+                xattrs,
+                omap,
             } => {
                 let data = read_input(&file)?;
                 let size = data.len();
-                let version = match if_version {
-                    Some(v) => {
-                        let guard = Guard::Version(v);
-                        client
-                            .write_full_if(&pool, name.as_bytes(), guard, data)
-                            .await?
-                    }
-                    None => client.write_full(&pool, name.as_bytes(), data).await?,
-                };
+                // One request: the guard, the data and the metadata apply
+                // together or not at all.
+                let mut op = WriteOp::new();
+                if let Some(v) = if_version {
+                    op = op.guard(Guard::Version(v));
+                }
+                if if_absent {
+                    op = op.create(true);
+                }
+                op = op.write_full(data);
+                for pair in &xattrs {
+                    let (k, v) = key_value(pair, "--xattr")?;
+                    op = op.set_xattr(k.as_bytes(), v.as_bytes());
+                }
+                let entries = omap
+                    .iter()
+                    .map(|pair| key_value(pair, "--omap"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if !entries.is_empty() {
+                    op = op.omap_set(entries.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())));
+                }
+                let version = client.operate(&pool, name.as_bytes(), op).await?;
                 eprintln!("wrote {name}: {size} bytes, version {version}");
             }
             ObjectCommand::Ls { pool, json } => list_objects(&client, &pool, json).await?,

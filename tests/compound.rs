@@ -11,7 +11,7 @@ use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
 use cairn_placement::Placement;
 use cairn_proto::osd::{ClientOp, ClientReply, OpKind, OpOutput, ReqIdWire};
 use cairn_wire::{ConnectOptions, Connection};
-use common::{Cluster, POOL, client_options, kill, mon_addr, runtime, serial, wait_clean};
+use common::{Cluster, POOL, client_options, kill, mon_addr, ok, runtime, serial, wait_clean};
 use serde_bytes::ByteBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -204,8 +204,56 @@ fn guards_hold_or_fail_by_index_and_compound_ops_apply_as_one() {
 
         resend_applies_once(&client, b"counter").await;
     });
+    cli_put_is_one_atomic_request(&cluster);
     wait_clean(&cluster);
     assert!(cluster.stop_and_compare_copies() > 0);
+}
+
+/// `cairn object put` with a guard, xattrs and omap entries sends them as
+/// one request: all applied, or (guard failed) none.
+fn cli_put_is_one_atomic_request(cluster: &Cluster) {
+    let file = cluster.dir.join("payload");
+    std::fs::write(&file, b"from the cli").expect("write payload");
+    let file = file.display().to_string();
+    let put = |extra: &[&str]| {
+        let mut args = vec!["object", "put", "--pool", POOL, "cli-obj", file.as_str()];
+        args.extend_from_slice(extra);
+        cluster.cairn(&args)
+    };
+    let first = [
+        "--if-absent",
+        "--xattr",
+        "etag=abc",
+        "--omap",
+        "k=v",
+        "--omap",
+        "k2=v2",
+    ];
+    ok(put(&first), "put --if-absent");
+    let again = put(&["--if-absent", "--xattr", "etag=zzz"]);
+    assert!(!again.status.success(), "a second exclusive create fails");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("object exists"), "stderr: {stderr}");
+    let etag = ok(
+        cluster.cairn(&["object", "getxattr", "--pool", POOL, "cli-obj", "etag"]),
+        "getxattr",
+    );
+    assert_eq!(etag, b"abc", "the refused put changed nothing");
+    let omap = ok(
+        cluster.cairn(&[
+            "object",
+            "listomapvals",
+            "--pool",
+            POOL,
+            "cli-obj",
+            "--json",
+        ]),
+        "listomapvals",
+    );
+    let omap = String::from_utf8_lossy(&omap);
+    assert!(omap.contains("k2") && omap.contains("v2"), "omap: {omap}");
+    let bad = put(&["--xattr", "no-equals-sign"]);
+    assert!(!bad.status.success(), "a malformed --xattr is refused");
 }
 
 /// Sends one compound append twice under one request id, straight over the
