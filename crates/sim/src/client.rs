@@ -4,14 +4,14 @@
 //! on busy answers; a deadline after which the outcome is unknown), and
 //! records every operation's invocation and outcome in the history.
 
-use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal};
-use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
+use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal, Snapshot};
+use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
-use cairn_osd::log::err_code;
+use cairn_osd::ReqId;
+use cairn_osd::limits::OMAP_RANGE_ENTRIES_MAX;
 use cairn_osd::map_view::MapView;
-use cairn_osd::{Guard, ReqId};
-use cairn_proto::osd::OpKind;
+use cairn_proto::osd::{ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, ReqIdWire};
 use cairn_types::Epoch;
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
@@ -118,7 +118,7 @@ struct Current {
     index: usize,
     object: Bytes,
     input: ObjInput,
-    body: OpBody,
+    request: Request,
     req: ReqId,
     deadline_ms: u64,
     backoff_ms: u64,
@@ -228,7 +228,7 @@ impl SimClient {
         } else {
             self.script.remove(0)
         };
-        let body = body_of(&object, &input);
+        let request = request_of(&input);
         let index = history.invoke(self.id, object.clone(), input.clone(), now_ms);
         let req = ReqId {
             client: u64::from(self.id),
@@ -239,7 +239,7 @@ impl SimClient {
             index,
             object,
             input,
-            body,
+            request,
             req,
             deadline_ms: now_ms + self.workload.op_deadline_ms,
             backoff_ms: BACKOFF_MS_INITIAL,
@@ -318,12 +318,24 @@ impl SimClient {
             self.backoff(out);
             return;
         };
-        let request = ClientRequest {
+        let op = ClientOp {
             pg,
             epoch: self.view.epoch(),
-            req: current.req,
-            object: current.object.clone(),
-            body: current.body.clone(),
+            req: ReqIdWire {
+                client: current.req.client,
+                tid: current.req.tid,
+            },
+            object: ByteBuf::from(current.object.to_vec()),
+            guards: current.request.guards.clone(),
+            ops: current.request.ops.clone(),
+        };
+        // The request's frame id is its tid, the same in every attempt, so
+        // an answer to an earlier attempt still counts (the PG answers a
+        // resent write from its log anyway).
+        let request = Msg::Op {
+            request_id: current.req.tid,
+            op,
+            data: current.request.data.clone().into(),
         };
         out.trace.push(format!(
             "client.{} {} tid {} attempt {attempt} -> {primary} ({pg}, epoch {})",
@@ -332,7 +344,7 @@ impl SimClient {
             current.req.tid,
             self.view.epoch().0
         ));
-        out.sends.push((Node::Osd(primary), Msg::Op(request)));
+        out.sends.push((Node::Osd(primary), request));
         out.timers
             .push((ATTEMPT_TIMEOUT_MS, ClientTimer::Timeout { attempt }));
     }
@@ -388,64 +400,74 @@ impl SimClient {
         out.timers.push((think, ClientTimer::Next));
     }
 
-    /// An OSD's answer.
+    /// An OSD's answer to request frame `request_id`.
     pub fn reply(
         &mut self,
         now_ms: u64,
-        req: ReqId,
-        result: OpResult,
+        request_id: u64,
+        reply: ClientReply,
+        data: &Bytes,
         history: &mut History,
         out: &mut ClientOut,
     ) {
         let Some(current) = self.current.as_ref() else {
             return;
         };
-        if current.req != req {
+        if current.req.tid != request_id {
             // An answer to an attempt of an operation given up on.
             return;
         }
+        let req = current.req;
         let object = String::from_utf8_lossy(&current.object).into_owned();
-        let output = match (result, &current.input) {
-            (OpResult::Retry(why), _) => {
+        let output = match (reply.result, &current.input) {
+            (Err(error @ OpError::Retry { .. }), _) => {
                 out.trace.push(format!(
-                    "client.{} {object} tid {}: retry: {why}",
+                    "client.{} {object} tid {}: retry: {error}",
                     self.id, req.tid
                 ));
                 self.refetch(out);
                 self.backoff(out);
                 return;
             }
-            (OpResult::Wait(why), _) => {
+            (
+                Err(
+                    error @ (OpError::ObjectBusy
+                    | OpError::Blocked { .. }
+                    | OpError::Busy { .. }
+                    | OpError::Timeout(_)),
+                ),
+                _,
+            ) => {
                 out.trace.push(format!(
-                    "client.{} {object} tid {}: wait: {why}",
+                    "client.{} {object} tid {}: wait: {error}",
                     self.id, req.tid
                 ));
                 self.backoff(out);
                 return;
             }
-            (OpResult::Snapshot(snapshot), ObjInput::Read) => ObjOutput::Read(snapshot),
-            (OpResult::Omap(map), ObjInput::OmapGet(_)) => ObjOutput::Omap(map),
-            (OpResult::Written(v), input) if is_write(input) => ObjOutput::Written(v),
-            (OpResult::Refused(code), input) if is_write(input) => {
-                // As the daemon answers it (`refusal_error`): what the ops
-                // implied, or the request's own guard by index.
-                match err_code::split(code) {
-                    (err_code::NOT_FOUND, None) => ObjOutput::Refused(Refusal::NotFound),
-                    (err_code::VERSION_MISMATCH, Some(0)) => {
-                        ObjOutput::Refused(Refusal::VersionMismatch)
-                    }
-                    _ => {
-                        out.anomalies.push(format!(
-                            "client.{} got refusal {code:#x} for {input:?} (req {req:?})",
-                            self.id
-                        ));
-                        ObjOutput::Unknown
-                    }
+            (Ok(outputs), input) => match output_of(input, outputs, data) {
+                Ok(output) => output,
+                Err(why) => {
+                    out.anomalies.push(format!(
+                        "client.{} got {why} for {input:?} (req {req:?})",
+                        self.id
+                    ));
+                    ObjOutput::Unknown
                 }
+            },
+            (Err(OpError::NotFound), ObjInput::Read) => ObjOutput::Read(None),
+            (Err(OpError::NotFound), ObjInput::OmapGet(_)) => ObjOutput::Omap(None),
+            // As the daemon answers a logged refusal (`refusal_error`):
+            // what the ops implied, or the request's own guard by index.
+            (Err(OpError::NotFound), input) if is_write(input) => {
+                ObjOutput::Refused(Refusal::NotFound)
             }
-            (result, input) => {
+            (Err(OpError::CompareFailed { guard: 0, .. }), ObjInput::CompareAndSet { .. }) => {
+                ObjOutput::Refused(Refusal::VersionMismatch)
+            }
+            (Err(error), input) => {
                 out.anomalies.push(format!(
-                    "client.{} got {result:?} for {input:?} (req {req:?})",
+                    "client.{} got {error:?} for {input:?} (req {req:?})",
                     self.id
                 ));
                 ObjOutput::Unknown
@@ -465,42 +487,109 @@ fn is_write(input: &ObjInput) -> bool {
     !matches!(input, ObjInput::Read | ObjInput::OmapGet(_))
 }
 
-/// The request body of an operation, built as the daemon builds store ops
-/// from wire ops (`cairn_osd::codec::plan_write`).
-fn body_of(object: &Bytes, input: &ObjInput) -> OpBody {
-    let write = |kind: OpKind, data: Bytes, guard: Option<Guard>| {
-        let plan = cairn_osd::codec::plan_write(object, &[kind], data.into()).expect("a write op");
-        OpBody::Write {
-            plan,
-            guards: guard.into_iter().collect(),
-        }
+/// A client request as `cairn-client` sends it: guards, ops and the data
+/// segment of a `ClientOp`.
+#[derive(Clone, Debug)]
+struct Request {
+    guards: Vec<GuardWire>,
+    ops: Vec<OpKind>,
+    data: Bytes,
+}
+
+/// The request of an operation. A read asks for the whole object (its
+/// version, data, xattrs and omap) in one request, as one state of it.
+fn request_of(input: &ObjInput) -> Request {
+    let one = |op: OpKind| Request {
+        guards: Vec::new(),
+        ops: vec![op],
+        data: Bytes::new(),
     };
     let buf = |b: &Bytes| ByteBuf::from(b.to_vec());
-    let full = |data: &Bytes| OpKind::WriteFull {
-        len: data.len() as u64,
+    let full = |data: &Bytes| Request {
+        data: data.clone(),
+        ..one(OpKind::WriteFull {
+            len: data.len() as u64,
+        })
     };
     match input {
-        ObjInput::WriteFull(data) => write(full(data), data.clone(), None),
-        ObjInput::CompareAndSet { expect, data } => {
-            write(full(data), data.clone(), Some(Guard::Version(*expect)))
-        }
-        ObjInput::Remove => write(OpKind::Remove, Bytes::new(), None),
-        ObjInput::SetXattr { name, value } => {
-            let op = OpKind::SetXattr {
-                name: buf(name),
-                value: buf(value),
-            };
-            write(op, Bytes::new(), None)
-        }
-        ObjInput::OmapSet(entries) => {
-            let entries = entries.iter().map(|(k, v)| (buf(k), buf(v))).collect();
-            write(OpKind::OmapSet { entries }, Bytes::new(), None)
-        }
-        ObjInput::OmapRemove(keys) => {
-            let keys = keys.iter().map(buf).collect();
-            write(OpKind::OmapRemove { keys }, Bytes::new(), None)
-        }
-        ObjInput::OmapGet(keys) => OpBody::OmapGet(keys.clone()),
-        ObjInput::Read => OpBody::Read,
+        ObjInput::WriteFull(data) => full(data),
+        ObjInput::CompareAndSet { expect, data } => Request {
+            guards: vec![GuardWire::Version(*expect)],
+            ..full(data)
+        },
+        ObjInput::Remove => one(OpKind::Remove),
+        ObjInput::SetXattr { name, value } => one(OpKind::SetXattr {
+            name: buf(name),
+            value: buf(value),
+        }),
+        ObjInput::OmapSet(entries) => one(OpKind::OmapSet {
+            entries: entries.iter().map(|(k, v)| (buf(k), buf(v))).collect(),
+        }),
+        ObjInput::OmapRemove(keys) => one(OpKind::OmapRemove {
+            keys: keys.iter().map(buf).collect(),
+        }),
+        ObjInput::OmapGet(keys) => one(OpKind::OmapGet {
+            keys: keys.iter().map(buf).collect(),
+        }),
+        ObjInput::Read => Request {
+            ops: vec![
+                OpKind::Stat,
+                OpKind::Read {
+                    offset: 0,
+                    length: None,
+                },
+                OpKind::GetXattrs,
+                OpKind::OmapGetRange {
+                    after: None,
+                    limit: OMAP_RANGE_ENTRIES_MAX,
+                },
+            ],
+            ..one(OpKind::Stat)
+        },
     }
+}
+
+fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect()
+}
+
+/// What a successful answer says about the operation; `Err`: an answer
+/// that does not fit the request (an OSD or simulator bug).
+fn output_of(input: &ObjInput, outputs: Vec<OpOutput>, data: &Bytes) -> Result<ObjOutput, String> {
+    let mut outputs = outputs.into_iter();
+    let output = match (input, outputs.next(), outputs.next(), outputs.next()) {
+        (
+            ObjInput::Read,
+            Some(OpOutput::Stat { version, .. }),
+            Some(OpOutput::Data { len }),
+            Some(OpOutput::Xattrs(xattrs)),
+        ) => {
+            let Some(OpOutput::Omap(omap)) = outputs.next() else {
+                return Err("a read answer without the omap".into());
+            };
+            if u64::try_from(data.len()).ok() != Some(len) {
+                return Err(format!("{len} bytes announced, {} sent", data.len()));
+            }
+            ObjOutput::Read(Some(Snapshot {
+                version,
+                data: data.clone(),
+                xattrs: unbufs(xattrs),
+                omap: unbufs(omap),
+            }))
+        }
+        (ObjInput::OmapGet(_), Some(OpOutput::Omap(entries)), None, None) => {
+            ObjOutput::Omap(Some(unbufs(entries)))
+        }
+        (input, Some(OpOutput::Written { object_version }), None, None) if is_write(input) => {
+            ObjOutput::Written(object_version)
+        }
+        (_, first, ..) => return Err(format!("an answer starting {first:?}")),
+    };
+    if outputs.next().is_some() {
+        return Err("more outputs than ops".into());
+    }
+    Ok(output)
 }
