@@ -1,27 +1,29 @@
 //! Simulated clients: each runs one operation at a time against the
-//! primary its map computes, retrying as `cairn-client` does (same request
-//! id across attempts, so OSDs deduplicate; map refetch on `Retry`; backoff
-//! on busy answers; a deadline after which the outcome is unknown), and
+//! primary its map computes, with `cairn-client`'s own retry policy
+//! ([`cairn_client::retry::Retrier`]: same request id across attempts, so
+//! OSDs deduplicate; map refetch on `Retry` and when the primary is
+//! unreachable; doubling backoff, quick retries on a busy object; an
+//! attempt limit and a deadline, after which the outcome is unknown), and
 //! records every operation's invocation and outcome in the history.
 
 use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal, Snapshot};
 use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
+use cairn_client::ClientError;
+use cairn_client::limits::ClientOptions;
+use cairn_client::retry::{Decision, Retrier, Setback};
 use cairn_osd::ReqId;
 use cairn_osd::limits::OMAP_RANGE_ENTRIES_MAX;
 use cairn_osd::map_view::MapView;
-use cairn_proto::osd::{ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, ReqIdWire};
+use cairn_proto::osd::{ClientOp, ClientReply, GuardWire, OpKind, OpOutput, ReqIdWire};
 use cairn_types::Epoch;
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The pool every client uses.
 pub const POOL_NAME: &str = "sim";
-/// First wait after a busy or retry answer; doubles up to the maximum
-/// (`cairn-client`'s defaults).
-pub const BACKOFF_MS_INITIAL: u64 = 20;
-pub const BACKOFF_MS_MAX: u64 = 1_000;
 /// How long one attempt waits for an answer before it is sent again (the
 /// real client notices a broken connection; a lost message here is one).
 pub const ATTEMPT_TIMEOUT_MS: u64 = 2_000;
@@ -120,8 +122,9 @@ struct Current {
     input: ObjInput,
     request: Request,
     req: ReqId,
-    deadline_ms: u64,
-    backoff_ms: u64,
+    started_ms: u64,
+    /// When to try again: `cairn-client`'s policy, in virtual time.
+    retrier: Retrier,
     attempt: u32,
 }
 
@@ -208,9 +211,12 @@ impl SimClient {
             }
             ClientTimer::Timeout { attempt } => {
                 if self.current.as_ref().is_some_and(|c| c.attempt == attempt) {
-                    self.refetch(out);
-                    self.bump_attempt();
-                    self.send(now_ms, history, out);
+                    // As the real client after a transport failure.
+                    let setback = Setback::Again {
+                        refetch_map: true,
+                        why: "no answer in time".into(),
+                    };
+                    self.failed(now_ms, setback, history, out);
                 }
             }
         }
@@ -241,8 +247,8 @@ impl SimClient {
             input,
             request,
             req,
-            deadline_ms: now_ms + self.workload.op_deadline_ms,
-            backoff_ms: BACKOFF_MS_INITIAL,
+            started_ms: now_ms,
+            retrier: Retrier::new(&self.options()),
             attempt: 0,
         });
         self.send(now_ms, history, out);
@@ -284,22 +290,98 @@ impl SimClient {
         out.sends.push((Node::Mon, Msg::GetMap { have }));
     }
 
-    fn bump_attempt(&mut self) {
-        if let Some(current) = self.current.as_mut() {
-            current.attempt += 1;
+    /// The real client's options, with this workload's deadline.
+    fn options(&self) -> ClientOptions {
+        ClientOptions {
+            op_deadline: Duration::from_millis(self.workload.op_deadline_ms),
+            ..ClientOptions::default()
         }
     }
 
-    /// Sends the current operation to its primary, or gives up past the
-    /// deadline (the outcome is then unknown).
+    /// An attempt failed with `setback`: the retry policy decides.
+    fn failed(
+        &mut self,
+        now_ms: u64,
+        setback: Setback,
+        history: &mut History,
+        out: &mut ClientOut,
+    ) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        let elapsed = Duration::from_millis(now_ms.saturating_sub(current.started_ms));
+        let decision = current.retrier.failed(setback, elapsed);
+        self.decided(now_ms, decision, history, out);
+    }
+
+    /// Carries out the retry policy's decision: send again later (after a
+    /// map refetch, if it says so), or end the operation.
+    fn decided(
+        &mut self,
+        now_ms: u64,
+        decision: Decision,
+        history: &mut History,
+        out: &mut ClientOut,
+    ) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        match decision {
+            Decision::Retry {
+                refetch_map,
+                after,
+                why,
+            } => {
+                out.trace.push(format!(
+                    "client.{} {} tid {}: again in {after:?}{}: {why}",
+                    self.id,
+                    String::from_utf8_lossy(&current.object),
+                    current.req.tid,
+                    if refetch_map { " with a new map" } else { "" },
+                ));
+                current.attempt += 1;
+                let attempt = current.attempt;
+                let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+                out.timers.push((after_ms, ClientTimer::Send { attempt }));
+                if refetch_map {
+                    self.refetch(out);
+                }
+            }
+            Decision::GiveUp(error) => {
+                let output = match (error, &current.input) {
+                    // Attempts or time ran out: an earlier attempt may
+                    // have taken effect.
+                    (ClientError::GaveUp { .. }, _) => ObjOutput::Unknown,
+                    (ClientError::NotFound, ObjInput::Read) => ObjOutput::Read(None),
+                    (ClientError::NotFound, ObjInput::OmapGet(_)) => ObjOutput::Omap(None),
+                    // As the daemon answers a logged refusal
+                    // (`refusal_error`): what the ops implied, or the
+                    // request's own guard by index.
+                    (ClientError::NotFound, input) if is_write(input) => {
+                        ObjOutput::Refused(Refusal::NotFound)
+                    }
+                    (
+                        ClientError::CompareFailed { guard: 0, .. },
+                        ObjInput::CompareAndSet { .. },
+                    ) => ObjOutput::Refused(Refusal::VersionMismatch),
+                    (error, input) => {
+                        out.anomalies.push(format!(
+                            "client.{} got {error:?} for {input:?} (req {:?})",
+                            self.id, current.req
+                        ));
+                        ObjOutput::Unknown
+                    }
+                };
+                self.finish(now_ms, output, history, out);
+            }
+        }
+    }
+
+    /// Sends the current operation to its primary.
     fn send(&mut self, now_ms: u64, history: &mut History, out: &mut ClientOut) {
         let Some(current) = self.current.as_ref() else {
             return;
         };
-        if now_ms >= current.deadline_ms {
-            self.finish(now_ms, ObjOutput::Unknown, history, out);
-            return;
-        }
         let attempt = current.attempt;
         let target = self
             .view
@@ -312,11 +394,11 @@ impl SimClient {
                 Some((pg, primary))
             });
         let Some((pg, primary)) = target else {
-            out.trace
-                .push(format!("client.{}: no primary for the op", self.id));
-            self.refetch(out);
-            self.backoff(out);
-            return;
+            let setback = Setback::Again {
+                refetch_map: true,
+                why: "no primary for the op".into(),
+            };
+            return self.failed(now_ms, setback, history, out);
         };
         let op = ClientOp {
             pg,
@@ -347,22 +429,6 @@ impl SimClient {
         out.sends.push((Node::Osd(primary), request));
         out.timers
             .push((ATTEMPT_TIMEOUT_MS, ClientTimer::Timeout { attempt }));
-    }
-
-    /// Waits, then sends again.
-    fn backoff(&mut self, out: &mut ClientOut) {
-        let Some(current) = self.current.as_mut() else {
-            return;
-        };
-        current.attempt += 1;
-        let wait = current.backoff_ms;
-        current.backoff_ms = (current.backoff_ms * 2).min(BACKOFF_MS_MAX);
-        out.timers.push((
-            wait,
-            ClientTimer::Send {
-                attempt: current.attempt,
-            },
-        ));
     }
 
     fn finish(
@@ -418,59 +484,24 @@ impl SimClient {
             return;
         }
         let req = current.req;
-        let object = String::from_utf8_lossy(&current.object).into_owned();
-        let output = match (reply.result, &current.input) {
-            (Err(error @ OpError::Retry { .. }), _) => {
-                out.trace.push(format!(
-                    "client.{} {object} tid {}: retry: {error}",
-                    self.id, req.tid
-                ));
-                self.refetch(out);
-                self.backoff(out);
-                return;
-            }
-            (
-                Err(
-                    error @ (OpError::ObjectBusy
-                    | OpError::Blocked { .. }
-                    | OpError::Busy { .. }
-                    | OpError::Timeout(_)),
-                ),
-                _,
-            ) => {
-                out.trace.push(format!(
-                    "client.{} {object} tid {}: wait: {error}",
-                    self.id, req.tid
-                ));
-                self.backoff(out);
-                return;
-            }
-            (Ok(outputs), input) => match output_of(input, outputs, data) {
+        let output = match reply.result {
+            Ok(outputs) => match output_of(&current.input, outputs, data) {
                 Ok(output) => output,
                 Err(why) => {
                     out.anomalies.push(format!(
-                        "client.{} got {why} for {input:?} (req {req:?})",
-                        self.id
+                        "client.{} got {why} for {:?} (req {req:?})",
+                        self.id, current.input
                     ));
                     ObjOutput::Unknown
                 }
             },
-            (Err(OpError::NotFound), ObjInput::Read) => ObjOutput::Read(None),
-            (Err(OpError::NotFound), ObjInput::OmapGet(_)) => ObjOutput::Omap(None),
-            // As the daemon answers a logged refusal (`refusal_error`):
-            // what the ops implied, or the request's own guard by index.
-            (Err(OpError::NotFound), input) if is_write(input) => {
-                ObjOutput::Refused(Refusal::NotFound)
-            }
-            (Err(OpError::CompareFailed { guard: 0, .. }), ObjInput::CompareAndSet { .. }) => {
-                ObjOutput::Refused(Refusal::VersionMismatch)
-            }
-            (Err(error), input) => {
-                out.anomalies.push(format!(
-                    "client.{} got {error:?} for {input:?} (req {req:?})",
-                    self.id
-                ));
-                ObjOutput::Unknown
+            Err(error) => {
+                let Some(current) = self.current.as_mut() else {
+                    return;
+                };
+                let elapsed = Duration::from_millis(now_ms.saturating_sub(current.started_ms));
+                let decision = current.retrier.answered(error, elapsed);
+                return self.decided(now_ms, decision, history, out);
             }
         };
         self.finish(now_ms, output, history, out);
