@@ -1,10 +1,9 @@
 //! [`Client`]: the map follower and request executor.
 
 use crate::error::ClientError;
-use crate::limits::{
-    ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT, OBJECT_BUSY_BACKOFF_MAX,
-};
+use crate::limits::{ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT};
 use crate::ops::{Guard, ObjectStat, ReadOp, ReadResult, WriteOp, read_results};
+use crate::retry::{Decision, Retrier, Setback};
 use bytes::Bytes;
 use cairn_placement::{ClusterMap, Placement};
 use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
@@ -12,8 +11,8 @@ use cairn_proto::map::OsdEndpoint;
 use cairn_proto::mon::MapFetch;
 use cairn_proto::mon::{MonClient, MonCommand, Reply};
 use cairn_proto::osd::{
-    ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
-    PgCommandReply, ReqIdWire,
+    ClientOp, ClientReply, GuardWire, OpKind, OpOutput, PgAction, PgCommand, PgCommandReply,
+    ReqIdWire,
 };
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};
@@ -113,8 +112,8 @@ enum Attempt {
         why: String,
     },
     /// The object is busy for a moment (being recovered, scrubbed, or a
-    /// guarded write waits for writes to settle): retry soon, with the
-    /// backoff capped at [`OBJECT_BUSY_BACKOFF_MAX`].
+    /// guarded write waits for writes to settle): retry soon (see
+    /// [`crate::retry`]).
     Soon(String),
     Fail(ClientError),
 }
@@ -134,10 +133,6 @@ fn random_u64() -> u64 {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section leaves the data consistent.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Client {
@@ -382,12 +377,9 @@ impl Client {
         };
         let started = Instant::now();
         let deadline = started + options.op_deadline;
-        let mut backoff = options.backoff_initial;
+        let mut retrier = Retrier::new(options);
         let mut refetch = false;
-        let mut attempts = 0u32;
-        let mut busy_retries = 0u32;
         loop {
-            attempts += 1;
             let outcome = match self.view(refetch).await {
                 Ok(view) => self.attempt(&view, req, &request, deadline).await,
                 Err(error) => Attempt::Again {
@@ -395,37 +387,28 @@ impl Client {
                     why: error.to_string(),
                 },
             };
-            let why = match outcome {
+            let setback = match outcome {
                 Attempt::Done(output, bytes) => return Ok((output, bytes)),
                 Attempt::Fail(error) => return Err(error),
-                Attempt::Soon(why) => {
-                    // Quick retries on a busy object are bounded by the
-                    // deadline, not the attempt count: 200 of them take
-                    // only 10 s, and recovering an object may take longer.
-                    refetch = false;
-                    backoff = backoff.min(OBJECT_BUSY_BACKOFF_MAX);
-                    busy_retries += 1;
-                    why
-                }
-                Attempt::Again {
-                    refetch: again,
+                Attempt::Soon(why) => Setback::Soon(why),
+                Attempt::Again { refetch, why } => Setback::Again {
+                    refetch_map: refetch,
+                    why,
+                },
+            };
+            match retrier.failed(setback, started.elapsed()) {
+                Decision::Retry {
+                    refetch_map,
+                    after,
                     why,
                 } => {
-                    refetch = again;
-                    why
+                    let attempts = retrier.attempts();
+                    tracing::debug!(tid = req.tid, attempts, %why, "retrying");
+                    refetch = refetch_map;
+                    tokio::time::sleep(after).await;
                 }
-            };
-            let now = Instant::now();
-            if attempts - busy_retries >= options.attempts_max || now + backoff >= deadline {
-                return Err(ClientError::GaveUp {
-                    attempts,
-                    elapsed_ms: millis(started.elapsed()),
-                    last: why,
-                });
+                Decision::GiveUp(error) => return Err(error),
             }
-            tracing::debug!(tid = req.tid, attempts, %why, "retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(options.backoff_max);
         }
     }
 
@@ -955,34 +938,26 @@ async fn follow_map(inner: std::sync::Weak<Inner>) {
     }
 }
 
-/// Sorts an OSD's answer into done, retry or fail.
+/// Sorts an OSD's answer into done, retry or fail (the retry policy's
+/// [`crate::retry::classify`]).
 fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
     match reply.result {
         Ok(output) => Attempt::Done(output, bytes),
-        Err(error @ OpError::Retry { .. }) => Attempt::Again {
-            refetch: true,
-            why: error.to_string(),
+        Err(error) => match crate::retry::classify(error) {
+            Ok(Setback::Again { refetch_map, why }) => Attempt::Again {
+                refetch: refetch_map,
+                why,
+            },
+            Ok(Setback::Soon(why)) => Attempt::Soon(why),
+            Err(error) => Attempt::Fail(error),
         },
-        Err(error @ OpError::ObjectBusy) => Attempt::Soon(error.to_string()),
-        Err(error @ (OpError::Blocked { .. } | OpError::Busy { .. } | OpError::Timeout(_))) => {
-            Attempt::Again {
-                refetch: false,
-                why: error.to_string(),
-            }
-        }
-        Err(OpError::NotFound) => Attempt::Fail(ClientError::NotFound),
-        Err(OpError::CompareFailed { guard, reason }) => {
-            Attempt::Fail(ClientError::CompareFailed { guard, reason })
-        }
-        Err(OpError::Exists) => Attempt::Fail(ClientError::Exists),
-        Err(OpError::Full(why)) => Attempt::Fail(ClientError::Full(why)),
-        Err(error) => Attempt::Fail(ClientError::Op(error)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_proto::osd::OpError;
 
     #[test]
     fn retryable_errors_are_retried_and_others_fail() {

@@ -8,11 +8,13 @@
 //! (`client`, `tid`) across all of its retries, so an OSD that already
 //! applied a write answers the retry from its PG log instead of applying it
 //! twice. Retries are bounded by an attempt count and an overall deadline
-//! ([`ClientOptions`]).
+//! ([`ClientOptions`]); when to retry is decided by the sans-IO
+//! [`retry::Retrier`], which the simulator's clients run too.
 
 pub mod config;
 pub mod error;
 pub mod limits;
+pub mod retry;
 
 mod client;
 mod ops;
@@ -22,3 +24,4 @@ pub use config::{ClientConfig, config_path};
 pub use error::ClientError;
 pub use limits::ClientOptions;
 pub use ops::{Guard, ObjectStat, ReadOp, ReadResult, WriteOp};
+pub use retry::{Decision, Retrier, Setback};

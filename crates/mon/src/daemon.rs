@@ -400,7 +400,7 @@ impl Shell {
 
 /// The PGs an OSD's heartbeat shows clean, with their interval's first
 /// epoch.
-fn clean_pgs(stats: &OsdStats) -> Vec<(PgId, Epoch)> {
+pub fn clean_pgs(stats: &OsdStats) -> Vec<(PgId, Epoch)> {
     stats
         .pgs
         .iter()

@@ -1290,38 +1290,7 @@ impl Osd {
         let mut out: Vec<PgStat> = pgs
             .iter()
             .filter(|(_, slot)| slot.pg.interval().primary == Some(self.whoami))
-            .map(|(pg, slot)| {
-                let core = &slot.pg;
-                let interval = core.interval();
-                let (missing, backfill) = core.healing_counts();
-                let stamps = core.scrub_stamps();
-                let (inconsistent_count, inconsistent) = core.inconsistent();
-                PgStat {
-                    pg: *pg,
-                    state: core.state_name(),
-                    up: interval.up.clone(),
-                    acting: interval.acting.clone(),
-                    primary: interval.primary,
-                    interval_epoch: interval.epoch_started.0,
-                    last_update: core.last_update().to_string(),
-                    log_entries: core.log().len() as u64,
-                    missing_objects: missing as u64,
-                    backfill_targets: u32::try_from(backfill).unwrap_or(u32::MAX),
-                    backfill_permille: core.backfill_permille(),
-                    blocked: core.blocked_reason(),
-                    scrubbing: core
-                        .scrubbing()
-                        .map(|deep| if deep { "deep-scrub" } else { "scrub" }.to_owned()),
-                    last_scrub_secs: stamps.light_secs,
-                    last_deep_scrub_secs: stamps.deep_secs,
-                    inconsistent_objects: inconsistent_count,
-                    inconsistent: inconsistent
-                        .iter()
-                        .take(PG_STAT_INCONSISTENT_MAX)
-                        .map(|i| format!("{}: {}", String::from_utf8_lossy(&i.object), i.reason))
-                        .collect(),
-                }
-            })
+            .map(|(pg, slot)| pg_stat(*pg, &slot.pg))
             .collect();
         out.sort_by_key(|p| p.pg);
         out
@@ -2383,45 +2352,7 @@ impl Osd {
     }
 
     fn to_client_reply(&self, reply: Reply) -> ClientReply {
-        let (result, version) = match reply {
-            Reply::Done {
-                version,
-                result: LogResult::Ok { object_version },
-            } => (
-                Ok(vec![OpOutput::Written { object_version }]),
-                Some(version.into()),
-            ),
-            Reply::Done {
-                version,
-                result: LogResult::Err { code },
-            } => (Err(refusal_error(code)), Some(version.into())),
-            Reply::ObjectBusy => (Err(OpError::ObjectBusy), None),
-            Reply::Retry { reason } => (
-                Err(OpError::Retry {
-                    epoch: self.map_epoch().0,
-                    reason: format!("{reason:?}"),
-                }),
-                None,
-            ),
-            Reply::Blocked {
-                acting_count,
-                min_size,
-            } => (
-                Err(OpError::Blocked {
-                    acting_count,
-                    min_size,
-                }),
-                None,
-            ),
-            Reply::Busy { inflight_max } => (
-                Err(OpError::Busy {
-                    inflight_max: u32::try_from(inflight_max).unwrap_or(u32::MAX),
-                }),
-                None,
-            ),
-            Reply::Invalid { reason } => (Err(OpError::Invalid(reason.to_string())), None),
-        };
-        ClientReply { result, version }
+        client_reply(reply, self.map_epoch())
     }
 
     /// `Full` if writing `payload_bytes` would take the store's file system
@@ -2499,14 +2430,6 @@ impl Osd {
                 .is_some_and(|slot| read_stands(&slot.pg, clock_ms(), started, &object))
         };
         match read {
-            Ok(Ok(_)) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
-            Ok(Ok((output, data))) => (
-                ClientReply {
-                    result: Ok(output),
-                    version: None,
-                },
-                data,
-            ),
             Ok(Err(OpError::Corrupt(why))) if !object.is_empty() => {
                 let repairable = lock(&self.pgs)
                     .get(&pg)
@@ -2523,6 +2446,18 @@ impl Osd {
                 };
                 (ClientReply::err(error), Bytes::new())
             }
+            // Not only data: a "not found" or a failed guard read from a
+            // state that no longer stands is no answer either (simulator
+            // seed 36: a read overtaken by a split found its object moved
+            // to the child PG, and answered "not found").
+            Ok(_) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
+            Ok(Ok((output, data))) => (
+                ClientReply {
+                    result: Ok(output),
+                    version: None,
+                },
+                data,
+            ),
             Ok(Err(error)) => (ClientReply::err(error), Bytes::new()),
             Err(error) => (
                 ClientReply::err(OpError::Store(format!("read task: {error}"))),
@@ -2530,6 +2465,86 @@ impl Osd {
             ),
         }
     }
+}
+
+/// One PG as its primary reports it with each heartbeat (public so the
+/// simulator's heartbeats carry the daemon's very report).
+#[must_use]
+pub fn pg_stat(pg: PgId, core: &Pg) -> PgStat {
+    let interval = core.interval();
+    let (missing, backfill) = core.healing_counts();
+    let stamps = core.scrub_stamps();
+    let (inconsistent_count, inconsistent) = core.inconsistent();
+    PgStat {
+        pg,
+        state: core.state_name(),
+        up: interval.up.clone(),
+        acting: interval.acting.clone(),
+        primary: interval.primary,
+        interval_epoch: interval.epoch_started.0,
+        last_update: core.last_update().to_string(),
+        log_entries: core.log().len() as u64,
+        missing_objects: missing as u64,
+        backfill_targets: u32::try_from(backfill).unwrap_or(u32::MAX),
+        backfill_permille: core.backfill_permille(),
+        blocked: core.blocked_reason(),
+        scrubbing: core
+            .scrubbing()
+            .map(|deep| if deep { "deep-scrub" } else { "scrub" }.to_owned()),
+        last_scrub_secs: stamps.light_secs,
+        last_deep_scrub_secs: stamps.deep_secs,
+        inconsistent_objects: inconsistent_count,
+        inconsistent: inconsistent
+            .iter()
+            .take(PG_STAT_INCONSISTENT_MAX)
+            .map(|i| format!("{}: {}", String::from_utf8_lossy(&i.object), i.reason))
+            .collect(),
+    }
+}
+
+/// A PG core's reply as the client gets it; `epoch` is this OSD's map
+/// epoch, which a `Retry` names (public so the simulator answers alike).
+#[must_use]
+pub fn client_reply(reply: Reply, epoch: Epoch) -> ClientReply {
+    let (result, version) = match reply {
+        Reply::Done {
+            version,
+            result: LogResult::Ok { object_version },
+        } => (
+            Ok(vec![OpOutput::Written { object_version }]),
+            Some(version.into()),
+        ),
+        Reply::Done {
+            version,
+            result: LogResult::Err { code },
+        } => (Err(refusal_error(code)), Some(version.into())),
+        Reply::ObjectBusy => (Err(OpError::ObjectBusy), None),
+        Reply::Retry { reason } => (
+            Err(OpError::Retry {
+                epoch: epoch.0,
+                reason: format!("{reason:?}"),
+            }),
+            None,
+        ),
+        Reply::Blocked {
+            acting_count,
+            min_size,
+        } => (
+            Err(OpError::Blocked {
+                acting_count,
+                min_size,
+            }),
+            None,
+        ),
+        Reply::Busy { inflight_max } => (
+            Err(OpError::Busy {
+                inflight_max: u32::try_from(inflight_max).unwrap_or(u32::MAX),
+            }),
+            None,
+        ),
+        Reply::Invalid { reason } => (Err(OpError::Invalid(reason.to_string())), None),
+    };
+    ClientReply { result, version }
 }
 
 /// The transactions that reset a PG copy whose metadata is corrupt (a
@@ -2818,7 +2833,10 @@ fn to_bufs(entries: impl IntoIterator<Item = (Bytes, Bytes)>) -> Vec<(ByteBuf, B
 
 /// Serves a read request from the store: its guards, then each op in
 /// order, the data of `Read`s concatenated in the returned bytes.
-fn read_ops(
+///
+/// # Errors
+/// A guard that fails, or the store's error, as the client's error.
+pub fn read_ops(
     store: &dyn ObjectStore,
     collection: CollectionId,
     key: &ObjectKey,
@@ -2940,7 +2958,10 @@ fn read_op(
 /// cursor is a name too, and which is a request's only op); 1 to
 /// `OPS_PER_REQUEST_MAX` ops, all reads or all writes; at most
 /// `GUARDS_PER_OP_MAX` guards, with client xattr names.
-fn check_request(op: &ClientOp) -> Result<(), String> {
+///
+/// # Errors
+/// Why the request is malformed.
+pub fn check_request(op: &ClientOp) -> Result<(), String> {
     let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
     let bad = |what: &str, len: usize| Err(format!("{what} of {len} bytes (1 to {max} allowed)"));
     if op.ops.is_empty() || op.ops.len() > OPS_PER_REQUEST_MAX {

@@ -27,7 +27,7 @@
 pub mod client;
 pub mod error;
 
-pub use client::MonClient;
+pub use client::{MonClient, decode_map_response};
 pub use error::MonError;
 
 use crate::map::{Incremental, OsdEndpoint};

@@ -1,27 +1,29 @@
 //! Simulated clients: each runs one operation at a time against the
-//! primary its map computes, retrying as `cairn-client` does (same request
-//! id across attempts, so OSDs deduplicate; map refetch on `Retry`; backoff
-//! on busy answers; a deadline after which the outcome is unknown), and
+//! primary its map computes, with `cairn-client`'s own retry policy
+//! ([`cairn_client::retry::Retrier`]: same request id across attempts, so
+//! OSDs deduplicate; map refetch on `Retry` and when the primary is
+//! unreachable; doubling backoff, quick retries on a busy object; an
+//! attempt limit and a deadline, after which the outcome is unknown), and
 //! records every operation's invocation and outcome in the history.
 
-use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal};
-use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
+use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal, Snapshot};
+use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
-use cairn_osd::log::err_code;
+use cairn_client::ClientError;
+use cairn_client::limits::ClientOptions;
+use cairn_client::retry::{Decision, Retrier, Setback};
+use cairn_osd::ReqId;
+use cairn_osd::limits::OMAP_RANGE_ENTRIES_MAX;
 use cairn_osd::map_view::MapView;
-use cairn_osd::{Guard, ReqId};
-use cairn_proto::osd::OpKind;
+use cairn_proto::osd::{ClientOp, ClientReply, GuardWire, OpKind, OpOutput, ReqIdWire};
 use cairn_types::Epoch;
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The pool every client uses.
 pub const POOL_NAME: &str = "sim";
-/// First wait after a busy or retry answer; doubles up to the maximum
-/// (`cairn-client`'s defaults).
-pub const BACKOFF_MS_INITIAL: u64 = 20;
-pub const BACKOFF_MS_MAX: u64 = 1_000;
 /// How long one attempt waits for an answer before it is sent again (the
 /// real client notices a broken connection; a lost message here is one).
 pub const ATTEMPT_TIMEOUT_MS: u64 = 2_000;
@@ -118,10 +120,11 @@ struct Current {
     index: usize,
     object: Bytes,
     input: ObjInput,
-    body: OpBody,
+    request: Request,
     req: ReqId,
-    deadline_ms: u64,
-    backoff_ms: u64,
+    started_ms: u64,
+    /// When to try again: `cairn-client`'s policy, in virtual time.
+    retrier: Retrier,
     attempt: u32,
 }
 
@@ -208,9 +211,12 @@ impl SimClient {
             }
             ClientTimer::Timeout { attempt } => {
                 if self.current.as_ref().is_some_and(|c| c.attempt == attempt) {
-                    self.refetch(out);
-                    self.bump_attempt();
-                    self.send(now_ms, history, out);
+                    // As the real client after a transport failure.
+                    let setback = Setback::Again {
+                        refetch_map: true,
+                        why: "no answer in time".into(),
+                    };
+                    self.failed(now_ms, setback, history, out);
                 }
             }
         }
@@ -228,7 +234,7 @@ impl SimClient {
         } else {
             self.script.remove(0)
         };
-        let body = body_of(&object, &input);
+        let request = request_of(&input);
         let index = history.invoke(self.id, object.clone(), input.clone(), now_ms);
         let req = ReqId {
             client: u64::from(self.id),
@@ -239,10 +245,10 @@ impl SimClient {
             index,
             object,
             input,
-            body,
+            request,
             req,
-            deadline_ms: now_ms + self.workload.op_deadline_ms,
-            backoff_ms: BACKOFF_MS_INITIAL,
+            started_ms: now_ms,
+            retrier: Retrier::new(&self.options()),
             attempt: 0,
         });
         self.send(now_ms, history, out);
@@ -284,22 +290,98 @@ impl SimClient {
         out.sends.push((Node::Mon, Msg::GetMap { have }));
     }
 
-    fn bump_attempt(&mut self) {
-        if let Some(current) = self.current.as_mut() {
-            current.attempt += 1;
+    /// The real client's options, with this workload's deadline.
+    fn options(&self) -> ClientOptions {
+        ClientOptions {
+            op_deadline: Duration::from_millis(self.workload.op_deadline_ms),
+            ..ClientOptions::default()
         }
     }
 
-    /// Sends the current operation to its primary, or gives up past the
-    /// deadline (the outcome is then unknown).
+    /// An attempt failed with `setback`: the retry policy decides.
+    fn failed(
+        &mut self,
+        now_ms: u64,
+        setback: Setback,
+        history: &mut History,
+        out: &mut ClientOut,
+    ) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        let elapsed = Duration::from_millis(now_ms.saturating_sub(current.started_ms));
+        let decision = current.retrier.failed(setback, elapsed);
+        self.decided(now_ms, decision, history, out);
+    }
+
+    /// Carries out the retry policy's decision: send again later (after a
+    /// map refetch, if it says so), or end the operation.
+    fn decided(
+        &mut self,
+        now_ms: u64,
+        decision: Decision,
+        history: &mut History,
+        out: &mut ClientOut,
+    ) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        match decision {
+            Decision::Retry {
+                refetch_map,
+                after,
+                why,
+            } => {
+                out.trace.push(format!(
+                    "client.{} {} tid {}: again in {after:?}{}: {why}",
+                    self.id,
+                    String::from_utf8_lossy(&current.object),
+                    current.req.tid,
+                    if refetch_map { " with a new map" } else { "" },
+                ));
+                current.attempt += 1;
+                let attempt = current.attempt;
+                let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+                out.timers.push((after_ms, ClientTimer::Send { attempt }));
+                if refetch_map {
+                    self.refetch(out);
+                }
+            }
+            Decision::GiveUp(error) => {
+                let output = match (error, &current.input) {
+                    // Attempts or time ran out: an earlier attempt may
+                    // have taken effect.
+                    (ClientError::GaveUp { .. }, _) => ObjOutput::Unknown,
+                    (ClientError::NotFound, ObjInput::Read) => ObjOutput::Read(None),
+                    (ClientError::NotFound, ObjInput::OmapGet(_)) => ObjOutput::Omap(None),
+                    // As the daemon answers a logged refusal
+                    // (`refusal_error`): what the ops implied, or the
+                    // request's own guard by index.
+                    (ClientError::NotFound, input) if is_write(input) => {
+                        ObjOutput::Refused(Refusal::NotFound)
+                    }
+                    (
+                        ClientError::CompareFailed { guard: 0, .. },
+                        ObjInput::CompareAndSet { .. },
+                    ) => ObjOutput::Refused(Refusal::VersionMismatch),
+                    (error, input) => {
+                        out.anomalies.push(format!(
+                            "client.{} got {error:?} for {input:?} (req {:?})",
+                            self.id, current.req
+                        ));
+                        ObjOutput::Unknown
+                    }
+                };
+                self.finish(now_ms, output, history, out);
+            }
+        }
+    }
+
+    /// Sends the current operation to its primary.
     fn send(&mut self, now_ms: u64, history: &mut History, out: &mut ClientOut) {
         let Some(current) = self.current.as_ref() else {
             return;
         };
-        if now_ms >= current.deadline_ms {
-            self.finish(now_ms, ObjOutput::Unknown, history, out);
-            return;
-        }
         let attempt = current.attempt;
         let target = self
             .view
@@ -312,18 +394,30 @@ impl SimClient {
                 Some((pg, primary))
             });
         let Some((pg, primary)) = target else {
-            out.trace
-                .push(format!("client.{}: no primary for the op", self.id));
-            self.refetch(out);
-            self.backoff(out);
-            return;
+            let setback = Setback::Again {
+                refetch_map: true,
+                why: "no primary for the op".into(),
+            };
+            return self.failed(now_ms, setback, history, out);
         };
-        let request = ClientRequest {
+        let op = ClientOp {
             pg,
             epoch: self.view.epoch(),
-            req: current.req,
-            object: current.object.clone(),
-            body: current.body.clone(),
+            req: ReqIdWire {
+                client: current.req.client,
+                tid: current.req.tid,
+            },
+            object: ByteBuf::from(current.object.to_vec()),
+            guards: current.request.guards.clone(),
+            ops: current.request.ops.clone(),
+        };
+        // The request's frame id is its tid, the same in every attempt, so
+        // an answer to an earlier attempt still counts (the PG answers a
+        // resent write from its log anyway).
+        let request = Msg::Op {
+            request_id: current.req.tid,
+            op,
+            data: current.request.data.clone().into(),
         };
         out.trace.push(format!(
             "client.{} {} tid {} attempt {attempt} -> {primary} ({pg}, epoch {})",
@@ -332,25 +426,9 @@ impl SimClient {
             current.req.tid,
             self.view.epoch().0
         ));
-        out.sends.push((Node::Osd(primary), Msg::Op(request)));
+        out.sends.push((Node::Osd(primary), request));
         out.timers
             .push((ATTEMPT_TIMEOUT_MS, ClientTimer::Timeout { attempt }));
-    }
-
-    /// Waits, then sends again.
-    fn backoff(&mut self, out: &mut ClientOut) {
-        let Some(current) = self.current.as_mut() else {
-            return;
-        };
-        current.attempt += 1;
-        let wait = current.backoff_ms;
-        current.backoff_ms = (current.backoff_ms * 2).min(BACKOFF_MS_MAX);
-        out.timers.push((
-            wait,
-            ClientTimer::Send {
-                attempt: current.attempt,
-            },
-        ));
     }
 
     fn finish(
@@ -388,67 +466,42 @@ impl SimClient {
         out.timers.push((think, ClientTimer::Next));
     }
 
-    /// An OSD's answer.
+    /// An OSD's answer to request frame `request_id`.
     pub fn reply(
         &mut self,
         now_ms: u64,
-        req: ReqId,
-        result: OpResult,
+        request_id: u64,
+        reply: ClientReply,
+        data: &Bytes,
         history: &mut History,
         out: &mut ClientOut,
     ) {
         let Some(current) = self.current.as_ref() else {
             return;
         };
-        if current.req != req {
+        if current.req.tid != request_id {
             // An answer to an attempt of an operation given up on.
             return;
         }
-        let object = String::from_utf8_lossy(&current.object).into_owned();
-        let output = match (result, &current.input) {
-            (OpResult::Retry(why), _) => {
-                out.trace.push(format!(
-                    "client.{} {object} tid {}: retry: {why}",
-                    self.id, req.tid
-                ));
-                self.refetch(out);
-                self.backoff(out);
-                return;
-            }
-            (OpResult::Wait(why), _) => {
-                out.trace.push(format!(
-                    "client.{} {object} tid {}: wait: {why}",
-                    self.id, req.tid
-                ));
-                self.backoff(out);
-                return;
-            }
-            (OpResult::Snapshot(snapshot), ObjInput::Read) => ObjOutput::Read(snapshot),
-            (OpResult::Omap(map), ObjInput::OmapGet(_)) => ObjOutput::Omap(map),
-            (OpResult::Written(v), input) if is_write(input) => ObjOutput::Written(v),
-            (OpResult::Refused(code), input) if is_write(input) => {
-                // As the daemon answers it (`refusal_error`): what the ops
-                // implied, or the request's own guard by index.
-                match err_code::split(code) {
-                    (err_code::NOT_FOUND, None) => ObjOutput::Refused(Refusal::NotFound),
-                    (err_code::VERSION_MISMATCH, Some(0)) => {
-                        ObjOutput::Refused(Refusal::VersionMismatch)
-                    }
-                    _ => {
-                        out.anomalies.push(format!(
-                            "client.{} got refusal {code:#x} for {input:?} (req {req:?})",
-                            self.id
-                        ));
-                        ObjOutput::Unknown
-                    }
+        let req = current.req;
+        let output = match reply.result {
+            Ok(outputs) => match output_of(&current.input, outputs, data) {
+                Ok(output) => output,
+                Err(why) => {
+                    out.anomalies.push(format!(
+                        "client.{} got {why} for {:?} (req {req:?})",
+                        self.id, current.input
+                    ));
+                    ObjOutput::Unknown
                 }
-            }
-            (result, input) => {
-                out.anomalies.push(format!(
-                    "client.{} got {result:?} for {input:?} (req {req:?})",
-                    self.id
-                ));
-                ObjOutput::Unknown
+            },
+            Err(error) => {
+                let Some(current) = self.current.as_mut() else {
+                    return;
+                };
+                let elapsed = Duration::from_millis(now_ms.saturating_sub(current.started_ms));
+                let decision = current.retrier.answered(error, elapsed);
+                return self.decided(now_ms, decision, history, out);
             }
         };
         self.finish(now_ms, output, history, out);
@@ -465,42 +518,109 @@ fn is_write(input: &ObjInput) -> bool {
     !matches!(input, ObjInput::Read | ObjInput::OmapGet(_))
 }
 
-/// The request body of an operation, built as the daemon builds store ops
-/// from wire ops (`cairn_osd::codec::plan_write`).
-fn body_of(object: &Bytes, input: &ObjInput) -> OpBody {
-    let write = |kind: OpKind, data: Bytes, guard: Option<Guard>| {
-        let plan = cairn_osd::codec::plan_write(object, &[kind], data.into()).expect("a write op");
-        OpBody::Write {
-            plan,
-            guards: guard.into_iter().collect(),
-        }
+/// A client request as `cairn-client` sends it: guards, ops and the data
+/// segment of a `ClientOp`.
+#[derive(Clone, Debug)]
+struct Request {
+    guards: Vec<GuardWire>,
+    ops: Vec<OpKind>,
+    data: Bytes,
+}
+
+/// The request of an operation. A read asks for the whole object (its
+/// version, data, xattrs and omap) in one request, as one state of it.
+fn request_of(input: &ObjInput) -> Request {
+    let one = |op: OpKind| Request {
+        guards: Vec::new(),
+        ops: vec![op],
+        data: Bytes::new(),
     };
     let buf = |b: &Bytes| ByteBuf::from(b.to_vec());
-    let full = |data: &Bytes| OpKind::WriteFull {
-        len: data.len() as u64,
+    let full = |data: &Bytes| Request {
+        data: data.clone(),
+        ..one(OpKind::WriteFull {
+            len: data.len() as u64,
+        })
     };
     match input {
-        ObjInput::WriteFull(data) => write(full(data), data.clone(), None),
-        ObjInput::CompareAndSet { expect, data } => {
-            write(full(data), data.clone(), Some(Guard::Version(*expect)))
-        }
-        ObjInput::Remove => write(OpKind::Remove, Bytes::new(), None),
-        ObjInput::SetXattr { name, value } => {
-            let op = OpKind::SetXattr {
-                name: buf(name),
-                value: buf(value),
-            };
-            write(op, Bytes::new(), None)
-        }
-        ObjInput::OmapSet(entries) => {
-            let entries = entries.iter().map(|(k, v)| (buf(k), buf(v))).collect();
-            write(OpKind::OmapSet { entries }, Bytes::new(), None)
-        }
-        ObjInput::OmapRemove(keys) => {
-            let keys = keys.iter().map(buf).collect();
-            write(OpKind::OmapRemove { keys }, Bytes::new(), None)
-        }
-        ObjInput::OmapGet(keys) => OpBody::OmapGet(keys.clone()),
-        ObjInput::Read => OpBody::Read,
+        ObjInput::WriteFull(data) => full(data),
+        ObjInput::CompareAndSet { expect, data } => Request {
+            guards: vec![GuardWire::Version(*expect)],
+            ..full(data)
+        },
+        ObjInput::Remove => one(OpKind::Remove),
+        ObjInput::SetXattr { name, value } => one(OpKind::SetXattr {
+            name: buf(name),
+            value: buf(value),
+        }),
+        ObjInput::OmapSet(entries) => one(OpKind::OmapSet {
+            entries: entries.iter().map(|(k, v)| (buf(k), buf(v))).collect(),
+        }),
+        ObjInput::OmapRemove(keys) => one(OpKind::OmapRemove {
+            keys: keys.iter().map(buf).collect(),
+        }),
+        ObjInput::OmapGet(keys) => one(OpKind::OmapGet {
+            keys: keys.iter().map(buf).collect(),
+        }),
+        ObjInput::Read => Request {
+            ops: vec![
+                OpKind::Stat,
+                OpKind::Read {
+                    offset: 0,
+                    length: None,
+                },
+                OpKind::GetXattrs,
+                OpKind::OmapGetRange {
+                    after: None,
+                    limit: OMAP_RANGE_ENTRIES_MAX,
+                },
+            ],
+            ..one(OpKind::Stat)
+        },
     }
+}
+
+fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
+    entries
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect()
+}
+
+/// What a successful answer says about the operation; `Err`: an answer
+/// that does not fit the request (an OSD or simulator bug).
+fn output_of(input: &ObjInput, outputs: Vec<OpOutput>, data: &Bytes) -> Result<ObjOutput, String> {
+    let mut outputs = outputs.into_iter();
+    let output = match (input, outputs.next(), outputs.next(), outputs.next()) {
+        (
+            ObjInput::Read,
+            Some(OpOutput::Stat { version, .. }),
+            Some(OpOutput::Data { len }),
+            Some(OpOutput::Xattrs(xattrs)),
+        ) => {
+            let Some(OpOutput::Omap(omap)) = outputs.next() else {
+                return Err("a read answer without the omap".into());
+            };
+            if u64::try_from(data.len()).ok() != Some(len) {
+                return Err(format!("{len} bytes announced, {} sent", data.len()));
+            }
+            ObjOutput::Read(Some(Snapshot {
+                version,
+                data: data.clone(),
+                xattrs: unbufs(xattrs),
+                omap: unbufs(omap),
+            }))
+        }
+        (ObjInput::OmapGet(_), Some(OpOutput::Omap(entries)), None, None) => {
+            ObjOutput::Omap(Some(unbufs(entries)))
+        }
+        (input, Some(OpOutput::Written { object_version }), None, None) if is_write(input) => {
+            ObjOutput::Written(object_version)
+        }
+        (_, first, ..) => return Err(format!("an answer starting {first:?}")),
+    };
+    if outputs.next().is_some() {
+        return Err("more outputs than ops".into());
+    }
+    Ok(output)
 }

@@ -25,6 +25,7 @@ pub mod net;
 pub mod osd;
 pub mod rng;
 pub mod store;
+pub mod wire;
 pub mod world;
 
 pub use world::{Report, Scenario, Stats, run};

@@ -8,12 +8,13 @@
 //! daemon does when it restarts from its redb store.
 
 use crate::net::{MapUpdate, Msg, Node};
+use cairn_mon::daemon::clean_pgs;
 use cairn_mon::limits::INCREMENTALS_KEPT_MAX;
 use cairn_mon::{Event, MapService, ServiceConfig};
 use cairn_placement::Weight;
 use cairn_proto::limits::INCREMENTALS_PER_REPLY_MAX;
 use cairn_proto::map::{Incremental, MonState};
-use cairn_proto::mon::MonCommand;
+use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand};
 use cairn_types::{Epoch, OsdId};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -85,43 +86,47 @@ impl SimMon {
                 sends.push((*node, Msg::Map(update)));
             }
         }
-        let reply = match effects.reply {
-            Some(Ok(cairn_proto::mon::Reply::Heartbeat { up, .. })) => {
-                Some(Msg::HeartbeatReply { up })
-            }
-            _ => None,
-        };
+        let reply = effects.reply.map(Msg::MonReply);
         (reply, sends)
     }
 
-    /// Handles a message from `from` at `now_ms`.
+    /// Handles a message from `from` at `now_ms`, as the daemon's
+    /// `handle_frame` does. Commands and heartbeats are answered; failure
+    /// reports and `pg_temp` requests too in the daemon, but their
+    /// senders ignore the answer, so the simulator sends none.
     pub fn deliver(&mut self, now_ms: u64, from: Node, msg: Msg) -> Vec<(Node, Msg)> {
         if !matches!(from, Node::Mon) {
             self.subscribers.insert(from);
         }
-        let event = match (from, msg) {
-            (Node::Osd(osd), Msg::Boot) => {
-                let was_up = self.service.state().map.osd(osd).is_some_and(|o| o.up);
-                let (_, mut sends) = self.handle_event(Event::Command(boot_command(osd)));
-                sends.push((from, if was_up { Msg::BootAgain } else { Msg::Booted }));
-                return sends;
+        let (answer, mut sends) = match msg {
+            Msg::Command(command) => {
+                let answered = matches!(command, MonCommand::OsdBoot { .. });
+                let (reply, sends) = self.handle_event(Event::Command(command));
+                (reply.filter(|_| answered), sends)
             }
-            (Node::Osd(osd), Msg::Heartbeat) => Event::Heartbeat { osd, now_ms },
-            (Node::Osd(reporter), Msg::FailureReport { target }) => Event::FailureReport {
-                reporter,
-                target,
-                now_ms,
-            },
-            (Node::Osd(_), Msg::PgsClean(reports)) => Event::PgsClean { reports },
-            (Node::Osd(_), Msg::PgTemp { pg, acting }) => {
-                Event::Command(MonCommand::PgTemp { pg, acting })
+            Msg::Heartbeat(Heartbeat { osd, stats }) => {
+                let reports = clean_pgs(&stats);
+                let mut sends = Vec::new();
+                if !reports.is_empty() {
+                    sends = self.handle_event(Event::PgsClean { reports }).1;
+                }
+                let (reply, more) = self.handle_event(Event::Heartbeat { osd, now_ms });
+                sends.extend(more);
+                (reply, sends)
             }
-            (_, Msg::GetMap { have }) => return vec![(from, Msg::Map(self.update_since(have)))],
+            Msg::FailureReport(FailureReport { reporter, target }) => {
+                let event = Event::FailureReport {
+                    reporter,
+                    target,
+                    now_ms,
+                };
+                (None, self.handle_event(event).1)
+            }
+            Msg::GetMap { have } => return vec![(from, Msg::Map(self.update_since(have)))],
             _ => return Vec::new(),
         };
-        let (reply, mut sends) = self.handle_event(event);
-        if let Some(reply) = reply {
-            sends.push((from, reply));
+        if let Some(answer) = answer {
+            sends.push((from, answer));
         }
         sends
     }

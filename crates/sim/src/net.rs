@@ -13,14 +13,16 @@
 //! seeds, now and then (`peer_loss_ppm`): a connection that died, whose
 //! messages the sending shell dropped. The PG cores resend what matters.
 
-use crate::linearizability::Snapshot;
 use crate::rng::Rng;
 use bytes::Bytes;
-use cairn_osd::{PgMsg, ReqId};
+use cairn_osd::PgMsg;
 use cairn_placement::ClusterMap;
 use cairn_proto::map::{Incremental, OsdEndpoint};
+use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, MonError, Reply};
+use cairn_proto::osd::{ClientOp, ClientReply};
+use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A process that sends and receives messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,87 +52,57 @@ pub enum MapUpdate {
     },
 }
 
-/// What a client asks an OSD to do.
-#[derive(Clone, Debug)]
-pub enum OpBody {
-    /// A write: the store operations (as the daemon builds them from the
-    /// wire op) and its guards.
-    Write {
-        /// The store operations and what they imply, as the daemon plans
-        /// them (`cairn_osd::codec::plan_write`).
-        plan: cairn_osd::codec::WritePlan,
-        guards: Vec<cairn_osd::Guard>,
-    },
-    /// The whole object (data, xattrs, omap, version) in one read.
-    Read,
-    /// The values of these omap keys.
-    OmapGet(Vec<Bytes>),
-}
-
-/// A client request to the primary of `pg`.
-#[derive(Clone, Debug)]
-pub struct ClientRequest {
-    pub pg: PgId,
-    pub epoch: Epoch,
-    pub req: ReqId,
-    pub object: Bytes,
-    pub body: OpBody,
-}
-
-/// The answer to a [`ClientRequest`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OpResult {
-    /// The write is durable on the acting set; the object's version.
-    Written(u64),
-    /// The write was refused with this PG-log error code.
-    Refused(u32),
-    Snapshot(Option<Snapshot>),
-    Omap(Option<BTreeMap<Bytes, Bytes>>),
-    /// Refetch the map and resend.
-    Retry(String),
-    /// Wait and resend (busy, blocked below min_size, object unsettled).
-    Wait(String),
-    /// The request was refused as malformed: a simulator or OSD bug.
-    Invalid(String),
-}
-
-/// Every message of the simulation.
+/// Every message of the simulation, as its sender hands it to the
+/// network and its receiver gets it back: each crosses the network as the
+/// bytes of one real frame ([`crate::wire`]), built and read by the
+/// daemons' and the client's own encoders and decoders. The variants are
+/// the wire messages, less what the sender's node already says (a ping's
+/// and a PG message's sender are checked against it on delivery).
 #[derive(Clone, Debug)]
 pub enum Msg {
+    /// OSD → OSD, `KIND_PEER_MSG`.
     Pg {
         pg: PgId,
         msg: PgMsg,
     },
-    Ping,
-    Pong,
-    Boot,
-    /// The monitor took the boot.
-    Booted,
-    /// The monitor's answer to a boot of an OSD its map still had up: it
-    /// was marked down; boot again.
-    BootAgain,
-    Heartbeat,
-    HeartbeatReply {
-        up: bool,
+    /// OSD → OSD, `KIND_PEER_PING` and its `KIND_PEER_PONG`, with the
+    /// sender's map epoch.
+    Ping {
+        epoch: Epoch,
     },
-    FailureReport {
-        target: OsdId,
+    Pong {
+        epoch: Epoch,
     },
-    PgTemp {
-        pg: PgId,
-        acting: Option<Vec<OsdId>>,
-    },
-    /// With each heartbeat: the PGs this OSD is the clean primary of, with
-    /// their interval's first epoch (the daemon's PG stats).
-    PgsClean(Vec<(PgId, Epoch)>),
+    /// OSD → monitor, `KIND_COMMAND`: a boot or a `pg_temp` request.
+    Command(MonCommand),
+    /// Monitor → OSD, `KIND_MON_REPLY`: the answer to a boot (`OsdBooted`,
+    /// or `Done` when the map still had the OSD up: it was marked down
+    /// first and boots again) or a heartbeat.
+    MonReply(Result<Reply, MonError>),
+    /// OSD → monitor, `KIND_HEARTBEAT`, with the statistics of the PGs it
+    /// leads (the clean ones tell the monitor which history it may trim).
+    Heartbeat(Heartbeat),
+    /// OSD → monitor, `KIND_FAILURE_REPORT`.
+    FailureReport(FailureReport),
+    /// To the monitor, `KIND_GET_MAP`.
     GetMap {
         have: Epoch,
     },
+    /// Monitor → OSD or client, `KIND_MAP_REPLY`: an answer to `GetMap`,
+    /// or a new epoch pushed (the answer to a held subscription).
     Map(MapUpdate),
-    Op(ClientRequest),
+    /// Client → OSD, `KIND_CLIENT_OP`; `request_id` is the frame's, which
+    /// the reply echoes.
+    Op {
+        request_id: u64,
+        op: ClientOp,
+        data: CheckedBytes,
+    },
+    /// OSD → client, `KIND_CLIENT_REPLY`.
     OpReply {
-        req: ReqId,
-        result: OpResult,
+        request_id: u64,
+        reply: ClientReply,
+        data: Bytes,
     },
 }
 

@@ -16,11 +16,15 @@
 //! schedules after a random disk latency; only then are the PG cores told it
 //! committed. A crash loses what was not synced (or all but a prefix).
 
-use crate::linearizability::Snapshot;
-use crate::net::{ClientRequest, MapUpdate, Msg, Node, OpBody, OpResult};
+use crate::mon::boot_command;
+use crate::net::{MapUpdate, Msg, Node};
 use crate::store::SimStore;
 use bytes::Bytes;
-use cairn_osd::daemon::{PgSlot, build_scrub_map, load_pg, observe, read_object_state};
+use cairn_osd::codec::plan_write;
+use cairn_osd::daemon::{
+    PgSlot, build_scrub_map, check_request, client_reply, load_pg, observe, pg_stat,
+    read_object_state, read_ops,
+};
 use cairn_osd::lease::{AliveStamp, Leases, restart_lease_bound_ms};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::limits::{LEASE_MS, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL};
@@ -33,7 +37,10 @@ use cairn_osd::shell::{
 };
 use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
+use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, OsdStats, Reply};
+use cairn_proto::osd::{ClientOp, ClientReply, OpError};
 use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, Transaction};
+use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -89,8 +96,8 @@ pub enum OsdTimer {
     },
     /// A read waiting for its object's writes to settle.
     ReadWait {
-        client: u32,
-        request: ClientRequest,
+        asker: Asker,
+        op: ClientOp,
         deadline_ms: u64,
         /// The interval the read began in.
         started: Epoch,
@@ -98,10 +105,18 @@ pub enum OsdTimer {
     /// A read whose object was settled, served now (the daemon's read runs
     /// on a blocking task, so writes can slip in before it).
     ReadRun {
-        client: u32,
-        request: ClientRequest,
+        asker: Asker,
+        op: ClientOp,
         started: Epoch,
     },
+}
+
+/// Where a client request's answer goes: the client, and the id of the
+/// request frame it answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asker {
+    pub client: u32,
+    pub request_id: u64,
 }
 
 /// What one step of an OSD wants done.
@@ -159,7 +174,7 @@ pub struct OsdProc {
     /// Map pages were applied without moving the PGs (more were coming).
     sync_owed: bool,
     told_up: BTreeSet<OsdId>,
-    waiters: BTreeMap<ReqId, Vec<u32>>,
+    waiters: BTreeMap<ReqId, Vec<Asker>>,
     unsynced: Vec<Unsynced>,
     sync_scheduled: bool,
     last_heard: BTreeMap<OsdId, u64>,
@@ -370,7 +385,8 @@ impl SimOsd {
             pre_boot: Vec::new(),
             started_ms: now_ms,
         });
-        out.sends.push((Node::Mon, Msg::Boot));
+        out.sends
+            .push((Node::Mon, Msg::Command(boot_command(self.id))));
         out.timers.push((Delay::Ms(BOOT_RETRY_MS), OsdTimer::Boot));
         out.trace.push(format!("{} starts", self.id));
     }
@@ -481,8 +497,12 @@ impl SimOsd {
         self.now_ms = now_ms;
         if !self.proc().booted {
             match msg {
-                Msg::Booted => self.finish_boot(now_ms, out),
-                Msg::BootAgain => out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot)),
+                Msg::MonReply(Ok(Reply::OsdBooted { .. })) => self.finish_boot(now_ms, out),
+                // The map still had this OSD up: the monitor marked it
+                // down first (a new interval for its PGs); boot again.
+                Msg::MonReply(Ok(Reply::Done { .. })) => {
+                    out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot));
+                }
                 other => {
                     let process = self.proc_mut();
                     if process.pre_boot.len() < DEFERRED_MAX {
@@ -517,7 +537,7 @@ impl SimOsd {
                 started.is_none_or(|s| s < msg.interval_epoch())
                     && msg.interval_epoch() > process.view.epoch()
             }
-            Msg::Op(request) => request.epoch > process.view.epoch(),
+            Msg::Op { op, .. } => op.epoch > process.view.epoch(),
             _ => false,
         }
     }
@@ -541,16 +561,24 @@ impl SimOsd {
     fn handle(&mut self, now_ms: u64, from: Node, msg: Msg, out: &mut Outbox) {
         match msg {
             Msg::Pg { pg, msg } => self.peer_msg(pg, msg, out),
-            Msg::Ping => out.sends.push((from, Msg::Pong)),
-            Msg::Pong => {
+            Msg::Ping { .. } => {
+                let epoch = self.proc().view.epoch();
+                out.sends.push((from, Msg::Pong { epoch }));
+            }
+            Msg::Pong { .. } => {
                 if let (Node::Osd(peer), Some(p)) = (from, self.process.as_mut()) {
                     p.last_heard.insert(peer, now_ms);
                 }
             }
-            Msg::HeartbeatReply { up: false } => out.sends.push((Node::Mon, Msg::Boot)),
+            Msg::MonReply(Ok(Reply::Heartbeat { up: false, .. })) => {
+                out.sends
+                    .push((Node::Mon, Msg::Command(boot_command(self.id))));
+            }
             // The map still had this OSD up: the monitor marked it down
             // first (a new interval for its PGs); boot again.
-            Msg::BootAgain => out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot)),
+            Msg::MonReply(Ok(Reply::Done { .. })) => {
+                out.timers.push((Delay::Ms(BOOT_AGAIN_MS), OsdTimer::Boot));
+            }
             Msg::Map(update) => {
                 // A full page: the history goes on; ask for the next one,
                 // as the daemon's refresh does.
@@ -570,9 +598,14 @@ impl SimOsd {
                 }
                 self.release_deferred(now_ms, true, out);
             }
-            Msg::Op(request) => {
+            Msg::Op {
+                request_id,
+                op,
+                data,
+            } => {
                 if let Node::Client(client) = from {
-                    self.client_op(now_ms, client, request, out);
+                    let asker = Asker { client, request_id };
+                    self.client_op(now_ms, asker, op, data, out);
                 }
             }
             _ => {}
@@ -600,16 +633,11 @@ impl SimOsd {
                 out.timers.push((Delay::Ms(TICK_MS), OsdTimer::Tick));
             }
             OsdTimer::Heartbeat => {
-                out.sends.push((Node::Mon, Msg::Heartbeat));
-                let clean: Vec<(PgId, Epoch)> = self
-                    .proc()
-                    .pgs
-                    .iter()
-                    .filter_map(|(pg, slot)| slot.pg.clean_since().map(|e| (*pg, e)))
-                    .collect();
-                if !clean.is_empty() {
-                    out.sends.push((Node::Mon, Msg::PgsClean(clean)));
-                }
+                let heartbeat = Heartbeat {
+                    osd: self.id,
+                    stats: self.stats(),
+                };
+                out.sends.push((Node::Mon, Msg::Heartbeat(heartbeat)));
                 out.timers.push((Delay::Ms(TICK_MS), OsdTimer::Heartbeat));
             }
             OsdTimer::Ping => {
@@ -632,7 +660,8 @@ impl SimOsd {
             OsdTimer::ScrubList { pg, after } => self.scan(pg, after, true, out),
             OsdTimer::ScrubMap { pg, order } => self.scrub_map(pg, order, out),
             OsdTimer::Boot => {
-                out.sends.push((Node::Mon, Msg::Boot));
+                out.sends
+                    .push((Node::Mon, Msg::Command(boot_command(self.id))));
                 if !self.proc().booted {
                     // No answer yet: the daemon's boot call times out and
                     // tries again.
@@ -641,52 +670,34 @@ impl SimOsd {
             }
             OsdTimer::Purge { pg, epoch } => self.purge(pg, epoch, out),
             OsdTimer::ReadWait {
-                client,
-                request,
+                asker,
+                op,
                 deadline_ms,
                 started,
-            } => self.read_wait(now_ms, client, request, (deadline_ms, started), out),
-            OsdTimer::ReadRun {
-                client,
-                request,
-                started,
-            } => {
-                let mut result = match self.read(&request) {
-                    // The daemon's rule: a rotten copy is recovered from
-                    // another one while the client retries.
-                    Err(why) => {
-                        let repairable =
-                            self.proc().pgs.get(&request.pg).is_some_and(|slot| {
-                                corrupt_read(&slot.pg) == CorruptRead::Repairing
-                            });
-                        let event = PgEvent::ReadError {
-                            object: request.object.clone(),
-                            error: why.clone(),
-                        };
-                        self.feed(request.pg, event, out);
-                        if repairable {
-                            OpResult::Wait(format!("recovering a corrupt copy: {why}"))
-                        } else {
-                            OpResult::Invalid(format!("read failed: corrupt data: {why}"))
-                        }
-                    }
-                    Ok(result) => result,
-                };
-                let stands =
-                    self.proc().pgs.get(&request.pg).is_some_and(|slot| {
-                        read_stands(&slot.pg, now_ms, started, &request.object)
-                    });
-                if !stands {
-                    result = OpResult::Wait("read overtaken by a write or a new interval".into());
-                }
-                out.sends.push((
-                    Node::Client(client),
-                    Msg::OpReply {
-                        req: request.req,
-                        result,
-                    },
-                ));
+            } => self.read_wait(now_ms, asker, op, (deadline_ms, started), out),
+            OsdTimer::ReadRun { asker, op, started } => {
+                let (reply, data) = self.read(now_ms, op, started, out);
+                Self::reply(out, asker, reply, data);
             }
+        }
+    }
+
+    /// The statistics of a heartbeat: the daemon's report of each PG this
+    /// OSD leads (the monitor reads the clean ones from it); space and I/O
+    /// counters are not simulated.
+    fn stats(&self) -> OsdStats {
+        let process = self.proc();
+        let pgs = process
+            .pgs
+            .iter()
+            .filter(|(_, slot)| slot.pg.interval().primary == Some(self.id))
+            .map(|(pg, slot)| pg_stat(*pg, &slot.pg))
+            .collect();
+        OsdStats {
+            pgs,
+            pgs_held: u32::try_from(process.pgs.len()).unwrap_or(u32::MAX),
+            map_epoch: process.view.epoch().0,
+            ..OsdStats::default()
         }
     }
 
@@ -736,10 +747,14 @@ impl SimOsd {
         for peer in peers {
             let heard = *process.last_heard.entry(peer).or_insert(now_ms);
             if now_ms.saturating_sub(heard) > grace_ms {
-                out.sends
-                    .push((Node::Mon, Msg::FailureReport { target: peer }));
+                let report = FailureReport {
+                    reporter: whoami,
+                    target: peer,
+                };
+                out.sends.push((Node::Mon, Msg::FailureReport(report)));
             }
-            out.sends.push((Node::Osd(peer), Msg::Ping));
+            let epoch = process.view.epoch();
+            out.sends.push((Node::Osd(peer), Msg::Ping { epoch }));
         }
     }
 
@@ -1108,7 +1123,8 @@ impl SimOsd {
             let asked = acting.as_deref().map(ids);
             out.trace
                 .push(format!("{} {pg}: asks for pg_temp {asked:?}", self.id));
-            out.sends.push((Node::Mon, Msg::PgTemp { pg, acting }));
+            let command = MonCommand::PgTemp { pg, acting };
+            out.sends.push((Node::Mon, Msg::Command(command)));
         }
         for (object, targets) in pushes {
             let push = OsdTimer::Push {
@@ -1134,11 +1150,10 @@ impl SimOsd {
                 .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
         }
         let process = self.proc_mut();
+        let epoch = process.view.epoch();
         for (req, reply) in replies {
-            for client in process.waiters.remove(&req).unwrap_or_default() {
-                let result = to_result(&reply);
-                out.sends
-                    .push((Node::Client(client), Msg::OpReply { req, result }));
+            for asker in process.waiters.remove(&req).unwrap_or_default() {
+                Self::reply(out, asker, client_reply(reply.clone(), epoch), Bytes::new());
             }
         }
         for (osd, msg) in send {
@@ -1444,47 +1459,56 @@ impl SimOsd {
             .push(format!("{} {pg}: stray copy removed", self.id));
     }
 
-    fn reply(out: &mut Outbox, client: u32, req: ReqId, result: OpResult) {
-        out.sends
-            .push((Node::Client(client), Msg::OpReply { req, result }));
+    fn reply(out: &mut Outbox, asker: Asker, reply: ClientReply, data: Bytes) {
+        let answer = Msg::OpReply {
+            request_id: asker.request_id,
+            reply,
+            data,
+        };
+        out.sends.push((Node::Client(asker.client), answer));
     }
 
-    /// The daemon's `client_op`: servability, then the write path through
-    /// the PG core or a read from the store.
-    fn client_op(&mut self, now_ms: u64, client: u32, request: ClientRequest, out: &mut Outbox) {
-        let req = request.req;
-        match admit_request(&self.proc().view, request.pg, &request.object) {
+    /// Tells the client to refetch the map and resend.
+    fn retry(&self, out: &mut Outbox, asker: Asker, reason: String) {
+        let error = OpError::Retry {
+            epoch: self.proc().view.epoch().0,
+            reason,
+        };
+        Self::reply(out, asker, ClientReply::err(error), Bytes::new());
+    }
+
+    /// The daemon's `client_op`: the request's shape, its PG and
+    /// servability, then the write path through the PG core or a read from
+    /// the store.
+    fn client_op(
+        &mut self,
+        now_ms: u64,
+        asker: Asker,
+        op: ClientOp,
+        data: CheckedBytes,
+        out: &mut Outbox,
+    ) {
+        if let Err(why) = check_request(&op) {
+            let reply = ClientReply::err(OpError::Invalid(why));
+            return Self::reply(out, asker, reply, Bytes::new());
+        }
+        match admit_request(&self.proc().view, op.pg, &op.object) {
             Ok(()) => {}
-            Err(Turned::Retry(why)) => return Self::reply(out, client, req, OpResult::Retry(why)),
+            Err(Turned::Retry(why)) => return self.retry(out, asker, why),
             Err(Turned::NotSupported(why)) => {
-                return Self::reply(out, client, req, OpResult::Invalid(why));
+                let error = OpError::NotSupported(why);
+                return Self::reply(out, asker, ClientReply::err(error), Bytes::new());
             }
         }
-        let read = !matches!(request.body, OpBody::Write { .. });
-        if let Err(why) = self.check_servable(request.pg, request.epoch, read) {
-            return Self::reply(out, client, req, OpResult::Retry(why));
+        let write = op.is_write();
+        if let Err(why) = self.check_servable(op.pg, op.epoch, !write) {
+            return self.retry(out, asker, why);
         }
-        if read {
-            let start = self
-                .proc()
-                .pgs
-                .get(&request.pg)
-                .map(|slot| read_start(&slot.pg, &request.object));
-            let started = match start {
-                None => {
-                    return Self::reply(out, client, req, OpResult::Retry("PG not held".into()));
-                }
-                Some(ReadStart::Lacking) => {
-                    let object = request.object.clone();
-                    self.feed(request.pg, PgEvent::Prioritize { object }, out);
-                    return Self::reply(out, client, req, OpResult::Wait("object missing".into()));
-                }
-                Some(ReadStart::Go { started }) => started,
-            };
-            let deadline_ms = now_ms + millis(READ_WAIT_FOR_WRITE_MAX);
-            return self.read_wait(now_ms, client, request, (deadline_ms, started), out);
+        if write {
+            self.client_write(asker, op, data, out);
+        } else {
+            self.client_read(now_ms, asker, op, out);
         }
-        self.client_write(client, request, out);
     }
 
     fn check_servable(&self, pg: PgId, client_epoch: Epoch, read: bool) -> Result<(), String> {
@@ -1492,38 +1516,61 @@ impl SimOsd {
         servable(self.id, pg, core, client_epoch, read, self.now_ms)
     }
 
-    fn client_write(&mut self, client: u32, request: ClientRequest, out: &mut Outbox) {
-        let OpBody::Write { plan, guards } = request.body else {
-            return;
-        };
-        let req = request.req;
-        let collection = collection_of(request.pg);
-        let check = match observe(
-            &self.store,
-            collection,
-            &request.object,
-            guards,
-            plan.implied,
-        ) {
-            Ok(check) => check,
-            Err(error) => {
-                let why = format!("guard read failed: {error}");
-                return Self::reply(out, client, req, OpResult::Invalid(why));
+    /// The daemon's `client_write`: the wire ops planned into store ops,
+    /// the guards read, and the write handed to the PG core, whose reply
+    /// answers the client once the write is durable on the acting set.
+    /// (No fullness check: the simulated stores do not fill up.)
+    fn client_write(&mut self, asker: Asker, op: ClientOp, data: CheckedBytes, out: &mut Outbox) {
+        let object = Bytes::from(op.object.into_vec());
+        let plan = match plan_write(&object, &op.ops, data) {
+            Ok(plan) => plan,
+            Err(why) => {
+                let reply = ClientReply::err(OpError::Invalid(why));
+                return Self::reply(out, asker, reply, Bytes::new());
             }
         };
-        let ops = plan.ops;
-        self.proc_mut().waiters.entry(req).or_default().push(client);
+        let req: ReqId = op.req.into();
+        let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
+        let collection = collection_of(op.pg);
+        let check = match observe(&self.store, collection, &object, guards, plan.implied) {
+            Ok(check) => check,
+            Err(error) => return Self::reply(out, asker, ClientReply::err(error), Bytes::new()),
+        };
+        self.proc_mut().waiters.entry(req).or_default().push(asker);
         let event = PgEvent::ClientWrite {
             req,
-            client_epoch: request.epoch,
-            object: request.object,
-            ops,
+            client_epoch: op.epoch,
+            object,
+            ops: plan.ops,
             guard: check,
         };
-        if !self.feed(request.pg, event, out) {
+        if !self.feed(op.pg, event, out) {
             self.proc_mut().waiters.remove(&req);
-            Self::reply(out, client, req, OpResult::Retry("PG not held".into()));
+            self.retry(out, asker, format!("PG {} is not held here", op.pg));
         }
+    }
+
+    /// The daemon's `client_read` up to the store read: a missing object
+    /// is recovered first (the client retries meanwhile), then the read
+    /// waits for the object's writes to settle.
+    fn client_read(&mut self, now_ms: u64, asker: Asker, op: ClientOp, out: &mut Outbox) {
+        let start = self
+            .proc()
+            .pgs
+            .get(&op.pg)
+            .map(|slot| read_start(&slot.pg, &op.object));
+        let started = match start {
+            None => return self.retry(out, asker, format!("PG {} is not held here", op.pg)),
+            Some(ReadStart::Lacking) => {
+                let object = Bytes::from(op.object.into_vec());
+                self.feed(op.pg, PgEvent::Prioritize { object }, out);
+                let reply = ClientReply::err(OpError::ObjectBusy);
+                return Self::reply(out, asker, reply, Bytes::new());
+            }
+            Some(ReadStart::Go { started }) => started,
+        };
+        let deadline_ms = now_ms + millis(READ_WAIT_FOR_WRITE_MAX);
+        self.read_wait(now_ms, asker, op, (deadline_ms, started), out);
     }
 
     /// Waits (bounded) until no write to the object is in flight, then
@@ -1531,34 +1578,27 @@ impl SimOsd {
     fn read_wait(
         &mut self,
         now_ms: u64,
-        client: u32,
-        request: ClientRequest,
+        asker: Asker,
+        op: ClientOp,
         (deadline_ms, started): (u64, Epoch),
         out: &mut Outbox,
     ) {
-        let busy = self
-            .proc()
-            .pgs
-            .get(&request.pg)
-            .is_some_and(|slot| slot.pg.object_in_flight(&request.object));
+        let busy = !op.object.is_empty()
+            && self
+                .proc()
+                .pgs
+                .get(&op.pg)
+                .is_some_and(|slot| slot.pg.object_in_flight(&op.object));
         if !busy {
-            let run = OsdTimer::ReadRun {
-                client,
-                request,
-                started,
-            };
+            let run = OsdTimer::ReadRun { asker, op, started };
             out.timers.push((Delay::Io, run));
         } else if now_ms >= deadline_ms {
-            Self::reply(
-                out,
-                client,
-                request.req,
-                OpResult::Wait("object busy".into()),
-            );
+            let reply = ClientReply::err(OpError::ObjectBusy);
+            Self::reply(out, asker, reply, Bytes::new());
         } else {
             let wait = OsdTimer::ReadWait {
-                client,
-                request,
+                asker,
+                op,
                 deadline_ms,
                 started,
             };
@@ -1566,49 +1606,59 @@ impl SimOsd {
         }
     }
 
-    /// A read's result; `Err`: the copy is corrupt (why).
-    fn read(&self, request: &ClientRequest) -> Result<OpResult, String> {
-        let collection = collection_of(request.pg);
-        Ok(match &request.body {
-            OpBody::Read => match read_object_state(&self.store, collection, &request.object) {
-                Ok(state) => OpResult::Snapshot(state.map(|s| Snapshot {
-                    version: s.version,
-                    data: s.data,
-                    xattrs: s.xattrs,
-                    omap: s.omap,
-                })),
-                Err(StoreError::Corrupt(why)) => return Err(why),
-                Err(error) => OpResult::Invalid(format!("read failed: {error}")),
-            },
-            OpBody::OmapGet(keys) => {
-                let key = ObjectKey::new(request.object.clone());
-                match self.store.omap_get(collection, &key, keys) {
-                    Ok(map) => OpResult::Omap(Some(map)),
-                    Err(StoreError::NotFound { .. }) => OpResult::Omap(None),
-                    Err(error) => OpResult::Invalid(format!("omap read failed: {error}")),
-                }
+    /// The daemon's store read (`read_ops`) and what follows it: a read a
+    /// write or a new interval overtook is answered busy; a rotten copy is
+    /// recovered from another one while the client retries.
+    fn read(
+        &mut self,
+        now_ms: u64,
+        op: ClientOp,
+        started: Epoch,
+        out: &mut Outbox,
+    ) -> (ClientReply, Bytes) {
+        let pg = op.pg;
+        let collection = collection_of(pg);
+        let object = Bytes::from(op.object.into_vec());
+        let key = ObjectKey::new(object.clone());
+        let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
+        let read = read_ops(&self.store, collection, &key, guards, op.ops);
+        let stands = |osd: &SimOsd| {
+            osd.proc()
+                .pgs
+                .get(&pg)
+                .is_some_and(|slot| read_stands(&slot.pg, now_ms, started, &object))
+        };
+        match read {
+            Err(OpError::Corrupt(why)) if !object.is_empty() => {
+                let repairable = self
+                    .proc()
+                    .pgs
+                    .get(&pg)
+                    .is_some_and(|slot| corrupt_read(&slot.pg) == CorruptRead::Repairing);
+                let event = PgEvent::ReadError {
+                    object: object.clone(),
+                    error: why.clone(),
+                };
+                self.feed(pg, event, out);
+                let error = if repairable {
+                    OpError::ObjectBusy
+                } else {
+                    OpError::Corrupt(why)
+                };
+                (ClientReply::err(error), Bytes::new())
             }
-            OpBody::Write { .. } => OpResult::Invalid("not a read".into()),
-        })
-    }
-}
-
-/// A PG core's reply as the client sees it.
-fn to_result(reply: &cairn_osd::Reply) -> OpResult {
-    use cairn_osd::{LogResult, Reply};
-    match reply {
-        Reply::Done {
-            result: LogResult::Ok { object_version },
-            ..
-        } => OpResult::Written(*object_version),
-        Reply::Done {
-            result: LogResult::Err { code },
-            ..
-        } => OpResult::Refused(*code),
-        Reply::Retry { reason } => OpResult::Retry(format!("{reason:?}")),
-        Reply::Blocked { .. } | Reply::Busy { .. } | Reply::ObjectBusy => {
-            OpResult::Wait(format!("{reply:?}"))
+            // Not only data: a "not found" or a failed guard read from a
+            // state that no longer stands is no answer either (seed 36: a
+            // read overtaken by a split found its object moved away).
+            _ if !stands(self) => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
+            Ok((output, data)) => (
+                ClientReply {
+                    result: Ok(output),
+                    version: None,
+                },
+                data,
+            ),
+            Err(error) => (ClientReply::err(error), Bytes::new()),
         }
-        Reply::Invalid { reason } => OpResult::Invalid(reason.to_string()),
     }
 }

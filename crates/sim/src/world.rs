@@ -8,6 +8,7 @@ use crate::mon::SimMon;
 use crate::net::{Fate, Msg, NetFaults, Network, Node, Partition};
 use crate::osd::{Delay, DiskFault, OsdTimer, Outbox, SimOsd};
 use crate::rng::Rng;
+use crate::wire;
 use bytes::Bytes;
 use cairn_mon::limits::INCREMENTALS_KEPT;
 use cairn_mon::{Event as MonEvent, ServiceConfig};
@@ -338,7 +339,8 @@ enum Event {
     Deliver {
         from: Node,
         to: Node,
-        msg: Msg,
+        /// The bytes of the message's frame ([`crate::wire`]).
+        frame: Bytes,
         /// For messages to OSDs: the receiving process they were sent to
         /// (a restarted process's connections are new: the message is lost).
         incarnation: u64,
@@ -472,7 +474,7 @@ struct World {
     verifier: u32,
     /// Messages between OSDs a partition holds: (from, to, message, the
     /// receiving process's incarnation).
-    held: Vec<(Node, Node, Msg, u64)>,
+    held: Vec<(Node, Node, Bytes, u64)>,
     /// The bit flips injected, for the double-fault proof.
     rotted: checks::Rotted,
 }
@@ -550,7 +552,20 @@ impl World {
         }
     }
 
+    /// Sends `msg` as its sender's messenger does: encoded into a frame's
+    /// bytes by the real encoders, which the network then carries.
     fn send(&mut self, from: Node, to: Node, msg: Msg) {
+        let frame = match wire::encode(from, &msg) {
+            Ok(frame) => frame,
+            Err(why) => {
+                // The daemon logs and drops a message it cannot encode; the
+                // simulator sends nothing the real encoder should refuse.
+                let line = format!("{from} -> {to}: cannot encode {}: {why}", brief(&msg));
+                self.note(line.clone());
+                self.anomalies.push(line);
+                return;
+            }
+        };
         let incarnation = self.incarnation_of(to);
         match self.net.fate(&mut self.rng, from, to) {
             Fate::Deliver(delays) => {
@@ -558,7 +573,7 @@ impl World {
                     let event = Event::Deliver {
                         from,
                         to,
-                        msg: msg.clone(),
+                        frame: frame.clone(),
                         incarnation,
                     };
                     self.schedule(delay, event);
@@ -569,22 +584,22 @@ impl World {
                     self.note(format!("lost {from:?} -> {to:?}: {}", brief(&msg)));
                 }
             }
-            Fate::Hold => self.held.push((from, to, msg, incarnation)),
+            Fate::Hold => self.held.push((from, to, frame, incarnation)),
         }
     }
 
     /// Delivers the messages partitions held that can now pass.
     fn release_held(&mut self) {
         let held = std::mem::take(&mut self.held);
-        for (from, to, msg, incarnation) in held {
+        for (from, to, frame, incarnation) in held {
             if self.net.separated(from, to) {
-                self.held.push((from, to, msg, incarnation));
+                self.held.push((from, to, frame, incarnation));
             } else {
                 let delay = self.net.delay(&mut self.rng);
                 let event = Event::Deliver {
                     from,
                     to,
-                    msg,
+                    frame,
                     incarnation,
                 };
                 self.schedule(delay, event);
@@ -635,10 +650,22 @@ impl World {
             Event::Deliver {
                 from,
                 to,
-                msg,
+                frame,
                 incarnation,
             } => {
                 if self.incarnation_of(to) == incarnation {
+                    // The receiver's messenger decodes the frame, as the
+                    // daemon's does; what does not decode is logged and
+                    // dropped there, and fails the seed here.
+                    let msg = match wire::decode(from, &frame) {
+                        Ok(msg) => msg,
+                        Err(why) => {
+                            let line = format!("{from} -> {to}: dropped: {why}");
+                            self.note(line.clone());
+                            self.anomalies.push(line);
+                            return;
+                        }
+                    };
                     if trace_messages() {
                         let line = format!("msg {from} -> {to}: {}", brief(&msg));
                         self.note(line);
@@ -695,8 +722,13 @@ impl World {
                 if let Some(sim) = self.clients.get_mut(&client) {
                     match msg {
                         Msg::Map(update) => sim.apply_map(update, &mut out),
-                        Msg::OpReply { req, result } => {
-                            sim.reply(self.now_ms, req, result, &mut self.history, &mut out);
+                        Msg::OpReply {
+                            request_id,
+                            reply,
+                            data,
+                        } => {
+                            let history = &mut self.history;
+                            sim.reply(self.now_ms, request_id, reply, &data, history, &mut out);
                         }
                         _ => {}
                     }

@@ -133,8 +133,13 @@ impl MonClient {
 }
 
 /// Decodes the answer to a map request (`request` names it in errors): a
-/// [`MapReply`], or the monitor's error in a [`MonReply`].
-fn decode_map_response(response: &Frame, request: &str) -> Result<MapFetch, MonError> {
+/// [`MapReply`], or the monitor's error in a [`MonReply`]. Public so the
+/// simulator decodes the maps it carries with the client's own decoder.
+///
+/// # Errors
+/// The monitor's error, or [`MonError::BadRequest`] for a reply that does
+/// not decode.
+pub fn decode_map_response(response: &Frame, request: &str) -> Result<MapFetch, MonError> {
     if response.kind == KIND_MON_REPLY {
         let MonReply(result) = response.decode_body()?;
         result?;
