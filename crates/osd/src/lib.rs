@@ -34,7 +34,7 @@ pub use limits::PgLimits;
 pub use log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use peering::{PastInterval, PeerCopy, PgInfo};
 pub use pg::{
-    Activate, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
-    MapContext, Notify, ObjectState, Pg, PgEvent, PgMsg, Push, Reply, RetryReason, StoreTag,
+    Activate, Effect, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
+    MapContext, Notify, ObjectState, Pg, PgEvent, PgMsg, Plan, Push, Reply, RetryReason, StoreTag,
     StoreWrite, StoredPg, SubWrite, SubWriteAck,
 };

@@ -27,7 +27,7 @@ use cairn_osd::lease::{LEASE_MS, Leases};
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
-use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
+use cairn_osd::{Effect, Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_placement::Redundancy;
 use cairn_proto::peer::LeaseReport;
@@ -821,10 +821,12 @@ impl SimOsd {
                 .collect();
             for pg in doomed {
                 if let Some(mut slot) = self.proc_mut().pgs.remove(&pg) {
-                    let fx = Effects {
-                        replies: slot.pg.retire(epoch),
-                        ..Effects::default()
-                    };
+                    let fx: Effects = slot
+                        .pg
+                        .retire(epoch)
+                        .into_iter()
+                        .map(|(req, reply)| Effect::Reply { req, reply })
+                        .collect();
                     self.execute(pg, fx, out);
                     changed.insert(collection_of(pg));
                 }
@@ -1039,76 +1041,78 @@ impl SimOsd {
         }
     }
 
-    /// The daemon's `execute`: carries out a PG's effects.
+    /// The daemon's `queue_store` and `execute`: carries out a PG's
+    /// effects in the order [`Effects::plan`] gives.
     fn execute(&mut self, pg: PgId, fx: Effects, out: &mut Outbox) {
-        let Effects {
-            store,
-            send,
-            replies,
-            log,
-            pg_temp,
-            pushes,
-            scan,
-            purge,
-            scrub_list,
-            scrub_maps,
-            notes,
-            // No recovery throttle here: pushes run in timer order.
-            urgent: _,
-        } = fx;
-        for write in store {
+        let plan = fx.plan();
+        for write in plan.store {
             let report = Some((pg, write.version, write.tag));
             self.submit(report, write.txn, out);
         }
-        for note in notes {
-            out.trace.push(format!("{} {pg}: {note}", self.id));
-        }
-        if trace_ignored() {
-            for ignored in log {
-                out.trace
-                    .push(format!("{} {pg}: ignored: {ignored}", self.id));
+        for effect in plan.rest {
+            match effect {
+                Effect::Store(_) => unreachable!("the plan keeps store writes apart"),
+                Effect::Note(note) => out.trace.push(format!("{} {pg}: {note}", self.id)),
+                Effect::Ignored(ignored) => {
+                    if trace_ignored() {
+                        out.trace
+                            .push(format!("{} {pg}: ignored: {ignored}", self.id));
+                    }
+                }
+                Effect::PgTempSet(acting) => self.ask_pg_temp(pg, Some(acting), out),
+                Effect::PgTempClear => self.ask_pg_temp(pg, None, out),
+                // No recovery throttle here: pushes run in timer order.
+                Effect::Push {
+                    object, targets, ..
+                } => {
+                    let push = OsdTimer::Push {
+                        pg,
+                        object,
+                        targets,
+                        epoch: None,
+                    };
+                    out.timers.push((Delay::Io, push));
+                }
+                Effect::Scan { after } => {
+                    out.timers.push((Delay::Io, OsdTimer::Scan { pg, after }));
+                }
+                Effect::Purge { interval_epoch } => {
+                    let purge = OsdTimer::Purge {
+                        pg,
+                        epoch: interval_epoch,
+                    };
+                    out.timers.push((Delay::Io, purge));
+                }
+                Effect::ScrubList { after } => {
+                    out.timers
+                        .push((Delay::Io, OsdTimer::ScrubList { pg, after }));
+                }
+                Effect::ScrubMap(order) => {
+                    out.timers
+                        .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
+                }
+                Effect::Reply { req, reply } => {
+                    let waiters = self.proc_mut().waiters.remove(&req).unwrap_or_default();
+                    for client in waiters {
+                        let result = to_result(&reply);
+                        out.sends
+                            .push((Node::Client(client), Msg::OpReply { req, result }));
+                    }
+                }
+                Effect::Send { to, msg } => {
+                    out.sends.push((Node::Osd(to), Msg::Pg { pg, msg }));
+                }
             }
         }
-        if let Some(acting) = pg_temp {
-            let asked = acting.as_deref().map(ids);
-            out.trace
-                .push(format!("{} {pg}: asks for pg_temp {asked:?}", self.id));
-            out.sends.push((Node::Mon, Msg::PgTemp { pg, acting }));
-        }
-        for (object, targets) in pushes {
-            let push = OsdTimer::Push {
-                pg,
-                object,
-                targets,
-                epoch: None,
-            };
-            out.timers.push((Delay::Io, push));
-        }
-        if let Some(after) = scan {
-            out.timers.push((Delay::Io, OsdTimer::Scan { pg, after }));
-        }
-        if let Some(epoch) = purge {
-            out.timers.push((Delay::Io, OsdTimer::Purge { pg, epoch }));
-        }
-        if let Some(after) = scrub_list {
-            out.timers
-                .push((Delay::Io, OsdTimer::ScrubList { pg, after }));
-        }
-        for order in scrub_maps {
-            out.timers
-                .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
-        }
-        let process = self.proc_mut();
-        for (req, reply) in replies {
-            for client in process.waiters.remove(&req).unwrap_or_default() {
-                let result = to_result(&reply);
-                out.sends
-                    .push((Node::Client(client), Msg::OpReply { req, result }));
-            }
-        }
-        for (osd, msg) in send {
-            out.sends.push((Node::Osd(osd), Msg::Pg { pg, msg }));
-        }
+    }
+
+    /// Asks the monitor to set (`Some`) or clear the PG's temporary acting
+    /// set.
+    fn ask_pg_temp(&self, pg: PgId, acting: Option<Vec<OsdId>>, out: &mut Outbox) {
+        let asked = acting.as_deref().map(ids);
+        out.trace
+            .push(format!("{} {pg}: asks for pg_temp {asked:?}", self.id));
+        out.sends.push((Node::Mon, Msg::PgTemp { pg, acting }));
     }
 
     /// Makes every submitted transaction durable and tells the PGs, in

@@ -4,7 +4,7 @@
 //! [`crate::peering`]), temporary acting sets, and every copy's adoption of
 //! that history; the dispatch of peer messages.
 
-use super::effects::{Effects, Ignored, Reply, RetryReason, StoreTag, StoreWrite};
+use super::effects::{Effect, Effects, Ignored, Reply, RetryReason, StoreTag, StoreWrite};
 use super::events::{Interval, MapContext};
 use super::messages::{Activate, Notify, PgMsg};
 use super::{Healing, INFO_KEY, Pg, Phase, missing_key, valid_name};
@@ -41,7 +41,7 @@ impl Pg {
             epoch: interval.epoch_started,
         };
         for flight in std::mem::take(&mut self.inflight).into_values() {
-            fx.replies.push((flight.req, Reply::Retry { reason }));
+            fx.reply(flight.req, Reply::Retry { reason });
         }
         // The old primary no longer waits for these acks.
         self.acks_owed.clear();
@@ -71,7 +71,7 @@ impl Pg {
             self.interval.acting.contains(&self.whoami) || self.interval.up.contains(&self.whoami);
         if let (false, Some(primary)) = (member, self.interval.primary) {
             let notify = self.notify(self.interval.epoch_started);
-            fx.send.push((primary, notify));
+            fx.send(primary, notify);
         }
     }
 
@@ -131,7 +131,7 @@ impl Pg {
         self.leases.bind_own(self.whoami);
         let waiting = self.probe_set();
         for osd in &waiting {
-            fx.send.push((*osd, self.query()));
+            fx.send(*osd, self.query());
         }
         let copies = BTreeMap::from([(self.whoami, self.own_copy())]);
         self.phase = Phase::Peering {
@@ -168,7 +168,7 @@ impl Pg {
                 // complete copy of a past interval: ask it too.
                 for osd in probe {
                     if !copies.contains_key(&osd) && waiting.insert(osd) {
-                        fx.send.push((osd, query.clone()));
+                        fx.send(osd, query.clone());
                     }
                 }
                 self.try_finish_peering(fx);
@@ -192,7 +192,7 @@ impl Pg {
                 from,
                 interval_epoch,
             } => {
-                fx.send.push((from, self.notify_to(interval_epoch, from)));
+                fx.send(from, self.notify_to(interval_epoch, from));
                 Ok(())
             }
             PgMsg::LeaseRenew {
@@ -212,7 +212,7 @@ impl Pg {
                         interval_epoch,
                         seq,
                     };
-                    fx.send.push((from, ack));
+                    fx.send(from, ack);
                 }
                 Ok(())
             }
@@ -274,7 +274,7 @@ impl Pg {
                     key: Bytes::from_static(INFO_KEY),
                     value: self.info.encode(),
                 });
-                fx.store.push(StoreWrite {
+                fx.store(StoreWrite {
                     version: self.last_update,
                     txn,
                     tag: StoreTag::BackfillDone(interval_epoch),
@@ -306,7 +306,9 @@ impl Pg {
                 if self.interval.primary != Some(from) || interval_epoch != current || member {
                     return Err(ignore("purge", "not a stray of this interval".into()));
                 }
-                fx.purge = Some(current);
+                fx.push(Effect::Purge {
+                    interval_epoch: current,
+                });
                 Ok(())
             }
             PgMsg::Push(push) => self.on_push(push, fx),
@@ -335,14 +337,14 @@ impl Pg {
                         "not from the active primary".into(),
                     ));
                 }
-                fx.scrub_maps.push(ScrubOrder {
+                fx.push(Effect::ScrubMap(ScrubOrder {
                     to: from,
                     interval_epoch,
                     chunk,
                     after,
                     through,
                     deep,
-                });
+                }));
                 Ok(())
             }
             PgMsg::ScrubMap(map) => self.on_scrub_map(map, fx),
@@ -461,7 +463,7 @@ impl Pg {
     }
 
     pub(super) fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {
-        fx.notes.push(format!("incomplete: {reason}"));
+        fx.note(format!("incomplete: {reason}"));
         self.phase = Phase::Incomplete { reason };
     }
 
@@ -470,7 +472,7 @@ impl Pg {
             return;
         }
         self.healing.temp_requested = Some(temp.clone());
-        fx.pg_temp = Some(temp);
+        fx.push(Effect::pg_temp(temp));
     }
 
     /// Adopts the authoritative history, tells every peer to do the same
@@ -567,7 +569,7 @@ impl Pg {
         );
         self.committed_to = auth_last;
         self.healing = healing;
-        fx.notes.push(format!(
+        fx.note(format!(
             "activating: {} objects to recover, {} copies to backfill",
             self.healing.missing.len(),
             self.healing.backfill_targets.len()
@@ -680,7 +682,7 @@ impl Pg {
         for (index, chunk) in chunks.into_iter().enumerate() {
             let mut txn = Transaction::new(self.collection);
             txn.ops = chunk;
-            fx.store.push(StoreWrite {
+            fx.store(StoreWrite {
                 version: last_update,
                 txn,
                 tag: if index + 1 == count {
@@ -708,7 +710,7 @@ impl Pg {
                 from: self.whoami,
                 interval_epoch: msg.interval_epoch,
             };
-            fx.send.push((msg.from, ack));
+            fx.send(msg.from, ack);
             return Ok(());
         }
         if self.interval.primary != Some(msg.from)
@@ -769,7 +771,7 @@ impl Pg {
                     if !*local_done {
                         // Only now may the peers record this activation.
                         for (osd, msg) in &self.healing.activations {
-                            fx.send.push((*osd, msg.clone()));
+                            fx.send(*osd, msg.clone());
                         }
                     }
                     *local_done = true;
@@ -779,7 +781,7 @@ impl Pg {
                         from: self.whoami,
                         interval_epoch: epoch,
                     };
-                    fx.send.push((primary, ack));
+                    fx.send(primary, ack);
                 }
             }
             StoreTag::Push(object) => {
@@ -802,7 +804,7 @@ impl Pg {
                         interval_epoch: self.interval.epoch_started,
                         object,
                     };
-                    fx.send.push((primary, ack));
+                    fx.send(primary, ack);
                 }
             }
             StoreTag::BackfillDone(epoch) if epoch == self.interval.epoch_started => {
@@ -811,7 +813,7 @@ impl Pg {
                         from: self.whoami,
                         interval_epoch: epoch,
                     };
-                    fx.send.push((primary, ack));
+                    fx.send(primary, ack);
                 }
             }
             _ => {}
@@ -832,7 +834,7 @@ impl Pg {
         }
         self.phase = Phase::Active;
         self.renew_lease(fx);
-        fx.notes.push(format!("active: {}", self.state_name()));
+        fx.note(format!("active: {}", self.state_name()));
         self.schedule_recovery(fx);
         self.schedule_backfill(fx);
         self.maybe_clean(fx);
@@ -903,7 +905,8 @@ mod tests {
         let pg = PgId::new(cairn_types::PoolId(1), 0);
         let mut pg = Pg::new(pg, OsdId(1), interval.clone(), PgLimits::default()).expect("valid");
         let fx = pg.handle(PgEvent::IntervalChange(interval.clone()));
-        assert!(matches!(fx.log[..], [Ignored::StaleInterval { .. }]));
+        let ignored: Vec<&Ignored> = fx.ignored().collect();
+        assert!(matches!(ignored[..], [Ignored::StaleInterval { .. }]));
         let bad = Interval {
             epoch_started: Epoch(5),
             min_size: 0,
@@ -911,8 +914,8 @@ mod tests {
         };
         let fx = pg.handle(PgEvent::IntervalChange(bad));
         assert_eq!(
-            fx.log,
-            vec![Ignored::BadInterval(IntervalError::MinSizeZero)]
+            fx.ignored().collect::<Vec<_>>(),
+            vec![&Ignored::BadInterval(IntervalError::MinSizeZero)]
         );
         assert_eq!(pg.interval().epoch_started, Epoch(4));
     }
@@ -969,11 +972,14 @@ mod tests {
         ];
         for case in cases {
             let fx = replica.handle(case);
-            assert!(fx.store.is_empty(), "nothing reaches the store");
             assert!(
-                matches!(fx.log[..], [Ignored::Malformed(_)]),
-                "{:?}",
-                fx.log
+                fx.store_writes().next().is_none(),
+                "nothing reaches the store"
+            );
+            let ignored: Vec<&Ignored> = fx.ignored().collect();
+            assert!(
+                matches!(ignored[..], [Ignored::Malformed(_)]),
+                "{ignored:?}"
             );
         }
     }

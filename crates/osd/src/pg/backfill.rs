@@ -1,7 +1,7 @@
 //! Backfill: filling copies the log cannot bring up to date by scanning
 //! this copy's objects in hash order and pushing them.
 
-use super::effects::{Effects, StoreTag, StoreWrite};
+use super::effects::{Effect, Effects, StoreTag, StoreWrite};
 use super::messages::PgMsg;
 use super::{INFO_KEY, Pg, Phase};
 use crate::limits::BACKFILL_PUSHES_MAX;
@@ -29,7 +29,9 @@ impl Pg {
         if !healing.scan_done {
             if !healing.scan_pending && healing.backfill_in_flight.len() < BACKFILL_PUSHES_MAX {
                 healing.scan_pending = true;
-                fx.scan = Some(healing.pushed_through.clone());
+                fx.push(Effect::Scan {
+                    after: healing.pushed_through.clone(),
+                });
             }
             return;
         }
@@ -40,7 +42,7 @@ impl Pg {
                     from: self.whoami,
                     interval_epoch: self.interval.epoch_started,
                 };
-                fx.send.push((*target, done));
+                fx.send(*target, done);
             }
         }
     }
@@ -93,7 +95,11 @@ impl Pg {
             healing.pushed_through = Some(key.clone());
             let waiting: BTreeSet<OsdId> = targets.iter().copied().collect();
             healing.backfill_in_flight.insert(key.clone(), (waiting, 0));
-            fx.pushes.push((key.name, targets.clone()));
+            fx.push(Effect::Push {
+                object: key.name,
+                targets: targets.clone(),
+                urgent: false,
+            });
         }
         if !more {
             self.healing.scan_done = true;
@@ -104,7 +110,7 @@ impl Pg {
     /// Every backfill target is complete: ask for the acting set placement
     /// wants, if the temporary one differs.
     pub(super) fn after_backfill(&mut self, fx: &mut Effects) {
-        fx.notes.push("backfill complete".into());
+        fx.note("backfill complete");
         let size = usize::try_from(self.interval.size).unwrap_or(usize::MAX);
         let want = want_acting(
             &self.interval.up,

@@ -44,7 +44,9 @@ mod scrub;
 mod status;
 mod write;
 
-pub use effects::{Effects, Ignored, InvalidWrite, Reply, RetryReason, StoreTag, StoreWrite};
+pub use effects::{
+    Effect, Effects, Ignored, InvalidWrite, Plan, Reply, RetryReason, StoreTag, StoreWrite,
+};
 pub use events::{Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent};
 pub use messages::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 pub use recovery::push_txn;
@@ -375,7 +377,7 @@ impl Pg {
             }
         };
         if let Err(why) = outcome {
-            fx.log.push(why);
+            fx.ignore(why);
         }
         fx
     }
@@ -391,7 +393,7 @@ impl Pg {
                 *ticks += 1;
                 if *ticks % RESEND_TICKS == 0 {
                     for osd in waiting.iter() {
-                        fx.send.push((*osd, query.clone()));
+                        fx.send(*osd, query.clone());
                     }
                 }
             }
@@ -401,7 +403,7 @@ impl Pg {
                 *ticks += 1;
                 if *local_done && *ticks % RESEND_TICKS == 0 {
                     for (osd, msg) in &self.healing.activations {
-                        fx.send.push((*osd, msg.clone()));
+                        fx.send(*osd, msg.clone());
                     }
                 }
                 // A previous primary's read lease may have run out.
@@ -412,11 +414,13 @@ impl Pg {
                 if *ticks % PG_TEMP_RESEND_TICKS == 0
                     && let Some(temp) = self.healing.temp_requested.clone()
                 {
-                    fx.pg_temp = Some(temp);
+                    fx.push(Effect::pg_temp(temp));
                 }
             }
             Phase::Active => {
-                fx.send.extend(self.resend_sub_writes());
+                for (to, msg) in self.resend_sub_writes() {
+                    fx.send(to, msg);
+                }
                 let healing = &mut self.healing;
                 let mut stalled = Vec::new();
                 for (object, ticks) in &mut healing.recovering {
@@ -438,18 +442,24 @@ impl Pg {
                         repush.push((key.name.clone(), targets.iter().copied().collect()));
                     }
                 }
-                fx.pushes.extend(repush);
+                for (object, targets) in repush {
+                    fx.push(Effect::Push {
+                        object,
+                        targets,
+                        urgent: false,
+                    });
+                }
                 for target in &healing.backfill_done_waiting {
                     let done = PgMsg::BackfillDone {
                         from: self.whoami,
                         interval_epoch: self.interval.epoch_started,
                     };
-                    fx.send.push((*target, done));
+                    fx.send(*target, done);
                 }
                 if let Some(temp) = healing.temp_requested.clone()
                     && temp.as_ref() != Some(&self.interval.acting)
                 {
-                    fx.pg_temp = Some(temp);
+                    fx.push(Effect::pg_temp(temp));
                 }
                 self.schedule_recovery(fx);
                 self.schedule_backfill(fx);
@@ -468,7 +478,7 @@ impl Pg {
                     && self.healing.stray_ticks.is_multiple_of(STRAY_NOTIFY_TICKS)
                 {
                     let notify = self.notify(self.interval.epoch_started);
-                    fx.send.push((primary, notify));
+                    fx.send(primary, notify);
                 }
             }
             Phase::Replica { activated: true } | Phase::Incomplete { .. } => {}

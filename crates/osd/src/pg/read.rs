@@ -43,7 +43,7 @@ impl Pg {
                     interval_epoch: self.interval.epoch_started,
                     seq,
                 };
-                fx.send.push((*osd, renew));
+                fx.send(*osd, renew);
             }
         }
     }

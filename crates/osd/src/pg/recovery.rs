@@ -2,7 +2,7 @@
 //! and pushes of objects some copy lacks, clients' objects first, and the
 //! removal of stray copies once the PG is clean.
 
-use super::effects::{Effects, Ignored, StoreTag, StoreWrite};
+use super::effects::{Effect, Effects, Ignored, StoreTag, StoreWrite};
 use super::messages::{PgMsg, Push};
 use super::{Healing, Pg, Phase, missing_key};
 use crate::limits::RECOVERY_OPS_MAX;
@@ -66,7 +66,7 @@ impl Pg {
         }
         let txn = push_txn(self.collection, &push)
             .map_err(|e| ignore(format!("bad object state: {e}")))?;
-        fx.store.push(StoreWrite {
+        fx.store(StoreWrite {
             version: self.last_update,
             txn,
             tag: StoreTag::Push(push.object),
@@ -117,7 +117,7 @@ impl Pg {
                 auth: None,
                 reason: format!("osd.{}: read error while recovering", from.0),
             };
-            fx.notes.push(format!(
+            fx.note(format!(
                 "{}: osd.{} cannot read its copy; recovering it too",
                 String::from_utf8_lossy(&object),
                 from.0
@@ -154,13 +154,13 @@ impl Pg {
         // Priority objects may exceed the bound by one: a client waits.
         while let Some(object) = healing.priority.pop_front() {
             if healing.missing.contains_key(&object) && !healing.recovering.contains_key(&object) {
-                fx.urgent.insert(object.clone());
                 start_recovery(
                     healing,
                     &self.context.up_osds,
                     self.whoami,
                     self.interval.epoch_started,
                     object,
+                    true,
                     fx,
                 );
                 break;
@@ -179,6 +179,7 @@ impl Pg {
                 self.whoami,
                 self.interval.epoch_started,
                 object,
+                false,
                 fx,
             );
         }
@@ -195,7 +196,7 @@ impl Pg {
                 from: self.whoami,
                 interval_epoch: self.interval.epoch_started,
             };
-            fx.send.push((stray, purge));
+            fx.send(stray, purge);
         }
     }
 
@@ -221,13 +222,14 @@ impl Pg {
 
 /// Issues the recovery of one object: a pull from a source if this primary
 /// lacks it, else a push to the copies that lack it; an object no source
-/// holds is marked unfound.
+/// holds is marked unfound. `urgent`: a client waits for it.
 pub(super) fn start_recovery(
     healing: &mut Healing,
     up_osds: &BTreeSet<OsdId>,
     whoami: OsdId,
     interval_epoch: Epoch,
     object: Bytes,
+    urgent: bool,
     fx: &mut Effects,
 ) {
     let lacking = healing.missing.get(&object).cloned().unwrap_or_default();
@@ -253,10 +255,13 @@ pub(super) fn start_recovery(
             interval_epoch,
             object: object.clone(),
         };
-        fx.send.push((source, pull));
+        fx.send(source, pull);
     } else {
-        fx.pushes
-            .push((object.clone(), lacking.into_iter().collect()));
+        fx.push(Effect::Push {
+            object: object.clone(),
+            targets: lacking.into_iter().collect(),
+            urgent,
+        });
     }
     healing.recovering.insert(object, 0);
 }

@@ -2,7 +2,7 @@
 //! of its copies, the inconsistencies it keeps, and repair through
 //! recovery.
 
-use super::effects::{Effects, Ignored, StoreTag, StoreWrite};
+use super::effects::{Effect, Effects, Ignored, StoreTag, StoreWrite};
 use super::{Pg, valid_name};
 use crate::limits::STALLED_TICKS;
 use crate::scrub::{Inconsistency, ScrubMap, ScrubRun, ScrubStamps, Stage};
@@ -92,12 +92,12 @@ impl Pg {
             objects: 0,
             errors: 0,
         });
-        fx.notes.push(format!(
+        fx.note(format!(
             "{} scrub starts{}",
             if deep { "deep" } else { "light" },
             if repair { " (repairing)" } else { "" }
         ));
-        fx.scrub_list = Some(None);
+        fx.push(Effect::ScrubList { after: None });
         Ok(())
     }
 
@@ -154,10 +154,9 @@ impl Pg {
                 return;
             };
             if *osd == self.whoami {
-                fx.scrub_maps.push(order);
+                fx.push(Effect::ScrubMap(order));
             } else {
-                fx.send
-                    .push((*osd, crate::scrub::request(self.whoami, &order)));
+                fx.send(*osd, crate::scrub::request(self.whoami, &order));
             }
         }
     }
@@ -200,7 +199,7 @@ impl Pg {
         };
         run.objects += maps.get(&self.whoami).map_or(0, |m| m.entries.len() as u64);
         for truncated in maps.values().filter(|m| m.truncated) {
-            fx.notes.push(format!(
+            fx.note(format!(
                 "scrub: osd.{} holds more objects in a chunk than it could report",
                 truncated.from.0
             ));
@@ -230,7 +229,7 @@ impl Pg {
         }
         let mut repairs = false;
         for inconsistency in found {
-            fx.notes.push(format!(
+            fx.note(format!(
                 "scrub: {} is inconsistent: {}",
                 String::from_utf8_lossy(&inconsistency.object),
                 inconsistency.reason
@@ -247,7 +246,9 @@ impl Pg {
                 run.cursor = Some(last);
                 self.scrub.next_chunk += 1;
                 run.chunk = self.scrub.next_chunk;
-                fx.scrub_list = Some(run.cursor.clone());
+                fx.push(Effect::ScrubList {
+                    after: run.cursor.clone(),
+                });
                 self.scrub.run = Some(run);
             }
             None => self.finish_scrub(&run, fx),
@@ -267,12 +268,12 @@ impl Pg {
             key: Bytes::from_static(crate::scrub::STAMPS_KEY),
             value: self.scrub.stamps.encode(),
         });
-        fx.store.push(StoreWrite {
+        fx.store(StoreWrite {
             version: self.last_update,
             txn,
             tag: StoreTag::Part,
         });
-        fx.notes.push(format!(
+        fx.note(format!(
             "{} scrub done: {} objects, {} inconsistent",
             if run.deep { "deep" } else { "light" },
             run.objects,
@@ -288,7 +289,7 @@ impl Pg {
         if txn.ops.is_empty() {
             return;
         }
-        fx.store.push(StoreWrite {
+        fx.store(StoreWrite {
             version: self.last_update,
             txn,
             tag: StoreTag::Part,
@@ -325,7 +326,7 @@ impl Pg {
                 auth: source.copied(),
                 reason: format!("osd.{}: read error: {error}", self.whoami.0),
             };
-            fx.notes.push(format!(
+            fx.note(format!(
                 "read of {} failed: {}{}",
                 String::from_utf8_lossy(&object),
                 inconsistency.reason,

@@ -66,7 +66,7 @@ impl Pg {
     ) {
         let req = write.req;
         if let Err(reason) = self.check_primary(client_epoch) {
-            fx.replies.push((req, Reply::Retry { reason }));
+            fx.reply(req, Reply::Retry { reason });
             return;
         }
         // Below min_size nothing is answered, not even a resend from the
@@ -77,20 +77,20 @@ impl Pg {
                 acting_count: complete,
                 min_size: self.interval.min_size,
             };
-            fx.replies.push((req, blocked));
+            fx.reply(req, blocked);
             return;
         }
         match self.duplicate(req) {
             Dup::New => {}
             Dup::InFlight => return,
             Dup::Answer(reply) => {
-                fx.replies.push((req, reply));
+                fx.reply(req, reply);
                 return;
             }
         }
         if self.object_healing(&write.object) {
             self.prioritize(write.object.clone(), fx);
-            fx.replies.push((req, Reply::ObjectBusy));
+            fx.reply(req, Reply::ObjectBusy);
             return;
         }
         if self
@@ -99,19 +99,19 @@ impl Pg {
             .as_ref()
             .is_some_and(|run| run.blocks(&ObjectKey::new(write.object.clone())))
         {
-            fx.replies.push((req, Reply::ObjectBusy));
+            fx.reply(req, Reply::ObjectBusy);
             return;
         }
         let refusal = match guard {
             Some(_) if self.object_unsettled(&write.object) => {
-                fx.replies.push((req, Reply::ObjectBusy));
+                fx.reply(req, Reply::ObjectBusy);
                 return;
             }
             Some(check) => check.failure(),
             None => None,
         };
         if let Err(reply) = self.start_write(write, refusal, fx) {
-            fx.replies.push((req, reply));
+            fx.reply(req, reply);
         }
     }
 
@@ -314,8 +314,7 @@ impl Pg {
             ticks: 0,
         };
         for osd in &flight.waiting_on {
-            fx.send
-                .push((*osd, PgMsg::SubWrite(flight.sub_write_to(*osd))));
+            fx.send(*osd, PgMsg::SubWrite(flight.sub_write_to(*osd)));
         }
         self.inflight.insert(version, flight);
         Ok(())
@@ -403,7 +402,7 @@ impl Pg {
         assert!(trimmed.to_dups.len() <= 1, "log grew past its bound");
         self.last_update = version;
         self.uncommitted.insert(version, prior);
-        fx.store.push(StoreWrite {
+        fx.store(StoreWrite {
             version,
             txn,
             tag: StoreTag::Entry,
@@ -422,7 +421,7 @@ impl Pg {
                     from: self.whoami,
                     version,
                 };
-                fx.send.push((msg.from, PgMsg::SubWriteAck(ack)));
+                fx.send(msg.from, PgMsg::SubWriteAck(ack));
             }
             return Ok(());
         }
@@ -559,7 +558,7 @@ impl Pg {
                 from: self.whoami,
                 version,
             };
-            fx.send.push((primary, PgMsg::SubWriteAck(ack)));
+            fx.send(primary, PgMsg::SubWriteAck(ack));
         }
         if let Some(flight) = self.inflight.get_mut(&version) {
             flight.committed_local = true;
@@ -583,7 +582,7 @@ impl Pg {
                 version,
                 result: flight.result,
             };
-            fx.replies.push((flight.req, reply));
+            fx.reply(flight.req, reply);
         }
         self.scrub_progress(fx);
     }
