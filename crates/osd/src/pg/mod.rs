@@ -20,6 +20,10 @@
 //! `recovery.rs` log-based recovery and stray removal, `backfill.rs` the
 //! backfill scan, `scrub.rs` scrub and repair, `read.rs` read leases and
 //! whether an object may be read, `status.rs` what the PG reports.
+//! `backend.rs` is the seam between the core and the data handling that
+//! differs between replication and erasure coding ([`PgBackend`]: a write's
+//! ops on each copy, whether a read waits, what a push applies, what scrub
+//! compares); [`ReplicatedBackend`] implements it today.
 
 use crate::lease::Leases;
 use crate::limits::{
@@ -34,6 +38,7 @@ use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod activation;
+mod backend;
 mod backfill;
 mod effects;
 mod events;
@@ -44,12 +49,12 @@ mod scrub;
 mod status;
 mod write;
 
+pub use backend::{PgBackend, ReplicatedBackend, push_txn};
 pub use effects::{
     Effect, Effects, Ignored, InvalidWrite, Plan, Reply, RetryReason, StoreTag, StoreWrite,
 };
 pub use events::{Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent};
 pub use messages::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
-pub use recovery::push_txn;
 use write::{InFlight, NewWrite};
 
 /// Metadata key of the PG's [`PgInfo`].
@@ -172,6 +177,8 @@ pub struct Pg {
     pushes_owed: BTreeMap<Bytes, OsdId>,
     scrub: Scrubber,
     leases: Leases,
+    /// How data becomes each copy's transactions, and what scrub compares.
+    backend: Box<dyn PgBackend>,
 }
 
 /// A PG copy as the store holds it, for [`Pg::restore`].
@@ -247,6 +254,7 @@ impl Pg {
             pushes_owed: BTreeMap::new(),
             scrub: Scrubber::default(),
             leases: Leases::default(),
+            backend: Box::new(ReplicatedBackend),
         })
     }
 

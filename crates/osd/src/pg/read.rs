@@ -51,7 +51,8 @@ impl Pg {
     /// Whether this copy lacks `object` (a read must wait for recovery).
     #[must_use]
     pub fn lacks(&self, object: &[u8]) -> bool {
-        self.local_missing.contains(object)
+        self.backend
+            .read_waits_for_recovery(&self.local_missing, object)
     }
 
     /// Whether a write to `object` is in flight on this primary (admitted,

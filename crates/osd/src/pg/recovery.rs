@@ -4,12 +4,12 @@
 
 use super::effects::{Effect, Effects, Ignored, StoreTag, StoreWrite};
 use super::messages::{PgMsg, Push};
-use super::{Healing, Pg, Phase, missing_key};
+use super::{Healing, Pg, Phase};
 use crate::limits::RECOVERY_OPS_MAX;
 use crate::log::LogKind;
 use crate::scrub::Inconsistency;
 use bytes::Bytes;
-use cairn_store::{CollectionId, ObjectKey, Op, StoreError, Transaction};
+use cairn_store::ObjectKey;
 use cairn_types::{Epoch, OsdId};
 use std::collections::BTreeSet;
 
@@ -64,7 +64,9 @@ impl Pg {
                 push.as_of
             )));
         }
-        let txn = push_txn(self.collection, &push)
+        let txn = self
+            .backend
+            .push_txn(self.collection, &push)
             .map_err(|e| ignore(format!("bad object state: {e}")))?;
         fx.store(StoreWrite {
             version: self.last_update,
@@ -264,53 +266,4 @@ pub(super) fn start_recovery(
         });
     }
     healing.recovering.insert(object, 0);
-}
-
-/// The transaction that makes an object exactly what a push carries,
-/// whatever this copy holds of it (touch then remove is valid either way,
-/// so a duplicate or reordered push never fails in the store).
-///
-/// # Errors
-/// The pushed state does not make a valid transaction.
-pub fn push_txn(collection: CollectionId, push: &Push) -> Result<Transaction, StoreError> {
-    let key = ObjectKey::new(push.object.clone());
-    let mut txn = Transaction::new(collection);
-    txn.push(Op::Touch {
-        object: key.clone(),
-    });
-    txn.push(Op::Remove {
-        object: key.clone(),
-    });
-    if let Some(state) = &push.state {
-        txn.push(Op::Touch {
-            object: key.clone(),
-        });
-        if !state.data.is_empty() {
-            txn.push(Op::WriteFull {
-                object: key.clone(),
-                data: state.data.clone().into(),
-            });
-        }
-        if !state.xattrs.is_empty() {
-            txn.push(Op::SetXattrs {
-                object: key.clone(),
-                xattrs: state.xattrs.clone(),
-            });
-        }
-        if !state.omap.is_empty() {
-            txn.push(Op::OmapSet {
-                object: key.clone(),
-                entries: state.omap.clone(),
-            });
-        }
-        txn.push(Op::SetVersion {
-            object: key,
-            version: state.version,
-        });
-    }
-    txn.push(Op::MetaRemove {
-        key: missing_key(&push.object),
-    });
-    txn.validate()?;
-    Ok(txn)
 }

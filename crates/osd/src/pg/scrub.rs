@@ -204,7 +204,7 @@ impl Pg {
                 truncated.from.0
             ));
         }
-        let found = crate::scrub::compare(&maps, self.whoami);
+        let found = self.backend.compare_scrub_maps(&maps, self.whoami);
         run.errors += found.len() as u64;
         // A deep scrub (which checks all a light one does) clears the kept
         // inconsistencies of its chunk that it no longer finds.

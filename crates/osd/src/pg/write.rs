@@ -6,7 +6,7 @@
 use super::effects::{Effects, Ignored, InvalidWrite, Reply, RetryReason, StoreTag, StoreWrite};
 use super::events::GuardCheck;
 use super::messages::{PgMsg, SubWrite, SubWriteAck};
-use super::{Pg, Phase};
+use super::{Pg, PgBackend, Phase};
 use crate::limits::SUBWRITE_RESEND_TICKS;
 use crate::log::{DupEntry, LogEntry, LogKind, LogResult, ReqId, Version};
 use bytes::Bytes;
@@ -36,15 +36,24 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    /// The sub-write for one OSD (a backfill target past the scan gets the
-    /// log entry only).
-    pub(super) fn sub_write_to(&self, osd: OsdId) -> SubWrite {
-        let mut msg = self.sub_write.clone();
-        if self.log_only.contains(&osd) {
-            msg.ops = Vec::new();
-            msg.log_only = true;
+    /// The sub-write for one OSD, with the ops `backend` makes for it (a
+    /// backfill target past the scan gets the log entry only).
+    pub(super) fn sub_write_to(&self, osd: OsdId, backend: &dyn PgBackend) -> SubWrite {
+        let log_only = self.log_only.contains(&osd);
+        let sent = &self.sub_write;
+        SubWrite {
+            from: sent.from,
+            interval_epoch: sent.interval_epoch,
+            entry: sent.entry.clone(),
+            ops: if log_only {
+                Vec::new()
+            } else {
+                backend.sub_write_ops(osd, &sent.ops)
+            },
+            prior: sent.prior,
+            committed_to: sent.committed_to,
+            log_only,
         }
-        msg
     }
 }
 
@@ -269,7 +278,7 @@ impl Pg {
             result,
         };
         let txn = self
-            .log_txn(ops.clone(), &entry)
+            .log_txn(self.backend.local_write_ops(&ops), &entry)
             .map_err(|e| Reply::Invalid { reason: e.into() })?;
         let prior = self.append(entry.clone(), txn, fx);
         let replicas: BTreeSet<OsdId> = self
@@ -314,7 +323,10 @@ impl Pg {
             ticks: 0,
         };
         for osd in &flight.waiting_on {
-            fx.send(*osd, PgMsg::SubWrite(flight.sub_write_to(*osd)));
+            fx.send(
+                *osd,
+                PgMsg::SubWrite(flight.sub_write_to(*osd, &*self.backend)),
+            );
         }
         self.inflight.insert(version, flight);
         Ok(())
@@ -343,7 +355,10 @@ impl Pg {
             flight.ticks = 0;
             flight.sub_write.committed_to = committed_to;
             for osd in &flight.waiting_on {
-                out.push((*osd, PgMsg::SubWrite(flight.sub_write_to(*osd))));
+                out.push((
+                    *osd,
+                    PgMsg::SubWrite(flight.sub_write_to(*osd, &*self.backend)),
+                ));
             }
         }
         out
@@ -513,11 +528,9 @@ impl Pg {
         if msg.entry.result != expected {
             return malformed(format!("result {:?}", msg.entry.result));
         }
-        match check_ops(&msg.entry.object, &msg.ops) {
-            Ok(kind) if kind == msg.entry.kind => Ok(()),
-            Ok(kind) => malformed(format!("kind {:?}, ops say {kind:?}", msg.entry.kind)),
-            Err(e) => malformed(e.to_string()),
-        }
+        self.backend
+            .check_sub_write_ops(&msg.entry, &msg.ops)
+            .or_else(malformed)
     }
 
     pub(super) fn on_sub_write_ack(
