@@ -49,8 +49,9 @@ use crate::log::{
 use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
-    Activate, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX, MapContext,
-    ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg, SubWrite,
+    Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX,
+    MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg,
+    SubWrite,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
@@ -1524,15 +1525,18 @@ impl Osd {
         Ok(())
     }
 
-    /// Queues a PG's transactions; called under the PG lock, so the store
-    /// sees each PG's transactions in the order the core made them.
-    fn queue_store(&self, pg: PgId, mut fx: Effects) -> Effects {
-        for write in fx.store.drain(..) {
+    /// Queues a PG's transactions and returns the rest of its effects in
+    /// the order to carry them out ([`Effects::plan`]); called under the PG
+    /// lock, so the store sees each PG's transactions in the order the core
+    /// made them, before anything else the event caused.
+    fn queue_store(&self, pg: PgId, fx: Effects) -> Vec<Effect> {
+        let plan = fx.plan();
+        for write in plan.store {
             if self.store_tx.send(StoreJob::Write(pg, write)).is_err() {
                 tracing::error!(%pg, "store threads stopped");
             }
         }
-        fx
+        plan.rest
     }
 
     /// Feeds one event to a PG and executes its effects; `false` if this OSD
@@ -1565,72 +1569,81 @@ impl Osd {
         Some(Ok(()))
     }
 
-    /// Carries out a PG's effects. Boxed: the tasks it spawns feed PGs,
-    /// which execute effects again.
+    /// Carries out a PG's effects other than store writes, in the order
+    /// [`queue_store`](Osd::queue_store) returned them. Boxed: the tasks it
+    /// spawns feed PGs, which execute effects again.
     fn execute(
         &self,
         pg: PgId,
-        fx: Effects,
+        effects: Vec<Effect>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            for ignored in fx.log {
-                tracing::debug!(%pg, %ignored, "PG ignored an input");
-            }
-            for note in fx.notes {
-                tracing::info!(%pg, "{note}");
-            }
-            if let Some(acting) = fx.pg_temp {
-                self.spawn(move |osd: Arc<Osd>| async move {
-                    let command = MonCommand::PgTemp { pg, acting };
-                    if let Err(error) = osd.mon.command(command).await {
-                        tracing::warn!(%pg, %error, "temporary acting set request failed");
+            // Pushes of a degraded PG go before those of a merely misplaced
+            // one; looked up once, at the first push.
+            let mut push_priority = None;
+            for effect in effects {
+                match effect {
+                    Effect::Store(_) => unreachable!("the plan keeps store writes apart"),
+                    Effect::Ignored(ignored) => {
+                        tracing::debug!(%pg, %ignored, "PG ignored an input");
                     }
-                });
-            }
-            if !fx.pushes.is_empty() {
-                let priority = match lock(&self.pgs).get(&pg) {
-                    Some(slot) if !slot.pg.is_degraded() => Priority::Misplaced,
-                    _ => Priority::Degraded,
-                };
-                for (object, targets) in fx.pushes {
-                    let priority = if fx.urgent.contains(&object) {
-                        Priority::Client
-                    } else {
-                        priority
-                    };
-                    self.spawn(move |osd: Arc<Osd>| async move {
-                        osd.push_object(pg, object, targets, None, priority).await;
-                    });
-                }
-            }
-            if let Some(after) = fx.scan {
-                self.spawn(
-                    move |osd: Arc<Osd>| async move { osd.list_page(pg, after, false).await },
-                );
-            }
-            if let Some(after) = fx.scrub_list {
-                self.spawn(
-                    move |osd: Arc<Osd>| async move { osd.list_page(pg, after, true).await },
-                );
-            }
-            for order in fx.scrub_maps {
-                self.spawn(move |osd: Arc<Osd>| async move { osd.scrub_map(pg, order).await });
-            }
-            if let Some(epoch) = fx.purge {
-                self.spawn(move |osd: Arc<Osd>| async move { osd.purge(pg, epoch).await });
-            }
-            if !fx.replies.is_empty() {
-                let mut pending = lock(&self.pending);
-                for (req, reply) in fx.replies {
-                    for waiter in pending.remove(&req).unwrap_or_default() {
-                        drop(waiter.send(reply.clone()));
+                    Effect::Note(note) => tracing::info!(%pg, "{note}"),
+                    Effect::PgTempSet(acting) => self.ask_pg_temp(pg, Some(acting)),
+                    Effect::PgTempClear => self.ask_pg_temp(pg, None),
+                    Effect::Push {
+                        object,
+                        targets,
+                        urgent,
+                    } => {
+                        let priority = if urgent {
+                            Priority::Client
+                        } else {
+                            *push_priority.get_or_insert_with(|| match lock(&self.pgs).get(&pg) {
+                                Some(slot) if !slot.pg.is_degraded() => Priority::Misplaced,
+                                _ => Priority::Degraded,
+                            })
+                        };
+                        self.spawn(move |osd: Arc<Osd>| async move {
+                            osd.push_object(pg, object, targets, None, priority).await;
+                        });
                     }
+                    Effect::Scan { after } => self.spawn(move |osd: Arc<Osd>| async move {
+                        osd.list_page(pg, after, false).await;
+                    }),
+                    Effect::ScrubList { after } => self.spawn(move |osd: Arc<Osd>| async move {
+                        osd.list_page(pg, after, true).await;
+                    }),
+                    Effect::ScrubMap(order) => {
+                        self.spawn(
+                            move |osd: Arc<Osd>| async move { osd.scrub_map(pg, order).await },
+                        );
+                    }
+                    Effect::Purge { interval_epoch } => {
+                        self.spawn(move |osd: Arc<Osd>| async move {
+                            osd.purge(pg, interval_epoch).await;
+                        });
+                    }
+                    Effect::Reply { req, reply } => {
+                        let waiters = lock(&self.pending).remove(&req).unwrap_or_default();
+                        for waiter in waiters {
+                            drop(waiter.send(reply.clone()));
+                        }
+                    }
+                    Effect::Send { to, msg } => self.send_to_peer(to, pg, &msg).await,
                 }
-            }
-            for (osd, msg) in fx.send {
-                self.send_to_peer(osd, pg, &msg).await;
             }
         })
+    }
+
+    /// Asks the monitor to set (`Some`) or clear the PG's temporary acting
+    /// set, in the background.
+    fn ask_pg_temp(&self, pg: PgId, acting: Option<Vec<OsdId>>) {
+        self.spawn(move |osd: Arc<Osd>| async move {
+            let command = MonCommand::PgTemp { pg, acting };
+            if let Err(error) = osd.mon.command(command).await {
+                tracing::warn!(%pg, %error, "temporary acting set request failed");
+            }
+        });
     }
 
     /// Runs `task` on this OSD in the background.

@@ -35,7 +35,7 @@ pub use limits::PgLimits;
 pub use log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use peering::{PastInterval, PeerCopy, PgInfo};
 pub use pg::{
-    Activate, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
-    MapContext, Notify, ObjectState, Pg, PgEvent, PgMsg, Push, Reply, RetryReason, StoreTag,
-    StoreWrite, StoredPg, SubWrite, SubWriteAck,
+    Activate, Effect, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
+    MapContext, Notify, ObjectState, Pg, PgBackend, PgEvent, PgMsg, Plan, Push, ReplicatedBackend,
+    Reply, RetryReason, StoreTag, StoreWrite, StoredPg, SubWrite, SubWriteAck,
 };

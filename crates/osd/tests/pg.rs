@@ -9,9 +9,9 @@ use cairn_osd::lease::Leases;
 use cairn_osd::limits::LEASE_MS;
 use cairn_osd::scrub::{ScrubEntry, ScrubMap, ScrubOrder};
 use cairn_osd::{
-    Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext, ObjectState, Pg,
-    PgEvent, PgLimits, PgMsg, Push, Reply, ReqId, RetryReason, StoreTag, StoreWrite, SubWrite,
-    Version,
+    Effect, Effects, Guard, GuardCheck, Ignored, Interval, LogKind, LogResult, MapContext,
+    ObjectState, Pg, PgEvent, PgLimits, PgMsg, Push, Reply, ReqId, RetryReason, StoreTag,
+    StoreWrite, SubWrite, Version,
 };
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -92,17 +92,20 @@ impl Harness {
         let pg = self.pgs.get_mut(&osd).expect("known osd");
         pg.set_clock(self.now_ms);
         let fx: Effects = pg.handle(event);
-        for write in fx.store {
+        for write in fx.store_writes() {
             self.commits.push((osd, write.version, write.tag.clone()));
-            self.stored.entry(osd).or_default().push(write);
+            self.stored.entry(osd).or_default().push(write.clone());
         }
-        for (to, msg) in fx.send {
-            self.links.entry((osd, to)).or_default().push_back(msg);
+        for (to, msg) in fx.sends() {
+            self.links
+                .entry((osd, to))
+                .or_default()
+                .push_back(msg.clone());
         }
         // The shell's part of recovery: read the object, push it.
         let epoch = self.pgs[&osd].interval().epoch_started;
-        for (object, targets) in fx.pushes {
-            for to in targets {
+        for (object, targets) in fx.pushes() {
+            for to in targets.iter().copied() {
                 let push = PgMsg::Push(Push {
                     from: osd,
                     interval_epoch: epoch,
@@ -113,11 +116,12 @@ impl Harness {
                 self.links.entry((osd, to)).or_default().push_back(push);
             }
         }
-        self.replies.extend(fx.replies);
+        self.replies
+            .extend(fx.replies().map(|(req, reply)| (req, reply.clone())));
         self.scrub_orders
-            .extend(fx.scrub_maps.into_iter().map(|order| (osd, order)));
+            .extend(fx.scrub_orders().map(|order| (osd, order.clone())));
         self.ignored
-            .extend(fx.log.into_iter().map(|why| (osd, why)));
+            .extend(fx.ignored().map(|why| (osd, why.clone())));
     }
 
     fn client_write(&mut self, osd: u32, tid: u64, epoch: u64, name: &str) {
@@ -771,22 +775,26 @@ fn backfill_waits_for_a_write_in_flight_on_the_scanned_object() {
         more: false,
     });
     assert!(
-        fx.pushes.is_empty(),
+        fx.pushes().next().is_none(),
         "no push while o9's write is in flight"
     );
     h.run();
     let primary = h.pgs.get_mut(&OsdId(1)).expect("primary");
     let fx = primary.handle(PgEvent::Tick);
-    assert_eq!(
-        fx.scan,
-        Some(None),
+    assert!(
+        fx.iter()
+            .any(|effect| matches!(effect, Effect::Scan { after: None })),
         "the scan starts again where it stopped"
     );
     let fx = primary.handle(PgEvent::BackfillPage {
         keys: vec![key],
         more: false,
     });
-    assert_eq!(fx.pushes.len(), 1, "o9 is pushed once its write is durable");
+    assert_eq!(
+        fx.pushes().count(),
+        1,
+        "o9 is pushed once its write is durable"
+    );
 }
 
 /// A write admitted while the last page was being listed reached the store
@@ -805,8 +813,8 @@ fn backfill_pushes_a_log_only_object_its_last_page_did_not_list() {
         more: false,
     });
     assert_eq!(
-        fx.pushes,
-        vec![(Bytes::from_static(b"o9"), vec![OsdId(4)])],
+        fx.pushes().collect::<Vec<_>>(),
+        vec![(&Bytes::from_static(b"o9"), &[OsdId(4)][..])],
         "the unlisted log-only object is pushed, not skipped"
     );
 }
@@ -939,8 +947,11 @@ fn leased_three() -> Harness {
         )
         .expect("valid interval");
         h.pgs.insert(OsdId(osd), pg);
-        for (to, msg) in fx.send {
-            h.links.entry((OsdId(osd), to)).or_default().push_back(msg);
+        for (to, msg) in fx.sends() {
+            h.links
+                .entry((OsdId(osd), to))
+                .or_default()
+                .push_back(msg.clone());
         }
     }
     h.run();
@@ -1120,8 +1131,11 @@ fn an_object_only_a_stray_holds_is_recovered_from_the_stray() {
     for (osd, stored) in [(1, copy(&["o1"])), (2, copy(&["o1"])), (3, copy(&[]))] {
         let (pg, fx) = restored(osd, &now, stored, &context);
         h.pgs.insert(OsdId(osd), pg);
-        for (to, msg) in fx.send {
-            h.links.entry((OsdId(osd), to)).or_default().push_back(msg);
+        for (to, msg) in fx.sends() {
+            h.links
+                .entry((OsdId(osd), to))
+                .or_default()
+                .push_back(msg.clone());
         }
     }
     let mut pulled_from = Vec::new();
@@ -1222,9 +1236,8 @@ fn peering_waits_for_a_member_that_goes_down_rather_than_backfilling_it() {
     };
     let (pg, fx) = restored(1, &now, StoredPg::default(), &all_up);
     assert!(
-        fx.send
-            .iter()
-            .any(|(to, m)| *to == OsdId(2) && matches!(m, PgMsg::Query { .. })),
+        fx.sends()
+            .any(|(to, m)| to == OsdId(2) && matches!(m, PgMsg::Query { .. })),
         "osd.2 is asked"
     );
     let mut h = three();

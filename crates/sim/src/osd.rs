@@ -35,7 +35,7 @@ use cairn_osd::shell::{
     admit_request, corrupt_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, read_stands,
     read_start, servable,
 };
-use cairn_osd::{Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
+use cairn_osd::{Effect, Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, OsdStats, Reply};
 use cairn_proto::osd::{ClientOp, ClientReply, OpError};
@@ -864,10 +864,12 @@ impl SimOsd {
                 .collect();
             for pg in doomed {
                 if let Some(mut slot) = self.proc_mut().pgs.remove(&pg) {
-                    let fx = Effects {
-                        replies: slot.pg.retire(epoch),
-                        ..Effects::default()
-                    };
+                    let fx: Effects = slot
+                        .pg
+                        .retire(epoch)
+                        .into_iter()
+                        .map(|(req, reply)| Effect::Reply { req, reply })
+                        .collect();
                     self.execute(pg, fx, out);
                     changed.insert(collection_of(pg));
                 }
@@ -1089,76 +1091,78 @@ impl SimOsd {
         }
     }
 
-    /// The daemon's `execute`: carries out a PG's effects.
+    /// The daemon's `queue_store` and `execute`: carries out a PG's
+    /// effects in the order [`Effects::plan`] gives.
     fn execute(&mut self, pg: PgId, fx: Effects, out: &mut Outbox) {
-        let Effects {
-            store,
-            send,
-            replies,
-            log,
-            pg_temp,
-            pushes,
-            scan,
-            purge,
-            scrub_list,
-            scrub_maps,
-            notes,
-            // No recovery throttle here: pushes run in timer order.
-            urgent: _,
-        } = fx;
-        for write in store {
+        let plan = fx.plan();
+        for write in plan.store {
             let report = Some((pg, write.version, write.tag));
             self.submit(report, write.txn, out);
         }
-        for note in notes {
-            out.trace.push(format!("{} {pg}: {note}", self.id));
-        }
-        if trace_ignored() {
-            for ignored in log {
-                out.trace
-                    .push(format!("{} {pg}: ignored: {ignored}", self.id));
+        for effect in plan.rest {
+            match effect {
+                Effect::Store(_) => unreachable!("the plan keeps store writes apart"),
+                Effect::Note(note) => out.trace.push(format!("{} {pg}: {note}", self.id)),
+                Effect::Ignored(ignored) => {
+                    if trace_ignored() {
+                        out.trace
+                            .push(format!("{} {pg}: ignored: {ignored}", self.id));
+                    }
+                }
+                Effect::PgTempSet(acting) => self.ask_pg_temp(pg, Some(acting), out),
+                Effect::PgTempClear => self.ask_pg_temp(pg, None, out),
+                // No recovery throttle here: pushes run in timer order.
+                Effect::Push {
+                    object, targets, ..
+                } => {
+                    let push = OsdTimer::Push {
+                        pg,
+                        object,
+                        targets,
+                        epoch: None,
+                    };
+                    out.timers.push((Delay::Io, push));
+                }
+                Effect::Scan { after } => {
+                    out.timers.push((Delay::Io, OsdTimer::Scan { pg, after }));
+                }
+                Effect::Purge { interval_epoch } => {
+                    let purge = OsdTimer::Purge {
+                        pg,
+                        epoch: interval_epoch,
+                    };
+                    out.timers.push((Delay::Io, purge));
+                }
+                Effect::ScrubList { after } => {
+                    out.timers
+                        .push((Delay::Io, OsdTimer::ScrubList { pg, after }));
+                }
+                Effect::ScrubMap(order) => {
+                    out.timers
+                        .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
+                }
+                Effect::Reply { req, reply } => {
+                    let process = self.proc_mut();
+                    let epoch = process.view.epoch();
+                    for asker in process.waiters.remove(&req).unwrap_or_default() {
+                        Self::reply(out, asker, client_reply(reply.clone(), epoch), Bytes::new());
+                    }
+                }
+                Effect::Send { to, msg } => {
+                    out.sends.push((Node::Osd(to), Msg::Pg { pg, msg }));
+                }
             }
         }
-        if let Some(acting) = pg_temp {
-            let asked = acting.as_deref().map(ids);
-            out.trace
-                .push(format!("{} {pg}: asks for pg_temp {asked:?}", self.id));
-            let command = MonCommand::PgTemp { pg, acting };
-            out.sends.push((Node::Mon, Msg::Command(command)));
-        }
-        for (object, targets) in pushes {
-            let push = OsdTimer::Push {
-                pg,
-                object,
-                targets,
-                epoch: None,
-            };
-            out.timers.push((Delay::Io, push));
-        }
-        if let Some(after) = scan {
-            out.timers.push((Delay::Io, OsdTimer::Scan { pg, after }));
-        }
-        if let Some(epoch) = purge {
-            out.timers.push((Delay::Io, OsdTimer::Purge { pg, epoch }));
-        }
-        if let Some(after) = scrub_list {
-            out.timers
-                .push((Delay::Io, OsdTimer::ScrubList { pg, after }));
-        }
-        for order in scrub_maps {
-            out.timers
-                .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
-        }
-        let process = self.proc_mut();
-        let epoch = process.view.epoch();
-        for (req, reply) in replies {
-            for asker in process.waiters.remove(&req).unwrap_or_default() {
-                Self::reply(out, asker, client_reply(reply.clone(), epoch), Bytes::new());
-            }
-        }
-        for (osd, msg) in send {
-            out.sends.push((Node::Osd(osd), Msg::Pg { pg, msg }));
-        }
+    }
+
+    /// Asks the monitor to set (`Some`) or clear the PG's temporary acting
+    /// set.
+    fn ask_pg_temp(&self, pg: PgId, acting: Option<Vec<OsdId>>, out: &mut Outbox) {
+        let asked = acting.as_deref().map(ids);
+        out.trace
+            .push(format!("{} {pg}: asks for pg_temp {asked:?}", self.id));
+        let command = MonCommand::PgTemp { pg, acting };
+        out.sends.push((Node::Mon, Msg::Command(command)));
     }
 
     /// Makes every submitted transaction durable and tells the PGs, in
