@@ -1578,9 +1578,6 @@ impl Osd {
         effects: Vec<Effect>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            // Pushes of a degraded PG go before those of a merely misplaced
-            // one; looked up once, at the first push.
-            let mut push_priority = None;
             for effect in effects {
                 match effect {
                     Effect::Store(_) => unreachable!("the plan keeps store writes apart"),
@@ -1593,16 +1590,8 @@ impl Osd {
                     Effect::Push {
                         object,
                         targets,
-                        urgent,
+                        priority,
                     } => {
-                        let priority = if urgent {
-                            Priority::Client
-                        } else {
-                            *push_priority.get_or_insert_with(|| match lock(&self.pgs).get(&pg) {
-                                Some(slot) if !slot.pg.is_degraded() => Priority::Misplaced,
-                                _ => Priority::Degraded,
-                            })
-                        };
                         self.spawn(move |osd: Arc<Osd>| async move {
                             osd.push_object(pg, object, targets, None, priority).await;
                         });

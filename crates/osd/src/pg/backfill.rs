@@ -6,6 +6,7 @@ use super::messages::PgMsg;
 use super::{INFO_KEY, Pg, Phase};
 use crate::limits::BACKFILL_PUSHES_MAX;
 use crate::peering::want_acting;
+use crate::throttle::Priority;
 use bytes::Bytes;
 use cairn_store::{ObjectKey, Op, Transaction};
 use cairn_types::{Epoch, OsdId};
@@ -98,7 +99,7 @@ impl Pg {
             fx.push(Effect::Push {
                 object: key.name,
                 targets: targets.clone(),
-                urgent: false,
+                priority: Priority::Degraded,
             });
         }
         if !more {

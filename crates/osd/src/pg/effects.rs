@@ -6,6 +6,7 @@ use super::events::IntervalError;
 use super::messages::PgMsg;
 use crate::log::{LogResult, ReqId, Version};
 use crate::scrub::ScrubOrder;
+use crate::throttle::Priority;
 use bytes::Bytes;
 use cairn_store::{ObjectKey, StoreError, Transaction};
 use cairn_types::{Epoch, OsdId};
@@ -163,8 +164,8 @@ pub struct StoreWrite {
 ///    replacing an earlier (the core changed its mind within the event, or
 ///    an event that handled others, such as an activation replaying early
 ///    messages, appended theirs).
-/// 4. A [`Effect::Push`] of an object that another push in the list marks
-///    urgent is urgent too (a client waits for the object).
+/// 4. A [`Effect::Push`] of an object that another push in the list gives
+///    [`Priority::Client`] has it too (a client waits for the object).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Submit this transaction; report its commit as its tag says
@@ -184,12 +185,14 @@ pub enum Effect {
     PgTempSet(Vec<OsdId>),
     /// Ask the monitor to drop the PG's temporary acting set.
     PgTempClear,
-    /// Read `object` from the local store and push it to `targets`;
-    /// `urgent`: a client waits for it, it goes first.
+    /// Read `object` from the local store and push it to `targets`, with
+    /// this priority in the OSD's recovery throttle: `Client` if a client
+    /// waits for the object, else `Degraded` or `Misplaced` as the PG is
+    /// after the event (set by [`Pg::handle`](super::Pg::handle)).
     Push {
         object: Bytes,
         targets: Vec<OsdId>,
-        urgent: bool,
+        priority: Priority,
     },
     /// List local objects after `after` (`None`: from the start) and
     /// report them as [`PgEvent::BackfillPage`](super::PgEvent::BackfillPage).
@@ -379,6 +382,17 @@ impl Effects {
         })
     }
 
+    /// Gives every push not for a waiting client `priority`.
+    pub fn set_background_push_priority(&mut self, priority: Priority) {
+        for effect in &mut self.0 {
+            if let Effect::Push { priority: p, .. } = effect
+                && *p != Priority::Client
+            {
+                *p = priority;
+            }
+        }
+    }
+
     /// The effects in the order a shell carries them out, by the rule on
     /// [`Effect`]: store writes first, then kind by kind (list order within
     /// a kind), the last only of the kinds that set one piece of state.
@@ -392,7 +406,7 @@ impl Effects {
             }
             if let Effect::Push {
                 object,
-                urgent: true,
+                priority: Priority::Client,
                 ..
             } = effect
             {
@@ -412,12 +426,11 @@ impl Effects {
                 continue;
             }
             if let Effect::Push {
-                object,
-                urgent: is_urgent,
-                ..
+                object, priority, ..
             } = &mut effect
+                && urgent.contains(object)
             {
-                *is_urgent = urgent.contains(object);
+                *priority = Priority::Client;
             }
             rest.push((kind, effect));
         }
@@ -473,10 +486,15 @@ mod tests {
     }
 
     fn push(name: &'static [u8], urgent: bool) -> Effect {
+        let priority = if urgent {
+            Priority::Client
+        } else {
+            Priority::Degraded
+        };
         Effect::Push {
             object: Bytes::from_static(name),
             targets: vec![OsdId(2)],
-            urgent,
+            priority,
         }
     }
 
@@ -551,5 +569,19 @@ mod tests {
             fx.plan().rest,
             vec![push(b"a", true), push(b"b", false), push(b"a", true)]
         );
+    }
+
+    #[test]
+    fn background_pushes_take_the_pg_priority_and_client_ones_keep_theirs() {
+        let mut fx: Effects = [push(b"a", false), push(b"b", true)].into_iter().collect();
+        fx.set_background_push_priority(Priority::Misplaced);
+        let priorities: Vec<Priority> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Push { priority, .. } => Some(*priority),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(priorities, [Priority::Misplaced, Priority::Client]);
     }
 }

@@ -32,6 +32,7 @@ use crate::limits::{
 use crate::log::{DupEntry, LogEntry, PgLog, Version};
 use crate::peering::{PeerCopy, PgInfo};
 use crate::scrub::{Inconsistency, ScrubStamps, Scrubber};
+use crate::throttle::Priority;
 use bytes::Bytes;
 use cairn_store::{CollectionId, ObjectKey};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -387,6 +388,14 @@ impl Pg {
         if let Err(why) = outcome {
             fx.ignore(why);
         }
+        // The recovery throttle's order: what a client waits for, then
+        // what a further failure could lose, then rebalancing.
+        let background = if self.is_degraded() {
+            Priority::Degraded
+        } else {
+            Priority::Misplaced
+        };
+        fx.set_background_push_priority(background);
         fx
     }
 
@@ -454,7 +463,7 @@ impl Pg {
                     fx.push(Effect::Push {
                         object,
                         targets,
-                        urgent: false,
+                        priority: Priority::Degraded,
                     });
                 }
                 for target in &healing.backfill_done_waiting {

@@ -8,6 +8,7 @@ use super::{Healing, Pg, Phase};
 use crate::limits::RECOVERY_OPS_MAX;
 use crate::log::LogKind;
 use crate::scrub::Inconsistency;
+use crate::throttle::Priority;
 use bytes::Bytes;
 use cairn_store::ObjectKey;
 use cairn_types::{Epoch, OsdId};
@@ -262,7 +263,11 @@ pub(super) fn start_recovery(
         fx.push(Effect::Push {
             object: object.clone(),
             targets: lacking.into_iter().collect(),
-            urgent,
+            priority: if urgent {
+                Priority::Client
+            } else {
+                Priority::Degraded
+            },
         });
     }
     healing.recovering.insert(object, 0);
