@@ -40,8 +40,8 @@ use crate::limits::{
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
     MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
-    OMAP_RANGE_ENTRIES_MAX, PARKED_SUB_WRITES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
-    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL,
+    OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX, PEER_PING_INTERVAL,
+    PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
 };
 use crate::log::{
     DUP_KEY_PREFIX, DupEntry, LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code,
@@ -50,14 +50,13 @@ use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
     Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX,
-    MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, Reply, StoreTag, StoreWrite, StoredPg,
-    SubWrite,
+    MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, ReadAnswer, ReadId, Reply, StoreTag,
+    StoreWrite, StoredPg,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
-    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, ScrubSchedule, Turned, admit_peer_msg,
-    admit_request, corrupt_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, read_stands,
-    read_start, servable,
+    PeerAction, PeerContext, PgSync, ScrubSchedule, Turned, admit_peer_msg, admit_request,
+    due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, servable, splits_due,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
@@ -197,6 +196,8 @@ pub async fn run_until(config: OsdConfig, shutdown: CancellationToken) -> Result
         collections_lock: tokio::sync::Mutex::new(()),
         pgs: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
+        reads: Mutex::new(HashMap::new()),
+        next_read: AtomicU64::new(0),
         peers: Mutex::new(HashMap::new()),
         io: IoCounters::default(),
         heartbeat_peers: tokio::sync::Mutex::new(HashMap::new()),
@@ -599,14 +600,11 @@ impl MonLink {
     }
 }
 
-/// One PG this OSD holds, with the sub-writes that arrived early (public
-/// so the simulator's shell parks them the same way).
+/// One PG this OSD holds (public so the simulator's shell holds them the
+/// same way).
 #[derive(Debug)]
 pub struct PgSlot {
     pub pg: Pg,
-    /// Sub-writes of the current interval waiting for their predecessor,
-    /// keyed by the version they follow.
-    pub parked: BTreeMap<Version, SubWrite>,
     /// The interval whose backfill emptied this copy (once per interval:
     /// a resent activation must not empty it again).
     pub wiped_in: Option<Epoch>,
@@ -628,28 +626,7 @@ impl PgSlot {
     /// daemon's monotonic clock, or the simulator's virtual one.
     pub fn handle_at(&mut self, now_ms: u64, event: PgEvent) -> Effects {
         self.pg.set_clock(now_ms);
-        let event = match event {
-            PgEvent::SubWrite(write)
-                if write.interval_epoch == self.pg.interval().epoch_started
-                    && write.prior > self.pg.last_update() =>
-            {
-                if self.parked.len() < PARKED_SUB_WRITES_MAX {
-                    self.parked.insert(write.prior, write);
-                }
-                return Effects::default();
-            }
-            PgEvent::IntervalChange(interval) => {
-                self.parked.clear();
-                PgEvent::IntervalChange(interval)
-            }
-            other => other,
-        };
-        let mut fx = self.pg.handle(event);
-        while let Some(next) = self.parked.remove(&self.pg.last_update()) {
-            let more = self.pg.handle(PgEvent::SubWrite(next));
-            fx.extend(more);
-        }
-        fx
+        self.pg.handle(event)
     }
 }
 
@@ -1031,6 +1008,13 @@ impl Default for OsdSettings {
 
 type Waiters = HashMap<ReqId, Vec<oneshot::Sender<Reply>>>;
 
+/// What the core says of a client read: read the store now, or answer.
+#[derive(Debug)]
+enum ReadStep {
+    Go,
+    Answer(ReadAnswer),
+}
+
 /// The daemon's shared state.
 #[derive(Debug)]
 struct Osd {
@@ -1056,6 +1040,10 @@ struct Osd {
     pgs: Mutex<HashMap<PgId, PgSlot>>,
     /// Clients waiting for a write's reply.
     pending: Mutex<Waiters>,
+    /// Client reads waiting for the core's next step, by read number.
+    reads: Mutex<HashMap<ReadId, oneshot::Sender<ReadStep>>>,
+    /// The next read number.
+    next_read: AtomicU64,
     /// One slot per peer address, each locked while its connection is
     /// made (connect and hello), so a slow peer holds up only the messages
     /// to itself.
@@ -1364,56 +1352,42 @@ impl Osd {
     /// Returns the collections split or retired. A store failure here stops
     /// the OSD, as a refused PG transaction does.
     async fn split_pgs(&self) -> HashSet<CollectionId> {
-        let (epoch, pools) = {
+        let (epoch, due) = {
             let view = read(&self.map);
-            let pools: Vec<(PoolId, u32)> = view.pg_nums().iter().map(|(p, n)| (*p, *n)).collect();
-            (view.epoch(), pools)
-        };
-        let due: Vec<(PoolId, u32, Option<u32>)> = {
             let split_for = lock(&self.split_for);
-            pools
-                .into_iter()
-                .filter_map(|(pool, pg_num)| {
-                    let old = split_for.get(&pool).copied();
-                    (old != Some(pg_num)).then_some((pool, pg_num, old))
-                })
-                .collect()
+            (
+                view.epoch(),
+                splits_due(&view, |pool| split_for.get(&pool).copied()),
+            )
         };
         let mut changed = HashSet::new();
         if due.is_empty() {
             return changed;
         }
         let _collections = self.collections_lock.lock().await;
-        let mut replies = Vec::new();
+        let mut retired = Vec::new();
         {
             let mut pgs = lock(&self.pgs);
-            for &(pool, _, old) in &due {
-                if old.is_none() {
-                    continue;
-                }
-                let doomed: Vec<PgId> = pgs.keys().filter(|pg| pg.pool == pool).copied().collect();
+            for split in due.iter().filter(|split| split.retire) {
+                let doomed: Vec<PgId> = pgs
+                    .keys()
+                    .filter(|pg| pg.pool == split.pool)
+                    .copied()
+                    .collect();
                 for pg in doomed {
                     if let Some(mut slot) = pgs.remove(&pg) {
-                        replies.extend(slot.pg.retire(epoch));
+                        retired.push((pg, slot.pg.retire(epoch).plan().rest));
                         changed.insert(CollectionId::pg(pg.pool.0, pg.seed));
                     }
                 }
             }
         }
-        if !replies.is_empty() {
-            let mut pending = lock(&self.pending);
-            for (req, reply) in replies {
-                for waiter in pending.remove(&req).unwrap_or_default() {
-                    drop(waiter.send(reply.clone()));
-                }
-            }
+        for (pg, effects) in retired {
+            self.execute(pg, effects).await;
         }
         self.store_barrier().await;
         let store = self.store.clone();
-        let work: Vec<(PoolId, u32)> = due
-            .iter()
-            .map(|&(pool, pg_num, _)| (pool, pg_num))
-            .collect();
+        let work: Vec<(PoolId, u32)> = due.iter().map(|split| (split.pool, split.pg_num)).collect();
         let result = tokio::task::spawn_blocking(move || {
             let mut touched = HashSet::new();
             for (pool, pg_num) in work {
@@ -1445,8 +1419,8 @@ impl Osd {
         }
         lock(&self.preexisting).extend(changed.iter().copied());
         let mut split_for = lock(&self.split_for);
-        for (pool, pg_num, _) in due {
-            split_for.insert(pool, pg_num);
+        for split in due {
+            split_for.insert(split.pool, split.pg_num);
         }
         changed
     }
@@ -1515,7 +1489,6 @@ impl Osd {
                 pg,
                 PgSlot {
                     pg: core,
-                    parked: BTreeMap::new(),
                     wiped_in: None,
                 },
             );
@@ -1617,6 +1590,10 @@ impl Osd {
                         for waiter in waiters {
                             drop(waiter.send(reply.clone()));
                         }
+                    }
+                    Effect::Read { read } => self.step_read(read, ReadStep::Go),
+                    Effect::ReadAnswer { read, answer } => {
+                        self.step_read(read, ReadStep::Answer(answer));
                     }
                     Effect::Send { to, msg } => self.send_to_peer(to, pg, &msg).await,
                 }
@@ -2377,95 +2354,93 @@ impl Osd {
         )))
     }
 
-    /// Waits (bounded) until no write to `object` is in flight in `pg`, so
-    /// a read never returns data that is not yet durable everywhere.
-    /// A write admitted after the last look races with the read; the read
-    /// checks afterwards that none did (`shell::read_stands`).
-    async fn wait_object_settled(&self, pg: PgId, object: &[u8]) -> Result<(), OpError> {
-        let deadline = tokio::time::Instant::now() + READ_WAIT_FOR_WRITE_MAX;
-        loop {
-            let busy = lock(&self.pgs)
-                .get(&pg)
-                .is_some_and(|slot| slot.pg.object_in_flight(object));
-            if !busy {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(OpError::ObjectBusy);
-            }
-            tokio::time::sleep(READ_WAIT_POLL).await;
+    /// Hands a read the core's next step (nobody waits for it if the shell
+    /// gave up on the read).
+    fn step_read(&self, read: ReadId, step: ReadStep) {
+        if let Some(waiter) = lock(&self.reads).remove(&read) {
+            drop(waiter.send(step));
         }
     }
 
-    async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
-        let start = lock(&self.pgs)
-            .get(&op.pg)
-            .map(|slot| read_start(&slot.pg, &op.object));
-        let started = match start {
-            None => return self.retry(format!("PG {} is not held here", op.pg)),
-            Some(ReadStart::Lacking) => {
-                // Recovery brings it first; the client retries meanwhile.
-                let object = Bytes::from(op.object.into_vec());
-                self.feed(op.pg, PgEvent::Prioritize { object }).await;
-                return (ClientReply::err(OpError::ObjectBusy), Bytes::new());
-            }
-            Some(ReadStart::Go { started }) => started,
-        };
-        if !op.object.is_empty()
-            && let Err(error) = self.wait_object_settled(op.pg, &op.object).await
-        {
-            return (ClientReply::err(error), Bytes::new());
+    /// Feeds a read event to its PG and waits for the core's next step for
+    /// the read; `None` if this OSD holds no such PG, `ObjectBusy` if the
+    /// core does not answer within [`READ_WAIT_SHELL_MAX`] (it went away).
+    async fn read_step(&self, pg: PgId, read: ReadId, event: PgEvent) -> Option<ReadStep> {
+        let (waiter, step) = oneshot::channel();
+        lock(&self.reads).insert(read, waiter);
+        if !self.feed(pg, event).await {
+            lock(&self.reads).remove(&read);
+            return None;
         }
+        match tokio::time::timeout(READ_WAIT_SHELL_MAX, step).await {
+            Ok(Ok(step)) => Some(step),
+            _ => {
+                lock(&self.reads).remove(&read);
+                Some(ReadStep::Answer(ReadAnswer::Busy))
+            }
+        }
+    }
+
+    /// A client read: the core says when to read the store (`ClientRead`)
+    /// and whether what was read may be returned (`ReadDone`); see
+    /// `pg/read.rs`.
+    async fn client_read(&self, op: ClientOp) -> (ClientReply, Bytes) {
         let pg = op.pg;
-        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let read = ReadId(self.next_read.fetch_add(1, Ordering::Relaxed));
         let object = Bytes::from(op.object.into_vec());
-        let key = ObjectKey::new(object.clone());
+        let start = PgEvent::ClientRead {
+            read,
+            object: object.clone(),
+        };
+        match self.read_step(pg, read, start).await {
+            None => return self.retry(format!("PG {pg} is not held here")),
+            Some(ReadStep::Answer(answer)) => return (read_refusal(answer), Bytes::new()),
+            Some(ReadStep::Go) => {}
+        }
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let key = ObjectKey::new(object);
         let store = self.store.clone();
         let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
         let ops = op.ops;
-        let read =
-            tokio::task::spawn_blocking(move || read_ops(&*store, collection, &key, guards, ops))
-                .await;
-        let stands = || {
-            lock(&self.pgs)
-                .get(&pg)
-                .is_some_and(|slot| read_stands(&slot.pg, clock_ms(), started, &object))
+        let result = match tokio::task::spawn_blocking(move || {
+            read_ops(&*store, collection, &key, guards, ops)
+        })
+        .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(OpError::Store(format!("read task: {error}"))),
         };
-        match read {
-            Ok(Err(OpError::Corrupt(why))) if !object.is_empty() => {
-                let repairable = lock(&self.pgs)
-                    .get(&pg)
-                    .is_some_and(|slot| corrupt_read(&slot.pg) == CorruptRead::Repairing);
-                let event = PgEvent::ReadError {
-                    object,
-                    error: why.clone(),
-                };
-                self.feed(pg, event).await;
-                let error = if repairable {
-                    OpError::ObjectBusy
-                } else {
-                    OpError::Corrupt(why)
-                };
-                (ClientReply::err(error), Bytes::new())
-            }
-            // Not only data: a "not found" or a failed guard read from a
-            // state that no longer stands is no answer either (simulator
-            // seed 36: a read overtaken by a split found its object moved
-            // to the child PG, and answered "not found").
-            Ok(_) if !stands() => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
-            Ok(Ok((output, data))) => (
-                ClientReply {
-                    result: Ok(output),
-                    version: None,
-                },
-                data,
-            ),
-            Ok(Err(error)) => (ClientReply::err(error), Bytes::new()),
-            Err(error) => (
-                ClientReply::err(OpError::Store(format!("read task: {error}"))),
-                Bytes::new(),
-            ),
+        let corrupt = match &result {
+            Err(OpError::Corrupt(why)) => Some(why.clone()),
+            _ => None,
+        };
+        match self
+            .read_step(pg, read, PgEvent::ReadDone { read, corrupt })
+            .await
+        {
+            Some(ReadStep::Answer(ReadAnswer::Deliver)) => match result {
+                Ok((output, data)) => (
+                    ClientReply {
+                        result: Ok(output),
+                        version: None,
+                    },
+                    data,
+                ),
+                Err(error) => (ClientReply::err(error), Bytes::new()),
+            },
+            Some(ReadStep::Answer(answer)) => (read_refusal(answer), Bytes::new()),
+            None | Some(ReadStep::Go) => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
         }
+    }
+}
+
+/// The reply to a read the core answered without delivering what was read
+/// (public so the simulator answers the same).
+#[must_use]
+pub fn read_refusal(answer: ReadAnswer) -> ClientReply {
+    match answer {
+        ReadAnswer::Corrupt(why) => ClientReply::err(OpError::Corrupt(why)),
+        ReadAnswer::Busy | ReadAnswer::Deliver => ClientReply::err(OpError::ObjectBusy),
     }
 }
 

@@ -36,6 +36,6 @@ pub use log::{DupEntry, LogEntry, LogKind, LogResult, PgLog, ReqId, Version};
 pub use peering::{PastInterval, PeerCopy, PgInfo};
 pub use pg::{
     Activate, Effect, Effects, Guard, GuardCheck, Ignored, Interval, IntervalError, InvalidWrite,
-    MapContext, Notify, ObjectState, Pg, PgBackend, PgEvent, PgMsg, Plan, Push, ReplicatedBackend,
-    Reply, RetryReason, StoreTag, StoreWrite, StoredPg, SubWrite, SubWriteAck,
+    MapContext, Notify, ObjectState, Pg, PgBackend, PgEvent, PgMsg, Plan, Push, ReadAnswer, ReadId,
+    ReplicatedBackend, Reply, RetryReason, StoreTag, StoreWrite, StoredPg, SubWrite, SubWriteAck,
 };

@@ -119,7 +119,16 @@ pub const PEER_SEND_ATTEMPTS: usize = 2;
 /// durable on the acting set before it is answered `ObjectBusy` (the client
 /// then retries), and how often it looks.
 pub const READ_WAIT_FOR_WRITE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
-pub const READ_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Client reads one PG's core keeps in progress at once (waiting for a
+/// write to their object, or reading); beyond it a read is answered
+/// `ObjectBusy` at once.
+pub const READS_PENDING_MAX: usize = 4096;
+
+/// How long a shell waits for the core to start or answer a read before it
+/// answers `ObjectBusy` itself (the core went away: a purge, a restart):
+/// the core's own bound and a margin for its next tick.
+pub const READ_WAIT_SHELL_MAX: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// Longest wait for one monitor call (boot, heartbeat, map fetch).
 pub const MON_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

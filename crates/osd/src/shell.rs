@@ -10,9 +10,10 @@
 //! - [`servable`]: whether a client request may be served by this OSD now;
 //! - [`new_copy_lease_bound_ms`]: how long a PG copy loaded or created now
 //!   must assume read-lease promises made before it may still run;
-//! - [`admit_request`], [`read_start`], [`read_stands`] and
-//!   [`corrupt_read`]: the read path around the store read;
+//! - [`admit_request`]: the checks on a request that need only the map
+//!   (the read path's own decisions are the core's: `PgEvent::ClientRead`);
 //! - [`due_scrubs`]: which PGs start a scheduled scrub now;
+//! - [`splits_due`]: after a new map, which pools' copies are split;
 //! - [`plan_pg_sync`]: after a new map, which PG cores learn of a new
 //!   interval or of OSDs going up or down, and which copies are created or
 //!   loaded.
@@ -23,7 +24,7 @@ use crate::pg::{Interval, MapContext, Notify, Pg, PgMsg};
 use bytes::Bytes;
 use cairn_placement::Redundancy;
 use cairn_proto::peer::LeaseReport;
-use cairn_types::{Epoch, OsdId, PgId};
+use cairn_types::{Epoch, OsdId, PgId, PoolId};
 
 /// What a shell does with a PG message from a peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,64 +199,6 @@ pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turn
     }
 }
 
-/// How a read of an object begins on the primary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadStart {
-    /// Some copy lacks the object: feed the core `Prioritize` so recovery
-    /// brings it first, and answer `ObjectBusy` (the client retries).
-    Lacking,
-    /// Go on in the interval that started at `started`: wait (polling, up
-    /// to `limits::READ_WAIT_FOR_WRITE_MAX`, then `ObjectBusy`) while
-    /// [`Pg::object_in_flight`], read, and keep the result only if
-    /// [`read_stands`].
-    Go { started: Epoch },
-}
-
-/// Where a read of `object` begins (empty: a listing).
-#[must_use]
-pub fn read_start(core: &Pg, object: &[u8]) -> ReadStart {
-    if !object.is_empty() && core.lacks(object) {
-        ReadStart::Lacking
-    } else {
-        ReadStart::Go {
-            started: core.interval().epoch_started,
-        }
-    }
-}
-
-/// Whether a read that began in the interval starting at `started` may
-/// return what it read from the store: this OSD still may serve reads of
-/// the PG in that interval, and no write to the object is in flight. The
-/// store read runs apart from the core, so a write admitted after the
-/// settle check may be in what it read, not yet durable elsewhere; and an
-/// interval change ends in-flight writes without making them durable.
-#[must_use]
-pub fn read_stands(core: &Pg, now_ms: u64, started: Epoch, object: &[u8]) -> bool {
-    core.may_serve_reads(now_ms)
-        && core.interval().epoch_started == started
-        && (object.is_empty() || !core.object_in_flight(object))
-}
-
-/// What a read that found the object's data corrupt answers, after the
-/// shell fed the core `ReadError` (which recovers the copy from another).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CorruptRead {
-    /// Another copy can replace it: `ObjectBusy`, the client retries (also
-    /// while the other copies are down: they come back).
-    Repairing,
-    /// A pool of one copy has nothing to wait for: `Corrupt`.
-    Lost,
-}
-
-#[must_use]
-pub fn corrupt_read(core: &Pg) -> CorruptRead {
-    if core.has_other_source() || core.interval().size > 1 {
-        CorruptRead::Repairing
-    } else {
-        CorruptRead::Lost
-    }
-}
-
 /// How long a PG copy loaded or created now must assume that read-lease
 /// promises made before it still run: a copy just split from a parent
 /// core, as long as that core's promise (a lease); a copy this process
@@ -318,6 +261,33 @@ pub fn due_scrubs<'a>(
     due.sort_by_key(|d| std::cmp::Reverse(d.0));
     due.truncate(schedule.max_scrubs.saturating_sub(running));
     due.into_iter().map(|(_, pg, deep)| (pg, deep)).collect()
+}
+
+/// A pool whose copies this OSD must split now: its `pg_num` in the map
+/// differs from the one its copies were last split for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitDue {
+    pub pool: PoolId,
+    pub pg_num: u32,
+    /// Whether the pool's cores are retired first: not on the first map
+    /// this process sees of the pool (its copies load after the split).
+    pub retire: bool,
+}
+
+/// The pools whose copies are split after a new map, in pool order;
+/// `split_for`: the `pg_num` this OSD last split a pool's copies for.
+pub fn splits_due(view: &MapView, split_for: impl Fn(PoolId) -> Option<u32>) -> Vec<SplitDue> {
+    view.pg_nums()
+        .iter()
+        .filter_map(|(&pool, &pg_num)| {
+            let old = split_for(pool);
+            (old != Some(pg_num)).then_some(SplitDue {
+                pool,
+                pg_num,
+                retire: old.is_some(),
+            })
+        })
+        .collect()
 }
 
 /// What a shell does for one PG after applying a new map.

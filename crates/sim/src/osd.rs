@@ -3,10 +3,11 @@
 //! manual sync that can hold damaged metadata records).
 //!
 //! It follows the daemon closely (map replay through the shared
-//! [`MapView`], PG creation and loading, the effects of each event, the
-//! parking of early sub-writes through the daemon's own [`PgSlot`], peer
-//! pings and failure reports, reads that wait for in-flight writes) and
-//! reuses its pure helpers (`load_pg`, `read_object_state`, `observe`).
+//! [`MapView`], PG creation and loading, the effects of each event carried
+//! out in the order of the shared `Effects::plan`, peer pings and failure
+//! reports, reads started and answered by the core) and reuses its pure
+//! helpers (`load_pg`, `read_object_state`, `read_ops`, `observe`) and the
+//! shell's decisions (`cairn_osd::shell`).
 //! Where the daemon spawns a task (pushes, scans, purges, reads) the shell
 //! asks for a timer, so other events can come in between, as they can in
 //! the daemon.
@@ -23,19 +24,19 @@ use bytes::Bytes;
 use cairn_osd::codec::plan_write;
 use cairn_osd::daemon::{
     PgSlot, build_scrub_map, check_request, client_reply, load_pg, observe, pg_stat,
-    read_object_state, read_ops,
+    read_object_state, read_ops, read_refusal,
 };
 use cairn_osd::lease::{AliveStamp, Leases, restart_lease_bound_ms};
+use cairn_osd::limits::LEASE_MS;
 use cairn_osd::limits::{BACKFILL_SCAN_KEYS, PEER_GRACE};
-use cairn_osd::limits::{LEASE_MS, READ_WAIT_FOR_WRITE_MAX, READ_WAIT_POLL};
 use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::shell::{
-    CorruptRead, PeerAction, PeerContext, PgSync, ReadStart, ScrubSchedule, Turned, admit_peer_msg,
-    admit_request, corrupt_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, read_stands,
-    read_start, servable,
+    PeerAction, PeerContext, PgSync, ScrubSchedule, SplitDue, Turned, admit_peer_msg,
+    admit_request, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, servable, splits_due,
 };
 use cairn_osd::{Effect, Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
+use cairn_osd::{ReadAnswer, ReadId};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, OsdStats, Reply};
 use cairn_proto::osd::{ClientOp, ClientReply, OpError};
@@ -94,21 +95,22 @@ pub enum OsdTimer {
         pg: PgId,
         epoch: Epoch,
     },
-    /// A read waiting for its object's writes to settle.
-    ReadWait {
-        asker: Asker,
-        op: ClientOp,
-        deadline_ms: u64,
-        /// The interval the read began in.
-        started: Epoch,
-    },
-    /// A read whose object was settled, served now (the daemon's read runs
-    /// on a blocking task, so writes can slip in before it).
+    /// The store read of client read `read`, which the core started (the
+    /// daemon's read runs on a blocking task, so writes can slip in before
+    /// it).
     ReadRun {
-        asker: Asker,
-        op: ClientOp,
-        started: Epoch,
+        pg: PgId,
+        read: ReadId,
     },
+}
+
+/// A client read in progress: who asked, the request (until its store read
+/// ran) and what the read gave (until the core answers).
+#[derive(Debug)]
+struct SimRead {
+    asker: Asker,
+    op: Option<ClientOp>,
+    result: Option<Result<(Vec<cairn_proto::osd::OpOutput>, Bytes), OpError>>,
 }
 
 /// Where a client request's answer goes: the client, and the id of the
@@ -175,6 +177,9 @@ pub struct OsdProc {
     sync_owed: bool,
     told_up: BTreeSet<OsdId>,
     waiters: BTreeMap<ReqId, Vec<Asker>>,
+    /// Client reads in progress, by read number.
+    reads: BTreeMap<ReadId, SimRead>,
+    next_read: u64,
     unsynced: Vec<Unsynced>,
     sync_scheduled: bool,
     last_heard: BTreeMap<OsdId, u64>,
@@ -268,10 +273,6 @@ fn trace_ignored() -> bool {
 /// OSD ids as plain numbers, for trace lines.
 fn ids(osds: &[OsdId]) -> Vec<u32> {
     osds.iter().map(|o| o.0).collect()
-}
-
-fn millis(duration: std::time::Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn collection_of(pg: PgId) -> CollectionId {
@@ -377,6 +378,8 @@ impl SimOsd {
             sync_owed: false,
             told_up: BTreeSet::new(),
             waiters: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            next_read: 0,
             unsynced: Vec::new(),
             sync_scheduled: false,
             last_heard: BTreeMap::new(),
@@ -605,7 +608,7 @@ impl SimOsd {
             } => {
                 if let Node::Client(client) = from {
                     let asker = Asker { client, request_id };
-                    self.client_op(now_ms, asker, op, data, out);
+                    self.client_op(asker, op, data, out);
                 }
             }
             _ => {}
@@ -669,16 +672,7 @@ impl SimOsd {
                 }
             }
             OsdTimer::Purge { pg, epoch } => self.purge(pg, epoch, out),
-            OsdTimer::ReadWait {
-                asker,
-                op,
-                deadline_ms,
-                started,
-            } => self.read_wait(now_ms, asker, op, (deadline_ms, started), out),
-            OsdTimer::ReadRun { asker, op, started } => {
-                let (reply, data) = self.read(now_ms, op, started, out);
-                Self::reply(out, asker, reply, data);
-            }
+            OsdTimer::ReadRun { pg, read } => self.read(pg, read, out),
         }
     }
 
@@ -841,42 +835,26 @@ impl SimOsd {
         let whoami = self.id;
         let process = self.proc();
         let epoch = process.view.epoch();
-        let due: Vec<(PoolId, u32, Option<u32>)> = process
-            .view
-            .pg_nums()
-            .iter()
-            .filter_map(|(&pool, &pg_num)| {
-                let old = process.split_for.get(&pool).copied();
-                (old != Some(pg_num)).then_some((pool, pg_num, old))
-            })
-            .collect();
+        let due = splits_due(&process.view, |pool| process.split_for.get(&pool).copied());
         let mut changed = BTreeSet::new();
-        for &(pool, _, old) in &due {
-            if old.is_none() {
-                continue;
-            }
+        for split in due.iter().filter(|split| split.retire) {
             let doomed: Vec<PgId> = self
                 .proc()
                 .pgs
                 .keys()
-                .filter(|pg| pg.pool == pool)
+                .filter(|pg| pg.pool == split.pool)
                 .copied()
                 .collect();
             for pg in doomed {
                 if let Some(mut slot) = self.proc_mut().pgs.remove(&pg) {
-                    let fx: Effects = slot
-                        .pg
-                        .retire(epoch)
-                        .into_iter()
-                        .map(|(req, reply)| Effect::Reply { req, reply })
-                        .collect();
+                    let fx = slot.pg.retire(epoch);
                     self.execute(pg, fx, out);
                     changed.insert(collection_of(pg));
                 }
             }
         }
         let mut queued = Vec::new();
-        for &(pool, pg_num, _) in &due {
+        for &SplitDue { pool, pg_num, .. } in &due {
             let store = &self.store;
             // Applied at once (durable at the next sync, as the daemon's
             // would be after its apply), so planning the next parent
@@ -917,8 +895,8 @@ impl SimOsd {
             }
         }
         let process = self.proc_mut();
-        for (pool, pg_num, _) in due {
-            process.split_for.insert(pool, pg_num);
+        for split in due {
+            process.split_for.insert(split.pool, split.pg_num);
         }
         process.preexisting.extend(changed.iter().copied());
         process.split_now = changed;
@@ -997,7 +975,6 @@ impl SimOsd {
             Ok((core, fx)) => {
                 let slot = PgSlot {
                     pg: core,
-                    parked: BTreeMap::new(),
                     wiped_in: None,
                 };
                 self.proc_mut().pgs.insert(pg, slot);
@@ -1148,6 +1125,10 @@ impl SimOsd {
                         Self::reply(out, asker, client_reply(reply.clone(), epoch), Bytes::new());
                     }
                 }
+                Effect::Read { read } => {
+                    out.timers.push((Delay::Io, OsdTimer::ReadRun { pg, read }));
+                }
+                Effect::ReadAnswer { read, answer } => self.answer_read(read, answer, out),
                 Effect::Send { to, msg } => {
                     out.sends.push((Node::Osd(to), Msg::Pg { pg, msg }));
                 }
@@ -1484,14 +1465,7 @@ impl SimOsd {
     /// The daemon's `client_op`: the request's shape, its PG and
     /// servability, then the write path through the PG core or a read from
     /// the store.
-    fn client_op(
-        &mut self,
-        now_ms: u64,
-        asker: Asker,
-        op: ClientOp,
-        data: CheckedBytes,
-        out: &mut Outbox,
-    ) {
+    fn client_op(&mut self, asker: Asker, op: ClientOp, data: CheckedBytes, out: &mut Outbox) {
         if let Err(why) = check_request(&op) {
             let reply = ClientReply::err(OpError::Invalid(why));
             return Self::reply(out, asker, reply, Bytes::new());
@@ -1511,7 +1485,7 @@ impl SimOsd {
         if write {
             self.client_write(asker, op, data, out);
         } else {
-            self.client_read(now_ms, asker, op, out);
+            self.client_read(asker, op, out);
         }
     }
 
@@ -1554,115 +1528,68 @@ impl SimOsd {
         }
     }
 
-    /// The daemon's `client_read` up to the store read: a missing object
-    /// is recovered first (the client retries meanwhile), then the read
-    /// waits for the object's writes to settle.
-    fn client_read(&mut self, now_ms: u64, asker: Asker, op: ClientOp, out: &mut Outbox) {
-        let start = self
-            .proc()
-            .pgs
-            .get(&op.pg)
-            .map(|slot| read_start(&slot.pg, &op.object));
-        let started = match start {
-            None => return self.retry(out, asker, format!("PG {} is not held here", op.pg)),
-            Some(ReadStart::Lacking) => {
-                let object = Bytes::from(op.object.into_vec());
-                self.feed(op.pg, PgEvent::Prioritize { object }, out);
-                let reply = ClientReply::err(OpError::ObjectBusy);
-                return Self::reply(out, asker, reply, Bytes::new());
-            }
-            Some(ReadStart::Go { started }) => started,
+    /// The daemon's `client_read`: the core says when to read the store
+    /// and whether what was read may be returned.
+    fn client_read(&mut self, asker: Asker, op: ClientOp, out: &mut Outbox) {
+        let pg = op.pg;
+        let process = self.proc_mut();
+        let read = ReadId(process.next_read);
+        process.next_read += 1;
+        let object = Bytes::copy_from_slice(&op.object);
+        let pending = SimRead {
+            asker,
+            op: Some(op),
+            result: None,
         };
-        let deadline_ms = now_ms + millis(READ_WAIT_FOR_WRITE_MAX);
-        self.read_wait(now_ms, asker, op, (deadline_ms, started), out);
-    }
-
-    /// Waits (bounded) until no write to the object is in flight, then
-    /// reads it after a store latency.
-    fn read_wait(
-        &mut self,
-        now_ms: u64,
-        asker: Asker,
-        op: ClientOp,
-        (deadline_ms, started): (u64, Epoch),
-        out: &mut Outbox,
-    ) {
-        let busy = !op.object.is_empty()
-            && self
-                .proc()
-                .pgs
-                .get(&op.pg)
-                .is_some_and(|slot| slot.pg.object_in_flight(&op.object));
-        if !busy {
-            let run = OsdTimer::ReadRun { asker, op, started };
-            out.timers.push((Delay::Io, run));
-        } else if now_ms >= deadline_ms {
-            let reply = ClientReply::err(OpError::ObjectBusy);
-            Self::reply(out, asker, reply, Bytes::new());
-        } else {
-            let wait = OsdTimer::ReadWait {
-                asker,
-                op,
-                deadline_ms,
-                started,
-            };
-            out.timers.push((Delay::Ms(millis(READ_WAIT_POLL)), wait));
+        process.reads.insert(read, pending);
+        if !self.feed(pg, PgEvent::ClientRead { read, object }, out) {
+            self.proc_mut().reads.remove(&read);
+            self.retry(out, asker, format!("PG {pg} is not held here"));
         }
     }
 
-    /// The daemon's store read (`read_ops`) and what follows it: a read a
-    /// write or a new interval overtook is answered busy; a rotten copy is
-    /// recovered from another one while the client retries.
-    fn read(
-        &mut self,
-        now_ms: u64,
-        op: ClientOp,
-        started: Epoch,
-        out: &mut Outbox,
-    ) -> (ClientReply, Bytes) {
-        let pg = op.pg;
-        let collection = collection_of(pg);
-        let object = Bytes::from(op.object.into_vec());
-        let key = ObjectKey::new(object.clone());
-        let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
-        let read = read_ops(&self.store, collection, &key, guards, op.ops);
-        let stands = |osd: &SimOsd| {
-            osd.proc()
-                .pgs
-                .get(&pg)
-                .is_some_and(|slot| read_stands(&slot.pg, now_ms, started, &object))
+    /// The daemon's store read (`read_ops`), reported to the core.
+    fn read(&mut self, pg: PgId, read: ReadId, out: &mut Outbox) {
+        let Some(op) = self
+            .proc_mut()
+            .reads
+            .get_mut(&read)
+            .and_then(|pending| pending.op.take())
+        else {
+            return;
         };
-        match read {
-            Err(OpError::Corrupt(why)) if !object.is_empty() => {
-                let repairable = self
-                    .proc()
-                    .pgs
-                    .get(&pg)
-                    .is_some_and(|slot| corrupt_read(&slot.pg) == CorruptRead::Repairing);
-                let event = PgEvent::ReadError {
-                    object: object.clone(),
-                    error: why.clone(),
-                };
-                self.feed(pg, event, out);
-                let error = if repairable {
-                    OpError::ObjectBusy
-                } else {
-                    OpError::Corrupt(why)
-                };
-                (ClientReply::err(error), Bytes::new())
-            }
-            // Not only data: a "not found" or a failed guard read from a
-            // state that no longer stands is no answer either (seed 36: a
-            // read overtaken by a split found its object moved away).
-            _ if !stands(self) => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
-            Ok((output, data)) => (
+        let collection = collection_of(pg);
+        let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
+        let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
+        let result = read_ops(&self.store, collection, &key, guards, op.ops);
+        let corrupt = match &result {
+            Err(OpError::Corrupt(why)) => Some(why.clone()),
+            _ => None,
+        };
+        if let Some(pending) = self.proc_mut().reads.get_mut(&read) {
+            pending.result = Some(result);
+        }
+        if !self.feed(pg, PgEvent::ReadDone { read, corrupt }, out) {
+            self.answer_read(read, ReadAnswer::Busy, out);
+        }
+    }
+
+    /// Answers a client read as the core says.
+    fn answer_read(&mut self, read: ReadId, answer: ReadAnswer, out: &mut Outbox) {
+        let Some(pending) = self.proc_mut().reads.remove(&read) else {
+            return;
+        };
+        let (reply, data) = match (answer, pending.result) {
+            (ReadAnswer::Deliver, Some(Ok((output, data)))) => (
                 ClientReply {
                     result: Ok(output),
                     version: None,
                 },
                 data,
             ),
-            Err(error) => (ClientReply::err(error), Bytes::new()),
-        }
+            (ReadAnswer::Deliver, Some(Err(error))) => (ClientReply::err(error), Bytes::new()),
+            (answer, _) => (read_refusal(answer), Bytes::new()),
+        };
+        Self::reply(out, pending.asker, reply, data);
     }
 }

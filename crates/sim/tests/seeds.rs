@@ -86,6 +86,12 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
         "a primary cut off since before a split pulled an object from a copy that had \
          split, took \"no such object\" as the answer and refused a valid compare-and-set",
     ),
+    (
+        202767,
+        "the primary's copy of an object rotted while its acting peers were empty backfill \
+         targets; a stray held a sound copy, but a read error looked for another source \
+         among the acting copies only: backfill stuck for good",
+    ),
 ];
 
 /// Seeds that lose an object to a double fault no replicated store

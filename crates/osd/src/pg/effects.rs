@@ -2,7 +2,7 @@
 //! transactions, messages, replies and background work), and the replies
 //! and refusals they carry.
 
-use super::events::IntervalError;
+use super::events::{IntervalError, ReadId};
 use super::messages::PgMsg;
 use crate::log::{LogResult, ReqId, Version};
 use crate::scrub::ScrubOrder;
@@ -86,6 +86,21 @@ pub enum Reply {
     },
 }
 
+/// The answer to a client read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadAnswer {
+    /// Answer with what the store read gave (data, "not found", a failed
+    /// guard, a store error).
+    Deliver,
+    /// `ObjectBusy`: the client retries. The object is being recovered
+    /// (or repaired after a corrupt read), a write to it stayed in flight
+    /// too long, or what was read no longer stands (a write or a new
+    /// interval overtook the read).
+    Busy,
+    /// The object's only copy is corrupt: nothing to wait for.
+    Corrupt(String),
+}
+
 /// An input the PG ignored, and why (for the shell to log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Ignored {
@@ -149,7 +164,7 @@ pub struct StoreWrite {
 ///    [`Effect::Ignored`], [`Effect::PgTempSet`]/[`Effect::PgTempClear`],
 ///    [`Effect::Push`], [`Effect::Scan`], [`Effect::Purge`],
 ///    [`Effect::ScrubList`], [`Effect::ScrubMap`], [`Effect::Reply`],
-///    [`Effect::Send`]; **within a kind, in list order**. That order is
+///    [`Effect::ReadAnswer`], [`Effect::Read`], [`Effect::Send`]; **within a kind, in list order**. That order is
 ///    what matters: sends to one peer keep the order the core made them in
 ///    (a replica takes sub-writes only in log order), replies keep version
 ///    order. Across kinds nothing depends on it: each kind goes somewhere
@@ -177,6 +192,11 @@ pub enum Effect {
     Send { to: OsdId, msg: PgMsg },
     /// Answer the client request `req`.
     Reply { req: ReqId, reply: Reply },
+    /// Run the store read of client read `read` now and report
+    /// [`PgEvent::ReadDone`](super::PgEvent::ReadDone).
+    Read { read: ReadId },
+    /// Answer client read `read` (no [`PgEvent::ReadDone`](super::PgEvent::ReadDone) follows).
+    ReadAnswer { read: ReadId, answer: ReadAnswer },
     /// An input the PG ignored, and why (for the shell to log).
     Ignored(Ignored),
     /// Something worth telling the operator (state changes).
@@ -224,6 +244,8 @@ enum Kind {
     ScrubList,
     ScrubMap,
     Reply,
+    ReadAnswer,
+    Read,
     Send,
 }
 
@@ -261,6 +283,8 @@ impl Effect {
             Effect::ScrubList { .. } => Kind::ScrubList,
             Effect::ScrubMap(_) => Kind::ScrubMap,
             Effect::Reply { .. } => Kind::Reply,
+            Effect::ReadAnswer { .. } => Kind::ReadAnswer,
+            Effect::Read { .. } => Kind::Read,
             Effect::Send { .. } => Kind::Send,
         })
     }

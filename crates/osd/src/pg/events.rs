@@ -134,6 +134,11 @@ impl GuardCheck {
     }
 }
 
+/// A client read, numbered by the shell (unique among its reads in
+/// progress), so the core's answers find it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadId(pub u64);
+
 /// What happens to a PG.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PgEvent {
@@ -144,6 +149,24 @@ pub enum PgEvent {
         object: Bytes,
         ops: Vec<Op>,
         guard: Option<GuardCheck>,
+    },
+    /// A client's read of `object` (empty: a listing) on the primary,
+    /// after the shell checked that this OSD may serve it
+    /// (`shell::servable`). The core answers with
+    /// [`Effect::Read`](super::Effect::Read) (read the store now) or
+    /// [`Effect::ReadAnswer`](super::Effect::ReadAnswer) (answer without
+    /// reading), perhaps only after later events: a read waits while a
+    /// write to its object is in flight.
+    ClientRead {
+        read: ReadId,
+        object: Bytes,
+    },
+    /// The store read an [`Effect::Read`](super::Effect::Read) asked for
+    /// ran; `corrupt`: it found the object's data corrupt (why). The core
+    /// answers with [`Effect::ReadAnswer`](super::Effect::ReadAnswer).
+    ReadDone {
+        read: ReadId,
+        corrupt: Option<String>,
     },
     /// A new map changed this PG's up set, acting set or primary.
     IntervalChange(Interval),

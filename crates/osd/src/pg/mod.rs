@@ -50,12 +50,15 @@ mod scrub;
 mod status;
 mod write;
 
+use crate::limits::PARKED_SUB_WRITES_MAX;
 pub use backend::{PgBackend, ReplicatedBackend, push_txn};
 pub use effects::{
-    Effect, Effects, Ignored, InvalidWrite, Plan, Reply, RetryReason, StoreTag, StoreWrite,
+    Effect, Effects, Ignored, InvalidWrite, Plan, ReadAnswer, Reply, RetryReason, StoreTag,
+    StoreWrite,
 };
-pub use events::{Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent};
+pub use events::{Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent, ReadId};
 pub use messages::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
+use read::PendingRead;
 use write::{InFlight, NewWrite};
 
 /// Metadata key of the PG's [`PgInfo`].
@@ -174,6 +177,15 @@ pub struct Pg {
     /// Replica: peer messages of this interval that came before the
     /// activation (the messenger does not order them).
     early: Vec<PgMsg>,
+    /// Replica: sub-writes of this interval that came ahead of their
+    /// predecessor, keyed by the version they follow (the wire server
+    /// handles one connection's frames concurrently, so they may arrive
+    /// out of order); taken in log order as the log reaches them.
+    ahead: BTreeMap<Version, SubWrite>,
+    /// Primary: client reads in progress (see `read.rs`).
+    reads: BTreeMap<ReadId, PendingRead>,
+    /// The shell's clock at the current event, in milliseconds.
+    now_ms: u64,
     /// Replica: pushed objects to acknowledge on commit, to their sender.
     pushes_owed: BTreeMap<Bytes, OsdId>,
     scrub: Scrubber,
@@ -252,6 +264,9 @@ impl Pg {
             },
             healing: Healing::default(),
             early: Vec::new(),
+            ahead: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            now_ms: 0,
             pushes_owed: BTreeMap::new(),
             scrub: Scrubber::default(),
             leases: Leases::default(),
@@ -325,69 +340,11 @@ impl Pg {
     /// Handles one event; never blocks, never does I/O.
     pub fn handle(&mut self, event: PgEvent) -> Effects {
         let mut fx = Effects::default();
-        let outcome = match event {
-            PgEvent::ClientWrite {
-                req,
-                client_epoch,
-                object,
-                ops,
-                guard,
-            } => {
-                let write = NewWrite { req, object, ops };
-                self.on_client_write(write, client_epoch, guard, &mut fx);
-                Ok(())
-            }
-            PgEvent::IntervalChange(interval) => self.on_interval_change(interval, &mut fx),
-            PgEvent::MapContext(context) => {
-                self.on_map_context(context, &mut fx);
-                Ok(())
-            }
-            PgEvent::SubWrite(write) => {
-                if matches!(self.phase, Phase::Replica { activated: false })
-                    && write.interval_epoch == self.interval.epoch_started
-                {
-                    self.park(PgMsg::SubWrite(write));
-                    Ok(())
-                } else {
-                    self.on_sub_write(write, &mut fx)
-                }
-            }
-            PgEvent::SubWriteAck(ack) => self.on_sub_write_ack(ack, &mut fx),
-            PgEvent::LocalCommitted { version } => self.on_local_committed(version, &mut fx),
-            PgEvent::Committed(tag) => {
-                self.on_committed(tag, &mut fx);
-                Ok(())
-            }
-            PgEvent::Peer(msg) => self.on_peer(msg, &mut fx),
-            PgEvent::BackfillPage { keys, more } => {
-                self.on_backfill_page(keys, more, &mut fx);
-                Ok(())
-            }
-            PgEvent::Prioritize { object } => {
-                self.prioritize(object, &mut fx);
-                Ok(())
-            }
-            PgEvent::Tick => {
-                self.on_tick(&mut fx);
-                Ok(())
-            }
-            PgEvent::Scrub {
-                deep,
-                repair,
-                now_secs,
-            } => self.start_scrub(deep, repair, now_secs, &mut fx),
-            PgEvent::ScrubPage { keys, more } => {
-                self.on_scrub_page(keys, more, &mut fx);
-                Ok(())
-            }
-            PgEvent::ReadError { object, error } => {
-                self.on_read_error(object, error, &mut fx);
-                Ok(())
-            }
-        };
-        if let Err(why) = outcome {
-            fx.ignore(why);
+        self.dispatch(event, &mut fx);
+        while let Some(next) = self.ahead.remove(&self.last_update) {
+            self.dispatch(PgEvent::SubWrite(next), &mut fx);
         }
+        self.move_reads(&mut fx);
         // The recovery throttle's order: what a client waits for, then
         // what a further failure could lose, then rebalancing.
         let background = if self.is_degraded() {
@@ -397,6 +354,94 @@ impl Pg {
         };
         fx.set_background_push_priority(background);
         fx
+    }
+
+    /// Handles one event (the sub-writes it lets through follow in
+    /// [`Pg::handle`]).
+    fn dispatch(&mut self, event: PgEvent, fx: &mut Effects) {
+        let outcome = match event {
+            PgEvent::ClientWrite {
+                req,
+                client_epoch,
+                object,
+                ops,
+                guard,
+            } => {
+                let write = NewWrite { req, object, ops };
+                self.on_client_write(write, client_epoch, guard, fx);
+                Ok(())
+            }
+            PgEvent::ClientRead { read, object } => {
+                self.on_client_read(read, object, fx);
+                Ok(())
+            }
+            PgEvent::ReadDone { read, corrupt } => {
+                self.on_read_done(read, corrupt, fx);
+                Ok(())
+            }
+            PgEvent::IntervalChange(interval) => {
+                self.ahead.clear();
+                self.on_interval_change(interval, fx)
+            }
+            PgEvent::MapContext(context) => {
+                self.on_map_context(context, fx);
+                Ok(())
+            }
+            PgEvent::SubWrite(write)
+                if write.interval_epoch == self.interval.epoch_started
+                    && write.prior > self.last_update =>
+            {
+                if self.ahead.len() < PARKED_SUB_WRITES_MAX {
+                    self.ahead.insert(write.prior, write);
+                }
+                Ok(())
+            }
+            PgEvent::SubWrite(write) => {
+                if matches!(self.phase, Phase::Replica { activated: false })
+                    && write.interval_epoch == self.interval.epoch_started
+                {
+                    self.park(PgMsg::SubWrite(write));
+                    Ok(())
+                } else {
+                    self.on_sub_write(write, fx)
+                }
+            }
+            PgEvent::SubWriteAck(ack) => self.on_sub_write_ack(ack, fx),
+            PgEvent::LocalCommitted { version } => self.on_local_committed(version, fx),
+            PgEvent::Committed(tag) => {
+                self.on_committed(tag, fx);
+                Ok(())
+            }
+            PgEvent::Peer(msg) => self.on_peer(msg, fx),
+            PgEvent::BackfillPage { keys, more } => {
+                self.on_backfill_page(keys, more, fx);
+                Ok(())
+            }
+            PgEvent::Prioritize { object } => {
+                self.prioritize(object, fx);
+                Ok(())
+            }
+            PgEvent::Tick => {
+                self.on_tick(fx);
+                Ok(())
+            }
+            PgEvent::Scrub {
+                deep,
+                repair,
+                now_secs,
+            } => self.start_scrub(deep, repair, now_secs, fx),
+            PgEvent::ScrubPage { keys, more } => {
+                self.on_scrub_page(keys, more, fx);
+                Ok(())
+            }
+            PgEvent::ReadError { object, error } => {
+                self.on_read_error(object, error, fx);
+                Ok(())
+            }
+        };
+        if let Err(why) = outcome {
+            fx.ignore(why);
+        }
     }
 
     fn is_primary(&self) -> bool {

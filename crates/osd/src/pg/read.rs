@@ -1,15 +1,161 @@
 //! Serving reads: the primary's read leases (see [`crate::lease`]) and
-//! whether an object may be read now.
+//! the read path's decisions.
+//!
+//! A client read is two events around the shell's store read:
+//! [`PgEvent::ClientRead`](super::PgEvent::ClientRead) asks to read; the
+//! core answers `ObjectBusy` at once if this copy lacks the object (and
+//! puts it first in recovery), or waits while a write to the object is in
+//! flight (admitted, not yet durable on the acting set: a read that
+//! returned it would have seen a value that may never exist), up to
+//! [`READ_WAIT_FOR_WRITE_MAX`], then asks the shell to read
+//! ([`Effect::Read`]). The store read runs apart from the core, so a write
+//! admitted meanwhile may be in what it read, and a new interval may have
+//! ended in-flight writes without making them durable:
+//! [`PgEvent::ReadDone`](super::PgEvent::ReadDone) answers `Deliver` only
+//! if the read still stands (same interval, lease held, no write to the
+//! object in flight), else `ObjectBusy`; a corrupt copy is recovered from
+//! another while the client retries.
 
 use super::Pg;
-use super::effects::Effects;
+use super::effects::{Effect, Effects, ReadAnswer};
+use super::events::ReadId;
 use super::messages::PgMsg;
+use crate::limits::{READ_WAIT_FOR_WRITE_MAX, READS_PENDING_MAX};
 use crate::log::LogKind;
+use bytes::Bytes;
+use cairn_types::Epoch;
+
+/// A client read the core has not answered yet.
+#[derive(Debug)]
+pub(super) struct PendingRead {
+    /// The object (empty: a listing).
+    object: Bytes,
+    /// The interval the read began in; it stands only in that one.
+    started: Epoch,
+    /// When it began (the shell's clock), for the wait's bound.
+    since_ms: u64,
+    /// Whether the shell is reading the store for it.
+    running: bool,
+}
 
 impl Pg {
     /// The shell's clock, in milliseconds, set before each event.
     pub fn set_clock(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
         self.leases.set_clock(now_ms);
+    }
+
+    pub(super) fn on_client_read(&mut self, read: ReadId, object: Bytes, fx: &mut Effects) {
+        if self.reads.len() >= READS_PENDING_MAX || self.reads.contains_key(&read) {
+            fx.push(Effect::ReadAnswer {
+                read,
+                answer: ReadAnswer::Busy,
+            });
+            return;
+        }
+        if !object.is_empty() && self.lacks(&object) {
+            // Recovery brings it first; the client retries meanwhile.
+            self.prioritize(object, fx);
+            fx.push(Effect::ReadAnswer {
+                read,
+                answer: ReadAnswer::Busy,
+            });
+            return;
+        }
+        let pending = PendingRead {
+            object,
+            started: self.interval.epoch_started,
+            since_ms: self.now_ms,
+            running: false,
+        };
+        self.reads.insert(read, pending);
+    }
+
+    /// After every event: reads waiting for their object's writes start
+    /// once none is in flight, and give up (`ObjectBusy`) when their
+    /// interval ended or the wait passed its bound.
+    pub(super) fn move_reads(&mut self, fx: &mut Effects) {
+        if self.reads.values().all(|r| r.running) {
+            return;
+        }
+        let wait_max = u64::try_from(READ_WAIT_FOR_WRITE_MAX.as_millis()).unwrap_or(u64::MAX);
+        let mut ended = Vec::new();
+        let mut start = Vec::new();
+        for (read, pending) in &self.reads {
+            if pending.running {
+                continue;
+            }
+            if pending.started != self.interval.epoch_started
+                || self.now_ms.saturating_sub(pending.since_ms) >= wait_max
+            {
+                ended.push(*read);
+            } else if pending.object.is_empty() || !self.object_in_flight(&pending.object) {
+                start.push(*read);
+            }
+        }
+        for read in start {
+            if let Some(pending) = self.reads.get_mut(&read) {
+                pending.running = true;
+            }
+            fx.push(Effect::Read { read });
+        }
+        for read in ended {
+            self.reads.remove(&read);
+            fx.push(Effect::ReadAnswer {
+                read,
+                answer: ReadAnswer::Busy,
+            });
+        }
+    }
+
+    /// Answers every read in progress `ObjectBusy` (the core is retired).
+    pub(super) fn end_reads(&mut self, fx: &mut Effects) {
+        for read in std::mem::take(&mut self.reads).into_keys() {
+            fx.push(Effect::ReadAnswer {
+                read,
+                answer: ReadAnswer::Busy,
+            });
+        }
+    }
+
+    pub(super) fn on_read_done(&mut self, read: ReadId, corrupt: Option<String>, fx: &mut Effects) {
+        let Some(pending) = self.reads.remove(&read).filter(|p| p.running) else {
+            fx.push(Effect::ReadAnswer {
+                read,
+                answer: ReadAnswer::Busy,
+            });
+            return;
+        };
+        let answer = match corrupt {
+            Some(why) if !pending.object.is_empty() => {
+                // A pool of one copy has nothing to wait for; otherwise
+                // another copy replaces this one (also while the others
+                // are down: they come back).
+                let repairable = self.has_other_source() || self.interval.size > 1;
+                self.on_read_error(pending.object, why.clone(), fx);
+                if repairable {
+                    ReadAnswer::Busy
+                } else {
+                    ReadAnswer::Corrupt(why)
+                }
+            }
+            // Not only data: a "not found" or a failed guard read from a
+            // state that no longer stands is no answer either (simulator
+            // seed 36: a read overtaken by a split found its object moved
+            // to the child PG, and answered "not found").
+            _ if !self.read_stands(&pending) => ReadAnswer::Busy,
+            _ => ReadAnswer::Deliver,
+        };
+        fx.push(Effect::ReadAnswer { read, answer });
+    }
+
+    /// Whether what a read got from the store may be returned: this OSD
+    /// still may serve reads of the PG in the interval the read began in,
+    /// and no write to the object is in flight.
+    fn read_stands(&self, pending: &PendingRead) -> bool {
+        self.may_serve_reads(self.now_ms)
+            && self.interval.epoch_started == pending.started
+            && (pending.object.is_empty() || !self.object_in_flight(&pending.object))
     }
 
     /// Whether this OSD may serve reads of the PG at `now_ms` (the clock

@@ -318,12 +318,28 @@ impl Pg {
         }
         let lacking = self.healing.missing.get(&object);
         if lacking.is_none_or(|osds| !osds.contains(&self.whoami)) {
-            let source = self.healing.sources.iter().find(|o| **o != self.whoami);
+            // An acting copy, else a stray known to hold the object (the
+            // acting ones may all be backfill targets, empty).
+            let source = self
+                .healing
+                .sources
+                .iter()
+                .find(|o| **o != self.whoami)
+                .copied()
+                .or_else(|| {
+                    self.healing
+                        .stray_sources
+                        .iter()
+                        .find(|(osd, lacks)| {
+                            self.context.up_osds.contains(*osd) && !lacks.contains(&object)
+                        })
+                        .map(|(osd, _)| *osd)
+                });
             let other_source = source.is_some();
             let inconsistency = Inconsistency {
                 object: object.clone(),
                 bad: BTreeSet::from([self.whoami]),
-                auth: source.copied(),
+                auth: source,
                 reason: format!("osd.{}: read error: {error}", self.whoami.0),
             };
             fx.note(format!(

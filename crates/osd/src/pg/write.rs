@@ -602,13 +602,16 @@ impl Pg {
 
     /// The PG is being split (its pool's `pg_num` grew), so this core is
     /// retired: the writes it has in flight are answered with a retry (the
-    /// clients resend them to the PG their object now belongs to).
-    pub fn retire(&mut self, epoch: Epoch) -> Vec<(ReqId, Reply)> {
+    /// clients resend them to the PG their object now belongs to), and its
+    /// reads in progress with `ObjectBusy` (what they read may have moved).
+    pub fn retire(&mut self, epoch: Epoch) -> Effects {
         let reason = RetryReason::IntervalChanged { epoch };
-        std::mem::take(&mut self.inflight)
-            .into_values()
-            .map(|flight| (flight.req, Reply::Retry { reason }))
-            .collect()
+        let mut fx = Effects::default();
+        for flight in std::mem::take(&mut self.inflight).into_values() {
+            fx.reply(flight.req, Reply::Retry { reason });
+        }
+        self.end_reads(&mut fx);
+        fx
     }
 }
 
