@@ -50,13 +50,14 @@ use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
     Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX,
-    MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, ReadAnswer, ReadId, Reply, StoreTag,
-    StoreWrite, StoredPg,
+    MapContext, ObjectState, Pg, PgEvent, PgMsg, ReadAnswer, ReadId, Reply, StoreTag, StoreWrite,
+    StoredPg,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
     PeerAction, PeerContext, PgSync, ScrubSchedule, Turned, admit_peer_msg, admit_request,
-    due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, servable, splits_due,
+    due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, push_after_read, push_start, servable,
+    splits_due,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
@@ -1635,51 +1636,36 @@ impl Osd {
         priority: Priority,
     ) {
         let _permit = self.recovery.acquire(priority).await;
-        // The PG's last update before the read: what the push is as of.
-        // A pull (`interval_epoch` given) is answered only to the primary
-        // of this copy's interval.
-        let Some((epoch, as_of)) = lock(&self.pgs).get(&pg).and_then(|slot| {
-            let stands =
-                interval_epoch.is_none_or(|e| targets.iter().all(|t| slot.pg.answers_pull(*t, e)));
-            stands.then(|| (slot.pg.interval().epoch_started, slot.pg.last_update()))
-        }) else {
+        let pulled = interval_epoch.is_some();
+        let Some(start) = lock(&self.pgs)
+            .get(&pg)
+            .and_then(|slot| push_start(&slot.pg, &targets, interval_epoch))
+        else {
             tracing::debug!(%pg, "pull of an interval that is over dropped");
             return;
         };
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
         let name = object.clone();
-        let read =
-            tokio::task::spawn_blocking(move || read_object_state(&*store, collection, &name))
-                .await;
-        let state = match read {
-            Ok(Ok(state)) => state,
-            Ok(Err(StoreError::Corrupt(why))) => {
-                // This copy rotted. Asked by a pull, say so: the primary
-                // pulls from another copy and repairs this one. As the
-                // primary, recover it from another copy first (recovery
-                // pushes again from there).
-                tracing::warn!(%pg, object = %String::from_utf8_lossy(&object), %why, "copy to push is corrupt");
-                if interval_epoch.is_some() {
-                    let unreadable = PgMsg::Unreadable {
-                        from: self.whoami,
-                        interval_epoch: epoch,
-                        object: object.clone(),
-                    };
-                    for target in &targets {
-                        self.send_to_peer(*target, pg, &unreadable).await;
-                    }
-                }
-                let event = PgEvent::ReadError { object, error: why };
-                self.feed(pg, event).await;
-                return;
-            }
-            Ok(Err(error)) => {
-                tracing::error!(%pg, object = %String::from_utf8_lossy(&object), %error, "cannot read object to recover it");
-                return;
-            }
+        let read = match tokio::task::spawn_blocking(move || {
+            read_object_state(&*store, collection, &name)
+        })
+        .await
+        {
+            Ok(read) => read,
             Err(error) => {
                 tracing::error!(%pg, %error, "recovery read task failed");
+                return;
+            }
+        };
+        if let Err(StoreError::Corrupt(why)) = &read {
+            tracing::warn!(%pg, object = %String::from_utf8_lossy(&object), %why, "copy to push is corrupt");
+        }
+        let plan = match push_after_read(self.whoami, object.clone(), &targets, pulled, start, read)
+        {
+            Ok(plan) => plan,
+            Err(error) => {
+                tracing::error!(%pg, object = %String::from_utf8_lossy(&object), %error, "cannot read object to recover it");
                 return;
             }
         };
@@ -1687,26 +1673,24 @@ impl Osd {
         // belong to another PG now, and the push would be refused anyway.
         let stands = lock(&self.pgs)
             .get(&pg)
-            .is_some_and(|slot| slot.pg.interval().epoch_started == epoch);
-        if !stands {
+            .is_some_and(|slot| slot.pg.interval().epoch_started == start.0);
+        if plan.feed.is_none() && !stands {
             tracing::debug!(%pg, "push overtaken by a new interval dropped");
             return;
         }
-        let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
         self.recovery
-            .pace(bytes.saturating_mul(targets.len() as u64))
+            .pace(plan.bytes.saturating_mul(plan.sends.len() as u64))
             .await;
-        let push = PgMsg::Push(Push {
-            from: self.whoami,
-            interval_epoch: epoch,
-            object,
-            state,
-            as_of,
-        });
-        for target in targets {
-            self.send_to_peer(target, pg, &push).await;
-            self.recovered_objects.fetch_add(1, Ordering::Relaxed);
-            self.recovered_bytes.fetch_add(bytes, Ordering::Relaxed);
+        for (target, msg) in &plan.sends {
+            self.send_to_peer(*target, pg, msg).await;
+            if matches!(msg, PgMsg::Push(_)) {
+                self.recovered_objects.fetch_add(1, Ordering::Relaxed);
+                self.recovered_bytes
+                    .fetch_add(plan.bytes, Ordering::Relaxed);
+            }
+        }
+        if let Some(event) = plan.feed {
+            self.feed(pg, event).await;
         }
     }
 

@@ -12,6 +12,8 @@
 //!   must assume read-lease promises made before it may still run;
 //! - [`admit_request`]: the checks on a request that need only the map
 //!   (the read path's own decisions are the core's: `PgEvent::ClientRead`);
+//! - [`push_start`] and [`push_after_read`]: a recovery push (or the
+//!   answer to a pull) around the store read of its object;
 //! - [`due_scrubs`]: which PGs start a scheduled scrub now;
 //! - [`splits_due`]: after a new map, which pools' copies are split;
 //! - [`plan_pg_sync`]: after a new map, which PG cores learn of a new
@@ -19,11 +21,13 @@
 //!   loaded.
 
 use crate::limits::LEASE_MS;
+use crate::log::Version;
 use crate::map_view::MapView;
-use crate::pg::{Interval, MapContext, Notify, Pg, PgMsg};
+use crate::pg::{Interval, MapContext, Notify, ObjectState, Pg, PgEvent, PgMsg, Push};
 use bytes::Bytes;
 use cairn_placement::Redundancy;
 use cairn_proto::peer::LeaseReport;
+use cairn_store::StoreError;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 
 /// What a shell does with a PG message from a peer.
@@ -199,6 +203,84 @@ pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turn
     }
 }
 
+/// Where a push of `object` to `targets` begins (a recovery push, or the
+/// answer to a pull when `pull_epoch` names the puller's interval): the
+/// interval it is sent in and the PG's last update before the read (what
+/// the push is as of). `None`: a pull of an interval that is over, dropped
+/// (a pull is answered only to the primary of this copy's interval).
+#[must_use]
+pub fn push_start(
+    core: &Pg,
+    targets: &[OsdId],
+    pull_epoch: Option<Epoch>,
+) -> Option<(Epoch, Version)> {
+    let stands = pull_epoch.is_none_or(|e| targets.iter().all(|t| core.answers_pull(*t, e)));
+    stands.then(|| (core.interval().epoch_started, core.last_update()))
+}
+
+/// What a push does once its object is read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushPlan {
+    /// Messages to peers, in order.
+    pub sends: Vec<(OsdId, PgMsg)>,
+    /// An event for the PG's core, after the sends.
+    pub feed: Option<PgEvent>,
+    /// Object bytes pushed to each target (for the recovery byte rate).
+    pub bytes: u64,
+}
+
+/// The push after the store read of its object, begun as [`push_start`]
+/// said: the object's state (or its absence) to every target; or, if this
+/// copy rotted, `Unreadable` to the puller (so it pulls from another copy
+/// and repairs this one) and a `ReadError` for the core (as primary, it
+/// recovers this copy from another first, and pushes again from there).
+///
+/// # Errors
+/// Any other store error, for the shell to report; nothing is sent.
+pub fn push_after_read(
+    whoami: OsdId,
+    object: Bytes,
+    targets: &[OsdId],
+    pulled: bool,
+    (epoch, as_of): (Epoch, Version),
+    read: Result<Option<ObjectState>, StoreError>,
+) -> Result<PushPlan, StoreError> {
+    match read {
+        Ok(state) => {
+            let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
+            let push = PgMsg::Push(Push {
+                from: whoami,
+                interval_epoch: epoch,
+                object,
+                state,
+                as_of,
+            });
+            Ok(PushPlan {
+                sends: targets.iter().map(|t| (*t, push.clone())).collect(),
+                feed: None,
+                bytes,
+            })
+        }
+        Err(StoreError::Corrupt(why)) => {
+            let mut sends = Vec::new();
+            if pulled {
+                let unreadable = PgMsg::Unreadable {
+                    from: whoami,
+                    interval_epoch: epoch,
+                    object: object.clone(),
+                };
+                sends = targets.iter().map(|t| (*t, unreadable.clone())).collect();
+            }
+            Ok(PushPlan {
+                sends,
+                feed: Some(PgEvent::ReadError { object, error: why }),
+                bytes: 0,
+            })
+        }
+        Err(error) => Err(error),
+    }
+}
+
 /// How long a PG copy loaded or created now must assume that read-lease
 /// promises made before it still run: a copy just split from a parent
 /// core, as long as that core's promise (a lease); a copy this process
@@ -354,6 +436,57 @@ pub fn plan_pg_sync(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_push_of_a_rotten_copy_tells_the_puller_and_the_core_and_sends_no_data() {
+        let start = (Epoch(7), Version::new(7, 3));
+        let targets = [OsdId(2), OsdId(3)];
+        let object = Bytes::from_static(b"obj");
+        let corrupt = || Err(StoreError::Corrupt("checksum".into()));
+        let pulled = push_after_read(
+            OsdId(1),
+            object.clone(),
+            &targets[..1],
+            true,
+            start,
+            corrupt(),
+        )
+        .expect("a plan");
+        assert!(matches!(
+            pulled.sends.as_slice(),
+            [(
+                OsdId(2),
+                PgMsg::Unreadable {
+                    from: OsdId(1),
+                    interval_epoch: Epoch(7),
+                    ..
+                }
+            )]
+        ));
+        assert!(matches!(pulled.feed, Some(PgEvent::ReadError { .. })));
+        let pushed = push_after_read(OsdId(1), object.clone(), &targets, false, start, corrupt())
+            .expect("a plan");
+        assert!(pushed.sends.is_empty(), "no puller to tell");
+        assert!(matches!(pushed.feed, Some(PgEvent::ReadError { .. })));
+
+        let absent = push_after_read(OsdId(1), object.clone(), &targets, false, start, Ok(None))
+            .expect("a plan");
+        assert_eq!(absent.sends.len(), 2);
+        assert!(absent.sends.iter().all(|(_, msg)| matches!(
+            msg,
+            PgMsg::Push(Push { state: None, as_of, interval_epoch: Epoch(7), .. }) if *as_of == start.1
+        )));
+        assert!(absent.feed.is_none());
+        let failed = push_after_read(
+            OsdId(1),
+            object,
+            &targets,
+            false,
+            start,
+            Err(StoreError::Io("disk".into())),
+        );
+        assert!(failed.is_err(), "nothing sent on another store error");
+    }
 
     #[test]
     fn a_new_copy_waits_out_only_promises_that_may_exist() {

@@ -33,9 +33,10 @@ use cairn_osd::map_view::MapView;
 use cairn_osd::scrub::ScrubOrder;
 use cairn_osd::shell::{
     PeerAction, PeerContext, PgSync, ScrubSchedule, SplitDue, Turned, admit_peer_msg,
-    admit_request, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, servable, splits_due,
+    admit_request, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, push_after_read, push_start,
+    servable, splits_due,
 };
-use cairn_osd::{Effect, Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg, Push};
+use cairn_osd::{Effect, Effects, Interval, MapContext, Pg, PgEvent, PgLimits, PgMsg};
 use cairn_osd::{ReadAnswer, ReadId};
 use cairn_osd::{ReqId, StoreTag, StoredPg, Version};
 use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, OsdStats, Reply};
@@ -1313,44 +1314,22 @@ impl SimOsd {
         out: &mut Outbox,
     ) {
         let pulled = epoch.is_some();
-        // The daemon's rule: a pull is answered only to the primary of this
-        // copy's interval.
-        let Some((epoch, as_of)) = self.proc().pgs.get(&pg).and_then(|slot| {
-            let stands = epoch.is_none_or(|e| targets.iter().all(|t| slot.pg.answers_pull(*t, e)));
-            stands.then(|| (slot.pg.interval().epoch_started, slot.pg.last_update()))
-        }) else {
+        let Some(start) = self
+            .proc()
+            .pgs
+            .get(&pg)
+            .and_then(|slot| push_start(&slot.pg, &targets, epoch))
+        else {
             out.trace.push(format!(
                 "{} {pg}: pull of an interval that is over dropped",
                 self.id
             ));
             return;
         };
-        let state = match read_object_state(&self.store, collection_of(pg), &object) {
-            Ok(state) => state,
+        let read = read_object_state(&self.store, collection_of(pg), &object);
+        let plan = match push_after_read(self.id, object, &targets, pulled, start, read) {
+            Ok(plan) => plan,
             Err(StoreError::NoCollection(_)) => return,
-            // The daemon's rule: this copy rotted; the primary recovers it
-            // from another copy (and pushes again from there).
-            Err(StoreError::Corrupt(why)) => {
-                if pulled {
-                    let unreadable = PgMsg::Unreadable {
-                        from: self.id,
-                        interval_epoch: epoch,
-                        object: object.clone(),
-                    };
-                    for target in &targets {
-                        out.sends.push((
-                            Node::Osd(*target),
-                            Msg::Pg {
-                                pg,
-                                msg: unreadable.clone(),
-                            },
-                        ));
-                    }
-                }
-                let event = PgEvent::ReadError { object, error: why };
-                self.feed(pg, event, out);
-                return;
-            }
             Err(error) => {
                 out.anomalies.push(format!(
                     "{} cannot read an object to push: {error}",
@@ -1359,21 +1338,11 @@ impl SimOsd {
                 return;
             }
         };
-        let push = PgMsg::Push(Push {
-            from: self.id,
-            interval_epoch: epoch,
-            object,
-            state,
-            as_of,
-        });
-        for target in targets {
-            out.sends.push((
-                Node::Osd(target),
-                Msg::Pg {
-                    pg,
-                    msg: push.clone(),
-                },
-            ));
+        for (target, msg) in plan.sends {
+            out.sends.push((Node::Osd(target), Msg::Pg { pg, msg }));
+        }
+        if let Some(event) = plan.feed {
+            self.feed(pg, event, out);
         }
     }
 
