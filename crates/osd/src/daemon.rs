@@ -1539,7 +1539,9 @@ impl Osd {
             let fx = slot.handle(event);
             self.queue_store(pg, fx)
         };
-        self.execute(pg, fx).await;
+        if !fx.is_empty() {
+            self.execute(pg, fx).await;
+        }
         Some(Ok(()))
     }
 
@@ -2349,14 +2351,35 @@ impl Osd {
     /// Feeds a read event to its PG and waits for the core's next step for
     /// the read; `None` if this OSD holds no such PG, `ObjectBusy` if the
     /// core does not answer within [`READ_WAIT_SHELL_MAX`] (it went away).
+    /// The step usually comes with the event's own effects, taken straight
+    /// from them; only a read the core holds (a write to its object is in
+    /// flight) waits for a later event's.
     async fn read_step(&self, pg: PgId, read: ReadId, event: PgEvent) -> Option<ReadStep> {
-        let (waiter, step) = oneshot::channel();
-        lock(&self.reads).insert(read, waiter);
-        if !self.feed(pg, event).await {
-            lock(&self.reads).remove(&read);
-            return None;
+        let (rest, step) = {
+            let mut pgs = lock(&self.pgs);
+            let slot = pgs.get_mut(&pg)?;
+            let fx = slot.handle(event);
+            let mut rest = self.queue_store(pg, fx);
+            let step = match take_read_step(&mut rest, read) {
+                Some(step) => Ok(step),
+                None => {
+                    // Under the PG lock: no event can step the read before
+                    // its waiter is in place.
+                    let (waiter, step) = oneshot::channel();
+                    lock(&self.reads).insert(read, waiter);
+                    Err(step)
+                }
+            };
+            (rest, step)
+        };
+        if !rest.is_empty() {
+            self.execute(pg, rest).await;
         }
-        match tokio::time::timeout(READ_WAIT_SHELL_MAX, step).await {
+        let waiting = match step {
+            Ok(step) => return Some(step),
+            Err(waiting) => waiting,
+        };
+        match tokio::time::timeout(READ_WAIT_SHELL_MAX, waiting).await {
             Ok(Ok(step)) => Some(step),
             _ => {
                 lock(&self.reads).remove(&read);
@@ -2415,6 +2438,18 @@ impl Osd {
             Some(ReadStep::Answer(answer)) => (read_refusal(answer), Bytes::new()),
             None | Some(ReadStep::Go) => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
         }
+    }
+}
+
+/// Takes read `read`'s step out of a PG's effects, if the core made one.
+fn take_read_step(effects: &mut Vec<Effect>, read: ReadId) -> Option<ReadStep> {
+    let index = effects.iter().position(|effect| {
+        matches!(effect, Effect::Read { read: r } | Effect::ReadAnswer { read: r, .. } if *r == read)
+    })?;
+    match effects.remove(index) {
+        Effect::Read { .. } => Some(ReadStep::Go),
+        Effect::ReadAnswer { answer, .. } => Some(ReadStep::Answer(answer)),
+        _ => None,
     }
 }
 

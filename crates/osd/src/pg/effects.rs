@@ -422,6 +422,17 @@ impl Effects {
     /// a kind), the last only of the kinds that set one piece of state.
     #[must_use]
     pub fn plan(self) -> Plan {
+        let mut plan = Plan::default();
+        if self.0.len() <= 1 {
+            // Nothing to order or supersede (the common case of a read).
+            for effect in self.0 {
+                match effect {
+                    Effect::Store(write) => plan.store.push(write),
+                    other => plan.rest.push(other),
+                }
+            }
+            return plan;
+        }
         let mut last: BTreeMap<Kind, usize> = BTreeMap::new();
         let mut urgent: BTreeSet<Bytes> = BTreeSet::new();
         for (index, effect) in self.0.iter().enumerate() {
@@ -437,7 +448,6 @@ impl Effects {
                 urgent.insert(object.clone());
             }
         }
-        let mut plan = Plan::default();
         let mut rest: Vec<(Kind, Effect)> = Vec::new();
         for (index, mut effect) in self.0.into_iter().enumerate() {
             let Some(kind) = effect.kind() else {
