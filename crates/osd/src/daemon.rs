@@ -2401,7 +2401,7 @@ impl Osd {
         };
         match self.read_step(pg, read, start).await {
             None => return self.retry(format!("PG {pg} is not held here")),
-            Some(ReadStep::Answer(answer)) => return (read_refusal(answer), Bytes::new()),
+            Some(ReadStep::Answer(answer)) => return read_reply(answer, None),
             Some(ReadStep::Go) => {}
         }
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
@@ -2417,26 +2417,10 @@ impl Osd {
             Ok(result) => result,
             Err(error) => Err(OpError::Store(format!("read task: {error}"))),
         };
-        let corrupt = match &result {
-            Err(OpError::Corrupt(why)) => Some(why.clone()),
-            _ => None,
-        };
-        match self
-            .read_step(pg, read, PgEvent::ReadDone { read, corrupt })
-            .await
-        {
-            Some(ReadStep::Answer(ReadAnswer::Deliver)) => match result {
-                Ok((output, data)) => (
-                    ClientReply {
-                        result: Ok(output),
-                        version: None,
-                    },
-                    data,
-                ),
-                Err(error) => (ClientReply::err(error), Bytes::new()),
-            },
-            Some(ReadStep::Answer(answer)) => (read_refusal(answer), Bytes::new()),
-            None | Some(ReadStep::Go) => (ClientReply::err(OpError::ObjectBusy), Bytes::new()),
+        let done = read_done(read, &result);
+        match self.read_step(pg, read, done).await {
+            Some(ReadStep::Answer(answer)) => read_reply(answer, Some(result)),
+            None | Some(ReadStep::Go) => read_reply(ReadAnswer::Busy, None),
         }
     }
 }
@@ -2453,13 +2437,37 @@ fn take_read_step(effects: &mut Vec<Effect>, read: ReadId) -> Option<ReadStep> {
     }
 }
 
-/// The reply to a read the core answered without delivering what was read
-/// (public so the simulator answers the same).
+/// What a store read gave a client read: its outputs and data, or why not.
+pub type ReadResult = Result<(Vec<OpOutput>, Bytes), OpError>;
+
+/// The event that reports read `read`'s store read to its core (public,
+/// as [`read_reply`], so the simulator reports the same).
 #[must_use]
-pub fn read_refusal(answer: ReadAnswer) -> ClientReply {
-    match answer {
-        ReadAnswer::Corrupt(why) => ClientReply::err(OpError::Corrupt(why)),
-        ReadAnswer::Busy | ReadAnswer::Deliver => ClientReply::err(OpError::ObjectBusy),
+pub fn read_done(read: ReadId, result: &ReadResult) -> PgEvent {
+    let corrupt = match result {
+        Err(OpError::Corrupt(why)) => Some(why.clone()),
+        _ => None,
+    };
+    PgEvent::ReadDone { read, corrupt }
+}
+
+/// The client's reply to a read as the core answered it; `result`: what
+/// the store read gave, if it ran (`Deliver` without one is `ObjectBusy`).
+#[must_use]
+pub fn read_reply(answer: ReadAnswer, result: Option<ReadResult>) -> (ClientReply, Bytes) {
+    match (answer, result) {
+        (ReadAnswer::Deliver, Some(Ok((output, data)))) => (
+            ClientReply {
+                result: Ok(output),
+                version: None,
+            },
+            data,
+        ),
+        (ReadAnswer::Deliver, Some(Err(error))) => (ClientReply::err(error), Bytes::new()),
+        (ReadAnswer::Corrupt(why), _) => (ClientReply::err(OpError::Corrupt(why)), Bytes::new()),
+        (ReadAnswer::Busy | ReadAnswer::Deliver, _) => {
+            (ClientReply::err(OpError::ObjectBusy), Bytes::new())
+        }
     }
 }
 

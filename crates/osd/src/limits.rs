@@ -117,7 +117,7 @@ pub const PEER_SEND_ATTEMPTS: usize = 2;
 
 /// How long a read waits for in-flight writes to its object to become
 /// durable on the acting set before it is answered `ObjectBusy` (the client
-/// then retries), and how often it looks.
+/// then retries); the PG core holds the read meanwhile (`pg/read.rs`).
 pub const READ_WAIT_FOR_WRITE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Client reads one PG's core keeps in progress at once (waiting for a

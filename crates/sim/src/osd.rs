@@ -23,8 +23,8 @@ use crate::store::SimStore;
 use bytes::Bytes;
 use cairn_osd::codec::plan_write;
 use cairn_osd::daemon::{
-    PgSlot, build_scrub_map, check_request, client_reply, load_pg, observe, pg_stat,
-    read_object_state, read_ops, read_refusal,
+    PgSlot, build_scrub_map, check_request, client_reply, load_pg, observe, pg_stat, read_done,
+    read_object_state, read_ops, read_reply,
 };
 use cairn_osd::lease::{AliveStamp, Leases, restart_lease_bound_ms};
 use cairn_osd::limits::LEASE_MS;
@@ -111,7 +111,7 @@ pub enum OsdTimer {
 struct SimRead {
     asker: Asker,
     op: Option<ClientOp>,
-    result: Option<Result<(Vec<cairn_proto::osd::OpOutput>, Bytes), OpError>>,
+    result: Option<cairn_osd::daemon::ReadResult>,
 }
 
 /// Where a client request's answer goes: the client, and the id of the
@@ -1531,14 +1531,11 @@ impl SimOsd {
         let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
         let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
         let result = read_ops(&self.store, collection, &key, guards, op.ops);
-        let corrupt = match &result {
-            Err(OpError::Corrupt(why)) => Some(why.clone()),
-            _ => None,
-        };
+        let done = read_done(read, &result);
         if let Some(pending) = self.proc_mut().reads.get_mut(&read) {
             pending.result = Some(result);
         }
-        if !self.feed(pg, PgEvent::ReadDone { read, corrupt }, out) {
+        if !self.feed(pg, done, out) {
             self.answer_read(read, ReadAnswer::Busy, out);
         }
     }
@@ -1548,17 +1545,7 @@ impl SimOsd {
         let Some(pending) = self.proc_mut().reads.remove(&read) else {
             return;
         };
-        let (reply, data) = match (answer, pending.result) {
-            (ReadAnswer::Deliver, Some(Ok((output, data)))) => (
-                ClientReply {
-                    result: Ok(output),
-                    version: None,
-                },
-                data,
-            ),
-            (ReadAnswer::Deliver, Some(Err(error))) => (ClientReply::err(error), Bytes::new()),
-            (answer, _) => (read_refusal(answer), Bytes::new()),
-        };
+        let (reply, data) = read_reply(answer, pending.result);
         Self::reply(out, pending.asker, reply, data);
     }
 }

@@ -164,8 +164,8 @@ pub struct StoreWrite {
 ///    [`Effect::Ignored`], [`Effect::PgTempSet`]/[`Effect::PgTempClear`],
 ///    [`Effect::Push`], [`Effect::Scan`], [`Effect::Purge`],
 ///    [`Effect::ScrubList`], [`Effect::ScrubMap`], [`Effect::Reply`],
-///    [`Effect::ReadAnswer`], [`Effect::Read`], [`Effect::Send`]; **within a kind, in list order**. That order is
-///    what matters: sends to one peer keep the order the core made them in
+///    [`Effect::ReadAnswer`], [`Effect::Read`], [`Effect::Send`]; **within
+///    a kind, in list order**. That order is what matters: sends to one peer keep the order the core made them in
 ///    (a replica takes sub-writes only in log order), replies keep version
 ///    order. Across kinds nothing depends on it: each kind goes somewhere
 ///    else (monitor, background reads, clients, peers). It is the order

@@ -189,10 +189,6 @@ pub enum PgEvent {
         keys: Vec<ObjectKey>,
         more: bool,
     },
-    /// A client waits for `object`, which recovery has not reached yet.
-    Prioritize {
-        object: Bytes,
-    },
     /// About a second passed: resend what may have been lost.
     Tick,
     /// Scrub the PG now (primary, clean PGs only): `deep` reads all data,

@@ -417,10 +417,6 @@ impl Pg {
                 self.on_backfill_page(keys, more, fx);
                 Ok(())
             }
-            PgEvent::Prioritize { object } => {
-                self.prioritize(object, fx);
-                Ok(())
-            }
             PgEvent::Tick => {
                 self.on_tick(fx);
                 Ok(())

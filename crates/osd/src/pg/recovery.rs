@@ -242,13 +242,7 @@ pub(super) fn start_recovery(
             .iter()
             .find(|o| !lacking.contains(o) && **o != whoami)
             .copied()
-            .or_else(|| {
-                healing
-                    .stray_sources
-                    .iter()
-                    .find(|(osd, lacks)| up_osds.contains(osd) && !lacks.contains(&object))
-                    .map(|(osd, _)| *osd)
-            });
+            .or_else(|| healing.stray_source(up_osds, &object));
         let Some(source) = source else {
             healing.unfound.insert(object);
             return;
@@ -271,4 +265,16 @@ pub(super) fn start_recovery(
         });
     }
     healing.recovering.insert(object, 0);
+}
+
+impl Healing {
+    /// A stray that is up and known to hold `object` (its copy lacks only
+    /// what its log says), to pull the object from when no acting copy has
+    /// it.
+    pub(super) fn stray_source(&self, up_osds: &BTreeSet<OsdId>, object: &[u8]) -> Option<OsdId> {
+        self.stray_sources
+            .iter()
+            .find(|(osd, lacks)| up_osds.contains(*osd) && !lacks.contains(object))
+            .map(|(osd, _)| *osd)
+    }
 }

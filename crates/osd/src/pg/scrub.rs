@@ -326,15 +326,7 @@ impl Pg {
                 .iter()
                 .find(|o| **o != self.whoami)
                 .copied()
-                .or_else(|| {
-                    self.healing
-                        .stray_sources
-                        .iter()
-                        .find(|(osd, lacks)| {
-                            self.context.up_osds.contains(*osd) && !lacks.contains(&object)
-                        })
-                        .map(|(osd, _)| *osd)
-                });
+                .or_else(|| self.healing.stray_source(&self.context.up_osds, &object));
             let other_source = source.is_some();
             let inconsistency = Inconsistency {
                 object: object.clone(),
