@@ -7,6 +7,7 @@ mod config_cmd;
 mod conn;
 mod daemon_cmd;
 mod df_cmd;
+mod fs_cmd;
 mod mon_cmd;
 mod object_cmd;
 mod osd_admin_cmd;
@@ -68,6 +69,12 @@ enum Command {
     /// Placement groups: list by state, query one, scrub, repair.
     #[command(subcommand)]
     Pg(pg_cmd::PgCommand),
+    /// File systems: create, ls, status, rm.
+    Fs(fs_cmd::FsArgs),
+    /// Run a metadata server in the foreground (until Ctrl-C or SIGTERM).
+    Mds(fs_cmd::MdsArgs),
+    /// Mount a file system with FUSE (in the foreground, until unmounted).
+    Mount(fs_cmd::MountArgs),
 }
 
 /// `cairn osd`: either daemon flags or an admin subcommand.
@@ -103,6 +110,7 @@ fn main() -> ExitCode {
     if matches!(
         cli.command,
         Command::Mon(_)
+            | Command::Mds(_)
             | Command::Osd(OsdTopArgs {
                 daemon: Some(_),
                 ..
@@ -132,6 +140,9 @@ fn main() -> ExitCode {
         Command::Pool(args) => pool_cmd::run_pool(args),
         Command::Object(args) => object_cmd::run_object(args),
         Command::Pg(command) => pg_cmd::run(command),
+        Command::Fs(args) => fs_cmd::run_fs(args),
+        Command::Mds(args) => fs_cmd::run_mds(args),
+        Command::Mount(args) => fs_cmd::run_mount(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

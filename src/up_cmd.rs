@@ -83,6 +83,13 @@ pub struct UpArgs {
     /// (600s) when absent.
     #[arg(long = "down-out", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
     down_out: Option<Duration>,
+    /// MDS daemons of the file system (the first active, the others
+    /// standing by); 0 for none.
+    #[arg(long, default_value_t = 1)]
+    mds: u16,
+    /// The file system `cairn up` creates and its MDS daemons serve.
+    #[arg(long = "fs-name", default_value = "cairnfs")]
+    fs_name: String,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -118,6 +125,15 @@ impl UpArgs {
             self.data_dir.join("cairn.toml").display(),
             self.data_dir.join("logs").display()
         ));
+        if self.mds > 0 {
+            text.push_str(&format!(
+                "  fs       {} ({} MDS)\n  mount    mkdir -p /mnt/cairn && cairn mount --conf {} --fs {} /mnt/cairn &\n",
+                self.fs_name,
+                self.mds,
+                self.data_dir.join("cairn.toml").display(),
+                self.fs_name
+            ));
+        }
         text
     }
 }
@@ -129,6 +145,9 @@ pub(crate) enum Member {
     /// The OSD whose data is `osd.N/` (its map id is the monitor's choice,
     /// in boot order, and may differ from N).
     Osd(u16),
+    /// MDS daemon N of the file system (not in the roster file: `--mds`
+    /// says how many run).
+    Mds(u16),
 }
 
 impl Member {
@@ -146,6 +165,7 @@ impl Member {
         match self {
             Member::Mon => "mon".into(),
             Member::Osd(index) => format!("osd.{index}"),
+            Member::Mds(index) => format!("mds.{index}"),
         }
     }
 }
@@ -533,6 +553,17 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             }
             command
         }
+        Member::Mds(index) => vec![
+            "mds".into(),
+            "--mon".into(),
+            args.mon_addr(),
+            "--fs".into(),
+            args.fs_name.clone(),
+            "--name".into(),
+            index.to_string(),
+            "--addr".into(),
+            "127.0.0.1:0".into(),
+        ],
         Member::Osd(index) => vec![
             "osd".into(),
             "--data".into(),
@@ -590,7 +621,9 @@ fn start_roster(args: &UpArgs) -> CliResult<Vec<Daemon>> {
     write_roster(dir, &members)?;
     Ok(members
         .iter()
-        .filter_map(|member| daemon(args, *member))
+        .copied()
+        .chain((0..args.mds).map(Member::Mds))
+        .filter_map(|member| daemon(args, member))
         .collect())
 }
 
@@ -638,7 +671,10 @@ fn adopt_roster(args: &UpArgs, list: &mut Vec<Daemon>, last_error: &mut Option<S
 async fn supervise_loop(args: &UpArgs, list: &mut Vec<Daemon>) -> CliResult {
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::mon_cmd::cancel_on_signal(shutdown.clone()));
-    let osd_count = list.iter().filter(|d| d.member != Member::Mon).count();
+    let osd_count = list
+        .iter()
+        .filter(|d| matches!(d.member, Member::Osd(_)))
+        .count();
     let ready = wait_ready(args.clone(), osd_count);
     tokio::pin!(ready);
     let mut is_ready = false;
@@ -718,6 +754,15 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
         match client.mon_command(command).await {
             Ok(_) | Err(ClientError::Mon(cairn_proto::mon::MonError::PoolExists(_))) => {}
             Err(error) => return Err(format!("creating pool {DEFAULT_POOL}: {error}").into()),
+        }
+    }
+    if args.mds > 0 {
+        let size = u32::try_from(osd_count).unwrap_or(u32::MAX).min(3);
+        let list = crate::fs_cmd::fs_list(&client).await?;
+        if !list.iter().any(|f| f.name == args.fs_name) {
+            crate::fs_cmd::create(&client, &args.fs_name, (None, None), DEFAULT_POOL_PG_NUM, size)
+                .await
+                .map_err(|e| format!("creating file system {}: {e}", args.fs_name))?;
         }
     }
     wait_pgs_reported(&client, deadline).await?;

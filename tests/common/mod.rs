@@ -70,6 +70,10 @@ impl Cluster {
             &port,
         ];
         args.extend_from_slice(extra);
+        // Only the file-system tests run an MDS.
+        if !extra.contains(&"--mds") {
+            args.extend_from_slice(&["--mds", "0"]);
+        }
         ok(cairn_with_env(&cluster.conf, &args, None, env), "cairn up");
         cluster
     }

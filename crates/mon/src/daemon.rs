@@ -20,7 +20,7 @@ use crate::service::{Event, MapService, ServiceConfig};
 use crate::store::MonStore;
 use bytes::Bytes;
 use cairn_proto::limits::{INCREMENTALS_PER_REPLY_MAX, SUBSCRIBE_WAIT_MS_MAX};
-use cairn_proto::mon::MonError;
+use cairn_proto::mon::{MonCommand, MonError};
 use cairn_proto::mon::{
     CommandRequest, FailureReport, GetMap, Heartbeat, IoRates, KIND_COMMAND, KIND_FAILURE_REPORT,
     KIND_GET_MAP, KIND_GET_STATS, KIND_HEARTBEAT, KIND_SUBSCRIBE, MapReply, MapUpdate, MonReply,
@@ -135,6 +135,7 @@ pub async fn run_until(config: MonConfig, shutdown: CancellationToken) -> Result
     let mut service = MapService::new(config.service.clone(), loaded.base, loaded.history);
     service.load_settings(loaded.config);
     service.load_auto_out(loaded.auto_out);
+    service.load_fs(loaded.fs);
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
     // Who serves here: `cairn up` checks that the monitor answering on its
     // port is this one, not another cluster's.
@@ -238,6 +239,9 @@ fn run_actor(
                 if let Some(ids) = &effects.persist_auto_out {
                     store.persist_auto_out(ids)?;
                 }
+                if let Some(defs) = &effects.persist_fs {
+                    store.persist_fs(defs)?;
+                }
                 if let (Some(reply), Some(result)) = (reply, effects.reply) {
                     drop(reply.send(result));
                 }
@@ -313,6 +317,15 @@ async fn handle_frame(frame: Frame, shell: &Shell) -> Frame {
             Err(error) => Err(MonError::BadRequest(error.to_string())),
         },
         KIND_COMMAND => match frame.decode_body::<CommandRequest>() {
+            Ok(CommandRequest(MonCommand::MdsBeacon { fs, name, addr })) => {
+                let event = Event::MdsBeacon {
+                    fs,
+                    name,
+                    addr,
+                    now_ms: now_ms(started),
+                };
+                submit(events, event).await
+            }
             Ok(CommandRequest(command)) => submit(events, Event::Command(command)).await,
             Err(error) => Err(MonError::BadRequest(error.to_string())),
         },

@@ -15,6 +15,7 @@
 //! or publishes the new epoch.
 
 pub mod daemon;
+pub mod fsmap;
 pub mod limits;
 pub mod service;
 pub mod store;

@@ -34,3 +34,8 @@ pub const TICK_MS: u64 = 500;
 
 /// Events queued for the service actor.
 pub const EVENT_QUEUE_MAX: usize = 1024;
+
+/// An active MDS silent this long is replaced by a standby. MDS daemons
+/// beacon every 500 ms; with the 500 ms tick a dead active is replaced
+/// within 3 s.
+pub const MDS_BEACON_GRACE_MS: u64 = 2_500;

@@ -4,6 +4,7 @@
 //! per event, to be persisted before the reply is sent and the epoch
 //! published. Time comes only from the events (`now_ms`), never a clock.
 
+use crate::fsmap::{FsDef, FsMap};
 use crate::limits;
 use cairn_placement::{OsdInfo, Placement, Pool, Redundancy};
 use cairn_proto::map::{Incremental, MonState, OsdEndpoint};
@@ -59,6 +60,14 @@ pub enum Event {
     PgsClean {
         reports: Vec<(PgId, Epoch)>,
     },
+    /// An MDS daemon's beacon (`MonCommand::MdsBeacon` stamped with the
+    /// monitor's clock).
+    MdsBeacon {
+        fs: String,
+        name: String,
+        addr: String,
+        now_ms: u64,
+    },
 }
 
 /// What the shell must do, in this order: persist, then reply and publish.
@@ -69,6 +78,8 @@ pub struct Effects {
     pub persist_config: Option<Vec<(String, String)>>,
     /// The OSDs marked out automatically changed: store these (all).
     pub persist_auto_out: Option<Vec<OsdId>>,
+    /// The file systems changed: store these (all).
+    pub persist_fs: Option<Vec<FsDef>>,
     pub reply: Option<Result<Reply, MonError>>,
     pub publish: Option<Epoch>,
 }
@@ -105,6 +116,8 @@ pub struct MapService {
     /// without a command while an OSD an operator took out stays out.
     auto_out: BTreeSet<OsdId>,
     auto_out_changed: bool,
+    /// The file systems and their MDS daemons.
+    fs: FsMap,
 }
 
 impl MapService {
@@ -140,11 +153,17 @@ impl MapService {
             reports: BTreeMap::new(),
             auto_out: BTreeSet::new(),
             auto_out_changed: false,
+            fs: FsMap::default(),
         }
     }
 
     /// Takes back the stored set of OSDs marked out automatically (at
     /// start).
+    /// Restores the stored file systems (at startup).
+    pub fn load_fs(&mut self, defs: Vec<FsDef>) {
+        self.fs = FsMap::new(defs);
+    }
+
     pub fn load_auto_out(&mut self, ids: Vec<OsdId>) {
         self.auto_out = ids.into_iter().collect();
     }
@@ -333,6 +352,38 @@ impl MapService {
                 reply: Some(Ok(self.config_reply())),
                 ..Effects::default()
             },
+            Event::Command(MonCommand::FsCreate {
+                name,
+                meta_pool,
+                data_pool,
+            }) => {
+                let pools = self
+                    .pool_named(&meta_pool)
+                    .and_then(|_| self.pool_named(&data_pool))
+                    .map(drop);
+                let result = pools.and_then(|()| self.fs.create(&name, &meta_pool, &data_pool));
+                fs_effects(result)
+            }
+            Event::Command(MonCommand::FsRemove(name)) => fs_effects(self.fs.remove(&name)),
+            Event::Command(MonCommand::FsLs) => Effects {
+                reply: Some(Ok(self.fs.list(self.now_ms))),
+                ..Effects::default()
+            },
+            Event::Command(MonCommand::MdsBeacon { .. }) => Effects {
+                reply: Some(Err(MonError::BadRequest(
+                    "an MDS beacon needs the monitor's clock".into(),
+                ))),
+                ..Effects::default()
+            },
+            Event::MdsBeacon {
+                fs,
+                name,
+                addr,
+                now_ms,
+            } => {
+                self.advance(now_ms);
+                fs_effects(self.fs.beacon(&fs, &name, &addr, self.now_ms))
+            }
             Event::Command(command) => {
                 let result = self.command(command);
                 self.finish(result)
@@ -359,6 +410,7 @@ impl MapService {
                 let inc = self.tick();
                 let mut effects = self.finish(Ok((inc, None)));
                 effects.reply = None;
+                effects.persist_fs = self.fs.tick(self.now_ms, limits::MDS_BEACON_GRACE_MS);
                 effects
             }
             Event::PgsClean { reports } => {
@@ -547,6 +599,11 @@ impl MapService {
                 Ok((inc, None))
             }
             MonCommand::PoolDelete(name) => {
+                if self.fs.uses_pool(&name) {
+                    return Err(MonError::Fs(format!(
+                        "pool {name:?} serves a file system; remove the file system first"
+                    )));
+                }
                 let id = self.pool_named(&name)?.id;
                 let mut inc = self.next_inc();
                 inc.pool_removals.push(id);
@@ -566,9 +623,14 @@ impl MapService {
                 self.check(&inc)?;
                 Ok((inc, None))
             }
-            MonCommand::ConfigSet { .. } | MonCommand::ConfigDump => {
-                Err(MonError::BadRequest("settings are not map changes".into()))
-            }
+            MonCommand::ConfigSet { .. }
+            | MonCommand::ConfigDump
+            | MonCommand::FsCreate { .. }
+            | MonCommand::FsRemove(_)
+            | MonCommand::FsLs
+            | MonCommand::MdsBeacon { .. } => Err(MonError::BadRequest(
+                "settings and file systems are not map changes".into(),
+            )),
             MonCommand::PgTemp { pg, acting } => {
                 let pool = self
                     .state
@@ -764,4 +826,19 @@ pub fn config_digest(settings: &Settings) -> u64 {
         }
     }
     hash
+}
+
+/// The effects of a file-system change: its reply, and what to store.
+fn fs_effects(result: Result<(Reply, crate::fsmap::Persist), MonError>) -> Effects {
+    match result {
+        Ok((reply, persist_fs)) => Effects {
+            reply: Some(Ok(reply)),
+            persist_fs,
+            ..Effects::default()
+        },
+        Err(error) => Effects {
+            reply: Some(Err(error)),
+            ..Effects::default()
+        },
+    }
 }

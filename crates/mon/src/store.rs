@@ -27,6 +27,8 @@ const FULL_MAPS: TableDefinition<u64, &[u8]> = TableDefinition::new("full_maps")
 const FSID_KEY: &str = "fsid";
 /// The settings set with `cairn config set` (postcard pairs).
 const CONFIG_KEY: &str = "config";
+/// The file systems (postcard `Vec<FsDef>`).
+const FS_KEY: &str = "fs";
 /// The OSDs the monitor marked out for being down (postcard list of ids).
 const AUTO_OUT_KEY: &str = "auto_out";
 /// Envelope kind of a stored full monitor state.
@@ -65,6 +67,8 @@ pub struct Loaded {
     pub config: Vec<(String, String)>,
     /// The OSDs marked out for being down.
     pub auto_out: Vec<OsdId>,
+    /// The file systems.
+    pub fs: Vec<crate::fsmap::FsDef>,
 }
 
 impl MonStore {
@@ -151,6 +155,14 @@ impl MonStore {
         self.put_meta(AUTO_OUT_KEY, &ids)
     }
 
+    /// Durably replaces the stored file systems.
+    ///
+    /// # Errors
+    /// [`MonError::Store`]; nothing is stored then.
+    pub fn persist_fs(&self, defs: &[crate::fsmap::FsDef]) -> Result<(), MonError> {
+        self.put_meta(FS_KEY, &defs)
+    }
+
     /// Durably replaces one postcard-encoded value of the meta table.
     fn put_meta<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<(), MonError> {
         let bytes = postcard::to_allocvec(value).map_err(store_err)?;
@@ -164,11 +176,12 @@ impl MonStore {
 
     fn load(&self) -> Result<Loaded, MonError> {
         let txn = self.db.begin_read().map_err(store_err)?;
-        let (config, auto_out) = {
+        let (config, auto_out, fs) = {
             let meta = txn.open_table(META).map_err(store_err)?;
             (
                 meta_value(&meta, CONFIG_KEY, "settings")?.unwrap_or_default(),
                 meta_value(&meta, AUTO_OUT_KEY, "auto-out set")?.unwrap_or_default(),
+                meta_value(&meta, FS_KEY, "file systems")?.unwrap_or_default(),
             )
         };
         let fulls = txn.open_table(FULL_MAPS).map_err(store_err)?;
@@ -211,6 +224,7 @@ impl MonStore {
             history,
             config,
             auto_out,
+            fs,
         })
     }
 }

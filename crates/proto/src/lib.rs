@@ -5,7 +5,7 @@
 //! monitor or an OSD depends on this crate and on `cairn-wire`, never on
 //! the daemon. Kind ranges: `0x0100..=0x01ff` the monitor ([`mon`]),
 //! `0x0200..=0x02ff` the OSD, client operations in [`osd`] and OSD ↔ OSD
-//! messages in [`peer`]. A kind, and the postcard layout of its body (field
+//! messages in [`peer`], `0x0300..=0x03ff` the metadata server ([`mds`]). A kind, and the postcard layout of its body (field
 //! and variant order), is frozen once a release speaks it;
 //! `tests/golden.rs` holds the bytes of every message.
 //!
@@ -17,6 +17,7 @@
 
 pub mod limits;
 pub mod map;
+pub mod mds;
 pub mod mon;
 pub mod osd;
 pub mod peer;

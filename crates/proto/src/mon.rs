@@ -95,6 +95,57 @@ pub enum MonCommand {
     },
     /// The settings set explicitly, answered with [`Reply::Config`].
     ConfigDump,
+    /// Creates file system `name` on an existing metadata pool and data
+    /// pool (neither used by another file system).
+    FsCreate {
+        name: String,
+        meta_pool: String,
+        data_pool: String,
+    },
+    /// Removes file system `name` (its pools and their objects stay).
+    FsRemove(String),
+    /// The file systems and their MDS daemons, answered with
+    /// [`Reply::FsMap`].
+    FsLs,
+    /// An MDS daemon's beacon: `name` at `addr` serves or stands by for
+    /// file system `fs`; answered with [`Reply::MdsRole`]. The monitor
+    /// decides which one is active, as it decides OSD states.
+    MdsBeacon {
+        fs: String,
+        name: String,
+        addr: String,
+    },
+}
+
+/// One MDS daemon as the monitor knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsInfo {
+    pub name: String,
+    pub addr: String,
+    /// Milliseconds since its last beacon.
+    pub beacon_age_ms: u64,
+}
+
+/// One file system and who serves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsStatus {
+    pub name: String,
+    pub meta_pool: String,
+    pub data_pool: String,
+    /// Increases each time a daemon is made active: the active MDS fences
+    /// every earlier one out of the journal with it.
+    pub generation: u64,
+    pub active: Option<MdsInfo>,
+    pub standbys: Vec<MdsInfo>,
+}
+
+/// What the monitor tells a beaconing MDS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdsRole {
+    /// Serve the file system, fencing earlier actives with `generation`.
+    Active { generation: u64 },
+    /// Wait; another daemon is active.
+    Standby,
 }
 
 /// [`Redundancy`] on the wire (externally tagged, which postcard can read).
@@ -153,6 +204,10 @@ pub enum Reply {
         digest: u64,
         entries: Vec<(String, String)>,
     },
+    /// The file systems.
+    FsMap(Vec<FsStatus>),
+    /// An MDS's role and its file system.
+    MdsRole { role: MdsRole, fs: FsStatus },
 }
 
 /// Request `KIND_COMMAND`.

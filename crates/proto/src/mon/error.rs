@@ -29,6 +29,8 @@ pub enum MonError {
     Io(String),
     #[error("monitor is shutting down")]
     ShuttingDown,
+    #[error("file system: {0}")]
+    Fs(String),
 }
 
 impl From<cairn_wire::WireError> for MonError {

@@ -1,0 +1,457 @@
+//! The journal in the object store: group commit, write-back of the
+//! namespace objects, trimming, and replay at takeover.
+//!
+//! Entries are appended in batches to segment objects (`mds.journal.N`).
+//! One append is in flight at a time; whatever arrives meanwhile goes in
+//! the next batch (group commit). Each append is guarded by the segment's
+//! `gen` xattr: a new active MDS sets it to its own generation first, so
+//! an old active that lives on can append nothing more (fencing).
+//!
+//! Durable entries are written back to the directory and inode objects,
+//! coalesced per object, one round at a time; once a round covers a whole
+//! segment, the head moves past it and the segment is removed. Replay
+//! applies every entry from the head's first segment again: each delta
+//! holds whole values, so applying one twice changes nothing.
+
+use crate::format::{
+    self, Delta, Dentry, Entry, GEN_XATTR, HEAD_OBJECT, HEAD_XATTR, Head, dir_object,
+    inode_key, inode_object, segment_object,
+};
+use crate::layout;
+use crate::mds::limits::{JOURNAL_BATCH_BYTES_MAX, SEGMENT_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT};
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, Guard, WriteOp};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// Why the journal stopped.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JournalError {
+    /// Another MDS took over: this one must stop.
+    #[error("fenced: a newer MDS (generation above {0}) owns the journal")]
+    Fenced(u64),
+    #[error("metadata pool: {0}")]
+    Client(#[from] ClientError),
+    #[error("damaged journal: {0}")]
+    Damaged(String),
+}
+
+fn gen_bytes(generation: u64) -> Bytes {
+    Bytes::copy_from_slice(&generation.to_le_bytes())
+}
+
+/// Where the pools are and who writes.
+#[derive(Clone, Debug)]
+pub struct Pools {
+    pub client: Client,
+    pub meta_pool: String,
+    pub data_pool: String,
+    pub generation: u64,
+}
+
+/// What replay found.
+#[derive(Debug)]
+pub struct Replayed {
+    pub head: Head,
+    /// The first segment the new MDS appends to.
+    pub segment: u64,
+    /// The last sequence in the journal.
+    pub seq: u64,
+    /// `(session, tid)` of every replayed entry, so replays of them from
+    /// clients are recognised.
+    pub completed: BTreeSet<(u64, u64)>,
+    pub entries: usize,
+}
+
+async fn read_head(pools: &Pools) -> Result<Head, JournalError> {
+    match pools
+        .client
+        .get_xattrs(&pools.meta_pool, HEAD_OBJECT.as_bytes())
+        .await
+    {
+        Ok(xattrs) => match xattrs.get(HEAD_XATTR) {
+            Some(bytes) => format::decode(bytes).map_err(|e| JournalError::Damaged(e.to_string())),
+            None => Ok(Head::default()),
+        },
+        Err(ClientError::NotFound) => Ok(Head::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn write_head(pools: &Pools, head: &Head) -> Result<(), JournalError> {
+    pools
+        .client
+        .set_xattr(
+            &pools.meta_pool,
+            HEAD_OBJECT.as_bytes(),
+            HEAD_XATTR,
+            Bytes::from(format::encode(head)),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Sets segment `seq`'s generation to ours if it exists; `false` if it
+/// does not exist.
+async fn seal(pools: &Pools, seq: u64) -> Result<bool, JournalError> {
+    let name = segment_object(seq);
+    loop {
+        let xattrs = match pools.client.get_xattrs(&pools.meta_pool, name.as_bytes()).await {
+            Ok(x) => x,
+            Err(ClientError::NotFound) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let current = xattrs.get(GEN_XATTR).cloned();
+        let current_gen = current
+            .as_deref()
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes);
+        if current_gen > pools.generation {
+            return Err(JournalError::Fenced(pools.generation));
+        }
+        if current_gen == pools.generation {
+            return Ok(true);
+        }
+        let op = WriteOp::new()
+            .guard(Guard::Xattr {
+                name: Bytes::from_static(GEN_XATTR),
+                value: current,
+            })
+            .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
+        match pools.client.operate(&pools.meta_pool, name.as_bytes(), op).await {
+            Ok(_) => return Ok(true),
+            // Its old owner appended or someone sealed it meanwhile: look
+            // again.
+            Err(ClientError::CompareFailed { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Takes the journal over: fences every segment from the head on, applies
+/// them all to the namespace objects, trims them, and opens a new segment
+/// under our generation.
+///
+/// # Errors
+/// [`JournalError::Fenced`] if a newer MDS owns it, or the pool's error.
+pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
+    let mut head = read_head(pools).await?;
+    let mut seq_in = head.first_segment;
+    let mut all = Vec::new();
+    loop {
+        if !seal(pools, seq_in).await? {
+            break;
+        }
+        let name = segment_object(seq_in);
+        let bytes = match pools
+            .client
+            .read(&pools.meta_pool, name.as_bytes(), cairn_client::ReadRange::default())
+            .await
+        {
+            Ok(b) => b,
+            Err(ClientError::NotFound) => Bytes::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let entries =
+            format::decode_segment(&bytes).map_err(|e| JournalError::Damaged(format!("{name}: {e}")))?;
+        all.extend(entries);
+        seq_in += 1;
+    }
+    let completed = all.iter().map(|e| (e.session, e.tid)).collect();
+    let last_seq = all.last().map_or(head.seq, |e| e.seq).max(head.seq);
+    let ino_reserved = all
+        .iter()
+        .flat_map(|e| &e.deltas)
+        .filter_map(|d| match d {
+            Delta::InoReserved(n) => Some(*n),
+            _ => None,
+        })
+        .fold(head.ino_reserved, u64::max);
+    let count = all.len();
+    write_back(pools, &all).await?;
+    // A new segment under our generation; creating it exclusively fails if
+    // an old active raced one in after we looked, and then we go round.
+    let segment = seq_in;
+    let op = WriteOp::new()
+        .create(true)
+        .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
+    match pools
+        .client
+        .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
+        .await
+    {
+        Ok(_) => {}
+        Err(ClientError::Exists) => return Err(JournalError::Fenced(pools.generation)),
+        Err(e) => return Err(e.into()),
+    }
+    let old_first = head.first_segment;
+    head = Head {
+        first_segment: segment,
+        ino_reserved,
+        seq: last_seq,
+    };
+    write_head(pools, &head).await?;
+    for s in old_first..segment {
+        remove_ignoring_missing(pools, &pools.meta_pool, &segment_object(s)).await?;
+    }
+    Ok(Replayed {
+        head,
+        segment,
+        seq: last_seq,
+        completed,
+        entries: count,
+    })
+}
+
+async fn remove_ignoring_missing(pools: &Pools, pool: &str, name: &str) -> Result<(), JournalError> {
+    match pools.client.remove(pool, name.as_bytes()).await {
+        Ok(()) | Err(ClientError::NotFound) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The coalesced effect of many deltas on the namespace objects.
+#[derive(Debug, Default)]
+struct Pending {
+    /// dir → name → entry (`None`: removed).
+    dentries: BTreeMap<u64, BTreeMap<Vec<u8>, Option<Dentry>>>,
+    dropped_dirs: BTreeSet<u64>,
+    /// inode → record bytes (`None`: removed).
+    inodes: BTreeMap<u64, Option<Vec<u8>>>,
+    purges: Vec<(u64, u64, cairn_proto::mds::Layout)>,
+}
+
+impl Pending {
+    fn add(&mut self, delta: &Delta) {
+        match delta {
+            Delta::PutInode(rec) => {
+                self.inodes.insert(rec.attr.ino, Some(format::encode(rec)));
+            }
+            Delta::DropInode(ino) => {
+                self.inodes.insert(*ino, None);
+            }
+            Delta::PutDentry { dir, name, dentry } => {
+                self.dentries
+                    .entry(*dir)
+                    .or_default()
+                    .insert(name.to_vec(), Some(*dentry));
+            }
+            Delta::DropDentry { dir, name } => {
+                self.dentries.entry(*dir).or_default().insert(name.to_vec(), None);
+            }
+            Delta::DropDir(ino) => {
+                self.dentries.remove(ino);
+                self.dropped_dirs.insert(*ino);
+            }
+            Delta::Purge { ino, size, layout } => self.purges.push((*ino, *size, *layout)),
+            Delta::InoReserved(_) => {}
+        }
+    }
+}
+
+/// Applies `entries` to the namespace objects (and purges data), with
+/// bounded concurrency.
+///
+/// # Errors
+/// The first pool error.
+pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalError> {
+    let mut pending = Pending::default();
+    for e in entries {
+        for d in &e.deltas {
+            pending.add(d);
+        }
+    }
+    let mut ops: Vec<(String, String, WriteOp)> = Vec::new();
+    for (dir, names) in &pending.dentries {
+        let mut set = Vec::new();
+        let mut remove = Vec::new();
+        for (name, dentry) in names {
+            match dentry {
+                Some(d) => set.push((name.clone(), format::encode(d))),
+                None => remove.push(name.clone()),
+            }
+        }
+        let op = WriteOp::new()
+            .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
+            .omap_remove(remove.iter().map(|k| &k[..]));
+        ops.push((pools.meta_pool.clone(), dir_object(*dir), op));
+    }
+    let mut by_object: BTreeMap<String, (Vec<([u8; 8], Vec<u8>)>, Vec<[u8; 8]>)> = BTreeMap::new();
+    for (ino, rec) in &pending.inodes {
+        let slot = by_object.entry(inode_object(*ino)).or_default();
+        match rec {
+            Some(bytes) => slot.0.push((inode_key(*ino), bytes.clone())),
+            None => slot.1.push(inode_key(*ino)),
+        }
+    }
+    for (object, (set, remove)) in by_object {
+        let op = WriteOp::new()
+            .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
+            .omap_remove(remove.iter().map(|k| &k[..]));
+        ops.push((pools.meta_pool.clone(), object, op));
+    }
+    run_ops(pools, ops).await?;
+    let mut removals = Vec::new();
+    for dir in &pending.dropped_dirs {
+        removals.push((pools.meta_pool.clone(), dir_object(*dir)));
+    }
+    for (ino, size, l) in &pending.purges {
+        for index in 0..layout::object_count(l, *size).max(1) {
+            removals.push((pools.data_pool.clone(), layout::object_name(*ino, index)));
+        }
+    }
+    let pools_arc = Arc::new(pools.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    for (pool, name) in removals {
+        while tasks.len() >= WRITEBACK_OPS_IN_FLIGHT {
+            if let Some(r) = tasks.join_next().await {
+                r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+            }
+        }
+        let pools = Arc::clone(&pools_arc);
+        tasks.spawn(async move { remove_ignoring_missing(&pools, &pool, &name).await });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+    }
+    Ok(())
+}
+
+async fn run_ops(pools: &Pools, ops: Vec<(String, String, WriteOp)>) -> Result<(), JournalError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (pool, object, op) in ops {
+        while tasks.len() >= WRITEBACK_OPS_IN_FLIGHT {
+            if let Some(r) = tasks.join_next().await {
+                r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+            }
+        }
+        let client = pools.client.clone();
+        tasks.spawn(async move {
+            client
+                .operate(&pool, object.as_bytes(), op)
+                .await
+                .map(drop)
+                .map_err(JournalError::from)
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+    }
+    Ok(())
+}
+
+/// The journal writer: appends entries in batches, publishes the durable
+/// sequence, and hands durable entries to write-back. Ends with the error
+/// that stopped it (the MDS must then stop: its cache is ahead of the
+/// journal).
+pub async fn run_writer(
+    pools: Pools,
+    mut segment: u64,
+    mut queue: mpsc::Receiver<Entry>,
+    durable: watch::Sender<u64>,
+    writeback: mpsc::UnboundedSender<(u64, Vec<Entry>)>,
+) -> JournalError {
+    let mut segment_bytes = 0usize;
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        let mut bytes = 0;
+        while bytes < JOURNAL_BATCH_BYTES_MAX {
+            match queue.try_recv() {
+                Ok(e) => {
+                    bytes += 64 + e.deltas.len() * 96;
+                    batch.push(e);
+                }
+                Err(_) => break,
+            }
+        }
+        let encoded = Bytes::from(format::encode_batch(&batch));
+        if segment_bytes + encoded.len() > SEGMENT_BYTES_MAX && segment_bytes > 0 {
+            segment += 1;
+            segment_bytes = 0;
+            let op = WriteOp::new()
+                .create(true)
+                .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
+            match pools
+                .client
+                .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
+                .await
+            {
+                Ok(_) => {}
+                Err(ClientError::Exists) => return JournalError::Fenced(pools.generation),
+                Err(e) => return e.into(),
+            }
+        }
+        let op = WriteOp::new()
+            .guard(Guard::Xattr {
+                name: Bytes::from_static(GEN_XATTR),
+                value: Some(gen_bytes(pools.generation)),
+            })
+            .append(encoded.clone());
+        match pools
+            .client
+            .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
+            .await
+        {
+            Ok(_) => {}
+            Err(ClientError::CompareFailed { .. }) => return JournalError::Fenced(pools.generation),
+            Err(e) => return e.into(),
+        }
+        segment_bytes += encoded.len();
+        let last = batch.last().map_or(0, |e| e.seq);
+        durable.send_replace(last);
+        if writeback.send((segment, batch)).is_err() {
+            return JournalError::Damaged("write-back stopped".into());
+        }
+    }
+    JournalError::Damaged("journal queue closed".into())
+}
+
+/// The write-back worker: writes durable entries to the namespace objects
+/// a round at a time, then moves the head past every segment older than
+/// the newest one written back, and removes them.
+pub async fn run_writeback(
+    pools: Pools,
+    mut head: Head,
+    mut queue: mpsc::UnboundedReceiver<(u64, Vec<Entry>)>,
+) -> JournalError {
+    while let Some(first) = queue.recv().await {
+        let mut rounds = vec![first];
+        while let Ok(more) = queue.try_recv() {
+            rounds.push(more);
+        }
+        let newest_segment = rounds.iter().map(|(s, _)| *s).max().unwrap_or(head.first_segment);
+        let entries: Vec<Entry> = rounds.into_iter().flat_map(|(_, e)| e).collect();
+        if let Err(e) = write_back(&pools, &entries).await {
+            return e;
+        }
+        let last_seq = entries.last().map_or(head.seq, |e| e.seq);
+        let reserved = entries
+            .iter()
+            .flat_map(|e| &e.deltas)
+            .filter_map(|d| match d {
+                Delta::InoReserved(n) => Some(*n),
+                _ => None,
+            })
+            .fold(head.ino_reserved, u64::max);
+        head.ino_reserved = reserved;
+        head.seq = last_seq;
+        if newest_segment > head.first_segment {
+            // Everything in the older segments was written back (rounds
+            // go in order).
+            let old = head.first_segment;
+            head.first_segment = newest_segment;
+            if let Err(e) = write_head(&pools, &head).await {
+                return e;
+            }
+            for s in old..newest_segment {
+                if let Err(e) = remove_ignoring_missing(&pools, &pools.meta_pool, &segment_object(s)).await {
+                    return e;
+                }
+            }
+        } else if let Err(e) = write_head(&pools, &head).await {
+            return e;
+        }
+    }
+    JournalError::Damaged("write-back queue closed".into())
+}

@@ -1,0 +1,40 @@
+//! The MDS's bounds and defaults.
+
+/// Bytes of entries one journal append carries at most (more wait for the
+/// next append).
+pub const JOURNAL_BATCH_BYTES_MAX: usize = 4 << 20;
+
+/// A journal segment object is closed past this size.
+pub const SEGMENT_BYTES_MAX: usize = 32 << 20;
+
+/// Namespace-object writes (and data purges) in flight during write-back.
+pub const WRITEBACK_OPS_IN_FLIGHT: usize = 32;
+
+/// Entries waiting for the journal writer; a full queue holds the MDS back.
+pub const JOURNAL_QUEUE_MAX: usize = 65_536;
+
+/// Requests waiting for the namespace actor.
+pub const REQUEST_QUEUE_MAX: usize = 4096;
+
+/// Period of the MDS's beacon to the monitor.
+pub const BEACON_MS: u64 = 500;
+
+/// Default: after taking over, the MDS takes only replays from clients of
+/// its predecessor for this long (Ceph's `mds_reconnect_timeout`, shorter:
+/// clients here reconnect within a beacon period).
+pub const RECONNECT_WINDOW_MS_DEFAULT: u64 = 1_500;
+
+/// Default: a session silent this long (no request, no poll) is evicted
+/// and its opens are released.
+pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+
+/// Loads one request may need before it is refused (a namespace deeper
+/// than this many uncached directories on one rename is refused `EIO`
+/// rather than stall the MDS).
+pub const LOADS_PER_REQUEST_MAX: usize = 4096;
+
+/// Omap entries read per page when a directory is loaded.
+pub const DIR_PAGE_ENTRIES: u32 = 1024;
+
+/// Requests remembered as done (for resends) beyond the durable sequence.
+pub const COMPLETED_KEPT: usize = 1 << 20;

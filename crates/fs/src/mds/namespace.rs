@@ -1,0 +1,979 @@
+//! The namespace's decisions, sans-IO: a cache of inodes and directories
+//! and the POSIX rules of every operation. An operation either answers
+//! (with the [`Delta`]s to journal) or names what it needs loaded first
+//! ([`Need`]); the server loads it from the metadata pool and runs the
+//! operation again. Nothing here reads a clock: `now` comes with the call.
+
+use crate::format::{Delta, Dentry, InodeRec};
+use cairn_proto::mds::{
+    Attr, Caller, DirEntry, Errno, Layout, MdsAnswer, MdsOp, NAME_BYTES_MAX, RENAME_EXCHANGE,
+    RENAME_NOREPLACE, ROOT_INO, SYMLINK_BYTES_MAX, SetAttr, SetTime, Time, XATTR_CREATE,
+    XATTR_NAME_BYTES_MAX, XATTR_REPLACE, XATTR_VALUE_BYTES_MAX,
+};
+use serde_bytes::ByteBuf;
+use std::collections::{BTreeMap, HashMap};
+
+const S_IFMT: u32 = libc::S_IFMT;
+const S_IFDIR: u32 = libc::S_IFDIR;
+const S_IFREG: u32 = libc::S_IFREG;
+const S_IFLNK: u32 = libc::S_IFLNK;
+const S_ISGID: u32 = libc::S_ISGID;
+
+/// Inode numbers are reserved in the journal this many at a time, so a new
+/// MDS never hands out one its predecessor did.
+pub const INO_RESERVE_STEP: u64 = 4096;
+
+/// The virtual xattr that shows and sets a layout (as CephFS's
+/// `ceph.dir.layout` / `ceph.file.layout`).
+pub const LAYOUT_XATTR: &[u8] = b"cairn.layout";
+
+/// Something the cache lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Need {
+    Inode(u64),
+    Dir(u64),
+}
+
+/// Why an operation did not answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Need(Need),
+    Errno(Errno),
+}
+
+impl From<Need> for Stop {
+    fn from(need: Need) -> Stop {
+        Stop::Need(need)
+    }
+}
+
+fn errno(e: i32) -> Stop {
+    Stop::Errno(e)
+}
+
+/// A directory's entries, ordered by cookie (a hash of the name, stable
+/// for the entry's life).
+#[derive(Clone, Debug, Default)]
+pub struct DirCache {
+    by_cookie: BTreeMap<u64, (ByteBuf, Dentry)>,
+    cookies: HashMap<Vec<u8>, u64>,
+}
+
+impl DirCache {
+    /// A directory from its stored entries.
+    #[must_use]
+    pub fn from_entries(entries: impl IntoIterator<Item = (ByteBuf, Dentry)>) -> DirCache {
+        let mut dir = DirCache::default();
+        for (name, dentry) in entries {
+            dir.insert(name, dentry);
+        }
+        dir
+    }
+
+    fn get(&self, name: &[u8]) -> Option<Dentry> {
+        let cookie = self.cookies.get(name)?;
+        Some(self.by_cookie[cookie].1)
+    }
+
+    fn insert(&mut self, name: ByteBuf, dentry: Dentry) {
+        if let Some(cookie) = self.cookies.get(name.as_slice()) {
+            self.by_cookie.insert(*cookie, (name, dentry));
+            return;
+        }
+        let mut cookie = name_cookie(&name);
+        // A hash collision (one in 2^61) takes the next free cookie.
+        while self.by_cookie.contains_key(&cookie) {
+            cookie += 1;
+        }
+        self.cookies.insert(name.to_vec(), cookie);
+        self.by_cookie.insert(cookie, (name, dentry));
+    }
+
+    fn remove(&mut self, name: &[u8]) -> Option<Dentry> {
+        let cookie = self.cookies.remove(name)?;
+        self.by_cookie.remove(&cookie).map(|(_, d)| d)
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.by_cookie.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.by_cookie.is_empty()
+    }
+}
+
+/// A readdir cookie: at least 3 (FUSE offsets 1 and 2 are `.` and `..`),
+/// below 2^62 (offsets are signed).
+fn name_cookie(name: &[u8]) -> u64 {
+    (xxhash_rust::xxh3::xxh3_64(name) >> 2).max(3)
+}
+
+/// The result of one operation: its answer and the changes to journal.
+#[derive(Debug)]
+pub struct Outcome {
+    pub answer: MdsAnswer,
+    pub deltas: Vec<Delta>,
+}
+
+/// The cached namespace.
+#[derive(Debug, Default)]
+pub struct Namespace {
+    inodes: HashMap<u64, InodeRec>,
+    dirs: HashMap<u64, DirCache>,
+    /// Opens per inode, across sessions.
+    opens: HashMap<u64, u32>,
+    /// Next inode number to hand out.
+    next_ino: u64,
+    /// Inode numbers below this are reserved in the journal.
+    ino_reserved: u64,
+}
+
+fn is_dir(rec: &InodeRec) -> bool {
+    rec.attr.mode & S_IFMT == S_IFDIR
+}
+
+fn check_name(name: &[u8]) -> Result<(), Stop> {
+    if name.len() > NAME_BYTES_MAX {
+        return Err(errno(libc::ENAMETOOLONG));
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(errno(libc::EINVAL));
+    }
+    Ok(())
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+fn apply_time(set: SetTime, now: Time) -> Time {
+    match set {
+        SetTime::Now => now,
+        SetTime::At(t) => t,
+    }
+}
+
+impl Namespace {
+    /// An empty cache that hands out inode numbers from `next_ino`, with
+    /// numbers below `ino_reserved` already reserved.
+    #[must_use]
+    pub fn new(next_ino: u64, ino_reserved: u64) -> Namespace {
+        Namespace {
+            next_ino: next_ino.max(ROOT_INO + 1),
+            ino_reserved,
+            ..Namespace::default()
+        }
+    }
+
+    /// The root directory of a new file system.
+    #[must_use]
+    pub fn root_inode(now: Time) -> InodeRec {
+        InodeRec {
+            attr: Attr {
+                ino: ROOT_INO,
+                size: 0,
+                mode: S_IFDIR | 0o755,
+                nlink: 2,
+                atime: now,
+                mtime: now,
+                ctime: now,
+                btime: now,
+                ..Attr::default()
+            },
+            parent: ROOT_INO,
+            ..InodeRec::default()
+        }
+    }
+
+    pub fn insert_inode(&mut self, rec: InodeRec) {
+        self.inodes.insert(rec.attr.ino, rec);
+    }
+
+    pub fn insert_dir(&mut self, ino: u64, dir: DirCache) {
+        self.dirs.insert(ino, dir);
+    }
+
+    /// The number of cached inodes and directories.
+    #[must_use]
+    pub fn cached(&self) -> (usize, usize) {
+        (self.inodes.len(), self.dirs.len())
+    }
+
+    /// A number handed out ([`Outcome`]s of replays carry their own); it
+    /// must not be given again.
+    pub fn saw_ino(&mut self, ino: u64) {
+        self.next_ino = self.next_ino.max(ino + 1);
+    }
+
+    fn inode(&self, ino: u64) -> Result<&InodeRec, Stop> {
+        self.inodes.get(&ino).ok_or(Stop::Need(Need::Inode(ino)))
+    }
+
+    fn dir(&self, ino: u64) -> Result<&DirCache, Stop> {
+        let rec = self.inode(ino)?;
+        if !is_dir(rec) {
+            return Err(errno(libc::ENOTDIR));
+        }
+        self.dirs.get(&ino).ok_or(Stop::Need(Need::Dir(ino)))
+    }
+
+    /// The entry `name` of `parent` and its inode.
+    fn child(&self, parent: u64, name: &[u8]) -> Result<Option<(Dentry, &InodeRec)>, Stop> {
+        let dir = self.dir(parent)?;
+        match dir.get(name) {
+            None => Ok(None),
+            Some(d) => Ok(Some((d, self.inode(d.ino)?))),
+        }
+    }
+
+    /// Runs one operation.
+    ///
+    /// # Errors
+    /// [`Stop::Need`] to load something first, [`Stop::Errno`] for the
+    /// caller's error.
+    pub fn execute(&mut self, op: &MdsOp, caller: Caller, now: Time) -> Result<Outcome, Stop> {
+        match op {
+            MdsOp::Hello { .. } | MdsOp::StatFs | MdsOp::Sync => Ok(done(Vec::new())),
+            MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
+            MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
+            MdsOp::SetAttr { ino, set } => self.set_attr(*ino, set, now),
+            MdsOp::Create {
+                parent,
+                name,
+                mode,
+                rdev,
+                open,
+                ino,
+                ..
+            } => {
+                let node = NewNode {
+                    mode: *mode,
+                    rdev: *rdev,
+                    target: None,
+                    open: *open,
+                };
+                self.create(*parent, name, node, *ino, caller, now)
+            }
+            MdsOp::Symlink {
+                parent,
+                name,
+                target,
+                ino,
+            } => {
+                if target.is_empty() || target.len() > SYMLINK_BYTES_MAX {
+                    return Err(errno(libc::ENAMETOOLONG));
+                }
+                let node = NewNode {
+                    mode: S_IFLNK | 0o777,
+                    rdev: 0,
+                    target: Some(target.clone()),
+                    open: false,
+                };
+                self.create(*parent, name, node, *ino, caller, now)
+            }
+            MdsOp::Link { ino, parent, name } => self.link(*ino, *parent, name, now),
+            MdsOp::Unlink { parent, name } => self.unlink(*parent, name, false, now),
+            MdsOp::Rmdir { parent, name } => self.unlink(*parent, name, true, now),
+            MdsOp::Rename {
+                parent,
+                name,
+                new_parent,
+                new_name,
+                flags,
+            } => self.rename((*parent, name), (*new_parent, new_name), *flags, now),
+            MdsOp::ReadDir { ino, cookie, max } => self.read_dir(*ino, *cookie, *max),
+            MdsOp::Readlink { ino } => {
+                let rec = self.inode(*ino)?;
+                match &rec.target {
+                    Some(t) => Ok(done_with(MdsAnswer::Value(t.clone()), vec![])),
+                    None => Err(errno(libc::EINVAL)),
+                }
+            }
+            MdsOp::Open { ino, truncate } => self.open(*ino, *truncate, now),
+            MdsOp::Release { ino } => Ok(self.release(*ino)),
+            MdsOp::Written { ino, size, mtime } => self.written(*ino, *size, *mtime),
+            MdsOp::SetXattr {
+                ino,
+                name,
+                value,
+                flags,
+            } => self.set_xattr(*ino, name, value, *flags, now),
+            MdsOp::GetXattr { ino, name } => self.get_xattr(*ino, name),
+            MdsOp::ListXattr { ino } => {
+                let rec = self.inode(*ino)?;
+                // trusted.* is for root's eyes only, as in Linux.
+                let names = rec
+                    .xattrs
+                    .iter()
+                    .map(|(n, _)| n.clone())
+                    .filter(|n| caller.uid == 0 || !n.starts_with(b"trusted."))
+                    .collect();
+                Ok(done_with(MdsAnswer::Names(names), vec![]))
+            }
+            MdsOp::RemoveXattr { ino, name } => self.remove_xattr(*ino, name, now),
+        }
+    }
+
+    fn lookup(&self, parent: u64, name: &[u8]) -> Result<Outcome, Stop> {
+        if name.len() > NAME_BYTES_MAX {
+            return Err(errno(libc::ENAMETOOLONG));
+        }
+        if name == b"." {
+            return Ok(attr_answer(self.inode(parent)?.attr.clone(), vec![]));
+        }
+        if name == b".." {
+            let parent_of = self.inode(parent)?.parent;
+            return Ok(attr_answer(self.inode(parent_of)?.attr.clone(), vec![]));
+        }
+        match self.child(parent, name)? {
+            Some((_, rec)) => Ok(attr_answer(rec.attr.clone(), vec![])),
+            None => Err(errno(libc::ENOENT)),
+        }
+    }
+
+    fn allocate_ino(&mut self, asked: Option<u64>, deltas: &mut Vec<Delta>) -> Result<u64, Stop> {
+        let ino = match asked {
+            // A replay keeps the number its first answer gave, unless
+            // that number is taken (then the client's view is lost anyway).
+            Some(ino) if ino > ROOT_INO && !self.inodes.contains_key(&ino) => ino,
+            _ => self.next_ino,
+        };
+        self.next_ino = self.next_ino.max(ino + 1);
+        if self.next_ino > self.ino_reserved {
+            self.ino_reserved = self.next_ino + INO_RESERVE_STEP;
+            deltas.push(Delta::InoReserved(self.ino_reserved));
+        }
+        Ok(ino)
+    }
+
+    fn create(
+        &mut self,
+        parent: u64,
+        name: &ByteBuf,
+        node: NewNode,
+        asked_ino: Option<u64>,
+        caller: Caller,
+        now: Time,
+    ) -> Result<Outcome, Stop> {
+        check_name(name)?;
+        if is_dot(name) {
+            return Err(errno(libc::EEXIST));
+        }
+        if self.child(parent, name)?.is_some() {
+            return Err(errno(libc::EEXIST));
+        }
+        let kind = node.mode & S_IFMT;
+        let kind = if kind == 0 { S_IFREG } else { kind };
+        let parent_rec = self.inode(parent)?.clone();
+        let mut deltas = Vec::new();
+        let ino = self.allocate_ino(asked_ino, &mut deltas)?;
+        let mut mode = kind | (node.mode & 0o7777);
+        let mut gid = caller.gid;
+        if parent_rec.attr.mode & S_ISGID != 0 {
+            // A setgid directory hands its group down, and its setgid bit
+            // to subdirectories.
+            gid = parent_rec.attr.gid;
+            if kind == S_IFDIR {
+                mode |= S_ISGID;
+            }
+        }
+        let rec = InodeRec {
+            attr: Attr {
+                ino,
+                size: node.target.as_ref().map_or(0, |t| t.len() as u64),
+                mode,
+                nlink: if kind == S_IFDIR { 2 } else { 1 },
+                uid: caller.uid,
+                gid,
+                rdev: node.rdev,
+                atime: now,
+                mtime: now,
+                ctime: now,
+                btime: now,
+                layout: parent_rec.attr.layout,
+            },
+            parent,
+            xattrs: Vec::new(),
+            target: node.target,
+        };
+        let dentry = Dentry { ino, kind };
+        let mut parent_rec = parent_rec;
+        parent_rec.attr.mtime = now;
+        parent_rec.attr.ctime = now;
+        if kind == S_IFDIR {
+            parent_rec.attr.nlink += 1;
+            self.dirs.insert(ino, DirCache::default());
+        }
+        self.dirs
+            .get_mut(&parent)
+            .expect("the parent's entries were checked above")
+            .insert(name.clone(), dentry);
+        let attr = rec.attr.clone();
+        if kind == S_IFREG && node.open {
+            // The creator holds it open.
+            *self.opens.entry(ino).or_default() += 1;
+        }
+        deltas.push(Delta::PutInode(rec.clone()));
+        deltas.push(Delta::PutInode(parent_rec.clone()));
+        deltas.push(Delta::PutDentry {
+            dir: parent,
+            name: name.clone(),
+            dentry,
+        });
+        self.inodes.insert(ino, rec);
+        self.inodes.insert(parent, parent_rec);
+        Ok(attr_answer(attr, deltas))
+    }
+
+    fn link(&mut self, ino: u64, parent: u64, name: &ByteBuf, now: Time) -> Result<Outcome, Stop> {
+        check_name(name)?;
+        let rec = self.inode(ino)?;
+        if is_dir(rec) {
+            return Err(errno(libc::EPERM));
+        }
+        if rec.attr.nlink == 0 {
+            return Err(errno(libc::ENOENT));
+        }
+        if is_dot(name) || self.child(parent, name)?.is_some() {
+            return Err(errno(libc::EEXIST));
+        }
+        let mut rec = self.inode(ino)?.clone();
+        let mut parent_rec = self.inode(parent)?.clone();
+        rec.attr.nlink += 1;
+        rec.attr.ctime = now;
+        parent_rec.attr.mtime = now;
+        parent_rec.attr.ctime = now;
+        let dentry = Dentry {
+            ino,
+            kind: rec.attr.mode & S_IFMT,
+        };
+        self.dirs
+            .get_mut(&parent)
+            .expect("checked above")
+            .insert(name.clone(), dentry);
+        let attr = rec.attr.clone();
+        let deltas = vec![
+            Delta::PutInode(rec.clone()),
+            Delta::PutInode(parent_rec.clone()),
+            Delta::PutDentry {
+                dir: parent,
+                name: name.clone(),
+                dentry,
+            },
+        ];
+        self.inodes.insert(ino, rec);
+        self.inodes.insert(parent, parent_rec);
+        Ok(attr_answer(attr, deltas))
+    }
+
+    /// Drops one link of `ino` (already taken out of its directory):
+    /// the deltas for the inode, and its removal when no link and no open
+    /// is left.
+    fn drop_link(&mut self, ino: u64, now: Time, deltas: &mut Vec<Delta>) {
+        let Some(rec) = self.inodes.get_mut(&ino) else {
+            return;
+        };
+        if is_dir(rec) {
+            rec.attr.nlink = 0;
+        } else {
+            rec.attr.nlink = rec.attr.nlink.saturating_sub(1);
+        }
+        rec.attr.ctime = now;
+        if rec.attr.nlink > 0 {
+            deltas.push(Delta::PutInode(rec.clone()));
+            return;
+        }
+        if is_dir(rec) {
+            self.dirs.remove(&ino);
+            deltas.push(Delta::DropDir(ino));
+        }
+        if self.opens.get(&ino).copied().unwrap_or(0) > 0 {
+            // Open somewhere: the data stays until the last release.
+            deltas.push(Delta::PutInode(rec.clone()));
+            return;
+        }
+        deltas.extend(self.forget(ino));
+    }
+
+    /// Removes an inode with no links and no opens: its record, and its
+    /// data objects.
+    fn forget(&mut self, ino: u64) -> Vec<Delta> {
+        let Some(rec) = self.inodes.remove(&ino) else {
+            return Vec::new();
+        };
+        self.opens.remove(&ino);
+        let mut deltas = vec![Delta::DropInode(ino)];
+        if rec.attr.mode & S_IFMT == S_IFREG {
+            deltas.push(Delta::Purge {
+                ino,
+                size: rec.attr.size,
+                layout: rec.attr.layout,
+            });
+        }
+        deltas
+    }
+
+    fn unlink(&mut self, parent: u64, name: &ByteBuf, dir: bool, now: Time) -> Result<Outcome, Stop> {
+        if name.len() > NAME_BYTES_MAX {
+            return Err(errno(libc::ENAMETOOLONG));
+        }
+        if dir && name.as_slice() == b"." {
+            return Err(errno(libc::EINVAL));
+        }
+        if dir && name.as_slice() == b".." {
+            return Err(errno(libc::ENOTEMPTY));
+        }
+        let Some((dentry, rec)) = self.child(parent, name)? else {
+            return Err(errno(libc::ENOENT));
+        };
+        match (dir, is_dir(rec)) {
+            (false, true) => return Err(errno(libc::EISDIR)),
+            (true, false) => return Err(errno(libc::ENOTDIR)),
+            (true, true) => {
+                if !self.dir(dentry.ino)?.is_empty() {
+                    return Err(errno(libc::ENOTEMPTY));
+                }
+            }
+            (false, false) => {}
+        }
+        let mut deltas = Vec::new();
+        self.dirs
+            .get_mut(&parent)
+            .expect("checked above")
+            .remove(name);
+        let mut parent_rec = self.inode(parent)?.clone();
+        parent_rec.attr.mtime = now;
+        parent_rec.attr.ctime = now;
+        if dir {
+            parent_rec.attr.nlink = parent_rec.attr.nlink.saturating_sub(1);
+        }
+        deltas.push(Delta::DropDentry {
+            dir: parent,
+            name: name.clone(),
+        });
+        deltas.push(Delta::PutInode(parent_rec.clone()));
+        self.inodes.insert(parent, parent_rec);
+        self.drop_link(dentry.ino, now, &mut deltas);
+        Ok(done(deltas))
+    }
+
+    /// Whether `ino` is `ancestor` or below it.
+    fn is_within(&self, mut ino: u64, ancestor: u64) -> Result<bool, Stop> {
+        for _ in 0..100_000 {
+            if ino == ancestor {
+                return Ok(true);
+            }
+            if ino == ROOT_INO {
+                return Ok(false);
+            }
+            ino = self.inode(ino)?.parent;
+        }
+        Ok(false)
+    }
+
+    fn rename(
+        &mut self,
+        (parent, name): (u64, &ByteBuf),
+        (new_parent, new_name): (u64, &ByteBuf),
+        flags: u32,
+        now: Time,
+    ) -> Result<Outcome, Stop> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return Err(errno(libc::EINVAL));
+        }
+        check_name(new_name)?;
+        if name.len() > NAME_BYTES_MAX {
+            return Err(errno(libc::ENAMETOOLONG));
+        }
+        if is_dot(name) || is_dot(new_name) {
+            return Err(errno(libc::EBUSY));
+        }
+        let Some((src, src_rec)) = self.child(parent, name)? else {
+            return Err(errno(libc::ENOENT));
+        };
+        let src_is_dir = is_dir(src_rec);
+        let target = self.child(new_parent, new_name)?;
+        let target = target.map(|(d, rec)| (d, is_dir(rec)));
+        if flags & RENAME_EXCHANGE != 0 {
+            let Some((dst, dst_is_dir)) = target else {
+                return Err(errno(libc::ENOENT));
+            };
+            return self.exchange((parent, name, src, src_is_dir), (new_parent, new_name, dst, dst_is_dir), now);
+        }
+        if let Some((dst, dst_is_dir)) = target {
+            if flags & RENAME_NOREPLACE != 0 {
+                return Err(errno(libc::EEXIST));
+            }
+            if dst.ino == src.ino {
+                // Two links of one file: POSIX says do nothing.
+                return Ok(done(Vec::new()));
+            }
+            match (src_is_dir, dst_is_dir) {
+                (true, false) => return Err(errno(libc::ENOTDIR)),
+                (false, true) => return Err(errno(libc::EISDIR)),
+                (true, true) if !self.dir(dst.ino)?.is_empty() => {
+                    return Err(errno(libc::ENOTEMPTY));
+                }
+                _ => {}
+            }
+        }
+        if src_is_dir && self.is_within(new_parent, src.ino)? {
+            return Err(errno(libc::EINVAL));
+        }
+        // Everything that can be missing from the cache has been touched.
+        let mut deltas = Vec::new();
+        if let Some((dst, dst_is_dir)) = target {
+            self.dirs
+                .get_mut(&new_parent)
+                .expect("checked")
+                .remove(new_name);
+            if dst_is_dir {
+                let p = self.inodes.get_mut(&new_parent).expect("checked");
+                p.attr.nlink = p.attr.nlink.saturating_sub(1);
+            }
+            self.drop_link(dst.ino, now, &mut deltas);
+        }
+        self.dirs.get_mut(&parent).expect("checked").remove(name);
+        self.dirs
+            .get_mut(&new_parent)
+            .expect("checked")
+            .insert(new_name.clone(), src);
+        deltas.push(Delta::DropDentry {
+            dir: parent,
+            name: name.clone(),
+        });
+        deltas.push(Delta::PutDentry {
+            dir: new_parent,
+            name: new_name.clone(),
+            dentry: src,
+        });
+        if src_is_dir && parent != new_parent {
+            self.inodes.get_mut(&parent).expect("checked").attr.nlink -= 1;
+            self.inodes.get_mut(&new_parent).expect("checked").attr.nlink += 1;
+        }
+        let moved = self.inodes.get_mut(&src.ino).expect("checked");
+        moved.attr.ctime = now;
+        if src_is_dir {
+            moved.parent = new_parent;
+        }
+        deltas.push(Delta::PutInode(moved.clone()));
+        self.touch_dirs(&[parent, new_parent], now, &mut deltas);
+        Ok(done(deltas))
+    }
+
+    fn exchange(
+        &mut self,
+        (parent, name, src, src_is_dir): (u64, &ByteBuf, Dentry, bool),
+        (new_parent, new_name, dst, dst_is_dir): (u64, &ByteBuf, Dentry, bool),
+        now: Time,
+    ) -> Result<Outcome, Stop> {
+        if src.ino == dst.ino {
+            return Ok(done(Vec::new()));
+        }
+        if src_is_dir && self.is_within(new_parent, src.ino)? {
+            return Err(errno(libc::EINVAL));
+        }
+        if dst_is_dir && self.is_within(parent, dst.ino)? {
+            return Err(errno(libc::EINVAL));
+        }
+        let mut deltas = Vec::new();
+        self.dirs.get_mut(&parent).expect("checked").insert(name.clone(), dst);
+        self.dirs
+            .get_mut(&new_parent)
+            .expect("checked")
+            .insert(new_name.clone(), src);
+        deltas.push(Delta::PutDentry {
+            dir: parent,
+            name: name.clone(),
+            dentry: dst,
+        });
+        deltas.push(Delta::PutDentry {
+            dir: new_parent,
+            name: new_name.clone(),
+            dentry: src,
+        });
+        if parent != new_parent && src_is_dir != dst_is_dir {
+            let (gains, loses) = if src_is_dir { (new_parent, parent) } else { (parent, new_parent) };
+            self.inodes.get_mut(&gains).expect("checked").attr.nlink += 1;
+            self.inodes.get_mut(&loses).expect("checked").attr.nlink -= 1;
+        }
+        for (ino, is_dir, now_in) in [(src.ino, src_is_dir, new_parent), (dst.ino, dst_is_dir, parent)] {
+            let rec = self.inodes.get_mut(&ino).expect("checked");
+            rec.attr.ctime = now;
+            if is_dir {
+                rec.parent = now_in;
+            }
+            deltas.push(Delta::PutInode(rec.clone()));
+        }
+        self.touch_dirs(&[parent, new_parent], now, &mut deltas);
+        Ok(done(deltas))
+    }
+
+    /// Sets the change times of directories whose entries changed.
+    fn touch_dirs(&mut self, dirs: &[u64], now: Time, deltas: &mut Vec<Delta>) {
+        let mut seen = Vec::new();
+        for ino in dirs {
+            if seen.contains(ino) {
+                continue;
+            }
+            seen.push(*ino);
+            if let Some(rec) = self.inodes.get_mut(ino) {
+                rec.attr.mtime = now;
+                rec.attr.ctime = now;
+                deltas.push(Delta::PutInode(rec.clone()));
+            }
+        }
+    }
+
+    fn read_dir(&self, ino: u64, cookie: u64, max: u32) -> Result<Outcome, Stop> {
+        let dir = self.dir(ino)?;
+        let max = max.clamp(1, cairn_proto::mds::READDIR_ENTRIES_MAX) as usize;
+        let mut entries = Vec::new();
+        let mut range = dir.by_cookie.range(cookie.saturating_add(1)..);
+        for (c, (name, dentry)) in range.by_ref().take(max) {
+            entries.push(DirEntry {
+                name: name.clone(),
+                ino: dentry.ino,
+                kind: dentry.kind,
+                cookie: *c,
+            });
+        }
+        let eof = range.next().is_none();
+        Ok(done_with(MdsAnswer::Entries { entries, eof }, vec![]))
+    }
+
+    fn set_attr(&mut self, ino: u64, set: &SetAttr, now: Time) -> Result<Outcome, Stop> {
+        let mut rec = self.inode(ino)?.clone();
+        if let Some(mode) = set.mode {
+            rec.attr.mode = (rec.attr.mode & S_IFMT) | (mode & 0o7777);
+        }
+        if let Some(uid) = set.uid {
+            rec.attr.uid = uid;
+        }
+        if let Some(gid) = set.gid {
+            rec.attr.gid = gid;
+        }
+        let mut deltas = Vec::new();
+        if let Some(size) = set.size {
+            if is_dir(&rec) {
+                return Err(errno(libc::EISDIR));
+            }
+            if rec.attr.mode & S_IFMT != S_IFREG {
+                return Err(errno(libc::EINVAL));
+            }
+            if size != rec.attr.size {
+                rec.attr.size = size;
+                rec.attr.mtime = now;
+            }
+        }
+        if let Some(t) = set.atime {
+            rec.attr.atime = apply_time(t, now);
+        }
+        if let Some(t) = set.mtime {
+            rec.attr.mtime = apply_time(t, now);
+        }
+        rec.attr.ctime = now;
+        let attr = rec.attr.clone();
+        deltas.push(Delta::PutInode(rec.clone()));
+        self.inodes.insert(ino, rec);
+        Ok(attr_answer(attr, deltas))
+    }
+
+    fn open(&mut self, ino: u64, truncate: bool, now: Time) -> Result<Outcome, Stop> {
+        let rec = self.inode(ino)?;
+        if rec.attr.nlink == 0 {
+            return Err(errno(libc::ENOENT));
+        }
+        let mut deltas = Vec::new();
+        let mut attr = rec.attr.clone();
+        if truncate && rec.attr.mode & S_IFMT == S_IFREG && rec.attr.size > 0 {
+            let mut rec = rec.clone();
+            rec.attr.size = 0;
+            rec.attr.mtime = now;
+            rec.attr.ctime = now;
+            attr = rec.attr.clone();
+            deltas.push(Delta::PutInode(rec.clone()));
+            self.inodes.insert(ino, rec);
+        }
+        *self.opens.entry(ino).or_default() += 1;
+        Ok(attr_answer(attr, deltas))
+    }
+
+    fn release(&mut self, ino: u64) -> Outcome {
+        let Some(count) = self.opens.get_mut(&ino) else {
+            return done(Vec::new());
+        };
+        *count = count.saturating_sub(1);
+        if *count > 0 {
+            return done(Vec::new());
+        }
+        self.opens.remove(&ino);
+        let orphan = self.inodes.get(&ino).is_some_and(|r| r.attr.nlink == 0);
+        if orphan {
+            return done(self.forget(ino));
+        }
+        done(Vec::new())
+    }
+
+    /// Forgets every open of a session that went away (`counts`: opens
+    /// per inode it held).
+    pub fn release_all(&mut self, counts: &HashMap<u64, u32>) -> Vec<Delta> {
+        let mut deltas = Vec::new();
+        for (ino, n) in counts {
+            for _ in 0..*n {
+                deltas.extend(self.release(*ino).deltas);
+            }
+        }
+        deltas
+    }
+
+    fn written(&mut self, ino: u64, size: u64, mtime: Time) -> Result<Outcome, Stop> {
+        let mut rec = self.inode(ino)?.clone();
+        if rec.attr.mode & S_IFMT != S_IFREG {
+            return Err(errno(libc::EINVAL));
+        }
+        let grown = size > rec.attr.size;
+        if !grown && mtime <= rec.attr.mtime {
+            return Ok(attr_answer(rec.attr, vec![]));
+        }
+        rec.attr.size = rec.attr.size.max(size);
+        rec.attr.mtime = rec.attr.mtime.max(mtime);
+        rec.attr.ctime = rec.attr.ctime.max(mtime);
+        let attr = rec.attr.clone();
+        let deltas = vec![Delta::PutInode(rec.clone())];
+        self.inodes.insert(ino, rec);
+        Ok(attr_answer(attr, deltas))
+    }
+
+    fn set_xattr(
+        &mut self,
+        ino: u64,
+        name: &ByteBuf,
+        value: &ByteBuf,
+        flags: u32,
+        now: Time,
+    ) -> Result<Outcome, Stop> {
+        check_xattr_name(name)?;
+        if value.len() > XATTR_VALUE_BYTES_MAX {
+            return Err(errno(libc::E2BIG));
+        }
+        let mut rec = self.inode(ino)?.clone();
+        if name.as_slice() == LAYOUT_XATTR {
+            let layout = parse_layout(value).ok_or(errno(libc::EINVAL))?;
+            if !is_dir(&rec) && rec.attr.size > 0 {
+                // Data already laid out stays where it is.
+                return Err(errno(libc::ENOTEMPTY));
+            }
+            rec.attr.layout = layout;
+        } else {
+            let existing = rec.xattrs.iter().position(|(n, _)| n == name);
+            match existing {
+                Some(_) if flags & XATTR_CREATE != 0 => return Err(errno(libc::EEXIST)),
+                None if flags & XATTR_REPLACE != 0 => return Err(errno(libc::ENODATA)),
+                Some(i) => rec.xattrs[i].1 = value.clone(),
+                None => rec.xattrs.push((name.clone(), value.clone())),
+            }
+        }
+        rec.attr.ctime = now;
+        let deltas = vec![Delta::PutInode(rec.clone())];
+        self.inodes.insert(ino, rec);
+        Ok(done(deltas))
+    }
+
+    fn get_xattr(&self, ino: u64, name: &ByteBuf) -> Result<Outcome, Stop> {
+        check_xattr_name(name)?;
+        let rec = self.inode(ino)?;
+        if name.as_slice() == LAYOUT_XATTR {
+            let l = rec.attr.layout;
+            let text = format!(
+                "object_size={} stripe_unit={} stripe_count={}",
+                l.object_size, l.stripe_unit, l.stripe_count
+            );
+            return Ok(done_with(MdsAnswer::Value(ByteBuf::from(text.into_bytes())), vec![]));
+        }
+        match rec.xattrs.iter().find(|(n, _)| n == name) {
+            Some((_, v)) => Ok(done_with(MdsAnswer::Value(v.clone()), vec![])),
+            None => Err(errno(libc::ENODATA)),
+        }
+    }
+
+    fn remove_xattr(&mut self, ino: u64, name: &ByteBuf, now: Time) -> Result<Outcome, Stop> {
+        check_xattr_name(name)?;
+        let mut rec = self.inode(ino)?.clone();
+        let Some(i) = rec.xattrs.iter().position(|(n, _)| n == name) else {
+            return Err(errno(libc::ENODATA));
+        };
+        rec.xattrs.remove(i);
+        rec.attr.ctime = now;
+        let deltas = vec![Delta::PutInode(rec.clone())];
+        self.inodes.insert(ino, rec);
+        Ok(done(deltas))
+    }
+}
+
+struct NewNode {
+    mode: u32,
+    rdev: u32,
+    target: Option<ByteBuf>,
+    open: bool,
+}
+
+fn check_xattr_name(name: &[u8]) -> Result<(), Stop> {
+    if name.is_empty() {
+        return Err(errno(libc::EINVAL));
+    }
+    if name.len() > XATTR_NAME_BYTES_MAX {
+        return Err(errno(libc::ERANGE));
+    }
+    let prefixes = [&b"user."[..], b"trusted.", b"security."];
+    if prefixes.iter().any(|p| name == *p) {
+        return Err(errno(libc::EINVAL));
+    }
+    if name != LAYOUT_XATTR && !prefixes.iter().any(|p| name.starts_with(p)) {
+        // system.posix_acl_* and unknown namespaces: no ACL support.
+        return Err(errno(libc::EOPNOTSUPP));
+    }
+    Ok(())
+}
+
+/// Reads `object_size=N stripe_unit=N stripe_count=N` (any subset, the
+/// rest from the default layout).
+#[must_use]
+pub fn parse_layout(value: &[u8]) -> Option<Layout> {
+    let text = std::str::from_utf8(value).ok()?;
+    let mut layout = Layout::default();
+    for part in text.split_whitespace() {
+        let (key, number) = part.split_once('=')?;
+        let number: u32 = number.parse().ok()?;
+        match key {
+            "object_size" => layout.object_size = number,
+            "stripe_unit" => layout.stripe_unit = number,
+            "stripe_count" => layout.stripe_count = number,
+            _ => return None,
+        }
+    }
+    layout.is_valid().then_some(layout)
+}
+
+fn done(deltas: Vec<Delta>) -> Outcome {
+    Outcome {
+        answer: MdsAnswer::Done,
+        deltas,
+    }
+}
+
+fn done_with(answer: MdsAnswer, deltas: Vec<Delta>) -> Outcome {
+    Outcome { answer, deltas }
+}
+
+fn attr_answer(attr: Attr, deltas: Vec<Delta>) -> Outcome {
+    Outcome {
+        answer: MdsAnswer::Attr(attr),
+        deltas,
+    }
+}

@@ -1,0 +1,814 @@
+//! The kernel's FUSE requests, answered from the MDS session and the data
+//! path. Every request is handed to the tokio runtime at once, so the
+//! FUSE threads never wait on the network.
+//!
+//! The mount uses `default_permissions`: the kernel checks permissions
+//! (owner, group and supplementary groups, other, sticky directories,
+//! root) from the attributes we return, which are never cached in the
+//! kernel (TTL 0) so another mount's changes are seen at once. File data
+//! goes through the page cache, dropped at each open (close-to-open).
+
+use crate::mount::data::{DataPath, Dirty, Readahead};
+use crate::mount::limits::{DIRTY_BYTES_PER_FILE_MAX, READDIR_PAGE_ENTRIES};
+use crate::mount::session::MdsSession;
+use bytes::Bytes;
+use cairn_proto::mds::{
+    Attr, Caller, Errno, Layout, MdsAnswer, MdsOp, SetAttr, SetTime, Time,
+};
+use fuser::{
+    Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
+};
+use serde_bytes::ByteBuf;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const TTL: Duration = Duration::ZERO;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn to_system(t: Time) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(t.nsec.min(999_999_999)));
+    let secs = Duration::from_secs(t.sec.unsigned_abs());
+    let whole = if t.sec >= 0 {
+        UNIX_EPOCH.checked_add(secs)
+    } else {
+        UNIX_EPOCH.checked_sub(secs)
+    };
+    whole.and_then(|w| w.checked_add(nanos)).unwrap_or(UNIX_EPOCH)
+}
+
+fn from_system(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Time {
+            sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nsec: d.subsec_nanos(),
+        },
+        Err(e) => {
+            // Before 1970: whole seconds down, nanoseconds up from there.
+            let d = e.duration();
+            let mut sec = -i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let mut nsec = d.subsec_nanos();
+            if nsec > 0 {
+                sec -= 1;
+                nsec = 1_000_000_000 - nsec;
+            }
+            Time { sec, nsec }
+        }
+    }
+}
+
+fn now() -> Time {
+    from_system(SystemTime::now())
+}
+
+fn kind_of(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: to_system(a.atime),
+        mtime: to_system(a.mtime),
+        ctime: to_system(a.ctime),
+        crtime: to_system(a.btime),
+        kind: kind_of(a.mode),
+        perm: u16::try_from(a.mode & 0o7777).unwrap_or(0),
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.layout.stripe_unit.min(4 << 20),
+        flags: 0,
+    }
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+fn name_buf(name: &OsStr) -> ByteBuf {
+    ByteBuf::from(name.as_bytes().to_vec())
+}
+
+fn fe(e: Errno) -> FuseErrno {
+    FuseErrno::from_i32(e)
+}
+
+/// What this mount knows of one file it has open.
+#[derive(Debug)]
+struct FileState {
+    layout: Layout,
+    /// The size as the MDS last said.
+    mds_size: u64,
+    /// The end of local writes not yet reported to the MDS.
+    written_end: u64,
+    /// When the unreported writes happened.
+    written_mtime: Option<Time>,
+    dirty: Dirty,
+    readahead: Readahead,
+    opens: u32,
+}
+
+impl FileState {
+    fn size(&self) -> u64 {
+        self.mds_size.max(self.written_end)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Handle {
+    ino: u64,
+    /// `O_DIRECT` or `O_SYNC`: each write reaches the OSDs before it is
+    /// answered.
+    write_through: bool,
+    sync: bool,
+}
+
+#[derive(Debug)]
+struct Core {
+    session: MdsSession,
+    data: DataPath,
+    files: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<FileState>>>>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+}
+
+/// The FUSE file system of one mount.
+#[derive(Debug)]
+pub struct CairnFs {
+    rt: tokio::runtime::Handle,
+    core: Arc<Core>,
+}
+
+impl CairnFs {
+    #[must_use]
+    pub fn new(rt: tokio::runtime::Handle, session: MdsSession) -> CairnFs {
+        let data = DataPath {
+            client: session.client().clone(),
+            pool: session.data_pool(),
+        };
+        CairnFs {
+            rt,
+            core: Arc::new(Core {
+                session,
+                data,
+                files: Mutex::new(HashMap::new()),
+                handles: Mutex::new(HashMap::new()),
+                next_fh: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    fn spawn<F>(&self, f: impl FnOnce(Arc<Core>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(f(Arc::clone(&self.core)));
+    }
+}
+
+impl Core {
+    async fn call(&self, op: MdsOp, who: Caller) -> Result<MdsAnswer, Errno> {
+        self.session.call(op, who).await
+    }
+
+    async fn attr(&self, op: MdsOp, who: Caller) -> Result<Attr, Errno> {
+        match self.call(op, who).await? {
+            MdsAnswer::Attr(a) => Ok(self.merge(a)),
+            _ => Err(libc::EIO),
+        }
+    }
+
+    /// The MDS's attributes with this mount's unreported writes.
+    fn merge(&self, mut a: Attr) -> Attr {
+        let state = lock(&self.files).get(&a.ino).cloned();
+        if let Some(state) = state
+            && let Ok(s) = state.try_lock()
+        {
+            if s.written_end > a.size {
+                a.size = s.written_end;
+            }
+            if let Some(t) = s.written_mtime
+                && t > a.mtime
+            {
+                a.mtime = t;
+                a.ctime = a.ctime.max(t);
+            }
+        }
+        a
+    }
+
+    fn file(&self, ino: u64) -> Option<Arc<tokio::sync::Mutex<FileState>>> {
+        lock(&self.files).get(&ino).cloned()
+    }
+
+    fn handle(&self, fh: u64) -> Option<Handle> {
+        lock(&self.handles).get(&fh).copied()
+    }
+
+    /// Registers an open of `attr`'s file; returns its handle number.
+    fn opened(&self, attr: &Attr, flags: i32) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let handle = Handle {
+            ino: attr.ino,
+            write_through: flags & (libc::O_DIRECT | libc::O_SYNC | libc::O_DSYNC) != 0,
+            sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+        };
+        lock(&self.handles).insert(fh, handle);
+        let mut files = lock(&self.files);
+        let state = files.entry(attr.ino).or_insert_with(|| {
+            Arc::new(tokio::sync::Mutex::new(FileState {
+                layout: attr.layout,
+                mds_size: attr.size,
+                written_end: 0,
+                written_mtime: None,
+                dirty: Dirty::default(),
+                readahead: Readahead::default(),
+                opens: 0,
+            }))
+        });
+        if let Ok(mut s) = state.try_lock() {
+            s.opens += 1;
+            s.mds_size = attr.size;
+            s.layout = attr.layout;
+            // Close-to-open: what another mount wrote is read afresh.
+            s.readahead.clear();
+        } else {
+            let state = Arc::clone(state);
+            drop(files);
+            let attr = attr.clone();
+            tokio::spawn(async move {
+                let mut s = state.lock().await;
+                s.opens += 1;
+                s.mds_size = s.mds_size.max(attr.size);
+                s.readahead.clear();
+            });
+        }
+        fh
+    }
+
+    /// Sends the file's dirty bytes to the OSDs.
+    async fn flush_data(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        for (offset, bytes) in s.dirty.take() {
+            self.data.write(ino, &s.layout, offset, bytes).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends dirty bytes, then tells the MDS the new size and time.
+    async fn flush(&self, ino: u64, who: Caller) -> Result<(), Errno> {
+        let Some(state) = self.file(ino) else { return Ok(()) };
+        let mut s = state.lock().await;
+        self.flush_data(ino, &mut s).await?;
+        if let Some(mtime) = s.written_mtime {
+            let size = s.written_end;
+            match self.call(MdsOp::Written { ino, size, mtime }, who).await? {
+                MdsAnswer::Attr(a) => s.mds_size = a.size,
+                _ => s.mds_size = s.mds_size.max(size),
+            }
+            s.written_end = 0;
+            s.written_mtime = None;
+        }
+        Ok(())
+    }
+
+    async fn write(&self, h: Handle, offset: u64, data: Vec<u8>) -> Result<u32, Errno> {
+        let state = self.file(h.ino).ok_or(libc::EBADF)?;
+        let mut s = state.lock().await;
+        // The kernel gives the offset, `O_APPEND` (as set now, after any
+        // `F_SETFL`) included.
+        let length = data.len() as u64;
+        let end = offset.checked_add(length).ok_or(libc::EFBIG)?;
+        s.readahead.clear();
+        if h.write_through {
+            self.flush_data(h.ino, &mut s).await?;
+            self.data.write(h.ino, &s.layout, offset, Bytes::from(data)).await?;
+        } else {
+            s.dirty.insert(offset, &data);
+        }
+        s.written_end = s.written_end.max(end).max(s.mds_size);
+        s.written_mtime = Some(now());
+        if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
+            self.flush_data(h.ino, &mut s).await?;
+        }
+        drop(s);
+        if h.sync {
+            self.flush(h.ino, Caller::default()).await?;
+            self.call(MdsOp::Sync, Caller::default()).await?;
+        }
+        u32::try_from(length).map_err(|_| libc::EINVAL)
+    }
+
+    async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let state = self.file(ino).ok_or(libc::EBADF)?;
+        let mut s = state.lock().await;
+        let file_size = s.size();
+        if offset >= file_size {
+            return Ok(Vec::new());
+        }
+        let length = u64::from(size).min(file_size - offset);
+        let mut buf = if let Some(bytes) = s.readahead.get(offset, length) {
+            bytes.to_vec()
+        } else {
+            let fetch = s.readahead.fetch_length(offset, length).min(file_size - offset);
+            let fetched = self.data.read(ino, &s.layout, offset, fetch).await?;
+            let fetched = Bytes::from(fetched);
+            let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
+            if fetch > length {
+                s.readahead.keep(offset, fetched);
+            }
+            head.to_vec()
+        };
+        s.readahead.read_to(offset + length);
+        s.dirty.overlay(offset, &mut buf);
+        Ok(buf)
+    }
+
+    async fn set_attr(&self, ino: u64, mut set: SetAttr, who: Caller) -> Result<Attr, Errno> {
+        if let Some(size) = set.size {
+            let state = self.file(ino);
+            let guard = match &state {
+                Some(st) => Some(st.lock().await),
+                None => None,
+            };
+            let current = match self.call(MdsOp::GetAttr { ino }, who).await? {
+                MdsAnswer::Attr(a) => a,
+                _ => return Err(libc::EIO),
+            };
+            let mut old = current.size;
+            if let Some(s) = &guard {
+                old = old.max(s.size()).max(s.dirty.end());
+            }
+            if let Some(mut s) = guard {
+                s.dirty.cut(size);
+                s.written_end = s.written_end.min(size);
+                s.readahead.clear();
+                self.data.truncate(ino, &current.layout, old, size).await?;
+                let attr = self.attr(MdsOp::SetAttr { ino, set: set.clone() }, who).await?;
+                s.mds_size = attr.size;
+                s.written_end = 0;
+                s.written_mtime = None;
+                return Ok(attr);
+            }
+            self.data.truncate(ino, &current.layout, old, size).await?;
+        }
+        if set.mtime.is_none() && set.size.is_some() {
+            set.mtime = Some(SetTime::Now);
+        }
+        self.attr(MdsOp::SetAttr { ino, set }, who).await
+    }
+
+    async fn release(&self, fh: u64) -> Result<(), Errno> {
+        let Some(h) = lock(&self.handles).remove(&fh) else {
+            return Ok(());
+        };
+        let flushed = self.flush(h.ino, Caller::default()).await;
+        if let Some(state) = self.file(h.ino) {
+            let mut s = state.lock().await;
+            s.opens = s.opens.saturating_sub(1);
+            if s.opens == 0 && s.dirty.is_empty() {
+                lock(&self.files).remove(&h.ino);
+            }
+        }
+        self.call(MdsOp::Release { ino: h.ino }, Caller::default()).await?;
+        flushed
+    }
+
+    async fn fallocate(&self, ino: u64, offset: u64, length: u64, mode: i32, who: Caller) -> Result<(), Errno> {
+        let end = offset.checked_add(length).ok_or(libc::EFBIG)?;
+        if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
+            if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+            self.flush(ino, who).await?;
+            let layout = match self.call(MdsOp::GetAttr { ino }, who).await? {
+                MdsAnswer::Attr(a) => a.layout,
+                _ => return Err(libc::EIO),
+            };
+            return self.data.zero(ino, &layout, offset, length).await;
+        }
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Ok(());
+        }
+        // Space is not reserved ahead (objects are sparse); the size grows.
+        if let Some(state) = self.file(ino) {
+            let mut s = state.lock().await;
+            if end > s.size() {
+                s.written_end = end;
+                s.written_mtime = Some(now());
+            }
+            return Ok(());
+        }
+        let attr = self.attr(MdsOp::GetAttr { ino }, who).await?;
+        if end > attr.size {
+            self.call(MdsOp::Written { ino, size: end, mtime: now() }, who).await?;
+        }
+        Ok(())
+    }
+}
+
+fn reply_entry(reply: ReplyEntry, result: Result<Attr, Errno>) {
+    match result {
+        Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+        Err(e) => reply.error(fe(e)),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(fe(e)),
+    }
+}
+
+fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(t) => SetTime::At(from_system(t)),
+    }
+}
+
+impl Filesystem for CairnFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // Large writes in few requests; a bigger kernel readahead.
+        // A kernel that allows less keeps its own maximum.
+        let _ = config.set_max_write(crate::mount::limits::MAX_WRITE_BYTES);
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let op = MdsOp::Lookup { parent: parent.0, name };
+            reply_entry(reply, core.attr(op, who).await);
+        });
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            match core.attr(MdsOp::GetAttr { ino: ino.0 }, who).await {
+                Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let who = caller(req);
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+        };
+        self.spawn(|core| async move {
+            match core.set_attr(ino.0, set, who).await {
+                Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            match core.call(MdsOp::Readlink { ino: ino.0 }, who).await {
+                Ok(MdsAnswer::Value(v)) => reply.data(&v),
+                Ok(_) => reply.error(FuseErrno::EIO),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev, open: false, ino: None };
+            reply_entry(reply, core.attr(op, who).await);
+        });
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let mode = libc::S_IFDIR | (mode & 0o7777);
+            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev: 0, open: false, ino: None };
+            reply_entry(reply, core.attr(op, who).await);
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let r = core.call(MdsOp::Unlink { parent: parent.0, name }, who).await.map(drop);
+            reply_empty(reply, r);
+        });
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let r = core.call(MdsOp::Rmdir { parent: parent.0, name }, who).await.map(drop);
+            reply_empty(reply, r);
+        });
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let (who, name) = (caller(req), name_buf(link_name));
+        let target = ByteBuf::from(target.as_os_str().as_bytes().to_vec());
+        self.spawn(|core| async move {
+            let op = MdsOp::Symlink { parent: parent.0, name, target, ino: None };
+            reply_entry(reply, core.attr(op, who).await);
+        });
+    }
+
+    fn rename(&self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+        let who = caller(req);
+        let (name, new_name) = (name_buf(name), name_buf(newname));
+        let flags = flags.bits();
+        self.spawn(|core| async move {
+            let op = MdsOp::Rename { parent: parent.0, name, new_parent: newparent.0, new_name, flags };
+            reply_empty(reply, core.call(op, who).await.map(drop));
+        });
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let (who, name) = (caller(req), name_buf(newname));
+        self.spawn(|core| async move {
+            let op = MdsOp::Link { ino: ino.0, parent: newparent.0, name };
+            reply_entry(reply, core.attr(op, who).await);
+        });
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            let op = MdsOp::Open { ino: ino.0, truncate: false };
+            match core.attr(op, who).await {
+                Ok(a) => {
+                    let fh = core.opened(&a, flags.0);
+                    let mut open_flags = FopenFlags::empty();
+                    if flags.0 & libc::O_DIRECT != 0 {
+                        open_flags |= FopenFlags::FOPEN_DIRECT_IO;
+                    }
+                    reply.opened(FileHandle(fh), open_flags);
+                }
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let mode = libc::S_IFREG | (mode & 0o7777);
+            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev: 0, open: true, ino: None };
+            match core.attr(op, who).await {
+                Ok(a) => {
+                    let fh = core.opened(&a, flags);
+                    let mut open_flags = FopenFlags::empty();
+                    if flags & libc::O_DIRECT != 0 {
+                        open_flags |= FopenFlags::FOPEN_DIRECT_IO;
+                    }
+                    reply.created(&TTL, &file_attr(&a), Generation(0), FileHandle(fh), open_flags);
+                }
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyData) {
+        self.spawn(|core| async move {
+            match core.read(ino.0, offset, size).await {
+                Ok(bytes) => reply.data(&bytes),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn write(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _write_flags: WriteFlags, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyWrite) {
+        let data = data.to_vec();
+        self.spawn(|core| async move {
+            let Some(h) = core.handle(fh.0) else {
+                reply.error(FuseErrno::EBADF);
+                return;
+            };
+            match core.write(h, offset, data).await {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            reply_empty(reply, core.flush(ino.0, who).await);
+        });
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        self.spawn(|core| async move {
+            reply_empty(reply, core.release(fh.0).await);
+        });
+    }
+
+    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            let r = async {
+                core.flush(ino.0, who).await?;
+                core.call(MdsOp::Sync, who).await.map(drop)
+            };
+            reply_empty(reply, r.await);
+        });
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn readdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            if offset < 1 && reply.add(ino, 1, FileType::Directory, ".") {
+                reply.ok();
+                return;
+            }
+            if offset < 2 && reply.add(ino, 2, FileType::Directory, "..") {
+                reply.ok();
+                return;
+            }
+            let mut cookie = if offset <= 2 { 0 } else { offset };
+            loop {
+                let op = MdsOp::ReadDir { ino: ino.0, cookie, max: READDIR_PAGE_ENTRIES };
+                let (entries, eof) = match core.call(op, who).await {
+                    Ok(MdsAnswer::Entries { entries, eof }) => (entries, eof),
+                    Ok(_) => {
+                        reply.error(FuseErrno::EIO);
+                        return;
+                    }
+                    Err(e) => {
+                        reply.error(fe(e));
+                        return;
+                    }
+                };
+                for e in &entries {
+                    if reply.add(INodeNo(e.ino), e.cookie, kind_of(e.kind), OsStr::from_bytes(&e.name)) {
+                        reply.ok();
+                        return;
+                    }
+                    cookie = e.cookie;
+                }
+                if eof || entries.is_empty() {
+                    reply.ok();
+                    return;
+                }
+            }
+        });
+    }
+
+    fn fsyncdir(&self, req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            reply_empty(reply, core.call(MdsOp::Sync, who).await.map(drop));
+        });
+    }
+
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            match core.call(MdsOp::StatFs, who).await {
+                Ok(MdsAnswer::StatFs(s)) => {
+                    let bsize = 4096u64;
+                    let files_free = u64::MAX >> 20;
+                    reply.statfs(
+                        s.total_bytes / bsize,
+                        s.free_bytes / bsize,
+                        s.free_bytes / bsize,
+                        s.files + files_free,
+                        files_free,
+                        4096,
+                        255,
+                        4096,
+                    );
+                }
+                Ok(_) => reply.error(FuseErrno::EIO),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        let (who, name) = (caller(req), name_buf(name));
+        let value = ByteBuf::from(value.to_vec());
+        let flags = u32::try_from(flags).unwrap_or(0);
+        self.spawn(|core| async move {
+            let op = MdsOp::SetXattr { ino: ino.0, name, value, flags };
+            reply_empty(reply, core.call(op, who).await.map(drop));
+        });
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            match core.call(MdsOp::GetXattr { ino: ino.0, name }, who).await {
+                Ok(MdsAnswer::Value(v)) => xattr_reply(reply, &v, size),
+                Ok(_) => reply.error(FuseErrno::EIO),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            match core.call(MdsOp::ListXattr { ino: ino.0 }, who).await {
+                Ok(MdsAnswer::Names(names)) => {
+                    let mut out = Vec::new();
+                    for n in names {
+                        out.extend_from_slice(&n);
+                        out.push(0);
+                    }
+                    xattr_reply(reply, &out, size);
+                }
+                Ok(_) => reply.error(FuseErrno::EIO),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (who, name) = (caller(req), name_buf(name));
+        self.spawn(|core| async move {
+            let op = MdsOp::RemoveXattr { ino: ino.0, name };
+            reply_empty(reply, core.call(op, who).await.map(drop));
+        });
+    }
+
+    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        let who = caller(req);
+        self.spawn(|core| async move {
+            reply_empty(reply, core.fallocate(ino.0, offset, length, mode, who).await);
+        });
+    }
+}
+
+fn xattr_reply(reply: ReplyXattr, value: &[u8], size: u32) {
+    let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+    if size == 0 {
+        reply.size(len);
+    } else if len > size {
+        reply.error(FuseErrno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}

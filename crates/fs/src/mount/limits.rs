@@ -1,0 +1,29 @@
+//! The FUSE client's bounds and defaults.
+
+/// Object operations one file read or write keeps in flight.
+pub const DATA_OPS_IN_FLIGHT: usize = 32;
+
+/// Bytes read ahead once reads of a file run sequentially.
+pub const READAHEAD_BYTES: u64 = 16 << 20;
+
+/// Dirty bytes one file buffers before they are sent to the OSDs.
+pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 32 << 20;
+
+/// An MDS request gives up (`EIO`) after this long without an answer from
+/// any MDS (failovers included).
+pub const MDS_REQUEST_DEADLINE_MS: u64 = 120_000;
+
+/// One attempt of an MDS request.
+pub const MDS_REQUEST_TIMEOUT_MS: u64 = 15_000;
+
+/// Pause before asking the monitor again for the active MDS.
+pub const MDS_DISCOVER_PAUSE_MS: u64 = 100;
+
+/// How long a poll waits at the MDS for news.
+pub const POLL_WAIT_MS: u32 = 5_000;
+
+/// Entries asked of the MDS per readdir page.
+pub const READDIR_PAGE_ENTRIES: u32 = 1024;
+
+/// Largest write the kernel sends at once (FUSE `max_write`).
+pub const MAX_WRITE_BYTES: u32 = 1 << 20;

@@ -1,0 +1,339 @@
+//! File-system clients ↔ the metadata server (MDS).
+//!
+//! Message kinds `0x0300..=0x03ff` belong to the MDS; they are frozen once
+//! assigned.
+//!
+//! | kind | message | direction |
+//! |---|---|---|
+//! | `0x0300` | [`MdsRequest`] | client → MDS, request |
+//! | `0x0301` | [`MdsReply`] | MDS → client, response (also to any malformed request) |
+//! | `0x0302` | [`MdsPoll`] | client → MDS, request held up to `wait_ms` |
+//! | `0x0303` | [`MdsPollReply`] | MDS → client, response |
+//!
+//! A change is answered as soon as the MDS has applied it in its cache,
+//! with the journal sequence number it will be durable under
+//! (`MdsReply::journal_seq`); every reply carries the highest sequence
+//! already durable (`durable_seq`). A client keeps each request whose
+//! sequence is not yet durable ("unsafe") and sends it again, marked
+//! `replay`, to the MDS that takes over after a crash. The poll is the
+//! session's keep-alive and carries what the MDS has to tell the client
+//! (the durable sequence), since the wire has no server-initiated
+//! messages.
+//!
+//! Errors are Linux errno values ([`Errno`]): the client hands them to the
+//! kernel as they are.
+
+use cairn_wire::Message;
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+pub const KIND_MDS_REQUEST: u16 = 0x0300;
+pub const KIND_MDS_REPLY: u16 = 0x0301;
+pub const KIND_MDS_POLL: u16 = 0x0302;
+pub const KIND_MDS_POLL_REPLY: u16 = 0x0303;
+
+/// The root directory's inode number (FUSE's root).
+pub const ROOT_INO: u64 = 1;
+
+/// Longest name of one directory entry, in bytes (POSIX `NAME_MAX`).
+pub const NAME_BYTES_MAX: usize = 255;
+
+/// Longest symlink target, in bytes (`PATH_MAX`).
+pub const SYMLINK_BYTES_MAX: usize = 4096;
+
+/// Longest xattr name, in bytes (Linux `XATTR_NAME_MAX`).
+pub const XATTR_NAME_BYTES_MAX: usize = 255;
+
+/// Largest xattr value, in bytes (Linux `XATTR_SIZE_MAX`).
+pub const XATTR_VALUE_BYTES_MAX: usize = 65_536;
+
+/// Most entries one `ReadDir` answer carries.
+pub const READDIR_ENTRIES_MAX: u32 = 4096;
+
+/// Longest a poll is held.
+pub const POLL_WAIT_MS_MAX: u32 = 10_000;
+
+/// A Linux errno value (`ENOENT` is 2).
+pub type Errno = i32;
+
+/// A point in time: seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Time {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+/// How a file's data is striped into objects of the data pool (CephFS's
+/// layout): stripe units of `stripe_unit` bytes go round-robin over
+/// `stripe_count` objects of `object_size` bytes each, then the next set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    pub object_size: u32,
+    pub stripe_unit: u32,
+    pub stripe_count: u32,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            object_size: 4 << 20,
+            stripe_unit: 4 << 20,
+            stripe_count: 1,
+        }
+    }
+}
+
+impl Layout {
+    /// Whether the layout is usable: a stripe unit of at least 4 KiB that
+    /// divides the object size, a stripe count of 1 to 256, objects of at
+    /// most 1 GiB.
+    #[must_use]
+    pub fn is_valid(&self) -> bool {
+        self.stripe_unit >= 4096
+            && self.object_size >= self.stripe_unit
+            && self.object_size % self.stripe_unit == 0
+            && (1..=256).contains(&self.stripe_count)
+            && self.object_size <= 1 << 30
+    }
+}
+
+/// One inode's attributes as clients see them. `mode` holds the file type
+/// bits (`S_IFMT`) and the permission bits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+    pub btime: Time,
+    pub layout: Layout,
+}
+
+/// A time to set: the MDS's clock, or a given one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SetTime {
+    Now,
+    At(Time),
+}
+
+/// The attributes a `SetAttr` changes (`None`: unchanged).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+}
+
+/// Who asks: the calling process's credentials, for new inodes' owners.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One directory entry of a `ReadDir` answer. `cookie` is stable for the
+/// entry's life: reading on after it never skips or repeats an entry that
+/// stays in the directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: ByteBuf,
+    pub ino: u64,
+    /// `S_IFMT` bits of the entry's inode.
+    pub kind: u32,
+    pub cookie: u64,
+}
+
+/// `rename` flags (Linux's `renameat2`).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// `setxattr` flags.
+pub const XATTR_CREATE: u32 = 1;
+pub const XATTR_REPLACE: u32 = 2;
+
+/// What a client asks of the MDS.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdsOp {
+    /// Opens (or, with the same `session`, resumes) a session; answered
+    /// with [`MdsAnswer::Session`].
+    Hello { name: String },
+    Lookup { parent: u64, name: ByteBuf },
+    GetAttr { ino: u64 },
+    SetAttr { ino: u64, set: SetAttr },
+    /// A new inode of the type in `mode` (file, directory, FIFO, socket,
+    /// device) named `name` in `parent`. `ino` is set only on a replay,
+    /// to the number the first answer gave.
+    Create {
+        parent: u64,
+        name: ByteBuf,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        /// The creator opens it at once (`open(O_CREAT)`, not `mknod`).
+        open: bool,
+        ino: Option<u64>,
+    },
+    Symlink {
+        parent: u64,
+        name: ByteBuf,
+        target: ByteBuf,
+        ino: Option<u64>,
+    },
+    Link { ino: u64, parent: u64, name: ByteBuf },
+    Unlink { parent: u64, name: ByteBuf },
+    Rmdir { parent: u64, name: ByteBuf },
+    Rename {
+        parent: u64,
+        name: ByteBuf,
+        new_parent: u64,
+        new_name: ByteBuf,
+        flags: u32,
+    },
+    /// Entries after `cookie` (0: from the start), at most `max`.
+    ReadDir { ino: u64, cookie: u64, max: u32 },
+    Readlink { ino: u64 },
+    /// The client opens the file (the MDS keeps an unlinked file's data
+    /// until every open is released); `truncate` empties it.
+    Open { ino: u64, truncate: bool },
+    Release { ino: u64 },
+    /// The client wrote data up to `size` (the size only grows this way)
+    /// at `mtime`.
+    Written { ino: u64, size: u64, mtime: Time },
+    SetXattr {
+        ino: u64,
+        name: ByteBuf,
+        value: ByteBuf,
+        flags: u32,
+    },
+    GetXattr { ino: u64, name: ByteBuf },
+    ListXattr { ino: u64 },
+    RemoveXattr { ino: u64, name: ByteBuf },
+    StatFs,
+    /// Answered once every change this session made before it is durable.
+    Sync,
+}
+
+impl MdsOp {
+    /// Whether the op changes the namespace (and so is journaled).
+    #[must_use]
+    pub fn is_change(&self) -> bool {
+        matches!(
+            self,
+            MdsOp::SetAttr { .. }
+                | MdsOp::Create { .. }
+                | MdsOp::Symlink { .. }
+                | MdsOp::Link { .. }
+                | MdsOp::Unlink { .. }
+                | MdsOp::Rmdir { .. }
+                | MdsOp::Rename { .. }
+                | MdsOp::Open { truncate: true, .. }
+                | MdsOp::Written { .. }
+                | MdsOp::SetXattr { .. }
+                | MdsOp::RemoveXattr { .. }
+        )
+    }
+}
+
+/// Request `KIND_MDS_REQUEST`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsRequest {
+    /// The client's session id (random, chosen by the client).
+    pub session: u64,
+    /// Increasing per session; a replay keeps the first attempt's.
+    pub tid: u64,
+    pub caller: Caller,
+    /// Sent again to a new MDS after a failover.
+    pub replay: bool,
+    pub op: MdsOp,
+}
+
+impl Message for MdsRequest {
+    const KIND: u16 = KIND_MDS_REQUEST;
+}
+
+/// What the file system holds, for `statfs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsStat {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub files: u64,
+}
+
+/// A successful answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdsAnswer {
+    /// The session is open: the file system's data pool and root.
+    Session {
+        data_pool: String,
+        root: Attr,
+        /// Whether the MDS is still taking replays from reconnecting
+        /// clients.
+        replaying: bool,
+    },
+    Attr(Attr),
+    Entries { entries: Vec<DirEntry>, eof: bool },
+    Value(ByteBuf),
+    Names(Vec<ByteBuf>),
+    StatFs(FsStat),
+    Done,
+}
+
+/// Why an MDS request failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MdsError {
+    /// A POSIX error for the caller.
+    Errno(Errno),
+    /// This MDS is not (or no longer) the active one: ask the monitor.
+    NotActive,
+    /// The MDS is starting up (replaying its journal or taking replays):
+    /// try again shortly.
+    Busy,
+    /// The request does not decode or breaks a protocol limit.
+    BadRequest(String),
+}
+
+/// Response `KIND_MDS_REPLY`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsReply {
+    pub result: Result<MdsAnswer, MdsError>,
+    /// For a change: the journal sequence it becomes durable under.
+    pub journal_seq: Option<u64>,
+    /// Every change up to this sequence is durable.
+    pub durable_seq: u64,
+}
+
+impl Message for MdsReply {
+    const KIND: u16 = KIND_MDS_REPLY;
+}
+
+/// Request `KIND_MDS_POLL`: keeps the session alive; held until the
+/// durable sequence passes `durable_seq` or `wait_ms` passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsPoll {
+    pub session: u64,
+    pub durable_seq: u64,
+    pub wait_ms: u32,
+}
+
+impl Message for MdsPoll {
+    const KIND: u16 = KIND_MDS_POLL;
+}
+
+/// Response `KIND_MDS_POLL_REPLY`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsPollReply {
+    pub result: Result<u64, MdsError>,
+}
+
+impl Message for MdsPollReply {
+    const KIND: u16 = KIND_MDS_POLL_REPLY;
+}

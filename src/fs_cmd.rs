@@ -1,0 +1,342 @@
+//! `cairn fs create|ls|status|rm`, `cairn mds` and `cairn mount`: the
+//! POSIX file system's administration, its metadata server and its FUSE
+//! client.
+
+use crate::conn::{ConfArgs, connect, runtime};
+use crate::output::{CliResult, print_json, table};
+use cairn_client::Client;
+use cairn_proto::mon::{FailureDomainSpec, FsStatus, MonCommand, RedundancySpec, Reply};
+use clap::{Args, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// `cairn fs ...`.
+#[derive(Debug, Args)]
+pub struct FsArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    #[command(subcommand)]
+    command: FsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FsCommand {
+    /// Create a file system; its pools (NAME.meta and NAME.data, replicated
+    /// size 3, unless named) are created if missing.
+    Create {
+        name: String,
+        #[arg(long = "meta-pool")]
+        meta_pool: Option<String>,
+        #[arg(long = "data-pool")]
+        data_pool: Option<String>,
+        /// PGs of a data pool created here.
+        #[arg(long = "pg-num", default_value_t = 64)]
+        pg_num: u32,
+        /// Copies of each object in pools created here.
+        #[arg(long, default_value_t = 3)]
+        size: u32,
+    },
+    /// List file systems and their MDS daemons.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One file system: its pools, active MDS and standbys.
+    Status {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a file system (its pools and their objects stay).
+    Rm {
+        name: String,
+        #[arg(long = "yes-i-really-mean-it")]
+        confirmed: bool,
+    },
+}
+
+async fn ensure_pool(client: &Client, name: &str, pg_num: u32, size: u32) -> CliResult {
+    let map = client.refresh_map().await?;
+    if map.pools.iter().any(|p| p.name == name) {
+        return Ok(());
+    }
+    let command = MonCommand::PoolCreate {
+        name: name.to_owned(),
+        pg_num,
+        redundancy: RedundancySpec::Replicated {
+            size,
+            min_size: size.saturating_sub(1).max(1),
+        },
+        failure_domain: FailureDomainSpec::Osd,
+        device_class: None,
+    };
+    client.mon_command(command).await?;
+    Ok(())
+}
+
+/// The file systems the monitor knows.
+pub async fn fs_list(client: &Client) -> CliResult<Vec<FsStatus>> {
+    match client.mon_command(MonCommand::FsLs).await? {
+        Reply::FsMap(list) => Ok(list),
+        other => Err(format!("unexpected reply {other:?}").into()),
+    }
+}
+
+/// Creates file system `name` with pools `NAME.meta` and `NAME.data`
+/// unless they are given.
+pub async fn create(
+    client: &Client,
+    name: &str,
+    pools: (Option<String>, Option<String>),
+    pg_num: u32,
+    size: u32,
+) -> CliResult<FsStatus> {
+    let meta = pools.0.unwrap_or_else(|| format!("{name}.meta"));
+    let data = pools.1.unwrap_or_else(|| format!("{name}.data"));
+    ensure_pool(client, &meta, 16, size).await?;
+    ensure_pool(client, &data, pg_num, size).await?;
+    let command = MonCommand::FsCreate {
+        name: name.to_owned(),
+        meta_pool: meta,
+        data_pool: data,
+    };
+    match client.mon_command(command).await? {
+        Reply::FsMap(mut list) if !list.is_empty() => Ok(list.remove(0)),
+        other => Err(format!("unexpected reply {other:?}").into()),
+    }
+}
+
+fn rows(list: &[FsStatus]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|f| {
+            vec![
+                f.name.clone(),
+                f.meta_pool.clone(),
+                f.data_pool.clone(),
+                f.active
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |a| format!("{} {}", a.name, a.addr)),
+                f.standbys.len().to_string(),
+                f.generation.to_string(),
+            ]
+        })
+        .collect()
+}
+
+pub fn run_fs(args: FsArgs) -> CliResult {
+    runtime()?.block_on(async {
+        let client = connect(&args.conf).await?;
+        match args.command {
+            FsCommand::Create {
+                name,
+                meta_pool,
+                data_pool,
+                pg_num,
+                size,
+            } => {
+                let status = create(&client, &name, (meta_pool, data_pool), pg_num, size).await?;
+                println!(
+                    "file system {} created (metadata pool {}, data pool {})",
+                    status.name, status.meta_pool, status.data_pool
+                );
+                Ok(())
+            }
+            FsCommand::Ls { json } => {
+                let list = fs_list(&client).await?;
+                if json {
+                    return print_json(&serde_json::to_value(format!("{list:?}"))?);
+                }
+                let header = ["name", "metadata pool", "data pool", "active MDS", "standbys", "generation"];
+                println!("{}", table(&header, rows(&list)));
+                Ok(())
+            }
+            FsCommand::Status { name, json } => {
+                let list = fs_list(&client).await?;
+                let Some(fs) = list.into_iter().find(|f| f.name == name) else {
+                    return Err(format!("file system {name:?} does not exist").into());
+                };
+                if json {
+                    return print_json(&status_json(&fs));
+                }
+                println!("{}", table(&["name", "metadata pool", "data pool", "active MDS", "standbys", "generation"], rows(std::slice::from_ref(&fs))));
+                for s in &fs.standbys {
+                    println!("standby: {} {} (beacon {} ms ago)", s.name, s.addr, s.beacon_age_ms);
+                }
+                Ok(())
+            }
+            FsCommand::Rm { name, confirmed } => {
+                if !confirmed {
+                    return Err(format!(
+                        "removing file system {name} makes its files unreachable; repeat with --yes-i-really-mean-it"
+                    )
+                    .into());
+                }
+                client.mon_command(MonCommand::FsRemove(name.clone())).await?;
+                println!("file system {name} removed (its pools remain)");
+                Ok(())
+            }
+        }
+    })
+}
+
+/// A file system's status as JSON.
+pub fn status_json(fs: &FsStatus) -> serde_json::Value {
+    let mds = |m: &cairn_proto::mon::MdsInfo| {
+        serde_json::json!({"name": m.name, "addr": m.addr, "beacon_age_ms": m.beacon_age_ms})
+    };
+    serde_json::json!({
+        "name": fs.name,
+        "meta_pool": fs.meta_pool,
+        "data_pool": fs.data_pool,
+        "generation": fs.generation,
+        "active": fs.active.as_ref().map(mds),
+        "standbys": fs.standbys.iter().map(mds).collect::<Vec<_>>(),
+    })
+}
+
+/// `cairn mds`: runs a metadata server in the foreground.
+#[derive(Debug, Args)]
+pub struct MdsArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// The monitor's address (default: the client config's).
+    #[arg(long)]
+    mon: Option<String>,
+    /// The file system to serve.
+    #[arg(long, default_value = "cairnfs")]
+    fs: String,
+    /// This daemon's name, unique per file system.
+    #[arg(long, default_value = "a")]
+    name: String,
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    addr: SocketAddr,
+    /// After a takeover, how long only replays from clients are served.
+    #[arg(long = "reconnect-window", default_value = "1500ms", value_parser = crate::mon_cmd::parse_duration)]
+    reconnect_window: std::time::Duration,
+    /// A client session silent this long is evicted.
+    #[arg(long = "session-timeout", default_value = "60s", value_parser = crate::mon_cmd::parse_duration)]
+    session_timeout: std::time::Duration,
+}
+
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+}
+
+pub fn run_mds(args: MdsArgs) -> CliResult {
+    init_logging();
+    let mon = match args.mon {
+        Some(mon) => mon,
+        None => args.conf.load()?.mon,
+    };
+    let mut config = cairn_fs::mds::MdsConfig::new(&mon, &args.fs, &args.name, args.addr);
+    config.reconnect_window_ms = u64::try_from(args.reconnect_window.as_millis()).unwrap_or(u64::MAX);
+    config.session_timeout_ms = u64::try_from(args.session_timeout.as_millis()).unwrap_or(u64::MAX);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        tokio::select! {
+            result = cairn_fs::mds::run(config) => result.map_err(|e| e.to_string()),
+            () = wait_for_signal() => Ok(()),
+        }
+    })?;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// `cairn mount MOUNTPOINT`: mounts a file system with FUSE and serves it
+/// in the foreground until unmounted, Ctrl-C or SIGTERM.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    mountpoint: PathBuf,
+    #[arg(long, default_value = "cairnfs")]
+    fs: String,
+    /// Let every user of this host use the mount (the kernel still checks
+    /// permissions).
+    #[arg(long = "allow-other")]
+    allow_other: bool,
+    /// Threads reading the kernel's requests.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+pub fn run_mount(args: MountArgs) -> CliResult {
+    init_logging();
+    let conf = args.conf.load()?;
+    let config = cairn_fs::mount::MountConfig {
+        mon_addr: conf.mon.clone(),
+        fs: args.fs,
+        mountpoint: args.mountpoint,
+        allow_other: args.allow_other,
+        threads: args.threads,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mounted = runtime.block_on(cairn_fs::mount::mount(&config, runtime.handle().clone()))?;
+    eprintln!("mounted {} at {}", config.fs, config.mountpoint.display());
+    runtime.block_on(async {
+        let unmounted = wait_unmounted(config.mountpoint.clone());
+        tokio::select! {
+            () = wait_for_signal() => {}
+            () = unmounted => {}
+        }
+    });
+    // Whatever the mount still holds dirty is lost with an unmount by
+    // another hand; a signal unmounts cleanly first.
+    mounted.unmount();
+    Ok(())
+}
+
+/// Returns once `mountpoint` is no longer a FUSE mount of ours (someone ran
+/// `umount` or `fusermount -u`).
+async fn wait_unmounted(mountpoint: PathBuf) {
+    let target = mountpoint.canonicalize().unwrap_or(mountpoint);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let ours = mounts.lines().any(|l| {
+            let mut parts = l.split_whitespace();
+            let _source = parts.next();
+            parts.next() == Some(target.to_string_lossy().as_ref())
+                && parts.next().is_some_and(|t| t.starts_with("fuse"))
+        });
+        if !ours {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_show_the_active_mds_or_none() {
+        let fs = FsStatus {
+            name: "a".into(),
+            meta_pool: "a.meta".into(),
+            data_pool: "a.data".into(),
+            generation: 3,
+            active: None,
+            standbys: vec![],
+        };
+        assert_eq!(rows(&[fs])[0][3], "none");
+    }
+}

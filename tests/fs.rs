@@ -1,0 +1,191 @@
+//! The POSIX file system end to end: `cairn up` with an MDS, real kernel
+//! FUSE mounts (`cairn mount`), ordinary tools and syscalls. Proves that
+//! a Cairn mount agrees with a local directory on the conformance suite
+//! (`tests/fs/posix_suite.py`) and on random operations (`tests/fs/fsx.py`),
+//! that two mounts see each other's changes, and that SIGKILL of the MDS
+//! during a create and rename storm loses nothing a client saw succeed.
+
+mod common;
+
+use common::{Cluster, is_running};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Checks the suite runs but Cairn does not do yet; see docs/filesystem.md
+/// ("Not yet").
+const KNOWN_GAPS: &str = "open_tmpfile,open_trunc,utime_ns,perm_setuid_cleared,cwd_removed";
+
+/// A `cairn mount` process; dropping it unmounts.
+struct Mount {
+    child: Child,
+    path: PathBuf,
+}
+
+impl Mount {
+    fn new(cluster: &Cluster, path: &Path) -> Mount {
+        std::fs::create_dir_all(path).expect("mountpoint");
+        let log = std::fs::File::create(cluster.dir.join(format!(
+            "mount-{}.log",
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        )))
+        .expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["mount", "--allow-other", "--conf"])
+            .arg(&cluster.conf)
+            .arg(path)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("cairn mount starts");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_fuse_mount(path) {
+            assert!(Instant::now() < deadline, "{} never mounted", path.display());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Mount {
+            child,
+            path: path.to_owned(),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        drop(Command::new("kill").arg(self.child.id().to_string()).status());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while is_running(self.child.id()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(self.child.kill());
+        drop(self.child.wait());
+        if is_fuse_mount(&self.path) {
+            drop(Command::new("umount").arg("-l").arg(&self.path).status());
+        }
+    }
+}
+
+fn is_fuse_mount(path: &Path) -> bool {
+    let target = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| {
+            let mut parts = l.split_whitespace();
+            parts.next();
+            parts.next() == Some(target.to_string_lossy().as_ref())
+                && parts.next().is_some_and(|t| t.starts_with("fuse"))
+        })
+}
+
+fn python(args: &[&str]) -> std::process::Output {
+    Command::new("python3")
+        .args(args)
+        .output()
+        .expect("python3 runs")
+}
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn up(name: &str, base_port: u16, extra: &[&str]) -> Cluster {
+    let mut flags = vec!["--mds", "1"];
+    flags.extend_from_slice(extra);
+    let cluster = Cluster::up(name, 3, base_port, &flags);
+    // Other users must reach the mount for the permission checks.
+    drop(Command::new("chmod").arg("755").arg(&cluster.dir).status());
+    cluster
+}
+
+#[test]
+fn a_mount_agrees_with_a_local_directory() {
+    let cluster = up("fs-posix", 19100, &[]);
+    let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
+    let reference = cluster.dir.join("reference");
+    std::fs::create_dir_all(&reference).expect("reference dir");
+    let (r, t) = (reference.display().to_string(), mount.path.display().to_string());
+    let out = python(&[&script("posix_suite.py"), "--reference", &r, "--target", &t, "--skip", KNOWN_GAPS]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the conformance suite found differences");
+    assert!(text.contains(" ok,"), "the suite printed no summary");
+    let out = python(&[&script("fsx.py"), "--reference", &r, "--target", &t, "--ops", "3000", "--seed", "21"]);
+    eprintln!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "fsx found a difference");
+}
+
+#[test]
+fn two_mounts_see_each_others_changes() {
+    let cluster = up("fs-two", 19130, &[]);
+    let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    let b = Mount::new(&cluster, &cluster.dir.join("b"));
+    std::fs::create_dir(a.path.join("d")).expect("mkdir in a");
+    std::fs::write(a.path.join("d/f"), b"from a").expect("write in a");
+    assert_eq!(std::fs::read(b.path.join("d/f")).expect("read in b"), b"from a");
+    // Close-to-open: a rewrite in b is what a sees at its next open.
+    std::fs::write(b.path.join("d/f"), b"from b, longer").expect("write in b");
+    assert_eq!(std::fs::read(a.path.join("d/f")).expect("read in a"), b"from b, longer");
+    assert_eq!(std::fs::metadata(a.path.join("d/f")).expect("stat").len(), 14);
+    std::fs::rename(a.path.join("d/f"), a.path.join("g")).expect("rename in a");
+    assert!(!b.path.join("d/f").exists(), "b still sees the old name");
+    assert_eq!(std::fs::read(b.path.join("g")).expect("read renamed"), b"from b, longer");
+    std::fs::remove_file(b.path.join("g")).expect("unlink in b");
+    assert!(!a.path.join("g").exists(), "a still sees the unlinked file");
+    let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(a.path.join("big"), &big).expect("big write");
+    assert!(std::fs::read(b.path.join("big")).expect("big read") == big, "big file differs in b");
+}
+
+#[test]
+fn mds_sigkill_during_a_create_storm_loses_nothing_acknowledged() {
+    let cluster = up("fs-mds-kill", 19160, &[]);
+    let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
+    let dir = mount.path.join("storm");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let log = cluster.dir.join("acked.txt");
+    // Creates and renames; a name is logged only after its call returned.
+    let storm = format!(
+        "import os,sys,time\nd={d:?}\nlog=open({l:?},'w')\nend=time.time()+12\ni=0\n\
+         while time.time()<end:\n  p=os.path.join(d,'f%d'%i)\n  fd=os.open(p,os.O_CREAT|os.O_WRONLY,0o644)\n  \
+         os.write(fd,b'%d'%i)\n  os.close(fd)\n  \
+         if i%3==0:\n    os.rename(p,os.path.join(d,'r%d'%i)); log.write('r%d\\n'%i)\n  \
+         else:\n    log.write('f%d\\n'%i)\n  log.flush()\n  i+=1\n",
+        d = dir.display().to_string(),
+        l = log.display().to_string()
+    );
+    let mut writer = Command::new("python3").args(["-c", &storm]).spawn().expect("storm");
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = cluster.daemon_pid("mds.0");
+    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill").success());
+    let status = writer.wait().expect("storm ends");
+    assert!(status.success(), "a create or rename failed across the MDS kill");
+    let acked: Vec<String> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(acked.len() > 20, "too few operations: {}", acked.len());
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    for name in &acked {
+        assert!(present.contains(name), "{name} was acknowledged and is gone");
+        let number = name[1..].to_owned();
+        assert_eq!(std::fs::read_to_string(dir.join(name)).expect("read"), number, "{name} content");
+    }
+    // No renamed file left under its old name too.
+    for name in &present {
+        if let Some(n) = name.strip_prefix('f') {
+            assert!(!present.contains(&format!("r{n}")), "{name} exists twice");
+        }
+    }
+    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    assert!(status["generation"].as_u64().unwrap_or(0) >= 2, "no takeover: {status}");
+}
