@@ -16,6 +16,14 @@ pub enum BenchCommand {
     /// A running cluster through the client library, like `rados bench`:
     /// timed writes, then sequential or random reads of what was written.
     Object(crate::bench_object::ObjectArgs),
+    /// Any mounted directory (a Cairn FUSE mount, CephFS, a local disk)
+    /// through plain file I/O, like IO500: IOR-style bandwidth (a file per
+    /// process, one shared file) and mdtest-style metadata rates, from
+    /// worker processes started together.
+    Fs(crate::bench_fs::FsArgs),
+    /// One worker process of `cairn bench fs` (it starts them).
+    #[command(hide = true)]
+    FsWorker(crate::bench_fs::FsWorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +75,8 @@ pub fn run(command: BenchCommand) -> CliResult {
     match command {
         BenchCommand::Store(args) => store(&args),
         BenchCommand::Object(args) => crate::bench_object::run(&args),
+        BenchCommand::Fs(args) => crate::bench_fs::run(&args),
+        BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),
     }
 }
 
@@ -169,9 +179,11 @@ fn run_fio(args: &StoreArgs) -> CliResult<FioBaseline> {
     })
 }
 
-fn drop_caches() {
+/// Syncs, then drops the page cache, dentries and inodes; false when the
+/// kernel refused (not root, or in a container).
+pub(crate) fn drop_caches() -> bool {
     let _ = std::process::Command::new("sync").status();
-    let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
+    std::fs::write("/proc/sys/vm/drop_caches", b"3").is_ok()
 }
 
 fn print_comparison(report: &BenchReport, fio: &FioBaseline) {

@@ -2,6 +2,7 @@
 //! library crates; logic lives there, not here.
 
 mod bench_cmd;
+mod bench_fs;
 mod bench_object;
 mod config_cmd;
 mod conn;
@@ -37,7 +38,8 @@ enum Command {
     /// Placement: simulate PG distribution and data movement, balance, map objects.
     #[command(subcommand)]
     Placement(placement_cmd::PlacementCommand),
-    /// Benchmarks: the local object store, a running cluster's objects.
+    /// Benchmarks: the local object store, a running cluster's objects, a
+    /// mounted file system.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
     /// Run a monitor in the foreground (until Ctrl-C or SIGTERM).
