@@ -10,6 +10,9 @@ need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 # tests/partition.rs makes network namespaces and veth pairs.
 command -v ip >/dev/null || need_apt+=(iproute2)
+# tests/fs.rs mounts with the kernel's FUSE and runs tests/fs/*.py.
+command -v fusermount3 >/dev/null || need_apt+=(fuse3)
+command -v python3 >/dev/null || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq

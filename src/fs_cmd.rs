@@ -181,9 +181,7 @@ pub fn run_fs(args: FsArgs) -> CliResult {
 
 /// A file system's status as JSON.
 pub fn status_json(fs: &FsStatus) -> serde_json::Value {
-    let mds = |m: &cairn_proto::mon::MdsInfo| {
-        serde_json::json!({"name": m.name, "addr": m.addr, "beacon_age_ms": m.beacon_age_ms})
-    };
+    let mds = |m: &cairn_proto::mon::MdsInfo| serde_json::json!({"name": m.name, "addr": m.addr, "beacon_age_ms": m.beacon_age_ms});
     serde_json::json!({
         "name": fs.name,
         "meta_pool": fs.meta_pool,
@@ -236,9 +234,12 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
         None => args.conf.load()?.mon,
     };
     let mut config = cairn_fs::mds::MdsConfig::new(&mon, &args.fs, &args.name, args.addr);
-    config.reconnect_window_ms = u64::try_from(args.reconnect_window.as_millis()).unwrap_or(u64::MAX);
+    config.reconnect_window_ms =
+        u64::try_from(args.reconnect_window.as_millis()).unwrap_or(u64::MAX);
     config.session_timeout_ms = u64::try_from(args.session_timeout.as_millis()).unwrap_or(u64::MAX);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         tokio::select! {
             result = cairn_fs::mds::run(config) => result.map_err(|e| e.to_string()),
@@ -288,7 +289,9 @@ pub fn run_mount(args: MountArgs) -> CliResult {
         allow_other: args.allow_other,
         threads: args.threads,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let mounted = runtime.block_on(cairn_fs::mount::mount(&config, runtime.handle().clone()))?;
     eprintln!("mounted {} at {}", config.fs, config.mountpoint.display());
     runtime.block_on(async {

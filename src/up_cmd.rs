@@ -760,9 +760,15 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
         let size = u32::try_from(osd_count).unwrap_or(u32::MAX).min(3);
         let list = crate::fs_cmd::fs_list(&client).await?;
         if !list.iter().any(|f| f.name == args.fs_name) {
-            crate::fs_cmd::create(&client, &args.fs_name, (None, None), DEFAULT_POOL_PG_NUM, size)
-                .await
-                .map_err(|e| format!("creating file system {}: {e}", args.fs_name))?;
+            crate::fs_cmd::create(
+                &client,
+                &args.fs_name,
+                (None, None),
+                DEFAULT_POOL_PG_NUM,
+                size,
+            )
+            .await
+            .map_err(|e| format!("creating file system {}: {e}", args.fs_name))?;
         }
     }
     wait_pgs_reported(&client, deadline).await?;

@@ -40,7 +40,11 @@ impl Mount {
             .expect("cairn mount starts");
         let deadline = Instant::now() + Duration::from_secs(60);
         while !is_fuse_mount(path) {
-            assert!(Instant::now() < deadline, "{} never mounted", path.display());
+            assert!(
+                Instant::now() < deadline,
+                "{} never mounted",
+                path.display()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Mount {
@@ -52,7 +56,11 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        drop(Command::new("kill").arg(self.child.id().to_string()).status());
+        drop(
+            Command::new("kill")
+                .arg(self.child.id().to_string())
+                .status(),
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         while is_running(self.child.id()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
@@ -108,14 +116,42 @@ fn a_mount_agrees_with_a_local_directory() {
     let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
     let reference = cluster.dir.join("reference");
     std::fs::create_dir_all(&reference).expect("reference dir");
-    let (r, t) = (reference.display().to_string(), mount.path.display().to_string());
-    let out = python(&[&script("posix_suite.py"), "--reference", &r, "--target", &t, "--skip", KNOWN_GAPS]);
+    let (r, t) = (
+        reference.display().to_string(),
+        mount.path.display().to_string(),
+    );
+    let out = python(&[
+        &script("posix_suite.py"),
+        "--reference",
+        &r,
+        "--target",
+        &t,
+        "--skip",
+        KNOWN_GAPS,
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the conformance suite found differences");
+    assert!(
+        out.status.success(),
+        "the conformance suite found differences"
+    );
     assert!(text.contains(" ok,"), "the suite printed no summary");
-    let out = python(&[&script("fsx.py"), "--reference", &r, "--target", &t, "--ops", "3000", "--seed", "21"]);
-    eprintln!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = python(&[
+        &script("fsx.py"),
+        "--reference",
+        &r,
+        "--target",
+        &t,
+        "--ops",
+        "3000",
+        "--seed",
+        "21",
+    ]);
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "fsx found a difference");
 }
 
@@ -126,19 +162,34 @@ fn two_mounts_see_each_others_changes() {
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     std::fs::create_dir(a.path.join("d")).expect("mkdir in a");
     std::fs::write(a.path.join("d/f"), b"from a").expect("write in a");
-    assert_eq!(std::fs::read(b.path.join("d/f")).expect("read in b"), b"from a");
+    assert_eq!(
+        std::fs::read(b.path.join("d/f")).expect("read in b"),
+        b"from a"
+    );
     // Close-to-open: a rewrite in b is what a sees at its next open.
     std::fs::write(b.path.join("d/f"), b"from b, longer").expect("write in b");
-    assert_eq!(std::fs::read(a.path.join("d/f")).expect("read in a"), b"from b, longer");
-    assert_eq!(std::fs::metadata(a.path.join("d/f")).expect("stat").len(), 14);
+    assert_eq!(
+        std::fs::read(a.path.join("d/f")).expect("read in a"),
+        b"from b, longer"
+    );
+    assert_eq!(
+        std::fs::metadata(a.path.join("d/f")).expect("stat").len(),
+        14
+    );
     std::fs::rename(a.path.join("d/f"), a.path.join("g")).expect("rename in a");
     assert!(!b.path.join("d/f").exists(), "b still sees the old name");
-    assert_eq!(std::fs::read(b.path.join("g")).expect("read renamed"), b"from b, longer");
+    assert_eq!(
+        std::fs::read(b.path.join("g")).expect("read renamed"),
+        b"from b, longer"
+    );
     std::fs::remove_file(b.path.join("g")).expect("unlink in b");
     assert!(!a.path.join("g").exists(), "a still sees the unlinked file");
     let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(a.path.join("big"), &big).expect("big write");
-    assert!(std::fs::read(b.path.join("big")).expect("big read") == big, "big file differs in b");
+    assert!(
+        std::fs::read(b.path.join("big")).expect("big read") == big,
+        "big file differs in b"
+    );
 }
 
 #[test]
@@ -158,12 +209,24 @@ fn mds_sigkill_during_a_create_storm_loses_nothing_acknowledged() {
         d = dir.display().to_string(),
         l = log.display().to_string()
     );
-    let mut writer = Command::new("python3").args(["-c", &storm]).spawn().expect("storm");
+    let mut writer = Command::new("python3")
+        .args(["-c", &storm])
+        .spawn()
+        .expect("storm");
     std::thread::sleep(Duration::from_secs(3));
     let pid = cluster.daemon_pid("mds.0");
-    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill").success());
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
     let status = writer.wait().expect("storm ends");
-    assert!(status.success(), "a create or rename failed across the MDS kill");
+    assert!(
+        status.success(),
+        "a create or rename failed across the MDS kill"
+    );
     let acked: Vec<String> = std::fs::read_to_string(&log)
         .expect("log")
         .lines()
@@ -175,9 +238,16 @@ fn mds_sigkill_during_a_create_storm_loses_nothing_acknowledged() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     for name in &acked {
-        assert!(present.contains(name), "{name} was acknowledged and is gone");
+        assert!(
+            present.contains(name),
+            "{name} was acknowledged and is gone"
+        );
         let number = name[1..].to_owned();
-        assert_eq!(std::fs::read_to_string(dir.join(name)).expect("read"), number, "{name} content");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(name)).expect("read"),
+            number,
+            "{name} content"
+        );
     }
     // No renamed file left under its old name too.
     for name in &present {
@@ -187,5 +257,8 @@ fn mds_sigkill_during_a_create_storm_loses_nothing_acknowledged() {
     }
     let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
-    assert!(status["generation"].as_u64().unwrap_or(0) >= 2, "no takeover: {status}");
+    assert!(
+        status["generation"].as_u64().unwrap_or(0) >= 2,
+        "no takeover: {status}"
+    );
 }

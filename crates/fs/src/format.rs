@@ -91,12 +91,23 @@ pub struct Head {
 pub enum Delta {
     PutInode(InodeRec),
     DropInode(u64),
-    PutDentry { dir: u64, name: ByteBuf, dentry: Dentry },
-    DropDentry { dir: u64, name: ByteBuf },
+    PutDentry {
+        dir: u64,
+        name: ByteBuf,
+        dentry: Dentry,
+    },
+    DropDentry {
+        dir: u64,
+        name: ByteBuf,
+    },
     /// A removed directory's entry object.
     DropDir(u64),
     /// Remove the data objects of a file of at most `size` bytes.
-    Purge { ino: u64, size: u64, layout: Layout },
+    Purge {
+        ino: u64,
+        size: u64,
+        layout: Layout,
+    },
     /// Inode numbers below this may be handed out.
     InoReserved(u64),
 }
@@ -196,7 +207,10 @@ mod tests {
                 Delta::PutDentry {
                     dir: 1,
                     name: ByteBuf::from(b"a".to_vec()),
-                    dentry: Dentry { ino: 9, kind: 0o100_000 },
+                    dentry: Dentry {
+                        ino: 9,
+                        kind: 0o100_000,
+                    },
                 },
                 Delta::InoReserved(4096),
             ],
@@ -206,7 +220,10 @@ mod tests {
         assert_eq!(decode_segment(&segment).expect("decodes").len(), 3);
         let last = segment.len() - 1;
         segment[last] ^= 1;
-        assert!(matches!(decode_segment(&segment), Err(FormatError::Checksum)));
+        assert!(matches!(
+            decode_segment(&segment),
+            Err(FormatError::Checksum)
+        ));
         assert!(decode_segment(&segment[..5]).is_err());
     }
 
@@ -222,7 +239,10 @@ mod tests {
         assert_eq!(decode::<Head>(&bytes).expect("decodes"), head);
         let mut other = bytes.clone();
         other[0] = 9;
-        assert!(matches!(decode::<Head>(&other), Err(FormatError::Version(9))));
+        assert!(matches!(
+            decode::<Head>(&other),
+            Err(FormatError::Version(9))
+        ));
         assert!(decode::<Head>(&[]).is_err());
     }
 }

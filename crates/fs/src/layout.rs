@@ -132,8 +132,22 @@ mod tests {
         let l = Layout::default();
         let e = extents(&l, (4 << 20) - 10, 20);
         assert_eq!(e.len(), 2);
-        assert_eq!((e[0].object_index, e[0].object_offset_bytes, e[0].length_bytes), (0, (4 << 20) - 10, 10));
-        assert_eq!((e[1].object_index, e[1].object_offset_bytes, e[1].length_bytes), (1, 0, 10));
+        assert_eq!(
+            (
+                e[0].object_index,
+                e[0].object_offset_bytes,
+                e[0].length_bytes
+            ),
+            (0, (4 << 20) - 10, 10)
+        );
+        assert_eq!(
+            (
+                e[1].object_index,
+                e[1].object_offset_bytes,
+                e[1].length_bytes
+            ),
+            (1, 0, 10)
+        );
         assert_eq!(e[1].range_offset_bytes, 10);
         assert_eq!(object_count(&l, 0), 0);
         assert_eq!(object_count(&l, 1), 1);

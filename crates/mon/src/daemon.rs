@@ -20,12 +20,12 @@ use crate::service::{Event, MapService, ServiceConfig};
 use crate::store::MonStore;
 use bytes::Bytes;
 use cairn_proto::limits::{INCREMENTALS_PER_REPLY_MAX, SUBSCRIBE_WAIT_MS_MAX};
-use cairn_proto::mon::{MonCommand, MonError};
 use cairn_proto::mon::{
     CommandRequest, FailureReport, GetMap, Heartbeat, IoRates, KIND_COMMAND, KIND_FAILURE_REPORT,
     KIND_GET_MAP, KIND_GET_STATS, KIND_HEARTBEAT, KIND_SUBSCRIBE, MapReply, MapUpdate, MonReply,
     OsdStats, OsdStatsReport, Reply, StatsReply, Subscribe,
 };
+use cairn_proto::mon::{MonCommand, MonError};
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{Frame, ServeOptions};
 use std::collections::BTreeMap;

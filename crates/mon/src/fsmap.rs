@@ -115,7 +115,10 @@ impl FsMap {
                 generation: 0,
             },
         );
-        Ok((Reply::FsMap(vec![self.status(name, 0)]), Some(self.stored())))
+        Ok((
+            Reply::FsMap(vec![self.status(name, 0)]),
+            Some(self.stored()),
+        ))
     }
 
     /// Removes a file system (its pools stay).
@@ -213,7 +216,12 @@ impl FsMap {
     fn promote(&mut self, fs: &str, name: &str) -> Vec<FsDef> {
         if let Some(def) = self.defs.get_mut(fs) {
             def.generation += 1;
-            tracing::info!(fs, mds = name, generation = def.generation, "MDS made active");
+            tracing::info!(
+                fs,
+                mds = name,
+                generation = def.generation,
+                "MDS made active"
+            );
         }
         self.active.insert(fs.to_owned(), name.to_owned());
         self.stored()

@@ -91,7 +91,7 @@ impl Layout {
     pub fn is_valid(&self) -> bool {
         self.stripe_unit >= 4096
             && self.object_size >= self.stripe_unit
-            && self.object_size % self.stripe_unit == 0
+            && self.object_size.is_multiple_of(self.stripe_unit)
             && (1..=256).contains(&self.stripe_count)
             && self.object_size <= 1 << 30
     }
@@ -165,10 +165,20 @@ pub const XATTR_REPLACE: u32 = 2;
 pub enum MdsOp {
     /// Opens (or, with the same `session`, resumes) a session; answered
     /// with [`MdsAnswer::Session`].
-    Hello { name: String },
-    Lookup { parent: u64, name: ByteBuf },
-    GetAttr { ino: u64 },
-    SetAttr { ino: u64, set: SetAttr },
+    Hello {
+        name: String,
+    },
+    Lookup {
+        parent: u64,
+        name: ByteBuf,
+    },
+    GetAttr {
+        ino: u64,
+    },
+    SetAttr {
+        ino: u64,
+        set: SetAttr,
+    },
     /// A new inode of the type in `mode` (file, directory, FIFO, socket,
     /// device) named `name` in `parent`. `ino` is set only on a replay,
     /// to the number the first answer gave.
@@ -188,9 +198,19 @@ pub enum MdsOp {
         target: ByteBuf,
         ino: Option<u64>,
     },
-    Link { ino: u64, parent: u64, name: ByteBuf },
-    Unlink { parent: u64, name: ByteBuf },
-    Rmdir { parent: u64, name: ByteBuf },
+    Link {
+        ino: u64,
+        parent: u64,
+        name: ByteBuf,
+    },
+    Unlink {
+        parent: u64,
+        name: ByteBuf,
+    },
+    Rmdir {
+        parent: u64,
+        name: ByteBuf,
+    },
     Rename {
         parent: u64,
         name: ByteBuf,
@@ -199,24 +219,47 @@ pub enum MdsOp {
         flags: u32,
     },
     /// Entries after `cookie` (0: from the start), at most `max`.
-    ReadDir { ino: u64, cookie: u64, max: u32 },
-    Readlink { ino: u64 },
+    ReadDir {
+        ino: u64,
+        cookie: u64,
+        max: u32,
+    },
+    Readlink {
+        ino: u64,
+    },
     /// The client opens the file (the MDS keeps an unlinked file's data
     /// until every open is released); `truncate` empties it.
-    Open { ino: u64, truncate: bool },
-    Release { ino: u64 },
+    Open {
+        ino: u64,
+        truncate: bool,
+    },
+    Release {
+        ino: u64,
+    },
     /// The client wrote data up to `size` (the size only grows this way)
     /// at `mtime`.
-    Written { ino: u64, size: u64, mtime: Time },
+    Written {
+        ino: u64,
+        size: u64,
+        mtime: Time,
+    },
     SetXattr {
         ino: u64,
         name: ByteBuf,
         value: ByteBuf,
         flags: u32,
     },
-    GetXattr { ino: u64, name: ByteBuf },
-    ListXattr { ino: u64 },
-    RemoveXattr { ino: u64, name: ByteBuf },
+    GetXattr {
+        ino: u64,
+        name: ByteBuf,
+    },
+    ListXattr {
+        ino: u64,
+    },
+    RemoveXattr {
+        ino: u64,
+        name: ByteBuf,
+    },
     StatFs,
     /// Answered once every change this session made before it is durable.
     Sync,
@@ -280,7 +323,10 @@ pub enum MdsAnswer {
         replaying: bool,
     },
     Attr(Attr),
-    Entries { entries: Vec<DirEntry>, eof: bool },
+    Entries {
+        entries: Vec<DirEntry>,
+        eof: bool,
+    },
     Value(ByteBuf),
     Names(Vec<ByteBuf>),
     StatFs(FsStat),

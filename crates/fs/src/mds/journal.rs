@@ -14,8 +14,8 @@
 //! holds whole values, so applying one twice changes nothing.
 
 use crate::format::{
-    self, Delta, Dentry, Entry, GEN_XATTR, HEAD_OBJECT, HEAD_XATTR, Head, dir_object,
-    inode_key, inode_object, segment_object,
+    self, Delta, Dentry, Entry, GEN_XATTR, HEAD_OBJECT, HEAD_XATTR, Head, dir_object, inode_key,
+    inode_object, segment_object,
 };
 use crate::layout;
 use crate::mds::limits::{JOURNAL_BATCH_BYTES_MAX, SEGMENT_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT};
@@ -97,7 +97,11 @@ async fn write_head(pools: &Pools, head: &Head) -> Result<(), JournalError> {
 async fn seal(pools: &Pools, seq: u64) -> Result<bool, JournalError> {
     let name = segment_object(seq);
     loop {
-        let xattrs = match pools.client.get_xattrs(&pools.meta_pool, name.as_bytes()).await {
+        let xattrs = match pools
+            .client
+            .get_xattrs(&pools.meta_pool, name.as_bytes())
+            .await
+        {
             Ok(x) => x,
             Err(ClientError::NotFound) => return Ok(false),
             Err(e) => return Err(e.into()),
@@ -119,7 +123,11 @@ async fn seal(pools: &Pools, seq: u64) -> Result<bool, JournalError> {
                 value: current,
             })
             .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
-        match pools.client.operate(&pools.meta_pool, name.as_bytes(), op).await {
+        match pools
+            .client
+            .operate(&pools.meta_pool, name.as_bytes(), op)
+            .await
+        {
             Ok(_) => return Ok(true),
             // Its old owner appended or someone sealed it meanwhile: look
             // again.
@@ -146,15 +154,19 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
         let name = segment_object(seq_in);
         let bytes = match pools
             .client
-            .read(&pools.meta_pool, name.as_bytes(), cairn_client::ReadRange::default())
+            .read(
+                &pools.meta_pool,
+                name.as_bytes(),
+                cairn_client::ReadRange::default(),
+            )
             .await
         {
             Ok(b) => b,
             Err(ClientError::NotFound) => Bytes::new(),
             Err(e) => return Err(e.into()),
         };
-        let entries =
-            format::decode_segment(&bytes).map_err(|e| JournalError::Damaged(format!("{name}: {e}")))?;
+        let entries = format::decode_segment(&bytes)
+            .map_err(|e| JournalError::Damaged(format!("{name}: {e}")))?;
         all.extend(entries);
         seq_in += 1;
     }
@@ -204,12 +216,20 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
     })
 }
 
-async fn remove_ignoring_missing(pools: &Pools, pool: &str, name: &str) -> Result<(), JournalError> {
+async fn remove_ignoring_missing(
+    pools: &Pools,
+    pool: &str,
+    name: &str,
+) -> Result<(), JournalError> {
     match pools.client.remove(pool, name.as_bytes()).await {
         Ok(()) | Err(ClientError::NotFound) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
+
+/// The inode records to set and the keys to remove in one inode-table
+/// object.
+type InodeObjectChange = (Vec<([u8; 8], Vec<u8>)>, Vec<[u8; 8]>);
 
 /// The coalesced effect of many deltas on the namespace objects.
 #[derive(Debug, Default)]
@@ -238,7 +258,10 @@ impl Pending {
                     .insert(name.to_vec(), Some(*dentry));
             }
             Delta::DropDentry { dir, name } => {
-                self.dentries.entry(*dir).or_default().insert(name.to_vec(), None);
+                self.dentries
+                    .entry(*dir)
+                    .or_default()
+                    .insert(name.to_vec(), None);
             }
             Delta::DropDir(ino) => {
                 self.dentries.remove(ino);
@@ -277,7 +300,7 @@ pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalE
             .omap_remove(remove.iter().map(|k| &k[..]));
         ops.push((pools.meta_pool.clone(), dir_object(*dir), op));
     }
-    let mut by_object: BTreeMap<String, (Vec<([u8; 8], Vec<u8>)>, Vec<[u8; 8]>)> = BTreeMap::new();
+    let mut by_object: BTreeMap<String, InodeObjectChange> = BTreeMap::new();
     for (ino, rec) in &pending.inodes {
         let slot = by_object.entry(inode_object(*ino)).or_default();
         match rec {
@@ -394,7 +417,9 @@ pub async fn run_writer(
             .await
         {
             Ok(_) => {}
-            Err(ClientError::CompareFailed { .. }) => return JournalError::Fenced(pools.generation),
+            Err(ClientError::CompareFailed { .. }) => {
+                return JournalError::Fenced(pools.generation);
+            }
             Err(e) => return e.into(),
         }
         segment_bytes += encoded.len();
@@ -420,7 +445,11 @@ pub async fn run_writeback(
         while let Ok(more) = queue.try_recv() {
             rounds.push(more);
         }
-        let newest_segment = rounds.iter().map(|(s, _)| *s).max().unwrap_or(head.first_segment);
+        let newest_segment = rounds
+            .iter()
+            .map(|(s, _)| *s)
+            .max()
+            .unwrap_or(head.first_segment);
         let entries: Vec<Entry> = rounds.into_iter().flat_map(|(_, e)| e).collect();
         if let Err(e) = write_back(&pools, &entries).await {
             return e;
@@ -445,7 +474,9 @@ pub async fn run_writeback(
                 return e;
             }
             for s in old..newest_segment {
-                if let Err(e) = remove_ignoring_missing(&pools, &pools.meta_pool, &segment_object(s)).await {
+                if let Err(e) =
+                    remove_ignoring_missing(&pools, &pools.meta_pool, &segment_object(s)).await
+                {
                     return e;
                 }
             }

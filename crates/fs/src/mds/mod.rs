@@ -85,7 +85,11 @@ fn now() -> Time {
     }
 }
 
-async fn beacon(client: &Client, config: &MdsConfig, addr: &str) -> Result<(MdsRole, cairn_proto::mon::FsStatus), ClientError> {
+async fn beacon(
+    client: &Client,
+    config: &MdsConfig,
+    addr: &str,
+) -> Result<(MdsRole, cairn_proto::mon::FsStatus), ClientError> {
     let command = MonCommand::MdsBeacon {
         fs: config.fs.clone(),
         name: config.name.clone(),
@@ -142,9 +146,17 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         durable_tx,
         writeback_tx,
     ));
-    let writeback = tokio::spawn(journal::run_writeback(pools.clone(), replayed.head, writeback_rx));
+    let writeback = tokio::spawn(journal::run_writeback(
+        pools.clone(),
+        replayed.head,
+        writeback_rx,
+    ));
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE_MAX);
-    let completed = replayed.completed.iter().map(|k| (*k, replayed.seq)).collect();
+    let completed = replayed
+        .completed
+        .iter()
+        .map(|k| (*k, replayed.seq))
+        .collect();
     let actor = Actor {
         ns,
         pools: pools.clone(),
@@ -169,7 +181,11 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         let shell = shell.clone();
         async move { Some(shell.handle(frame).await) }
     };
-    let serving = tokio::spawn(cairn_wire::serve(listener, handler, ServeOptions::default()));
+    let serving = tokio::spawn(cairn_wire::serve(
+        listener,
+        handler,
+        ServeOptions::default(),
+    ));
     tracing::info!(ms = started.elapsed().as_millis(), "MDS serving");
     let result = tokio::select! {
         stop = keep_beaconing(&client, &config, &addr, generation) => Err(stop),
@@ -182,7 +198,12 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
 }
 
 /// Beacons until the monitor says another daemon is active.
-async fn keep_beaconing(client: &Client, config: &MdsConfig, addr: &str, generation: u64) -> MdsStop {
+async fn keep_beaconing(
+    client: &Client,
+    config: &MdsConfig,
+    addr: &str,
+    generation: u64,
+) -> MdsStop {
     loop {
         tokio::time::sleep(Duration::from_millis(BEACON_MS)).await;
         match beacon(client, config, addr).await {
@@ -215,7 +236,11 @@ async fn load_inode(pools: &Pools, ino: u64) -> Result<Option<InodeRec>, ClientE
     let key = Bytes::copy_from_slice(&inode_key(ino));
     let found = match pools
         .client
-        .omap_get(&pools.meta_pool, inode_object(ino).as_bytes(), std::slice::from_ref(&key))
+        .omap_get(
+            &pools.meta_pool,
+            inode_object(ino).as_bytes(),
+            std::slice::from_ref(&key),
+        )
         .await
     {
         Ok(found) => found,
@@ -237,7 +262,12 @@ async fn load_dir(pools: &Pools, ino: u64) -> Result<DirCache, ClientError> {
     loop {
         let page = match pools
             .client
-            .omap_range(&pools.meta_pool, object.as_bytes(), after.as_deref(), DIR_PAGE_ENTRIES)
+            .omap_range(
+                &pools.meta_pool,
+                object.as_bytes(),
+                after.as_deref(),
+                DIR_PAGE_ENTRIES,
+            )
             .await
         {
             Ok(page) => page,
@@ -268,7 +298,9 @@ async fn refresh_stat(pools: Pools, stat: Arc<std::sync::Mutex<FsStat>>) {
                     .iter()
                     .find(|p| p.name == pools.data_pool)
                     .map_or(1, |p| match p.redundancy {
-                        cairn_placement::Redundancy::Replicated { size, .. } => u64::from(size.max(1)),
+                        cairn_placement::Redundancy::Replicated { size, .. } => {
+                            u64::from(size.max(1))
+                        }
                         cairn_placement::Redundancy::Erasure { k, m } => {
                             u64::from(k + m) / u64::from(k.max(1))
                         }
@@ -356,8 +388,14 @@ impl Actor {
             .map(|(id, _)| *id)
             .collect();
         for id in gone {
-            let Some(session) = self.sessions.remove(&id) else { continue };
-            tracing::warn!(session = format_args!("{id:x}"), opens = session.opens.len(), "session timed out: evicted");
+            let Some(session) = self.sessions.remove(&id) else {
+                continue;
+            };
+            tracing::warn!(
+                session = format_args!("{id:x}"),
+                opens = session.opens.len(),
+                "session timed out: evicted"
+            );
             let deltas = self.ns.release_all(&session.opens);
             self.journal_deltas(id, 0, deltas).await;
         }
@@ -385,7 +423,12 @@ impl Actor {
         });
     }
 
-    async fn journal_deltas(&mut self, session: u64, tid: u64, deltas: Vec<format::Delta>) -> Option<u64> {
+    async fn journal_deltas(
+        &mut self,
+        session: u64,
+        tid: u64,
+        deltas: Vec<format::Delta>,
+    ) -> Option<u64> {
         if deltas.is_empty() {
             return None;
         }
@@ -444,7 +487,9 @@ impl Actor {
             Err(e) => Some(reply(Err(e), None)),
             Ok(outcome) => {
                 self.track_opens(&request);
-                let seq = self.journal_deltas(request.session, request.tid, outcome.deltas).await;
+                let seq = self
+                    .journal_deltas(request.session, request.tid, outcome.deltas)
+                    .await;
                 if let Some(seq) = seq {
                     self.remember(key, seq);
                 }
@@ -515,7 +560,8 @@ impl Actor {
 
     async fn execute(&mut self, request: &MdsRequest) -> Result<namespace::Outcome, MdsError> {
         let outcome = self.run_loaded(&request.op, request.caller).await?;
-        if let (MdsOp::Create { open: true, .. }, MdsAnswer::Attr(attr)) = (&request.op, &outcome.answer)
+        if let (MdsOp::Create { open: true, .. }, MdsAnswer::Attr(attr)) =
+            (&request.op, &outcome.answer)
             && attr.mode & libc::S_IFMT == libc::S_IFREG
         {
             self.track_created(request.session, attr.ino);
@@ -601,20 +647,32 @@ impl Shell {
                     result: Err(MdsError::BadRequest(e.to_string())),
                 }),
             },
-            other => respond(&bad(format!("message kind {other:#06x} is not an MDS request"))),
+            other => respond(&bad(format!(
+                "message kind {other:#06x} is not an MDS request"
+            ))),
         }
     }
 
     async fn request(&self, request: MdsRequest) -> MdsReply {
         let (tx, rx) = oneshot::channel();
-        if self.requests.send(ActorMsg::Request(request, tx)).await.is_err() {
+        if self
+            .requests
+            .send(ActorMsg::Request(request, tx))
+            .await
+            .is_err()
+        {
             return not_active();
         }
         rx.await.unwrap_or_else(|_| not_active())
     }
 
     async fn poll(&self, poll: MdsPoll) -> MdsPollReply {
-        if self.requests.send(ActorMsg::Touch(poll.session)).await.is_err() {
+        if self
+            .requests
+            .send(ActorMsg::Touch(poll.session))
+            .await
+            .is_err()
+        {
             return MdsPollReply {
                 result: Err(MdsError::NotActive),
             };

@@ -516,7 +516,13 @@ impl Namespace {
         deltas
     }
 
-    fn unlink(&mut self, parent: u64, name: &ByteBuf, dir: bool, now: Time) -> Result<Outcome, Stop> {
+    fn unlink(
+        &mut self,
+        parent: u64,
+        name: &ByteBuf,
+        dir: bool,
+        now: Time,
+    ) -> Result<Outcome, Stop> {
         if name.len() > NAME_BYTES_MAX {
             return Err(errno(libc::ENAMETOOLONG));
         }
@@ -603,7 +609,11 @@ impl Namespace {
             let Some((dst, dst_is_dir)) = target else {
                 return Err(errno(libc::ENOENT));
             };
-            return self.exchange((parent, name, src, src_is_dir), (new_parent, new_name, dst, dst_is_dir), now);
+            return self.exchange(
+                (parent, name, src, src_is_dir),
+                (new_parent, new_name, dst, dst_is_dir),
+                now,
+            );
         }
         if let Some((dst, dst_is_dir)) = target {
             if flags & RENAME_NOREPLACE != 0 {
@@ -654,7 +664,11 @@ impl Namespace {
         });
         if src_is_dir && parent != new_parent {
             self.inodes.get_mut(&parent).expect("checked").attr.nlink -= 1;
-            self.inodes.get_mut(&new_parent).expect("checked").attr.nlink += 1;
+            self.inodes
+                .get_mut(&new_parent)
+                .expect("checked")
+                .attr
+                .nlink += 1;
         }
         let moved = self.inodes.get_mut(&src.ino).expect("checked");
         moved.attr.ctime = now;
@@ -682,7 +696,10 @@ impl Namespace {
             return Err(errno(libc::EINVAL));
         }
         let mut deltas = Vec::new();
-        self.dirs.get_mut(&parent).expect("checked").insert(name.clone(), dst);
+        self.dirs
+            .get_mut(&parent)
+            .expect("checked")
+            .insert(name.clone(), dst);
         self.dirs
             .get_mut(&new_parent)
             .expect("checked")
@@ -698,11 +715,18 @@ impl Namespace {
             dentry: src,
         });
         if parent != new_parent && src_is_dir != dst_is_dir {
-            let (gains, loses) = if src_is_dir { (new_parent, parent) } else { (parent, new_parent) };
+            let (gains, loses) = if src_is_dir {
+                (new_parent, parent)
+            } else {
+                (parent, new_parent)
+            };
             self.inodes.get_mut(&gains).expect("checked").attr.nlink += 1;
             self.inodes.get_mut(&loses).expect("checked").attr.nlink -= 1;
         }
-        for (ino, is_dir, now_in) in [(src.ino, src_is_dir, new_parent), (dst.ino, dst_is_dir, parent)] {
+        for (ino, is_dir, now_in) in [
+            (src.ino, src_is_dir, new_parent),
+            (dst.ino, dst_is_dir, parent),
+        ] {
             let rec = self.inodes.get_mut(&ino).expect("checked");
             rec.attr.ctime = now;
             if is_dir {
@@ -894,7 +918,10 @@ impl Namespace {
                 "object_size={} stripe_unit={} stripe_count={}",
                 l.object_size, l.stripe_unit, l.stripe_count
             );
-            return Ok(done_with(MdsAnswer::Value(ByteBuf::from(text.into_bytes())), vec![]));
+            return Ok(done_with(
+                MdsAnswer::Value(ByteBuf::from(text.into_bytes())),
+                vec![],
+            ));
         }
         match rec.xattrs.iter().find(|(n, _)| n == name) {
             Some((_, v)) => Ok(done_with(MdsAnswer::Value(v.clone()), vec![])),
@@ -931,7 +958,7 @@ fn check_xattr_name(name: &[u8]) -> Result<(), Stop> {
         return Err(errno(libc::ERANGE));
     }
     let prefixes = [&b"user."[..], b"trusted.", b"security."];
-    if prefixes.iter().any(|p| name == *p) {
+    if prefixes.contains(&name) {
         return Err(errno(libc::EINVAL));
     }
     if name != LAYOUT_XATTR && !prefixes.iter().any(|p| name.starts_with(p)) {

@@ -36,7 +36,13 @@ impl DataPath {
     ///
     /// # Errors
     /// `ENOSPC` for a full cluster, `EIO` otherwise.
-    pub async fn write(&self, ino: u64, layout: &Layout, offset_bytes: u64, data: Bytes) -> Result<(), Errno> {
+    pub async fn write(
+        &self,
+        ino: u64,
+        layout: &Layout,
+        offset_bytes: u64,
+        data: Bytes,
+    ) -> Result<(), Errno> {
         let pieces = layout::extents(layout, offset_bytes, data.len() as u64);
         let mut tasks = tokio::task::JoinSet::new();
         for piece in pieces {
@@ -50,7 +56,12 @@ impl DataPath {
             tasks.spawn(async move {
                 let name = layout::object_name(ino, piece.object_index);
                 path.client
-                    .write(&path.pool, name.as_bytes(), piece.object_offset_bytes, bytes)
+                    .write(
+                        &path.pool,
+                        name.as_bytes(),
+                        piece.object_offset_bytes,
+                        bytes,
+                    )
                     .await
                     .map(drop)
                     .map_err(|e| errno_of(&e))
@@ -67,7 +78,13 @@ impl DataPath {
     ///
     /// # Errors
     /// `EIO`.
-    pub async fn read(&self, ino: u64, layout: &Layout, offset_bytes: u64, length_bytes: u64) -> Result<Vec<u8>, Errno> {
+    pub async fn read(
+        &self,
+        ino: u64,
+        layout: &Layout,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<Vec<u8>, Errno> {
         let pieces = layout::extents(layout, offset_bytes, length_bytes);
         let mut out = vec![0u8; usize::try_from(length_bytes).unwrap_or(0)];
         let mut tasks = tokio::task::JoinSet::new();
@@ -100,11 +117,18 @@ impl DataPath {
     ///
     /// # Errors
     /// `EIO`.
-    pub async fn truncate(&self, ino: u64, layout: &Layout, old_size: u64, new_size: u64) -> Result<(), Errno> {
+    pub async fn truncate(
+        &self,
+        ino: u64,
+        layout: &Layout,
+        old_size: u64,
+        new_size: u64,
+    ) -> Result<(), Errno> {
         if new_size >= old_size {
             return Ok(());
         }
-        let first = layout::object_count(layout, new_size).saturating_sub(u64::from(layout.stripe_count));
+        let first =
+            layout::object_count(layout, new_size).saturating_sub(u64::from(layout.stripe_count));
         let last = layout::object_count(layout, old_size);
         let mut tasks = tokio::task::JoinSet::new();
         for index in first..last {
@@ -116,10 +140,15 @@ impl DataPath {
                     path.client.remove(&path.pool, name.as_bytes()).await
                 } else {
                     let op = WriteOp::new().guard(Guard::Exists).truncate(kept);
-                    path.client.operate(&path.pool, name.as_bytes(), op).await.map(drop)
+                    path.client
+                        .operate(&path.pool, name.as_bytes(), op)
+                        .await
+                        .map(drop)
                 };
                 match result {
-                    Ok(()) | Err(ClientError::NotFound | ClientError::CompareFailed { .. }) => Ok(()),
+                    Ok(()) | Err(ClientError::NotFound | ClientError::CompareFailed { .. }) => {
+                        Ok(())
+                    }
                     Err(e) => Err(errno_of(&e)),
                 }
             });
@@ -138,7 +167,13 @@ impl DataPath {
     ///
     /// # Errors
     /// `EIO`.
-    pub async fn zero(&self, ino: u64, layout: &Layout, offset_bytes: u64, length_bytes: u64) -> Result<(), Errno> {
+    pub async fn zero(
+        &self,
+        ino: u64,
+        layout: &Layout,
+        offset_bytes: u64,
+        length_bytes: u64,
+    ) -> Result<(), Errno> {
         for piece in layout::extents(layout, offset_bytes, length_bytes) {
             let name = layout::object_name(ino, piece.object_index);
             let op = WriteOp::new()
@@ -163,7 +198,9 @@ async fn join_one(tasks: &mut tokio::task::JoinSet<Result<(), Errno>>) -> Result
 
 type ReadPiece = (ObjectExtent, Bytes);
 
-async fn join_read(tasks: &mut tokio::task::JoinSet<Result<ReadPiece, Errno>>) -> Result<Option<ReadPiece>, Errno> {
+async fn join_read(
+    tasks: &mut tokio::task::JoinSet<Result<ReadPiece, Errno>>,
+) -> Result<Option<ReadPiece>, Errno> {
     match tasks.join_next().await {
         Some(Ok(r)) => r.map(Some),
         Some(Err(_)) => Err(libc::EIO),
@@ -174,7 +211,9 @@ async fn join_read(tasks: &mut tokio::task::JoinSet<Result<ReadPiece, Errno>>) -
 fn place(out: &mut [u8], piece: Option<ReadPiece>) {
     let Some((piece, bytes)) = piece else { return };
     let start = usize::try_from(piece.range_offset_bytes).unwrap_or(usize::MAX);
-    let n = bytes.len().min(usize::try_from(piece.length_bytes).unwrap_or(0));
+    let n = bytes
+        .len()
+        .min(usize::try_from(piece.length_bytes).unwrap_or(0));
     if let Some(dst) = out.get_mut(start..start + n) {
         dst.copy_from_slice(&bytes[..n]);
     }
@@ -257,7 +296,8 @@ impl Dirty {
             }
             let from = offset.max(*o);
             let to = end.min(d_end);
-            let src = &d[usize::try_from(from - o).unwrap_or(0)..usize::try_from(to - o).unwrap_or(0)];
+            let src =
+                &d[usize::try_from(from - o).unwrap_or(0)..usize::try_from(to - o).unwrap_or(0)];
             let dst_at = usize::try_from(from - offset).unwrap_or(0);
             buf[dst_at..dst_at + src.len()].copy_from_slice(src);
         }
@@ -265,7 +305,12 @@ impl Dirty {
 
     /// Forgets dirty bytes at or past `size`.
     pub fn cut(&mut self, size: u64) {
-        let past: Vec<u64> = self.ranges.range(..).filter(|(o, d)| *o + d.len() as u64 > size).map(|(o, _)| *o).collect();
+        let past: Vec<u64> = self
+            .ranges
+            .range(..)
+            .filter(|(o, d)| *o + d.len() as u64 > size)
+            .map(|(o, _)| *o)
+            .collect();
         for o in past {
             if let Some(mut d) = self.ranges.remove(&o) {
                 self.bytes -= d.len() as u64;

@@ -12,14 +12,12 @@ use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{DIRTY_BYTES_PER_FILE_MAX, READDIR_PAGE_ENTRIES};
 use crate::mount::session::MdsSession;
 use bytes::Bytes;
-use cairn_proto::mds::{
-    Attr, Caller, Errno, Layout, MdsAnswer, MdsOp, SetAttr, SetTime, Time,
-};
+use cairn_proto::mds::{Attr, Caller, Errno, Layout, MdsAnswer, MdsOp, SetAttr, SetTime, Time};
 use fuser::{
     Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use serde_bytes::ByteBuf;
 use std::collections::HashMap;
@@ -44,7 +42,9 @@ fn to_system(t: Time) -> SystemTime {
     } else {
         UNIX_EPOCH.checked_sub(secs)
     };
-    whole.and_then(|w| w.checked_add(nanos)).unwrap_or(UNIX_EPOCH)
+    whole
+        .and_then(|w| w.checked_add(nanos))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 fn from_system(t: SystemTime) -> Time {
@@ -281,7 +281,9 @@ impl Core {
 
     /// Sends dirty bytes, then tells the MDS the new size and time.
     async fn flush(&self, ino: u64, who: Caller) -> Result<(), Errno> {
-        let Some(state) = self.file(ino) else { return Ok(()) };
+        let Some(state) = self.file(ino) else {
+            return Ok(());
+        };
         let mut s = state.lock().await;
         self.flush_data(ino, &mut s).await?;
         if let Some(mtime) = s.written_mtime {
@@ -306,7 +308,9 @@ impl Core {
         s.readahead.clear();
         if h.write_through {
             self.flush_data(h.ino, &mut s).await?;
-            self.data.write(h.ino, &s.layout, offset, Bytes::from(data)).await?;
+            self.data
+                .write(h.ino, &s.layout, offset, Bytes::from(data))
+                .await?;
         } else {
             s.dirty.insert(offset, &data);
         }
@@ -334,7 +338,10 @@ impl Core {
         let mut buf = if let Some(bytes) = s.readahead.get(offset, length) {
             bytes.to_vec()
         } else {
-            let fetch = s.readahead.fetch_length(offset, length).min(file_size - offset);
+            let fetch = s
+                .readahead
+                .fetch_length(offset, length)
+                .min(file_size - offset);
             let fetched = self.data.read(ino, &s.layout, offset, fetch).await?;
             let fetched = Bytes::from(fetched);
             let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
@@ -368,7 +375,15 @@ impl Core {
                 s.written_end = s.written_end.min(size);
                 s.readahead.clear();
                 self.data.truncate(ino, &current.layout, old, size).await?;
-                let attr = self.attr(MdsOp::SetAttr { ino, set: set.clone() }, who).await?;
+                let attr = self
+                    .attr(
+                        MdsOp::SetAttr {
+                            ino,
+                            set: set.clone(),
+                        },
+                        who,
+                    )
+                    .await?;
                 s.mds_size = attr.size;
                 s.written_end = 0;
                 s.written_mtime = None;
@@ -394,11 +409,19 @@ impl Core {
                 lock(&self.files).remove(&h.ino);
             }
         }
-        self.call(MdsOp::Release { ino: h.ino }, Caller::default()).await?;
+        self.call(MdsOp::Release { ino: h.ino }, Caller::default())
+            .await?;
         flushed
     }
 
-    async fn fallocate(&self, ino: u64, offset: u64, length: u64, mode: i32, who: Caller) -> Result<(), Errno> {
+    async fn fallocate(
+        &self,
+        ino: u64,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        who: Caller,
+    ) -> Result<(), Errno> {
         let end = offset.checked_add(length).ok_or(libc::EFBIG)?;
         if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
             if mode & libc::FALLOC_FL_KEEP_SIZE == 0 {
@@ -428,7 +451,15 @@ impl Core {
         }
         let attr = self.attr(MdsOp::GetAttr { ino }, who).await?;
         if end > attr.size {
-            self.call(MdsOp::Written { ino, size: end, mtime: now() }, who).await?;
+            self.call(
+                MdsOp::Written {
+                    ino,
+                    size: end,
+                    mtime: now(),
+                },
+                who,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -467,7 +498,10 @@ impl Filesystem for CairnFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
-            let op = MdsOp::Lookup { parent: parent.0, name };
+            let op = MdsOp::Lookup {
+                parent: parent.0,
+                name,
+            };
             reply_entry(reply, core.attr(op, who).await);
         });
     }
@@ -528,19 +562,52 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
-            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev, open: false, ino: None };
+            let op = MdsOp::Create {
+                parent: parent.0,
+                name,
+                mode,
+                umask,
+                rdev,
+                open: false,
+                ino: None,
+            };
             reply_entry(reply, core.attr(op, who).await);
         });
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
             let mode = libc::S_IFDIR | (mode & 0o7777);
-            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev: 0, open: false, ino: None };
+            let op = MdsOp::Create {
+                parent: parent.0,
+                name,
+                mode,
+                umask,
+                rdev: 0,
+                open: false,
+                ino: None,
+            };
             reply_entry(reply, core.attr(op, who).await);
         });
     }
@@ -548,7 +615,16 @@ impl Filesystem for CairnFs {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
-            let r = core.call(MdsOp::Unlink { parent: parent.0, name }, who).await.map(drop);
+            let r = core
+                .call(
+                    MdsOp::Unlink {
+                        parent: parent.0,
+                        name,
+                    },
+                    who,
+                )
+                .await
+                .map(drop);
             reply_empty(reply, r);
         });
     }
@@ -556,34 +632,81 @@ impl Filesystem for CairnFs {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
-            let r = core.call(MdsOp::Rmdir { parent: parent.0, name }, who).await.map(drop);
+            let r = core
+                .call(
+                    MdsOp::Rmdir {
+                        parent: parent.0,
+                        name,
+                    },
+                    who,
+                )
+                .await
+                .map(drop);
             reply_empty(reply, r);
         });
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         let (who, name) = (caller(req), name_buf(link_name));
         let target = ByteBuf::from(target.as_os_str().as_bytes().to_vec());
         self.spawn(|core| async move {
-            let op = MdsOp::Symlink { parent: parent.0, name, target, ino: None };
+            let op = MdsOp::Symlink {
+                parent: parent.0,
+                name,
+                target,
+                ino: None,
+            };
             reply_entry(reply, core.attr(op, who).await);
         });
     }
 
-    fn rename(&self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
         let who = caller(req);
         let (name, new_name) = (name_buf(name), name_buf(newname));
         let flags = flags.bits();
         self.spawn(|core| async move {
-            let op = MdsOp::Rename { parent: parent.0, name, new_parent: newparent.0, new_name, flags };
+            let op = MdsOp::Rename {
+                parent: parent.0,
+                name,
+                new_parent: newparent.0,
+                new_name,
+                flags,
+            };
             reply_empty(reply, core.call(op, who).await.map(drop));
         });
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let (who, name) = (caller(req), name_buf(newname));
         self.spawn(|core| async move {
-            let op = MdsOp::Link { ino: ino.0, parent: newparent.0, name };
+            let op = MdsOp::Link {
+                ino: ino.0,
+                parent: newparent.0,
+                name,
+            };
             reply_entry(reply, core.attr(op, who).await);
         });
     }
@@ -591,7 +714,10 @@ impl Filesystem for CairnFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let who = caller(req);
         self.spawn(|core| async move {
-            let op = MdsOp::Open { ino: ino.0, truncate: false };
+            let op = MdsOp::Open {
+                ino: ino.0,
+                truncate: false,
+            };
             match core.attr(op, who).await {
                 Ok(a) => {
                     let fh = core.opened(&a, flags.0);
@@ -606,11 +732,28 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
             let mode = libc::S_IFREG | (mode & 0o7777);
-            let op = MdsOp::Create { parent: parent.0, name, mode, umask, rdev: 0, open: true, ino: None };
+            let op = MdsOp::Create {
+                parent: parent.0,
+                name,
+                mode,
+                umask,
+                rdev: 0,
+                open: true,
+                ino: None,
+            };
             match core.attr(op, who).await {
                 Ok(a) => {
                     let fh = core.opened(&a, flags);
@@ -618,14 +761,30 @@ impl Filesystem for CairnFs {
                     if flags & libc::O_DIRECT != 0 {
                         open_flags |= FopenFlags::FOPEN_DIRECT_IO;
                     }
-                    reply.created(&TTL, &file_attr(&a), Generation(0), FileHandle(fh), open_flags);
+                    reply.created(
+                        &TTL,
+                        &file_attr(&a),
+                        Generation(0),
+                        FileHandle(fh),
+                        open_flags,
+                    );
                 }
                 Err(e) => reply.error(fe(e)),
             }
         });
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyData) {
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
         self.spawn(|core| async move {
             match core.read(ino.0, offset, size).await {
                 Ok(bytes) => reply.data(&bytes),
@@ -634,7 +793,18 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn write(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, data: &[u8], _write_flags: WriteFlags, _flags: OpenFlags, _lock_owner: Option<LockOwner>, reply: ReplyWrite) {
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
         let data = data.to_vec();
         self.spawn(|core| async move {
             let Some(h) = core.handle(fh.0) else {
@@ -648,20 +818,43 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         let who = caller(req);
         self.spawn(|core| async move {
             reply_empty(reply, core.flush(ino.0, who).await);
         });
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         self.spawn(|core| async move {
             reply_empty(reply, core.release(fh.0).await);
         });
     }
 
-    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let who = caller(req);
         self.spawn(|core| async move {
             let r = async {
@@ -676,7 +869,14 @@ impl Filesystem for CairnFs {
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn readdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let who = caller(req);
         self.spawn(|core| async move {
             if offset < 1 && reply.add(ino, 1, FileType::Directory, ".") {
@@ -689,7 +889,11 @@ impl Filesystem for CairnFs {
             }
             let mut cookie = if offset <= 2 { 0 } else { offset };
             loop {
-                let op = MdsOp::ReadDir { ino: ino.0, cookie, max: READDIR_PAGE_ENTRIES };
+                let op = MdsOp::ReadDir {
+                    ino: ino.0,
+                    cookie,
+                    max: READDIR_PAGE_ENTRIES,
+                };
                 let (entries, eof) = match core.call(op, who).await {
                     Ok(MdsAnswer::Entries { entries, eof }) => (entries, eof),
                     Ok(_) => {
@@ -702,7 +906,12 @@ impl Filesystem for CairnFs {
                     }
                 };
                 for e in &entries {
-                    if reply.add(INodeNo(e.ino), e.cookie, kind_of(e.kind), OsStr::from_bytes(&e.name)) {
+                    if reply.add(
+                        INodeNo(e.ino),
+                        e.cookie,
+                        kind_of(e.kind),
+                        OsStr::from_bytes(&e.name),
+                    ) {
                         reply.ok();
                         return;
                     }
@@ -716,7 +925,14 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn fsyncdir(&self, req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let who = caller(req);
         self.spawn(|core| async move {
             reply_empty(reply, core.call(MdsOp::Sync, who).await.map(drop));
@@ -747,12 +963,26 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         let (who, name) = (caller(req), name_buf(name));
         let value = ByteBuf::from(value.to_vec());
         let flags = u32::try_from(flags).unwrap_or(0);
         self.spawn(|core| async move {
-            let op = MdsOp::SetXattr { ino: ino.0, name, value, flags };
+            let op = MdsOp::SetXattr {
+                ino: ino.0,
+                name,
+                value,
+                flags,
+            };
             reply_empty(reply, core.call(op, who).await.map(drop));
         });
     }
@@ -794,10 +1024,22 @@ impl Filesystem for CairnFs {
         });
     }
 
-    fn fallocate(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         let who = caller(req);
         self.spawn(|core| async move {
-            reply_empty(reply, core.fallocate(ino.0, offset, length, mode, who).await);
+            reply_empty(
+                reply,
+                core.fallocate(ino.0, offset, length, mode, who).await,
+            );
         });
     }
 }

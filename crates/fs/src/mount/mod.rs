@@ -50,10 +50,10 @@ pub struct Mounted {
 impl Mounted {
     /// Unmounts.
     pub fn unmount(mut self) {
-        if let Some(s) = self.session.take() {
-            if let Err(error) = s.join() {
-                tracing::warn!(%error, "unmount");
-            }
+        if let Some(s) = self.session.take()
+            && let Err(error) = s.join()
+        {
+            tracing::warn!(%error, "unmount");
         }
     }
 }
@@ -63,7 +63,10 @@ impl Mounted {
 ///
 /// # Errors
 /// [`MountError`].
-pub async fn mount(config: &MountConfig, rt: tokio::runtime::Handle) -> Result<Mounted, MountError> {
+pub async fn mount(
+    config: &MountConfig,
+    rt: tokio::runtime::Handle,
+) -> Result<Mounted, MountError> {
     let client = Client::connect(&config.mon_addr).await?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let name = format!("{}:{}", host.trim(), std::process::id());

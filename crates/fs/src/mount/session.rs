@@ -63,7 +63,11 @@ impl MdsSession {
     ///
     /// # Errors
     /// An errno if no MDS answers in time.
-    pub async fn open(client: Client, fs: &str, name: &str) -> Result<(MdsSession, MdsAnswer), Errno> {
+    pub async fn open(
+        client: Client,
+        fs: &str,
+        name: &str,
+    ) -> Result<(MdsSession, MdsAnswer), Errno> {
         let session = MdsSession {
             inner: Arc::new(Inner {
                 client,
@@ -78,7 +82,14 @@ impl MdsSession {
                 data_pool: Mutex::new(String::new()),
             }),
         };
-        let hello = session.call(MdsOp::Hello { name: name.to_owned() }, Caller::default()).await?;
+        let hello = session
+            .call(
+                MdsOp::Hello {
+                    name: name.to_owned(),
+                },
+                Caller::default(),
+            )
+            .await?;
         tokio::spawn(poll_forever(Arc::downgrade(&session.inner)));
         Ok((session, hello))
     }
@@ -131,7 +142,9 @@ impl MdsSession {
                     continue;
                 }
             };
-            let sent = conn.call::<MdsRequest, MdsReply>(&request, Bytes::new()).await;
+            let sent = conn
+                .call::<MdsRequest, MdsReply>(&request, Bytes::new())
+                .await;
             let reply = match sent {
                 Ok((reply, _)) => reply,
                 Err(error) => {
@@ -165,7 +178,13 @@ impl MdsSession {
         }
     }
 
-    fn keep_if_unsafe(&self, request: &MdsRequest, answer: &MdsAnswer, seq: Option<u64>, durable: u64) {
+    fn keep_if_unsafe(
+        &self,
+        request: &MdsRequest,
+        answer: &MdsAnswer,
+        seq: Option<u64>,
+        durable: u64,
+    ) {
         let Some(seq) = seq else { return };
         if seq <= durable {
             return;
@@ -213,7 +232,9 @@ impl MdsSession {
             request_timeout: Duration::from_millis(MDS_REQUEST_TIMEOUT_MS),
             ..ConnectOptions::default()
         };
-        let conn = Connection::connect(addr.as_str(), options).await.map_err(drop)?;
+        let conn = Connection::connect(addr.as_str(), options)
+            .await
+            .map_err(drop)?;
         let hello = MdsRequest {
             session: self.inner.session,
             tid: 0,
@@ -232,7 +253,9 @@ impl MdsSession {
             _ => return Err(()),
         }
         // A new MDS numbers its journal afresh from what survived.
-        self.inner.durable.store(reply.durable_seq, Ordering::Relaxed);
+        self.inner
+            .durable
+            .store(reply.durable_seq, Ordering::Relaxed);
         self.replay(&conn).await?;
         let number = self.inner.conn_number.fetch_add(1, Ordering::Relaxed) + 1;
         *slot = Some((conn.clone(), number));
@@ -244,7 +267,10 @@ impl MdsSession {
         if pending.is_empty() {
             return Ok(());
         }
-        tracing::info!(count = pending.len(), "replaying changes the old MDS had not made durable");
+        tracing::info!(
+            count = pending.len(),
+            "replaying changes the old MDS had not made durable"
+        );
         for u in pending {
             let (reply, _) = conn
                 .call::<MdsRequest, MdsReply>(&u.request, Bytes::new())
@@ -284,7 +310,9 @@ impl MdsSession {
 /// Keeps the session alive and learns the durable sequence.
 async fn poll_forever(inner: std::sync::Weak<Inner>) {
     loop {
-        let Some(strong) = inner.upgrade() else { return };
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
         let session = MdsSession { inner: strong };
         let conn = session.connection().await;
         let Ok((conn, number)) = conn else {
@@ -297,7 +325,9 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
             durable_seq: session.inner.durable.load(Ordering::Relaxed),
             wait_ms: POLL_WAIT_MS,
         };
-        let answer = conn.call::<MdsPoll, MdsPollReply>(&poll, Bytes::new()).await;
+        let answer = conn
+            .call::<MdsPoll, MdsPollReply>(&poll, Bytes::new())
+            .await;
         match answer {
             Ok((MdsPollReply { result: Ok(seq) }, _)) => session.saw_durable(seq),
             Ok(_) | Err(_) => {
