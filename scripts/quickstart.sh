@@ -4,9 +4,13 @@
 # to use it. Stop it with `target/release/cairn down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v cc >/dev/null; then
+need=()
+command -v cc >/dev/null || need+=(build-essential)
+# cairn mount uses the kernel's FUSE; fuse3 brings fusermount3 for non-root.
+command -v fusermount3 >/dev/null || need+=(fuse3)
+if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 cargo build --release
 cairn=target/release/cairn
@@ -32,6 +36,15 @@ head -c 4194304 /dev/urandom > "$data/sample.bin"
 "$cairn" object put --pool data sample "$data/sample.bin"
 "$cairn" object get --pool data sample "$data/sample.out"
 cmp "$data/sample.bin" "$data/sample.out" && echo "4 MiB object read back byte-exact"
+echo
+echo "== the file system: cairn mount $data/mnt (FUSE), then ordinary tools"
+mkdir -p "$data/mnt"
+"$cairn" mount --allow-other "$data/mnt" >"$data/logs/mount.log" 2>&1 &
+mount_pid=$!
+for _ in $(seq 50); do grep -q " $data/mnt fuse" /proc/self/mounts && break; sleep 0.1; done
+mkdir -p "$data/mnt/demo" && cp "$data/sample.bin" "$data/mnt/demo/" && ls -l "$data/mnt/demo"
+cmp "$data/sample.bin" "$data/mnt/demo/sample.bin" && echo "4 MiB file read back byte-exact through the mount"
+kill "$mount_pid" && wait "$mount_pid" 2>/dev/null || true
 cat <<TXT
 
 The cluster keeps running in the background (logs in $data/logs).
@@ -40,6 +53,8 @@ Try:
   $cairn pool create mypool --size 3 --pg-num 64
   $cairn object put --pool mypool NAME FILE     (and get, stat, rm; '-' for stdin/stdout)
   $cairn placement simulate --racks 5 --hosts 100 --osds-per-host 10 --pg-num 4096 --size 3
+  $cairn mount --allow-other /mnt/cairn &       (the file system; cairn fs ls shows its MDS)
+  $cairn bench fs --dir /mnt/cairn --procs 2    (IOR/mdtest-like phases on any mounted directory)
   $cairn bench store --dir /var/tmp --fio
   $cairn down                                   (stops the cluster)
 TXT
