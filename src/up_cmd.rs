@@ -359,7 +359,11 @@ fn detach(args: &UpArgs) -> CliResult {
         .arg("--osds")
         .arg(args.osds.to_string())
         .arg("--base-port")
-        .arg(args.base_port.to_string());
+        .arg(args.base_port.to_string())
+        .arg("--mds")
+        .arg(args.mds.to_string())
+        .arg("--fs-name")
+        .arg(&args.fs_name);
     if args.no_restart {
         command.arg("--no-restart");
     }
