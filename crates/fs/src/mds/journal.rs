@@ -185,18 +185,7 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
     // A new segment under our generation; creating it exclusively fails if
     // an old active raced one in after we looked, and then we go round.
     let segment = seq_in;
-    let op = WriteOp::new()
-        .create(true)
-        .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
-    match pools
-        .client
-        .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
-        .await
-    {
-        Ok(_) => {}
-        Err(ClientError::Exists) => return Err(JournalError::Fenced(pools.generation)),
-        Err(e) => return Err(e.into()),
-    }
+    create_segment(pools, segment).await?;
     let old_first = head.first_segment;
     head = Head {
         first_segment: segment,
@@ -214,6 +203,23 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
         completed,
         entries: count,
     })
+}
+
+/// Creates segment `seq` under our generation. Exclusively: if it exists,
+/// another MDS made it after us, so ours is fenced.
+async fn create_segment(pools: &Pools, seq: u64) -> Result<(), JournalError> {
+    let op = WriteOp::new()
+        .create(true)
+        .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
+    match pools
+        .client
+        .operate(&pools.meta_pool, segment_object(seq).as_bytes(), op)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(ClientError::Exists) => Err(JournalError::Fenced(pools.generation)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn remove_ignoring_missing(
@@ -392,17 +398,8 @@ pub async fn run_writer(
         if segment_bytes + encoded.len() > SEGMENT_BYTES_MAX && segment_bytes > 0 {
             segment += 1;
             segment_bytes = 0;
-            let op = WriteOp::new()
-                .create(true)
-                .set_xattr(GEN_XATTR, &gen_bytes(pools.generation));
-            match pools
-                .client
-                .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
-                .await
-            {
-                Ok(_) => {}
-                Err(ClientError::Exists) => return JournalError::Fenced(pools.generation),
-                Err(e) => return e.into(),
+            if let Err(e) = create_segment(&pools, segment).await {
+                return e;
             }
         }
         let op = WriteOp::new()

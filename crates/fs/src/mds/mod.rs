@@ -474,6 +474,8 @@ impl Actor {
         }
         if let MdsOp::StatFs = request.op {
             let mut stat = self.stat.lock().map(|s| *s).unwrap_or_default();
+            // Inodes the MDS has cached: a lower bound of the files (the
+            // namespace keeps no count of its own yet).
             stat.files = self.ns.cached().0 as u64;
             return Some(reply(Ok(MdsAnswer::StatFs(stat)), None));
         }

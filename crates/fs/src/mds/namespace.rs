@@ -663,7 +663,8 @@ impl Namespace {
             dentry: src,
         });
         if src_is_dir && parent != new_parent {
-            self.inodes.get_mut(&parent).expect("checked").attr.nlink -= 1;
+            let from = &mut self.inodes.get_mut(&parent).expect("checked").attr;
+            from.nlink = from.nlink.saturating_sub(1);
             self.inodes
                 .get_mut(&new_parent)
                 .expect("checked")
@@ -721,7 +722,8 @@ impl Namespace {
                 (parent, new_parent)
             };
             self.inodes.get_mut(&gains).expect("checked").attr.nlink += 1;
-            self.inodes.get_mut(&loses).expect("checked").attr.nlink -= 1;
+            let from = &mut self.inodes.get_mut(&loses).expect("checked").attr;
+            from.nlink = from.nlink.saturating_sub(1);
         }
         for (ino, is_dir, now_in) in [
             (src.ino, src_is_dir, new_parent),

@@ -272,9 +272,18 @@ impl Core {
     }
 
     /// Sends the file's dirty bytes to the OSDs.
+    /// Sends the file's dirty bytes to the OSDs. What could not be sent
+    /// (a full cluster, say) stays dirty for the next flush.
     async fn flush_data(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
-        for (offset, bytes) in s.dirty.take() {
-            self.data.write(ino, &s.layout, offset, bytes).await?;
+        let mut ranges = s.dirty.take().into_iter();
+        while let Some((offset, bytes)) = ranges.next() {
+            if let Err(e) = self.data.write(ino, &s.layout, offset, bytes.clone()).await {
+                s.dirty.insert(offset, &bytes);
+                for (o, b) in ranges {
+                    s.dirty.insert(o, &b);
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -462,6 +471,15 @@ impl Core {
             .await?;
         }
         Ok(())
+    }
+}
+
+/// How the kernel treats an open file: `O_DIRECT` bypasses its page cache.
+fn fopen_flags(flags: i32) -> FopenFlags {
+    if flags & libc::O_DIRECT != 0 {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
     }
 }
 
@@ -721,11 +739,7 @@ impl Filesystem for CairnFs {
             match core.attr(op, who).await {
                 Ok(a) => {
                     let fh = core.opened(&a, flags.0);
-                    let mut open_flags = FopenFlags::empty();
-                    if flags.0 & libc::O_DIRECT != 0 {
-                        open_flags |= FopenFlags::FOPEN_DIRECT_IO;
-                    }
-                    reply.opened(FileHandle(fh), open_flags);
+                    reply.opened(FileHandle(fh), fopen_flags(flags.0));
                 }
                 Err(e) => reply.error(fe(e)),
             }
@@ -757,10 +771,7 @@ impl Filesystem for CairnFs {
             match core.attr(op, who).await {
                 Ok(a) => {
                     let fh = core.opened(&a, flags);
-                    let mut open_flags = FopenFlags::empty();
-                    if flags & libc::O_DIRECT != 0 {
-                        open_flags |= FopenFlags::FOPEN_DIRECT_IO;
-                    }
+                    let open_flags = fopen_flags(flags);
                     reply.created(
                         &TTL,
                         &file_attr(&a),
