@@ -48,11 +48,13 @@ pub struct Mounted {
 }
 
 impl Mounted {
-    /// Unmounts.
+    /// Unmounts (if the kernel still has the mount) and waits for the
+    /// serving thread to end.
     pub fn unmount(mut self) {
         if let Some(s) = self.session.take()
-            && let Err(error) = s.join()
+            && let Err(error) = s.umount_and_join()
         {
+            // Unmounted already by another hand (`umount`), or busy.
             tracing::warn!(%error, "unmount");
         }
     }
