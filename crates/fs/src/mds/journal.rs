@@ -18,12 +18,16 @@ use crate::format::{
     inode_object, segment_object,
 };
 use crate::layout;
-use crate::mds::limits::{JOURNAL_BATCH_BYTES_MAX, SEGMENT_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT};
+use crate::mds::limits::{
+    JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, SEGMENT_BYTES_MAX, WRITEBACK_DELAY_MS,
+    WRITEBACK_OPS_IN_FLIGHT,
+};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, WriteOp};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, watch};
 
 /// Why the journal stopped.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -378,22 +382,13 @@ pub async fn run_writer(
     pools: Pools,
     mut segment: u64,
     mut queue: mpsc::Receiver<Entry>,
+    flush_now: Arc<Notify>,
     durable: watch::Sender<u64>,
     writeback: mpsc::UnboundedSender<(u64, Vec<Entry>)>,
 ) -> JournalError {
     let mut segment_bytes = 0usize;
     while let Some(first) = queue.recv().await {
-        let mut batch = vec![first];
-        let mut bytes = 0;
-        while bytes < JOURNAL_BATCH_BYTES_MAX {
-            match queue.try_recv() {
-                Ok(e) => {
-                    bytes += 64 + e.deltas.len() * 96;
-                    batch.push(e);
-                }
-                Err(_) => break,
-            }
-        }
+        let batch = gather(first, &mut queue, &flush_now).await;
         let encoded = Bytes::from(format::encode_batch(&batch));
         if segment_bytes + encoded.len() > SEGMENT_BYTES_MAX && segment_bytes > 0 {
             segment += 1;
@@ -429,6 +424,38 @@ pub async fn run_writer(
     JournalError::Damaged("journal queue closed".into())
 }
 
+/// One batch: `first` and whatever arrives within
+/// [`JOURNAL_FLUSH_DELAY_MS`] (clients do not wait for the journal, so a
+/// short wait buys fewer, larger appends), unless someone waits for
+/// durability (`flush_now`) or the batch is full.
+async fn gather(first: Entry, queue: &mut mpsc::Receiver<Entry>, flush_now: &Notify) -> Vec<Entry> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(JOURNAL_FLUSH_DELAY_MS);
+    let weight = |e: &Entry| 64 + e.deltas.len() * 96;
+    let mut bytes = weight(&first);
+    let mut batch = vec![first];
+    while bytes < JOURNAL_BATCH_BYTES_MAX {
+        tokio::select! {
+            biased;
+            () = flush_now.notified() => break,
+            () = tokio::time::sleep_until(deadline) => break,
+            next = queue.recv() => match next {
+                Some(e) => {
+                    bytes += weight(&e);
+                    batch.push(e);
+                }
+                None => break,
+            },
+        }
+    }
+    // Whatever is already queued goes too.
+    while bytes < JOURNAL_BATCH_BYTES_MAX {
+        let Ok(e) = queue.try_recv() else { break };
+        bytes += weight(&e);
+        batch.push(e);
+    }
+    batch
+}
+
 /// The write-back worker: writes durable entries to the namespace objects
 /// a round at a time, then moves the head past every segment older than
 /// the newest one written back, and removes them.
@@ -438,6 +465,9 @@ pub async fn run_writeback(
     mut queue: mpsc::UnboundedReceiver<(u64, Vec<Entry>)>,
 ) -> JournalError {
     while let Some(first) = queue.recv().await {
+        // A moment's wait lets many batches coalesce into one write per
+        // object (a directory's creates become one omap update).
+        tokio::time::sleep(Duration::from_millis(WRITEBACK_DELAY_MS)).await;
         let mut rounds = vec![first];
         while let Ok(more) = queue.try_recv() {
             rounds.push(more);

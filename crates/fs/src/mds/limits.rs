@@ -4,6 +4,14 @@
 /// next append).
 pub const JOURNAL_BATCH_BYTES_MAX: usize = 4 << 20;
 
+/// How long the journal writer gathers entries before an append, unless a
+/// client waits for durability (`fsync`). Clients are answered before the
+/// journal, so this costs no request latency.
+pub const JOURNAL_FLUSH_DELAY_MS: u64 = 5;
+
+/// How long write-back gathers durable batches before a round.
+pub const WRITEBACK_DELAY_MS: u64 = 100;
+
 /// A journal segment object is closed past this size.
 pub const SEGMENT_BYTES_MAX: usize = 32 << 20;
 

@@ -139,10 +139,12 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     let (entries_tx, entries_rx) = mpsc::channel(JOURNAL_QUEUE_MAX);
     let (durable_tx, durable_rx) = watch::channel(replayed.seq);
     let (writeback_tx, writeback_rx) = mpsc::unbounded_channel();
+    let flush_now = Arc::new(tokio::sync::Notify::new());
     let writer = tokio::spawn(journal::run_writer(
         pools.clone(),
         replayed.segment,
         entries_rx,
+        Arc::clone(&flush_now),
         durable_tx,
         writeback_tx,
     ));
@@ -162,6 +164,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         pools: pools.clone(),
         seq: replayed.seq,
         journal: entries_tx,
+        flush_now,
         durable: durable_rx.clone(),
         sessions: HashMap::new(),
         completed,
@@ -337,6 +340,8 @@ struct Actor {
     /// The last sequence handed out.
     seq: u64,
     journal: mpsc::Sender<format::Entry>,
+    /// Tells the journal writer someone waits for durability.
+    flush_now: Arc<tokio::sync::Notify>,
     durable: watch::Receiver<u64>,
     sessions: HashMap<u64, Session>,
     /// Changes applied, for resends and replays: (session, tid) → seq.
@@ -404,6 +409,7 @@ impl Actor {
     /// Sends `reply` once everything handed out so far is durable.
     fn reply_when_durable(&self, reply: oneshot::Sender<MdsReply>) {
         let target = self.seq;
+        self.flush_now.notify_one();
         let mut durable = self.durable.clone();
         tokio::spawn(async move {
             let reached = durable.wait_for(|d| *d >= target).await.map(|d| *d);
