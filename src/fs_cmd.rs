@@ -47,6 +47,14 @@ pub enum FsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Check a file system's namespace as stored (journal included):
+    /// dangling entries, orphan inodes, wrong link counts. Read-only; run it
+    /// on a quiet file system. Fails if it finds anything.
+    Check {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove a file system (its pools and their objects stay).
     Rm {
         name: String,
@@ -163,6 +171,38 @@ pub fn run_fs(args: FsArgs) -> CliResult {
                     println!("standby: {} {} (beacon {} ms ago)", s.name, s.addr, s.beacon_age_ms);
                 }
                 Ok(())
+            }
+            FsCommand::Check { name, json } => {
+                let list = fs_list(&client).await?;
+                let Some(fs) = list.into_iter().find(|f| f.name == name) else {
+                    return Err(format!("file system {name:?} does not exist").into());
+                };
+                let report = cairn_fs::check::check(&client, &fs.meta_pool).await?;
+                if json {
+                    print_json(&serde_json::json!({
+                        "inodes": report.inodes,
+                        "dentries": report.dentries,
+                        "directories": report.directories,
+                        "journal_entries": report.journal_entries,
+                        "problems": report.problems,
+                    }))?;
+                } else {
+                    println!(
+                        "{name}: {} inodes, {} directories, {} entries ({} journal entries not yet written back)",
+                        report.inodes, report.directories, report.dentries, report.journal_entries
+                    );
+                    for p in &report.problems {
+                        println!("  {p}");
+                    }
+                }
+                if report.problems.is_empty() {
+                    if !json {
+                        println!("no problems found");
+                    }
+                    Ok(())
+                } else {
+                    Err(format!("{} problems found", report.problems.len()).into())
+                }
             }
             FsCommand::Rm { name, confirmed } => {
                 if !confirmed {

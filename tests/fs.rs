@@ -153,6 +153,22 @@ fn a_mount_agrees_with_a_local_directory() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "fsx found a difference");
+    assert_namespace_sound(&cluster);
+}
+
+/// `cairn fs check` finds no dangling entry, orphan or wrong link count;
+/// returns its report.
+fn assert_namespace_sound(cluster: &Cluster) -> serde_json::Value {
+    let out = cluster.cairn(&["fs", "check", "cairnfs", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fs check: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("check json");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    report
 }
 
 #[test]
@@ -255,6 +271,14 @@ fn mds_sigkill_during_a_create_storm_loses_nothing_acknowledged() {
             assert!(!present.contains(&format!("r{n}")), "{name} exists twice");
         }
     }
+    let report = assert_namespace_sound(&cluster);
+    // The root, the storm directory and every file the client saw made.
+    let inodes = report["inodes"].as_u64().unwrap_or(0);
+    assert!(
+        inodes >= acked.len() as u64 + 2,
+        "{inodes} inodes for {} files",
+        acked.len()
+    );
     let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
     assert!(

@@ -15,6 +15,7 @@
 //! a crash, so what a client saw succeed survives an MDS failure, and
 //! `fsync` waits for the journal.
 
+pub mod check;
 pub mod format;
 pub mod layout;
 pub mod mds;

@@ -1,0 +1,329 @@
+//! `cairn fs check`: reads a file system's namespace as stored (directory
+//! and inode objects, with the journal's not yet written-back changes laid
+//! over them in order) and reports every inconsistency: a dangling entry,
+//! an inode no entry reaches, a link count that differs from the entries,
+//! a directory whose parent or kind is wrong, a stale directory object.
+//! It only reads; run it on a quiet file system (a change written back
+//! while it reads is caught by comparing the journal head before and after,
+//! and the check is redone).
+
+use crate::format::{
+    self, Delta, Dentry, Entry, HEAD_OBJECT, HEAD_XATTR, Head, INODES_PER_OBJECT_SHIFT, InodeRec,
+    segment_object,
+};
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, ReadRange};
+use cairn_proto::mds::ROOT_INO;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Attempts before the check gives up on a namespace that keeps changing.
+const ATTEMPTS_MAX: u32 = 5;
+
+/// Omap entries read per page.
+const PAGE_ENTRIES: u32 = 1024;
+
+/// What the check found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    pub inodes: u64,
+    pub dentries: u64,
+    pub directories: u64,
+    /// Journal entries laid over the stored objects.
+    pub journal_entries: u64,
+    pub problems: Vec<String>,
+}
+
+/// The namespace as stored.
+#[derive(Debug, Default)]
+struct Stored {
+    inodes: BTreeMap<u64, InodeRec>,
+    dentries: BTreeMap<(u64, Vec<u8>), Dentry>,
+    dir_objects: BTreeSet<u64>,
+}
+
+fn bad(e: impl std::fmt::Display) -> ClientError {
+    ClientError::Unexpected(e.to_string())
+}
+
+async fn head(client: &Client, pool: &str) -> Result<Head, ClientError> {
+    match client.get_xattrs(pool, HEAD_OBJECT.as_bytes()).await {
+        Ok(x) => match x.get(HEAD_XATTR) {
+            Some(b) => format::decode(b).map_err(bad),
+            None => Ok(Head::default()),
+        },
+        Err(ClientError::NotFound) => Ok(Head::default()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn omap_all(
+    client: &Client,
+    pool: &str,
+    object: &[u8],
+) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+    let mut out = Vec::new();
+    let mut after: Option<Bytes> = None;
+    loop {
+        let page = client
+            .omap_range(pool, object, after.as_deref(), PAGE_ENTRIES)
+            .await?;
+        let full = page.len() >= PAGE_ENTRIES as usize;
+        after = page.last().map(|(k, _)| k.clone());
+        out.extend(page);
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+async fn load(client: &Client, pool: &str) -> Result<Stored, ClientError> {
+    let mut stored = Stored::default();
+    let mut cursor = None;
+    loop {
+        let page = client.list(pool, cursor, 1024).await?;
+        for name in &page.names {
+            let text = String::from_utf8_lossy(name);
+            if let Some(hex) = text.strip_prefix("dir.") {
+                let dir = u64::from_str_radix(hex, 16).map_err(bad)?;
+                stored.dir_objects.insert(dir);
+                for (k, v) in omap_all(client, pool, name).await? {
+                    let dentry: Dentry = format::decode(&v).map_err(bad)?;
+                    stored.dentries.insert((dir, k.to_vec()), dentry);
+                }
+            } else if let Some(shard_hex) = text.strip_prefix("inode.") {
+                let shard = u64::from_str_radix(shard_hex, 16).map_err(bad)?;
+                for (k, v) in omap_all(client, pool, name).await? {
+                    let rec: InodeRec = format::decode(&v).map_err(bad)?;
+                    let key: [u8; 8] = k[..].try_into().map_err(bad)?;
+                    if u64::from_be_bytes(key) != rec.attr.ino
+                        || rec.attr.ino >> INODES_PER_OBJECT_SHIFT != shard
+                    {
+                        return Err(bad(format!(
+                            "{text}: inode {} under the wrong key",
+                            rec.attr.ino
+                        )));
+                    }
+                    stored.inodes.insert(rec.attr.ino, rec);
+                }
+            }
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(stored),
+        }
+    }
+}
+
+async fn journal(client: &Client, pool: &str, first: u64) -> Result<Vec<Entry>, ClientError> {
+    let mut all = Vec::new();
+    for seq in first.. {
+        let name = segment_object(seq);
+        match client
+            .read(pool, name.as_bytes(), ReadRange::default())
+            .await
+        {
+            Ok(bytes) => all.extend(format::decode_segment(&bytes).map_err(bad)?),
+            Err(ClientError::NotFound) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(all)
+}
+
+impl Stored {
+    fn apply(&mut self, delta: &Delta) {
+        match delta {
+            Delta::PutInode(rec) => {
+                self.inodes.insert(rec.attr.ino, rec.clone());
+            }
+            Delta::DropInode(ino) => {
+                self.inodes.remove(ino);
+            }
+            Delta::PutDentry { dir, name, dentry } => {
+                self.dentries.insert((*dir, name.to_vec()), *dentry);
+            }
+            Delta::DropDentry { dir, name } => {
+                self.dentries.remove(&(*dir, name.to_vec()));
+            }
+            Delta::DropDir(ino) => {
+                self.dentries.retain(|(d, _), _| d != ino);
+                self.dir_objects.remove(ino);
+            }
+            Delta::Purge { .. } | Delta::InoReserved(_) => {}
+        }
+    }
+
+    fn check(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let is_dir = |r: &InodeRec| r.attr.mode & libc::S_IFMT == libc::S_IFDIR;
+        match self.inodes.get(&ROOT_INO) {
+            Some(root) if is_dir(root) => {}
+            _ => problems.push("the root directory (inode 1) is missing or not a directory".into()),
+        }
+        let mut links: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut subdirs: BTreeMap<u64, u32> = BTreeMap::new();
+        for ((dir, name), d) in &self.dentries {
+            let shown = String::from_utf8_lossy(name);
+            match self.inodes.get(dir) {
+                Some(r) if is_dir(r) => {}
+                _ => problems.push(format!(
+                    "entry {shown:?} in {dir:x}, which is not a directory"
+                )),
+            }
+            let Some(rec) = self.inodes.get(&d.ino) else {
+                problems.push(format!(
+                    "dangling entry {shown:?} in {dir:x}: inode {:x} does not exist",
+                    d.ino
+                ));
+                continue;
+            };
+            if rec.attr.mode & libc::S_IFMT != d.kind {
+                problems.push(format!(
+                    "entry {shown:?} in {dir:x} says kind {:o}, inode {:x} is {:o}",
+                    d.kind,
+                    d.ino,
+                    rec.attr.mode & libc::S_IFMT
+                ));
+            }
+            *links.entry(d.ino).or_default() += 1;
+            if is_dir(rec) {
+                *subdirs.entry(*dir).or_default() += 1;
+                if rec.parent != *dir {
+                    problems.push(format!(
+                        "directory {:x} is in {dir:x} but names {:x} its parent",
+                        d.ino, rec.parent
+                    ));
+                }
+            }
+        }
+        for (ino, rec) in &self.inodes {
+            let found = links.get(ino).copied().unwrap_or(0);
+            if *ino == ROOT_INO {
+                continue;
+            }
+            if found == 0 && rec.attr.nlink == 0 {
+                // Unlinked while open: kept until the last close.
+                continue;
+            }
+            if found == 0 {
+                problems.push(format!(
+                    "orphan inode {ino:x} (nlink {}): no entry reaches it",
+                    rec.attr.nlink
+                ));
+            } else if is_dir(rec) {
+                if found != 1 {
+                    problems.push(format!("directory {ino:x} has {found} entries"));
+                }
+            } else if found != rec.attr.nlink {
+                problems.push(format!(
+                    "inode {ino:x} has nlink {} but {found} entries",
+                    rec.attr.nlink
+                ));
+            }
+        }
+        for (ino, rec) in &self.inodes {
+            if is_dir(rec) {
+                let want = 2 + subdirs.get(ino).copied().unwrap_or(0);
+                if rec.attr.nlink != want {
+                    problems.push(format!(
+                        "directory {ino:x} has nlink {} but {want} by its subdirectories",
+                        rec.attr.nlink
+                    ));
+                }
+            }
+        }
+        for dir in &self.dir_objects {
+            if !self.inodes.get(dir).is_some_and(is_dir) {
+                problems.push(format!("directory object dir.{dir:x} of no directory"));
+            }
+        }
+        problems
+    }
+}
+
+/// Checks the namespace in metadata pool `meta_pool`.
+///
+/// # Errors
+/// A read error, damaged records, or a namespace that kept changing for
+/// [`ATTEMPTS_MAX`] attempts.
+pub async fn check(client: &Client, meta_pool: &str) -> Result<CheckReport, ClientError> {
+    for _ in 0..ATTEMPTS_MAX {
+        let before = head(client, meta_pool).await?;
+        let mut stored = load(client, meta_pool).await?;
+        let entries = journal(client, meta_pool, before.first_segment).await?;
+        if head(client, meta_pool).await?.first_segment != before.first_segment {
+            // Segments were written back and trimmed while we read.
+            continue;
+        }
+        for entry in &entries {
+            for delta in &entry.deltas {
+                stored.apply(delta);
+            }
+        }
+        let directories = stored
+            .inodes
+            .values()
+            .filter(|r| r.attr.mode & libc::S_IFMT == libc::S_IFDIR)
+            .count() as u64;
+        return Ok(CheckReport {
+            inodes: stored.inodes.len() as u64,
+            dentries: stored.dentries.len() as u64,
+            directories,
+            journal_entries: entries.len() as u64,
+            problems: stored.check(),
+        });
+    }
+    Err(ClientError::Unexpected(
+        "the namespace kept changing while it was read; run the check on a quiet file system"
+            .into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_proto::mds::Attr;
+
+    fn rec(ino: u64, mode: u32, nlink: u32, parent: u64) -> InodeRec {
+        InodeRec {
+            attr: Attr {
+                ino,
+                mode,
+                nlink,
+                ..Attr::default()
+            },
+            parent,
+            ..InodeRec::default()
+        }
+    }
+
+    #[test]
+    fn a_sound_namespace_passes_and_each_fault_is_named() {
+        let mut s = Stored::default();
+        s.inodes.insert(1, rec(1, libc::S_IFDIR | 0o755, 3, 1));
+        s.inodes.insert(2, rec(2, libc::S_IFDIR | 0o755, 2, 1));
+        s.inodes.insert(3, rec(3, libc::S_IFREG | 0o644, 2, 2));
+        let dentry = |ino, kind| Dentry { ino, kind };
+        s.dentries
+            .insert((1, b"d".to_vec()), dentry(2, libc::S_IFDIR));
+        s.dentries
+            .insert((2, b"f".to_vec()), dentry(3, libc::S_IFREG));
+        s.dentries
+            .insert((1, b"hard".to_vec()), dentry(3, libc::S_IFREG));
+        assert_eq!(s.check(), Vec::<String>::new());
+        s.dentries
+            .insert((1, b"gone".to_vec()), dentry(9, libc::S_IFREG));
+        s.inodes.insert(7, rec(7, libc::S_IFREG | 0o644, 1, 1));
+        s.apply(&Delta::DropDentry {
+            dir: 1,
+            name: serde_bytes::ByteBuf::from(b"hard".to_vec()),
+        });
+        let problems = s.check().join("\n");
+        assert!(problems.contains("dangling entry \"gone\""), "{problems}");
+        assert!(problems.contains("orphan inode 7"), "{problems}");
+        assert!(
+            problems.contains("inode 3 has nlink 2 but 1 entries"),
+            "{problems}"
+        );
+    }
+}
