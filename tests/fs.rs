@@ -172,6 +172,8 @@ fn assert_namespace_sound(cluster: &Cluster) -> serde_json::Value {
     report
 }
 
+/// Also: `fcntl` and `flock` locks hold across the two mounts
+/// (`tests/fs/locks_two_mounts.py`).
 #[test]
 fn two_mounts_see_each_others_changes() {
     let cluster = up("fs-two", 19130, &[]);
@@ -207,6 +209,14 @@ fn two_mounts_see_each_others_changes() {
         std::fs::read(b.path.join("big")).expect("big read") == big,
         "big file differs in b"
     );
+    let (pa, pb) = (a.path.display().to_string(), b.path.display().to_string());
+    let out = python(&[&script("locks_two_mounts.py"), &pa, &pb]);
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "locks do not hold across mounts");
 }
 
 #[test]

@@ -263,6 +263,45 @@ pub enum MdsOp {
     StatFs,
     /// Answered once every change this session made before it is durable.
     Sync,
+    /// An advisory byte-range lock (`fcntl`, and `flock` as a whole-file
+    /// range) on `[start, end]` (inclusive) held by `owner` of the session;
+    /// `LockKind::Unlock` releases. With `wait`, answered once granted;
+    /// without, a conflict is `EAGAIN`.
+    SetLock {
+        ino: u64,
+        owner: u64,
+        start: u64,
+        end: u64,
+        kind: LockKind,
+        pid: u32,
+        wait: bool,
+    },
+    /// The first lock that conflicts with the one described, answered
+    /// with [`MdsAnswer::Lock`].
+    GetLock {
+        ino: u64,
+        owner: u64,
+        start: u64,
+        end: u64,
+        kind: LockKind,
+    },
+}
+
+/// What a lock request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockKind {
+    Read,
+    Write,
+    Unlock,
+}
+
+/// A lock held, as `GetLock` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    pub start: u64,
+    pub end: u64,
+    pub kind: LockKind,
+    pub pid: u32,
 }
 
 impl MdsOp {
@@ -331,6 +370,8 @@ pub enum MdsAnswer {
     Names(Vec<ByteBuf>),
     StatFs(FsStat),
     Done,
+    /// A conflicting lock, or none.
+    Lock(Option<LockInfo>),
 }
 
 /// Why an MDS request failed.

@@ -9,11 +9,16 @@
 use bytes::Bytes;
 use cairn_placement::Weight;
 use cairn_proto::map::OsdEndpoint;
+use cairn_proto::mds::{
+    Attr, Caller, DirEntry, FsStat, Layout, LockInfo, LockKind, MdsAnswer, MdsError, MdsOp,
+    MdsPoll, MdsPollReply, MdsReply, MdsRequest, SetAttr, SetTime, Time,
+};
 use cairn_proto::mon::{
     CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
     MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
     RedundancySpec, Reply, StatsReply, Subscribe,
 };
+use cairn_proto::mon::{FsStatus, MdsInfo, MdsRole};
 use cairn_proto::osd::{
     ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
     PgCommandReply, ReqIdWire, VersionWire,
@@ -741,6 +746,334 @@ fn peer_samples(out: &mut Vec<Sample>) {
     }
 }
 
+/// The file system's monitor commands and replies, and every MDS message
+/// (kinds 0x0300..).
+fn fs_samples(out: &mut Vec<Sample>) {
+    let fs_commands = [
+        (
+            "FsCreate",
+            MonCommand::FsCreate {
+                name: "fs".into(),
+                meta_pool: "m".into(),
+                data_pool: "d".into(),
+            },
+        ),
+        ("FsRemove", MonCommand::FsRemove("fs".into())),
+        ("FsLs", MonCommand::FsLs),
+        (
+            "MdsBeacon",
+            MonCommand::MdsBeacon {
+                fs: "fs".into(),
+                name: "a".into(),
+                addr: "127.0.0.1:7000".into(),
+            },
+        ),
+    ];
+    for (label, command) in fs_commands {
+        sample(
+            out,
+            &format!("CommandRequest/{label}"),
+            &CommandRequest(command),
+        );
+    }
+    let info = MdsInfo {
+        name: "a".into(),
+        addr: "127.0.0.1:7000".into(),
+        beacon_age_ms: 250,
+    };
+    let status = FsStatus {
+        name: "fs".into(),
+        meta_pool: "m".into(),
+        data_pool: "d".into(),
+        generation: 3,
+        active: Some(info.clone()),
+        standbys: vec![info],
+    };
+    sample(
+        out,
+        "MonReply/FsMap",
+        &MonReply(Ok(Reply::FsMap(vec![status.clone()]))),
+    );
+    sample(
+        out,
+        "MonReply/MdsRole/Active",
+        &MonReply(Ok(Reply::MdsRole {
+            role: MdsRole::Active { generation: 3 },
+            fs: status.clone(),
+        })),
+    );
+    sample(
+        out,
+        "MonReply/MdsRole/Standby",
+        &MonReply(Ok(Reply::MdsRole {
+            role: MdsRole::Standby,
+            fs: status,
+        })),
+    );
+    sample(
+        out,
+        "MonReply/Err/Fs",
+        &MonReply(Err(MonError::Fs("no".into()))),
+    );
+    let t = Time {
+        sec: 1_700_000_000,
+        nsec: 5,
+    };
+    let ops = [
+        ("Hello", MdsOp::Hello { name: "h:1".into() }),
+        (
+            "Lookup",
+            MdsOp::Lookup {
+                parent: 1,
+                name: b("a"),
+            },
+        ),
+        ("GetAttr", MdsOp::GetAttr { ino: 2 }),
+        (
+            "SetAttr",
+            MdsOp::SetAttr {
+                ino: 2,
+                set: SetAttr {
+                    mode: Some(0o644),
+                    uid: Some(1),
+                    gid: None,
+                    size: Some(9),
+                    atime: Some(SetTime::Now),
+                    mtime: Some(SetTime::At(t)),
+                },
+            },
+        ),
+        (
+            "Create",
+            MdsOp::Create {
+                parent: 1,
+                name: b("f"),
+                mode: 0o100_644,
+                umask: 0o22,
+                rdev: 0,
+                open: true,
+                ino: Some(7),
+            },
+        ),
+        (
+            "Symlink",
+            MdsOp::Symlink {
+                parent: 1,
+                name: b("l"),
+                target: b("f"),
+                ino: None,
+            },
+        ),
+        (
+            "Link",
+            MdsOp::Link {
+                ino: 7,
+                parent: 1,
+                name: b("g"),
+            },
+        ),
+        (
+            "Unlink",
+            MdsOp::Unlink {
+                parent: 1,
+                name: b("g"),
+            },
+        ),
+        (
+            "Rmdir",
+            MdsOp::Rmdir {
+                parent: 1,
+                name: b("d"),
+            },
+        ),
+        (
+            "Rename",
+            MdsOp::Rename {
+                parent: 1,
+                name: b("a"),
+                new_parent: 2,
+                new_name: b("b"),
+                flags: 1,
+            },
+        ),
+        (
+            "ReadDir",
+            MdsOp::ReadDir {
+                ino: 1,
+                cookie: 3,
+                max: 100,
+            },
+        ),
+        ("Readlink", MdsOp::Readlink { ino: 8 }),
+        (
+            "Open",
+            MdsOp::Open {
+                ino: 7,
+                truncate: false,
+            },
+        ),
+        ("Release", MdsOp::Release { ino: 7 }),
+        (
+            "Written",
+            MdsOp::Written {
+                ino: 7,
+                size: 4096,
+                mtime: t,
+            },
+        ),
+        (
+            "SetXattr",
+            MdsOp::SetXattr {
+                ino: 7,
+                name: b("user.a"),
+                value: b("v"),
+                flags: 1,
+            },
+        ),
+        (
+            "GetXattr",
+            MdsOp::GetXattr {
+                ino: 7,
+                name: b("user.a"),
+            },
+        ),
+        ("ListXattr", MdsOp::ListXattr { ino: 7 }),
+        (
+            "RemoveXattr",
+            MdsOp::RemoveXattr {
+                ino: 7,
+                name: b("user.a"),
+            },
+        ),
+        ("StatFs", MdsOp::StatFs),
+        ("Sync", MdsOp::Sync),
+        (
+            "SetLock",
+            MdsOp::SetLock {
+                ino: 7,
+                owner: 9,
+                start: 0,
+                end: u64::MAX,
+                kind: LockKind::Write,
+                pid: 42,
+                wait: true,
+            },
+        ),
+        (
+            "GetLock",
+            MdsOp::GetLock {
+                ino: 7,
+                owner: 9,
+                start: 10,
+                end: 19,
+                kind: LockKind::Read,
+            },
+        ),
+    ];
+    for (label, op) in ops {
+        let request = MdsRequest {
+            session: 0xabc,
+            tid: 5,
+            caller: Caller {
+                uid: 1000,
+                gid: 100,
+            },
+            replay: false,
+            op,
+        };
+        sample(out, &format!("MdsRequest/{label}"), &request);
+    }
+    let attr = Attr {
+        ino: 7,
+        size: 9,
+        mode: 0o100_644,
+        nlink: 1,
+        uid: 1,
+        gid: 2,
+        rdev: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        btime: t,
+        layout: Layout::default(),
+    };
+    let answers = [
+        (
+            "Session",
+            MdsAnswer::Session {
+                data_pool: "d".into(),
+                root: attr.clone(),
+                replaying: false,
+            },
+        ),
+        ("Attr", MdsAnswer::Attr(attr)),
+        (
+            "Entries",
+            MdsAnswer::Entries {
+                entries: vec![DirEntry {
+                    name: b("f"),
+                    ino: 7,
+                    kind: 0o100_000,
+                    cookie: 99,
+                }],
+                eof: true,
+            },
+        ),
+        ("Value", MdsAnswer::Value(b("v"))),
+        ("Names", MdsAnswer::Names(vec![b("user.a")])),
+        (
+            "StatFs",
+            MdsAnswer::StatFs(FsStat {
+                total_bytes: 1 << 30,
+                free_bytes: 1 << 29,
+                files: 3,
+            }),
+        ),
+        ("Done", MdsAnswer::Done),
+        (
+            "Lock",
+            MdsAnswer::Lock(Some(LockInfo {
+                start: 0,
+                end: 9,
+                kind: LockKind::Read,
+                pid: 42,
+            })),
+        ),
+    ];
+    for (label, answer) in answers {
+        let reply = MdsReply {
+            result: Ok(answer),
+            journal_seq: Some(11),
+            durable_seq: 10,
+        };
+        sample(out, &format!("MdsReply/{label}"), &reply);
+    }
+    let errors = [
+        ("Errno", MdsError::Errno(2)),
+        ("NotActive", MdsError::NotActive),
+        ("Busy", MdsError::Busy),
+        ("BadRequest", MdsError::BadRequest("x".into())),
+    ];
+    for (label, error) in errors {
+        let reply = MdsReply {
+            result: Err(error),
+            journal_seq: None,
+            durable_seq: 10,
+        };
+        sample(out, &format!("MdsReply/Err/{label}"), &reply);
+    }
+    sample(
+        out,
+        "MdsPoll",
+        &MdsPoll {
+            session: 0xabc,
+            durable_seq: 10,
+            wait_ms: 5000,
+        },
+    );
+    sample(out, "MdsPollReply", &MdsPollReply { result: Ok(12) });
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -754,6 +1087,7 @@ fn every_message_keeps_its_kind_and_bytes() {
     mon_samples(&mut samples);
     client_samples(&mut samples);
     peer_samples(&mut samples);
+    fs_samples(&mut samples);
     let now: Vec<(String, u16, String)> = samples
         .iter()
         .map(|s| (s.label.clone(), s.kind, hex(&s.body)))

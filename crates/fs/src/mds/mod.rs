@@ -11,6 +11,7 @@
 
 pub mod journal;
 pub mod limits;
+pub mod locks;
 pub mod namespace;
 
 use crate::format::{self, Dentry, InodeRec, dir_object, inode_key, inode_object};
@@ -169,6 +170,8 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         sessions: HashMap::new(),
         completed,
         completed_order: BTreeMap::new(),
+        locks: locks::Locks::default(),
+        lock_waiters: Vec::new(),
         replaying_until: Instant::now() + Duration::from_millis(config.reconnect_window_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
         stat: Arc::new(std::sync::Mutex::new(FsStat::default())),
@@ -347,6 +350,10 @@ struct Actor {
     /// Changes applied, for resends and replays: (session, tid) → seq.
     completed: HashMap<(u64, u64), u64>,
     completed_order: BTreeMap<u64, (u64, u64)>,
+    /// Advisory locks of every client (in memory only).
+    locks: locks::Locks,
+    /// Lock requests waiting for a conflicting lock to go, in arrival order.
+    lock_waiters: Vec<(MdsRequest, oneshot::Sender<MdsReply>)>,
     replaying_until: Instant,
     session_timeout: Duration,
     stat: Arc<std::sync::Mutex<FsStat>>,
@@ -358,6 +365,9 @@ impl Actor {
         loop {
             tokio::select! {
                 msg = queue.recv() => match msg {
+                    Some(ActorMsg::Request(request, reply)) if matches!(request.op, MdsOp::SetLock { .. }) => {
+                        self.set_lock(request, reply);
+                    }
                     Some(ActorMsg::Request(request, reply)) => {
                         let answer = self.request(request).await;
                         if let Some(answer) = answer {
@@ -403,6 +413,73 @@ impl Actor {
             );
             let deltas = self.ns.release_all(&session.opens);
             self.journal_deltas(id, 0, deltas).await;
+            self.lock_waiters.retain(|(r, _)| r.session != id);
+            if self.locks.drop_session(id) {
+                self.retry_lock_waiters();
+            }
+        }
+    }
+
+    /// Takes or releases a lock; a request that must wait is parked.
+    fn set_lock(&mut self, request: MdsRequest, reply: oneshot::Sender<MdsReply>) {
+        self.touch(request.session);
+        let MdsOp::SetLock { kind, wait, .. } = request.op else {
+            return;
+        };
+        match self.try_lock(&request) {
+            Ok(()) => {
+                drop(reply.send(self.lock_reply(Ok(MdsAnswer::Done))));
+                if kind == cairn_proto::mds::LockKind::Unlock {
+                    self.retry_lock_waiters();
+                }
+            }
+            Err(_) if wait => self.lock_waiters.push((request, reply)),
+            Err(_) => drop(reply.send(self.lock_reply(Err(MdsError::Errno(libc::EAGAIN))))),
+        }
+    }
+
+    fn try_lock(&mut self, request: &MdsRequest) -> Result<(), cairn_proto::mds::LockInfo> {
+        let MdsOp::SetLock {
+            ino,
+            owner,
+            start,
+            end,
+            kind,
+            pid,
+            ..
+        } = request.op
+        else {
+            return Ok(());
+        };
+        let range = locks::LockRange {
+            session: request.session,
+            owner,
+            start,
+            end,
+        };
+        self.locks.set(ino, range, kind, pid)
+    }
+
+    fn lock_reply(&self, result: Result<MdsAnswer, MdsError>) -> MdsReply {
+        MdsReply {
+            result,
+            journal_seq: None,
+            durable_seq: *self.durable.borrow(),
+        }
+    }
+
+    /// Grants, in arrival order, every parked lock request that no longer
+    /// conflicts.
+    fn retry_lock_waiters(&mut self) {
+        let waiting = std::mem::take(&mut self.lock_waiters);
+        for (request, reply) in waiting {
+            if reply.is_closed() {
+                continue;
+            }
+            match self.try_lock(&request) {
+                Ok(()) => drop(reply.send(self.lock_reply(Ok(MdsAnswer::Done)))),
+                Err(_) => self.lock_waiters.push((request, reply)),
+            }
         }
     }
 
@@ -477,6 +554,23 @@ impl Actor {
         }
         if Instant::now() < self.replaying_until && !request.replay {
             return Some(reply(Err(MdsError::Busy), None));
+        }
+        if let MdsOp::GetLock {
+            ino,
+            owner,
+            start,
+            end,
+            kind,
+        } = request.op
+        {
+            let range = locks::LockRange {
+                session: request.session,
+                owner,
+                start,
+                end,
+            };
+            let found = self.locks.conflict(ino, range, kind);
+            return Some(reply(Ok(MdsAnswer::Lock(found)), None));
         }
         if let MdsOp::StatFs = request.op {
             let mut stat = self.stat.lock().map(|s| *s).unwrap_or_default();

@@ -237,6 +237,8 @@ impl Namespace {
     pub fn execute(&mut self, op: &MdsOp, caller: Caller, now: Time) -> Result<Outcome, Stop> {
         match op {
             MdsOp::Hello { .. } | MdsOp::StatFs | MdsOp::Sync => Ok(done(Vec::new())),
+            // Locks are the server's, not the namespace's.
+            MdsOp::SetLock { .. } | MdsOp::GetLock { .. } => Err(errno(libc::EINVAL)),
             MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
             MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
             MdsOp::SetAttr { ino, set } => self.set_attr(*ino, set, now),

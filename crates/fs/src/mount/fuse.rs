@@ -12,12 +12,14 @@ use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{DIRTY_BYTES_PER_FILE_MAX, READDIR_PAGE_ENTRIES};
 use crate::mount::session::MdsSession;
 use bytes::Bytes;
-use cairn_proto::mds::{Attr, Caller, Errno, Layout, MdsAnswer, MdsOp, SetAttr, SetTime, Time};
+use cairn_proto::mds::{
+    Attr, Caller, Errno, Layout, LockKind, MdsAnswer, MdsOp, SetAttr, SetTime, Time,
+};
 use fuser::{
     Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use serde_bytes::ByteBuf;
 use std::collections::HashMap;
@@ -155,6 +157,9 @@ struct Core {
     files: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<FileState>>>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
+    /// (inode, lock owner) pairs that may hold a lock at the MDS: a close
+    /// by that owner releases them.
+    lockers: Mutex<std::collections::HashSet<(u64, u64)>>,
 }
 
 /// The FUSE file system of one mount.
@@ -179,6 +184,7 @@ impl CairnFs {
                 files: Mutex::new(HashMap::new()),
                 handles: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
+                lockers: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -423,6 +429,25 @@ impl Core {
         flushed
     }
 
+    /// Releases every lock `owner` holds on `ino`, if it may hold any (a
+    /// close drops a process's `fcntl` locks; the last close of an open
+    /// file its `flock`).
+    async fn unlock_owner(&self, ino: u64, owner: u64) -> Result<(), Errno> {
+        if !lock(&self.lockers).remove(&(ino, owner)) {
+            return Ok(());
+        }
+        let op = MdsOp::SetLock {
+            ino,
+            owner,
+            start: 0,
+            end: u64::MAX,
+            kind: LockKind::Unlock,
+            pid: 0,
+            wait: false,
+        };
+        self.call(op, Caller::default()).await.map(drop)
+    }
+
     async fn fallocate(
         &self,
         ino: u64,
@@ -510,6 +535,10 @@ impl Filesystem for CairnFs {
         // A kernel that allows less keeps its own maximum.
         let _ = config.set_max_write(crate::mount::limits::MAX_WRITE_BYTES);
         let _ = config.set_max_readahead(1 << 20);
+        // fcntl and flock locks come to us, so they hold across mounts.
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS,
+        );
         Ok(())
     }
 
@@ -834,26 +863,32 @@ impl Filesystem for CairnFs {
         req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
         let who = caller(req);
         self.spawn(|core| async move {
-            reply_empty(reply, core.flush(ino.0, who).await);
+            let flushed = core.flush(ino.0, who).await;
+            let unlocked = core.unlock_owner(ino.0, lock_owner.0).await;
+            reply_empty(reply, flushed.and(unlocked));
         });
     }
 
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         self.spawn(|core| async move {
+            // The kernel names the owner when a `flock` goes with the file.
+            if let Some(owner) = lock_owner {
+                drop(core.unlock_owner(ino.0, owner.0).await);
+            }
             reply_empty(reply, core.release(fh.0).await);
         });
     }
@@ -1035,6 +1070,80 @@ impl Filesystem for CairnFs {
         });
     }
 
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(kind) = lock_kind(typ) else {
+            reply.error(FuseErrno::EINVAL);
+            return;
+        };
+        self.spawn(|core| async move {
+            let op = MdsOp::GetLock {
+                ino: ino.0,
+                owner: lock_owner.0,
+                start,
+                end,
+                kind,
+            };
+            match core.call(op, Caller::default()).await {
+                Ok(MdsAnswer::Lock(Some(l))) => {
+                    let typ = if l.kind == LockKind::Write {
+                        libc::F_WRLCK
+                    } else {
+                        libc::F_RDLCK
+                    };
+                    reply.locked(l.start, l.end, typ, l.pid);
+                }
+                Ok(MdsAnswer::Lock(None)) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Ok(_) => reply.error(FuseErrno::EIO),
+                Err(e) => reply.error(fe(e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(kind) = lock_kind(typ) else {
+            reply.error(FuseErrno::EINVAL);
+            return;
+        };
+        self.spawn(|core| async move {
+            if kind != LockKind::Unlock {
+                lock(&core.lockers).insert((ino.0, lock_owner.0));
+            }
+            let op = MdsOp::SetLock {
+                ino: ino.0,
+                owner: lock_owner.0,
+                start,
+                end,
+                kind,
+                pid,
+                wait: sleep,
+            };
+            reply_empty(reply, core.call(op, Caller::default()).await.map(drop));
+        });
+    }
+
     fn fallocate(
         &self,
         req: &Request,
@@ -1052,6 +1161,15 @@ impl Filesystem for CairnFs {
                 core.fallocate(ino.0, offset, length, mode, who).await,
             );
         });
+    }
+}
+
+fn lock_kind(typ: i32) -> Option<LockKind> {
+    match typ {
+        libc::F_RDLCK => Some(LockKind::Read),
+        libc::F_WRLCK => Some(LockKind::Write),
+        libc::F_UNLCK => Some(LockKind::Unlock),
+        _ => None,
     }
 }
 

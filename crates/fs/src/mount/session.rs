@@ -129,9 +129,12 @@ impl MdsSession {
             replay: false,
             op,
         };
-        let deadline = Instant::now() + Duration::from_millis(MDS_REQUEST_DEADLINE_MS);
+        // A lock request that waits may wait as long as the lock is held.
+        let waits = matches!(request.op, MdsOp::SetLock { wait: true, .. });
+        let deadline =
+            (!waits).then(|| Instant::now() + Duration::from_millis(MDS_REQUEST_DEADLINE_MS));
         loop {
-            if Instant::now() > deadline {
+            if deadline.is_some_and(|d| Instant::now() > d) {
                 tracing::warn!(tid, "no MDS answered before the deadline");
                 return Err(libc::EIO);
             }
