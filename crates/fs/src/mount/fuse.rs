@@ -886,8 +886,10 @@ impl Filesystem for CairnFs {
     ) {
         self.spawn(|core| async move {
             // The kernel names the owner when a `flock` goes with the file.
-            if let Some(owner) = lock_owner {
-                drop(core.unlock_owner(ino.0, owner.0).await);
+            if let Some(owner) = lock_owner
+                && let Err(errno) = core.unlock_owner(ino.0, owner.0).await
+            {
+                tracing::warn!(errno, "releasing a flock at close failed");
             }
             reply_empty(reply, core.release(fh.0).await);
         });
