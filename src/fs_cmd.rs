@@ -5,10 +5,68 @@
 use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json, table};
 use cairn_client::Client;
+use cairn_proto::mds::{MdsAnswer, MdsOp, SessionInfo};
 use cairn_proto::mon::{FailureDomainSpec, FsStatus, MonCommand, RedundancySpec, Reply};
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+/// `cairn fs session ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Sessions (mounts) with their open files, leases, pending recalls
+    /// and idle time; evicted ones with the reason.
+    Ls {
+        #[arg(default_value = "cairnfs")]
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Evict a session: its leases, opens and locks go; the mount's calls
+    /// fail until its cached leases run out, then it opens a new session.
+    Evict {
+        /// The session id as `session ls` shows it (hexadecimal).
+        id: String,
+        #[arg(long, default_value = "cairnfs")]
+        fs: String,
+    },
+}
+
+/// The active MDS's address of file system `name`.
+async fn active_mds(client: &Client, name: &str) -> CliResult<String> {
+    let list = fs_list(client).await?;
+    let Some(fs) = list.into_iter().find(|f| f.name == name) else {
+        return Err(format!("file system {name:?} does not exist").into());
+    };
+    match fs.active {
+        Some(active) => Ok(active.addr),
+        None => Err(format!("file system {name:?} has no active MDS").into()),
+    }
+}
+
+/// The sessions of file system `name`'s active MDS.
+///
+/// # Errors
+/// No such file system, no active MDS, or it did not answer.
+pub async fn sessions(client: &Client, name: &str) -> CliResult<Vec<SessionInfo>> {
+    let addr = active_mds(client, name).await?;
+    match cairn_fs::mds::ask(&addr, MdsOp::Sessions).await? {
+        MdsAnswer::Sessions(list) => Ok(list),
+        other => Err(format!("unexpected answer {other:?}").into()),
+    }
+}
+
+fn session_json(s: &SessionInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": format!("{:x}", s.id),
+        "name": s.name,
+        "opens": s.opens,
+        "leases": s.leases,
+        "recalls_pending": s.recalls_pending,
+        "idle_ms": s.idle_ms,
+        "evicted": s.evicted,
+    })
+}
 
 /// `cairn fs ...`.
 #[derive(Debug, Args)]
@@ -54,6 +112,11 @@ pub enum FsCommand {
         name: String,
         #[arg(long)]
         json: bool,
+    },
+    /// Client sessions of a file system's active MDS.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
     },
     /// Remove a file system (its pools and their objects stay).
     Rm {
@@ -172,6 +235,45 @@ pub fn run_fs(args: FsArgs) -> CliResult {
                 }
                 Ok(())
             }
+            FsCommand::Session {
+                command: SessionCommand::Ls { name, json },
+            } => {
+                let list = sessions(&client, &name).await?;
+                if json {
+                    return print_json(&serde_json::Value::Array(
+                        list.iter().map(session_json).collect(),
+                    ));
+                }
+                let rows = list
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            format!("{:x}", s.id),
+                            s.name.clone(),
+                            s.opens.to_string(),
+                            s.leases.to_string(),
+                            s.recalls_pending.to_string(),
+                            format!("{:.1}", s.idle_ms as f64 / 1000.0),
+                            s.evicted
+                                .as_ref()
+                                .map_or_else(|| "open".to_owned(), |why| format!("evicted: {why}")),
+                        ]
+                    })
+                    .collect();
+                let header = ["id", "client", "opens", "leases", "recalls", "idle s", "state"];
+                println!("{}", table(&header, rows));
+                Ok(())
+            }
+            FsCommand::Session {
+                command: SessionCommand::Evict { id, fs },
+            } => {
+                let session = u64::from_str_radix(id.trim_start_matches("0x"), 16)
+                    .map_err(|_| format!("session id {id:?} is not hexadecimal"))?;
+                let addr = active_mds(&client, &fs).await?;
+                cairn_fs::mds::ask(&addr, MdsOp::Evict { session }).await?;
+                println!("session {session:x} evicted");
+                Ok(())
+            }
             FsCommand::Check { name, json } => {
                 let list = fs_list(&client).await?;
                 let Some(fs) = list.into_iter().find(|f| f.name == name) else {
@@ -255,6 +357,13 @@ pub struct MdsArgs {
     /// A client session silent this long is evicted.
     #[arg(long = "session-timeout", default_value = "60s", value_parser = crate::mon_cmd::parse_duration)]
     session_timeout: std::time::Duration,
+    /// How long clients may cache attributes and entries (renewed by each
+    /// answer; recalled before another client's change).
+    #[arg(long = "lease", default_value = "30s", value_parser = crate::mon_cmd::parse_duration)]
+    lease: std::time::Duration,
+    /// A client that does not acknowledge a recall this long is evicted.
+    #[arg(long = "recall-timeout", default_value = "10s", value_parser = crate::mon_cmd::parse_duration)]
+    recall_timeout: std::time::Duration,
 }
 
 fn init_logging() {
@@ -277,6 +386,8 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     config.reconnect_window_ms =
         u64::try_from(args.reconnect_window.as_millis()).unwrap_or(u64::MAX);
     config.session_timeout_ms = u64::try_from(args.session_timeout.as_millis()).unwrap_or(u64::MAX);
+    config.lease_ms = u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX);
+    config.recall_timeout_ms = u64::try_from(args.recall_timeout.as_millis()).unwrap_or(u64::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

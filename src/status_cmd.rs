@@ -75,6 +75,24 @@ struct Status {
     reported_epoch: u64,
     usage: Usage,
     client_io: ClientIo,
+    /// File systems and their metadata servers.
+    fs: Vec<FsSummary>,
+}
+
+/// One file system's MDS daemons and client sessions.
+#[derive(Debug, Default, Serialize)]
+struct FsSummary {
+    name: String,
+    /// The active MDS (name at address).
+    active: Option<String>,
+    standbys: usize,
+    sessions: u64,
+    /// Recalls sent to clients and not yet acknowledged.
+    recalls_pending: u64,
+    /// Sessions evicted (the MDS remembers the last ones): who and why.
+    evicted: Vec<String>,
+    /// The active MDS could not be asked.
+    error: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -122,13 +140,88 @@ pub struct HealthArgs {
 
 fn fetch_status(conf: &ConfArgs) -> CliResult<Status> {
     let monitor = conf.load()?.mon;
-    let (map, reports) = runtime()?.block_on(async {
+    let (map, reports, fs) = runtime()?.block_on(async {
         let client = connect(conf).await?;
         let map = client.refresh_map().await?;
         let reports = client.osd_stats().await?;
-        CliResult::Ok((map, reports))
+        let fs = fs_summaries(&client).await;
+        CliResult::Ok((map, reports, fs))
     })?;
-    Ok(summarize(&map, &reports, monitor))
+    let mut status = summarize(&map, &reports, monitor);
+    fs_health(&fs, &mut status.health);
+    status.fs = fs;
+    Ok(status)
+}
+
+/// Each file system's daemons, and its active MDS's sessions.
+async fn fs_summaries(client: &cairn_client::Client) -> Vec<FsSummary> {
+    let Ok(list) = crate::fs_cmd::fs_list(client).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for fs in list {
+        let mut summary = FsSummary {
+            name: fs.name.clone(),
+            active: fs
+                .active
+                .as_ref()
+                .map(|a| format!("{} at {}", a.name, a.addr)),
+            standbys: fs.standbys.len(),
+            ..FsSummary::default()
+        };
+        if fs.active.is_some() {
+            match crate::fs_cmd::sessions(client, &fs.name).await {
+                Ok(sessions) => {
+                    for s in sessions {
+                        match &s.evicted {
+                            Some(why) => summary.evicted.push(format!(
+                                "session {:x} ({}) evicted {}s ago: {why}",
+                                s.id,
+                                s.name,
+                                s.idle_ms / 1000
+                            )),
+                            None => {
+                                summary.sessions += 1;
+                                summary.recalls_pending += s.recalls_pending;
+                            }
+                        }
+                    }
+                }
+                Err(e) => summary.error = Some(e.to_string()),
+            }
+        }
+        out.push(summary);
+    }
+    out
+}
+
+/// File-system checks: no active MDS, an MDS that does not answer,
+/// evicted clients.
+fn fs_health(list: &[FsSummary], health: &mut Health) {
+    let mut warnings = Vec::new();
+    for fs in list {
+        if fs.active.is_none() {
+            warnings.push(format!("file system {} has no active MDS", fs.name));
+        }
+        if let Some(e) = &fs.error {
+            warnings.push(format!(
+                "file system {}: the active MDS did not answer ({e})",
+                fs.name
+            ));
+        }
+        if !fs.evicted.is_empty() {
+            warnings.push(format!(
+                "file system {}: {} client session(s) evicted (`cairn health detail`)",
+                fs.name,
+                fs.evicted.len()
+            ));
+            health.detail.extend(fs.evicted.iter().cloned());
+        }
+    }
+    if !warnings.is_empty() && health.status == "HEALTH_OK" {
+        health.status = "HEALTH_WARN";
+    }
+    health.checks.extend(warnings);
 }
 
 pub fn run_health(args: HealthArgs) -> CliResult {
@@ -230,6 +323,7 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         reported_epoch: live.iter().map(|r| r.stats.map_epoch).min().unwrap_or(0),
         usage,
         client_io: io,
+        fs: Vec::new(),
     }
 }
 
@@ -425,6 +519,20 @@ fn print_status(s: &Status) {
         "    osd: {} osds: {} up, {} in",
         s.osds_total, s.osds_up, s.osds_in
     );
+    for fs in &s.fs {
+        println!(
+            "    mds: {}: {} active, {} standby, {} client sessions{}",
+            fs.name,
+            fs.active.as_deref().unwrap_or("none"),
+            fs.standbys,
+            fs.sessions,
+            if fs.recalls_pending > 0 {
+                format!(", {} recalls pending", fs.recalls_pending)
+            } else {
+                String::new()
+            }
+        );
+    }
     println!();
     println!("  data:");
     println!("    pools:   {} pools, {} pgs", s.pools.len(), s.pg_count);

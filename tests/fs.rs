@@ -2,7 +2,9 @@
 //! FUSE mounts (`cairn mount`), ordinary tools and syscalls. Proves that
 //! a Cairn mount agrees with a local directory on the conformance suite
 //! (`tests/fs/posix_suite.py`) and on random operations (`tests/fs/fsx.py`),
-//! that two mounts see each other's changes, that SIGKILL of the MDS
+//! that two mounts see each other's changes through their kernels' caches
+//! (leases recalled before a change is answered), that a mount which
+//! stops answering recalls is evicted and comes back, that SIGKILL of the MDS
 //! during a create and rename storm loses nothing a client saw succeed,
 //! and that SIGKILL of an OSD under fsynced file writes loses no byte.
 
@@ -203,6 +205,46 @@ fn two_mounts_see_each_others_changes() {
     );
     std::fs::remove_file(b.path.join("g")).expect("unlink in b");
     assert!(!a.path.join("g").exists(), "a still sees the unlinked file");
+    // What b's kernel caches (a missing name, a size, a mode, an entry)
+    // is recalled before a's change is answered.
+    let cached = b.path.join("d/cached");
+    assert!(!cached.exists(), "b caches the name as missing");
+    std::fs::write(a.path.join("d/cached"), b"12345").expect("create in a");
+    assert_eq!(
+        std::fs::metadata(&cached)
+            .expect("b sees the new name")
+            .len(),
+        5
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(a.path.join("d/cached"))
+        .expect("open in a");
+    std::io::Write::write_all(&mut f, b"678").expect("append in a");
+    drop(f);
+    assert_eq!(std::fs::metadata(&cached).expect("stat in b").len(), 8);
+    assert_eq!(std::fs::read(&cached).expect("read in b"), b"12345678");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        a.path.join("d/cached"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod in a");
+    assert_eq!(
+        std::fs::metadata(&cached)
+            .expect("stat in b")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    std::fs::rename(a.path.join("d/cached"), a.path.join("d/moved")).expect("rename in a");
+    assert!(!cached.exists(), "b still has the old name cached");
+    std::fs::remove_file(a.path.join("d/moved")).expect("unlink in a");
+    assert!(
+        !b.path.join("d/moved").exists(),
+        "b still has the unlinked name"
+    );
     let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(a.path.join("big"), &big).expect("big write");
     assert!(
@@ -217,6 +259,74 @@ fn two_mounts_see_each_others_changes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "locks do not hold across mounts");
+}
+
+/// A mount that stops answering recalls (SIGSTOP) holds another mount's
+/// change back only until the recall timeout; then it is evicted, with
+/// the reason in `cairn fs session ls` and `cairn health detail`. Once
+/// it runs again its calls fail until its cached leases have run out,
+/// then it opens a new session and sees the change.
+#[test]
+fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
+    let cluster = up("fs-evict", 19220, &[]);
+    let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    let b = Mount::new(&cluster, &cluster.dir.join("b"));
+    std::fs::create_dir(a.path.join("d")).expect("mkdir");
+    assert!(!b.path.join("d/new").exists(), "b leases d's entries");
+    let stop = |signal: &str| {
+        let done = Command::new("kill")
+            .args([signal, &b.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(done.success());
+    };
+    stop("-STOP");
+    let started = Instant::now();
+    std::fs::write(a.path.join("d/new"), b"x").expect("create in a");
+    let held = started.elapsed();
+    // The default recall timeout is 10 s.
+    assert!(
+        held >= Duration::from_secs(8) && held < Duration::from_secs(30),
+        "the create waited {held:?} for the stopped mount"
+    );
+    let sessions = common::ok_json(
+        cluster.cairn(&["fs", "session", "ls", "--json"]),
+        "session ls",
+    );
+    let list = sessions.as_array().expect("a list");
+    let evicted: Vec<&serde_json::Value> =
+        list.iter().filter(|s| s["evicted"].is_string()).collect();
+    assert_eq!(evicted.len(), 1, "one session evicted: {sessions}");
+    assert!(
+        evicted[0]["evicted"]
+            .as_str()
+            .is_some_and(|why| why.contains("recall")),
+        "{sessions}"
+    );
+    let health = String::from_utf8_lossy(&cluster.cairn(&["health", "detail"]).stdout).into_owned();
+    assert!(
+        health.contains("HEALTH_WARN") && health.contains("evicted"),
+        "{health}"
+    );
+    stop("-CONT");
+    // Fenced: its cache may be stale, so it refuses until its leases end.
+    assert!(
+        std::fs::read_dir(b.path.join("d")).is_err(),
+        "an evicted mount still answers from its cache"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if std::fs::read(b.path.join("d/new")).is_ok_and(|v| v == b"x") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "b never came back");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::fs::write(b.path.join("d/from-b"), b"y").expect("b writes again");
+    assert_eq!(
+        std::fs::read(a.path.join("d/from-b")).expect("a reads"),
+        b"y"
+    );
 }
 
 #[test]

@@ -17,8 +17,18 @@
 //! sequence is not yet durable ("unsafe") and sends it again, marked
 //! `replay`, to the MDS that takes over after a crash. The poll is the
 //! session's keep-alive and carries what the MDS has to tell the client
-//! (the durable sequence), since the wire has no server-initiated
-//! messages.
+//! (the durable sequence and cache recalls), since the wire has no
+//! server-initiated messages.
+//!
+//! Leases: every answer carrying an inode's attributes lets the asking
+//! session cache them, and every `Lookup` (found or not), `Create`,
+//! `Symlink` and `Link` lets it cache the entries of the parent
+//! directory, for the session's lease time (`MdsAnswer::Session`) from
+//! when the request was sent. Before a change by another session is
+//! answered, the MDS sends each holder a [`Recall`] on its poll and waits
+//! until the holder acknowledges it (the next poll's `recalled`), its
+//! lease runs out, or the recall timeout passes; then the holder is
+//! evicted (`MdsError::Evicted`).
 //!
 //! Errors are Linux errno values ([`Errno`]): the client hands them to the
 //! kernel as they are.
@@ -285,6 +295,19 @@ pub enum MdsOp {
         end: u64,
         kind: LockKind,
     },
+    /// After a failover: the leases the session still holds from the
+    /// previous MDS (attributes of `attrs`, entries of `dirs`).
+    Reassert {
+        attrs: Vec<u64>,
+        dirs: Vec<u64>,
+    },
+    /// Administration: every session, answered with
+    /// [`MdsAnswer::Sessions`].
+    Sessions,
+    /// Administration: evicts a session (its leases, opens and locks go).
+    Evict {
+        session: u64,
+    },
 }
 
 /// What a lock request asks for.
@@ -305,6 +328,19 @@ pub struct LockInfo {
 }
 
 impl MdsOp {
+    /// The directory whose entries the asking session may cache once
+    /// answered (a name looked up, found or not, or made).
+    #[must_use]
+    pub fn leased_dir(&self) -> Option<u64> {
+        match self {
+            MdsOp::Lookup { parent, .. }
+            | MdsOp::Create { parent, .. }
+            | MdsOp::Symlink { parent, .. }
+            | MdsOp::Link { parent, .. } => Some(*parent),
+            _ => None,
+        }
+    }
+
     /// Whether the op changes the namespace (and so is journaled).
     #[must_use]
     pub fn is_change(&self) -> bool {
@@ -360,6 +396,8 @@ pub enum MdsAnswer {
         /// Whether the MDS is still taking replays from reconnecting
         /// clients.
         replaying: bool,
+        /// How long a lease lasts from when its request was sent.
+        lease_ms: u32,
     },
     Attr(Attr),
     Entries {
@@ -372,6 +410,41 @@ pub enum MdsAnswer {
     Done,
     /// A conflicting lock, or none.
     Lock(Option<LockInfo>),
+    Sessions(Vec<SessionInfo>),
+}
+
+/// One session as the MDS sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: u64,
+    /// The client's name (`host:pid` for a mount).
+    pub name: String,
+    /// Files it has open.
+    pub opens: u64,
+    /// Inodes and directories it holds leases on.
+    pub leases: u64,
+    /// Recalls sent and not yet acknowledged.
+    pub recalls_pending: u64,
+    /// Since its last request or poll.
+    pub idle_ms: u64,
+    /// Set for an evicted session: why.
+    pub evicted: Option<String>,
+}
+
+/// What a holder must drop from its cache.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Inval {
+    /// The inode's attributes and cached data.
+    Inode(u64),
+    /// One entry of a directory (found or not).
+    Entry { parent: u64, name: ByteBuf },
+}
+
+/// A numbered cache recall (numbers increase per session).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recall {
+    pub id: u64,
+    pub inval: Inval,
 }
 
 /// Why an MDS request failed.
@@ -386,6 +459,9 @@ pub enum MdsError {
     Busy,
     /// The request does not decode or breaks a protocol limit.
     BadRequest(String),
+    /// The session was evicted (why): its leases, opens and locks are
+    /// gone; it may open again with `Hello` once its leases have run out.
+    Evicted(String),
 }
 
 /// Response `KIND_MDS_REPLY`.
@@ -409,6 +485,8 @@ pub struct MdsPoll {
     pub session: u64,
     pub durable_seq: u64,
     pub wait_ms: u32,
+    /// Every recall up to this number is done.
+    pub recalled: u64,
 }
 
 impl Message for MdsPoll {
@@ -418,7 +496,10 @@ impl Message for MdsPoll {
 /// Response `KIND_MDS_POLL_REPLY`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MdsPollReply {
+    /// The durable sequence.
     pub result: Result<u64, MdsError>,
+    /// Recalls not yet acknowledged.
+    pub recalls: Vec<Recall>,
 }
 
 impl Message for MdsPollReply {

@@ -13,6 +13,7 @@ use cairn_proto::mds::{
     Attr, Caller, DirEntry, FsStat, Layout, LockInfo, LockKind, MdsAnswer, MdsError, MdsOp,
     MdsPoll, MdsPollReply, MdsReply, MdsRequest, SetAttr, SetTime, Time,
 };
+use cairn_proto::mds::{Inval, Recall, SessionInfo};
 use cairn_proto::mon::{
     CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
     MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
@@ -969,6 +970,15 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 kind: LockKind::Read,
             },
         ),
+        (
+            "Reassert",
+            MdsOp::Reassert {
+                attrs: vec![7],
+                dirs: vec![1],
+            },
+        ),
+        ("Sessions", MdsOp::Sessions),
+        ("Evict", MdsOp::Evict { session: 0xabc }),
     ];
     for (label, op) in ops {
         let request = MdsRequest {
@@ -1004,6 +1014,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 data_pool: "d".into(),
                 root: attr.clone(),
                 replaying: false,
+                lease_ms: 60_000,
             },
         ),
         ("Attr", MdsAnswer::Attr(attr)),
@@ -1039,6 +1050,18 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 pid: 42,
             })),
         ),
+        (
+            "Sessions",
+            MdsAnswer::Sessions(vec![SessionInfo {
+                id: 0xabc,
+                name: "h:1".into(),
+                opens: 1,
+                leases: 2,
+                recalls_pending: 0,
+                idle_ms: 5,
+                evicted: Some("r".into()),
+            }]),
+        ),
     ];
     for (label, answer) in answers {
         let reply = MdsReply {
@@ -1053,6 +1076,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
         ("NotActive", MdsError::NotActive),
         ("Busy", MdsError::Busy),
         ("BadRequest", MdsError::BadRequest("x".into())),
+        ("Evicted", MdsError::Evicted("x".into())),
     ];
     for (label, error) in errors {
         let reply = MdsReply {
@@ -1069,9 +1093,29 @@ fn fs_samples(out: &mut Vec<Sample>) {
             session: 0xabc,
             durable_seq: 10,
             wait_ms: 5000,
+            recalled: 3,
         },
     );
-    sample(out, "MdsPollReply", &MdsPollReply { result: Ok(12) });
+    sample(
+        out,
+        "MdsPollReply",
+        &MdsPollReply {
+            result: Ok(12),
+            recalls: vec![
+                Recall {
+                    id: 4,
+                    inval: Inval::Inode(7),
+                },
+                Recall {
+                    id: 5,
+                    inval: Inval::Entry {
+                        parent: 1,
+                        name: b("f"),
+                    },
+                },
+            ],
+        },
+    );
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -1468,10 +1512,13 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         "bc1505e807640015070900ffffffffffffffffff01012a01",
     ),
     ("MdsRequest/GetLock", 0x0300, "bc1505e80764001607090a1300"),
+    ("MdsRequest/Reassert", 0x0300, "bc1505e80764001701070101"),
+    ("MdsRequest/Sessions", 0x0300, "bc1505e807640018"),
+    ("MdsRequest/Evict", 0x0300, "bc1505e807640019bc15"),
     (
         "MdsReply/Session",
         0x0301,
-        "000001640709a483020101020080c49fd50c0580c49fd50c0580c49fd50c0580c49fd50c0580808002808080020100010b0a",
+        "000001640709a483020101020080c49fd50c0580c49fd50c0580c49fd50c0580c49fd50c0580808002808080020100e0d403010b0a",
     ),
     (
         "MdsReply/Attr",
@@ -1488,10 +1535,16 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ),
     ("MdsReply/Done", 0x0301, "0006010b0a"),
     ("MdsReply/Lock", 0x0301, "0007010009002a010b0a"),
+    (
+        "MdsReply/Sessions",
+        0x0301,
+        "000801bc1503683a3101020005010172010b0a",
+    ),
     ("MdsReply/Err/Errno", 0x0301, "010004000a"),
     ("MdsReply/Err/NotActive", 0x0301, "0101000a"),
     ("MdsReply/Err/Busy", 0x0301, "0102000a"),
     ("MdsReply/Err/BadRequest", 0x0301, "01030178000a"),
-    ("MdsPoll", 0x0302, "bc150a8827"),
-    ("MdsPollReply", 0x0303, "000c"),
+    ("MdsReply/Err/Evicted", 0x0301, "01040178000a"),
+    ("MdsPoll", 0x0302, "bc150a882703"),
+    ("MdsPollReply", 0x0303, "000c020400070501010166"),
 ];

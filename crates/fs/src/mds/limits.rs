@@ -46,3 +46,15 @@ pub const DIR_PAGE_ENTRIES: u32 = 1024;
 
 /// Requests remembered as done (for resends) beyond the durable sequence.
 pub const COMPLETED_KEPT: usize = 1 << 20;
+
+/// Default: how long a client may cache attributes and entries it was
+/// answered (renewed by every answer).
+pub const LEASE_MS_DEFAULT: u64 = 30_000;
+
+/// Default: a lease holder that has not acknowledged a recall this long is
+/// evicted (the change waiting on it then goes ahead).
+pub const RECALL_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// Evicted sessions remembered (listed, and refused until they say
+/// `Hello` afresh).
+pub const EVICTED_KEPT: usize = 1024;

@@ -10,22 +10,25 @@
 //! clients of the predecessor are served.
 
 pub mod journal;
+pub mod leases;
 pub mod limits;
 pub mod locks;
 pub mod namespace;
 
 use crate::format::{self, Dentry, InodeRec, dir_object, inode_key, inode_object};
 use crate::mds::journal::{JournalError, Pools};
+use crate::mds::leases::{Evicted, Leases, SharedState, shared};
 use crate::mds::limits::{
-    BEACON_MS, COMPLETED_KEPT, DIR_PAGE_ENTRIES, JOURNAL_QUEUE_MAX, LOADS_PER_REQUEST_MAX,
-    RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
+    BEACON_MS, COMPLETED_KEPT, DIR_PAGE_ENTRIES, EVICTED_KEPT, JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT,
+    LOADS_PER_REQUEST_MAX, RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT,
+    REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::mds::namespace::{DirCache, Namespace, Need, Stop};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError};
 use cairn_proto::mds::{
     FsStat, KIND_MDS_POLL, KIND_MDS_REQUEST, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply,
-    MdsReply, MdsRequest, POLL_WAIT_MS_MAX, ROOT_INO, Time,
+    MdsReply, MdsRequest, POLL_WAIT_MS_MAX, ROOT_INO, SessionInfo, Time,
 };
 use cairn_proto::mon::{MdsRole, MonCommand, Reply};
 use cairn_wire::{Frame, ServeOptions};
@@ -47,6 +50,11 @@ pub struct MdsConfig {
     pub addr: SocketAddr,
     pub reconnect_window_ms: u64,
     pub session_timeout_ms: u64,
+    /// How long clients may cache what they were answered.
+    pub lease_ms: u64,
+    /// A lease holder that does not acknowledge a recall this long is
+    /// evicted.
+    pub recall_timeout_ms: u64,
 }
 
 impl MdsConfig {
@@ -59,6 +67,8 @@ impl MdsConfig {
             addr,
             reconnect_window_ms: RECONNECT_WINDOW_MS_DEFAULT,
             session_timeout_ms: SESSION_TIMEOUT_MS_DEFAULT,
+            lease_ms: LEASE_MS_DEFAULT,
+            recall_timeout_ms: RECALL_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -160,6 +170,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         .iter()
         .map(|k| (*k, replayed.seq))
         .collect();
+    let shared_state = SharedState::default();
     let actor = Actor {
         ns,
         pools: pools.clone(),
@@ -175,6 +186,11 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         replaying_until: Instant::now() + Duration::from_millis(config.reconnect_window_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
         stat: Arc::new(std::sync::Mutex::new(FsStat::default())),
+        leases: Leases::new(Duration::from_millis(config.lease_ms)),
+        shared: Arc::clone(&shared_state),
+        recall_timeout: Duration::from_millis(config.recall_timeout_ms),
+        recall_waits: Vec::new(),
+        queue: requests_tx.downgrade(),
     };
     let stat = Arc::clone(&actor.stat);
     let actor_task = tokio::spawn(actor.run(requests_rx));
@@ -182,6 +198,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     let shell = Shell {
         requests: requests_tx.clone(),
         durable: durable_rx,
+        shared: shared_state,
     };
     let handler = move |frame: Frame, _session| {
         let shell = shell.clone();
@@ -327,6 +344,7 @@ async fn refresh_stat(pools: Pools, stat: Arc<std::sync::Mutex<FsStat>>) {
 /// One client session.
 #[derive(Debug)]
 struct Session {
+    name: String,
     last_seen: Instant,
     /// Opens per inode the session holds.
     opens: HashMap<u64, u32>,
@@ -335,7 +353,12 @@ struct Session {
 enum ActorMsg {
     Request(MdsRequest, oneshot::Sender<MdsReply>),
     Touch(u64),
+    Evict(u64, String),
 }
+
+/// A recall an answer waits for: (holder, its acknowledgements, the
+/// recall's number, the holder's lease end).
+type RecallWait = (u64, watch::Receiver<u64>, u64, Instant);
 
 struct Actor {
     ns: Namespace,
@@ -357,6 +380,13 @@ struct Actor {
     replaying_until: Instant,
     session_timeout: Duration,
     stat: Arc<std::sync::Mutex<FsStat>>,
+    leases: Leases,
+    shared: SharedState,
+    recall_timeout: Duration,
+    /// Recalls the request being answered waits for.
+    recall_waits: Vec<RecallWait>,
+    /// The actor's own queue (evictions decided by recall waiters).
+    queue: mpsc::WeakSender<ActorMsg>,
 }
 
 impl Actor {
@@ -370,16 +400,21 @@ impl Actor {
                     }
                     Some(ActorMsg::Request(request, reply)) => {
                         let answer = self.request(request).await;
-                        if let Some(answer) = answer {
-                            drop(reply.send(answer));
-                        } else {
-                            self.reply_when_durable(reply);
+                        let waits = std::mem::take(&mut self.recall_waits);
+                        match answer {
+                            Some(answer) if waits.is_empty() => drop(reply.send(answer)),
+                            Some(answer) => self.reply_after_recalls(waits, answer, reply),
+                            None => self.reply_when_durable(reply),
                         }
                     }
                     Some(ActorMsg::Touch(session)) => self.touch(session),
+                    Some(ActorMsg::Evict(session, reason)) => self.evict(session, reason).await,
                     None => return,
                 },
-                _ = tick.tick() => self.expire_sessions().await,
+                _ = tick.tick() => {
+                    self.leases.sweep(Instant::now());
+                    self.expire_sessions().await;
+                }
             }
         }
     }
@@ -388,6 +423,7 @@ impl Actor {
         self.sessions
             .entry(session)
             .or_insert_with(|| Session {
+                name: String::new(),
                 last_seen: Instant::now(),
                 opens: HashMap::new(),
             })
@@ -403,21 +439,152 @@ impl Actor {
             .map(|(id, _)| *id)
             .collect();
         for id in gone {
-            let Some(session) = self.sessions.remove(&id) else {
-                continue;
-            };
-            tracing::warn!(
-                session = format_args!("{id:x}"),
-                opens = session.opens.len(),
-                "session timed out: evicted"
+            let reason = format!("no request or poll for {} ms", timeout.as_millis());
+            self.evict(id, reason).await;
+        }
+    }
+
+    /// Ends a session: its leases, opens and locks go, and it is refused
+    /// until it says `Hello` afresh.
+    async fn evict(&mut self, id: u64, reason: String) {
+        let session = self.sessions.remove(&id);
+        let name = session.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+        tracing::warn!(
+            session = format_args!("{id:x}"),
+            name,
+            reason,
+            "session evicted"
+        );
+        {
+            let mut shared = shared(&self.shared);
+            shared.mailboxes.remove(&id);
+            shared.evicted.insert(
+                id,
+                Evicted {
+                    name,
+                    reason,
+                    at: Instant::now(),
+                },
             );
-            let deltas = self.ns.release_all(&session.opens);
-            self.journal_deltas(id, 0, deltas).await;
-            self.lock_waiters.retain(|(r, _)| r.session != id);
-            if self.locks.drop_session(id) {
-                self.retry_lock_waiters();
+            if shared.evicted.len() > EVICTED_KEPT
+                && let Some(oldest) = shared
+                    .evicted
+                    .iter()
+                    .min_by_key(|(_, e)| e.at)
+                    .map(|(k, _)| *k)
+            {
+                shared.evicted.remove(&oldest);
             }
         }
+        self.leases.drop_session(id);
+        if let Some(session) = session {
+            let deltas = self.ns.release_all(&session.opens);
+            self.change(id, 0, deltas).await;
+        }
+        self.lock_waiters.retain(|(r, _)| r.session != id);
+        if self.locks.drop_session(id) {
+            self.retry_lock_waiters();
+        }
+    }
+
+    /// Journals `deltas` and recalls the leases they break (the waits go to
+    /// `recall_waits`).
+    async fn change(&mut self, session: u64, tid: u64, deltas: Vec<format::Delta>) -> Option<u64> {
+        let now = Instant::now();
+        let broken = self.leases.broken_by(&deltas, session, now);
+        if !broken.is_empty() {
+            let mut shared = shared(&self.shared);
+            for (holder, (invals, until)) in broken {
+                let mailbox = shared.mailbox(holder);
+                let id = mailbox.send(invals);
+                self.recall_waits.push((holder, mailbox.acked(), id, until));
+            }
+        }
+        self.journal_deltas(session, tid, deltas).await
+    }
+
+    /// Sends `answer` once every holder acknowledged its recall (or its
+    /// lease ran out); a holder silent past the recall timeout is evicted.
+    fn reply_after_recalls(
+        &self,
+        waits: Vec<RecallWait>,
+        answer: MdsReply,
+        reply: oneshot::Sender<MdsReply>,
+    ) {
+        let timeout = self.recall_timeout;
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let give_up = started + timeout;
+            for (holder, mut acked, id, until) in waits {
+                let deadline = until.min(give_up);
+                let timed_out =
+                    tokio::time::timeout_at(deadline.into(), acked.wait_for(|a| *a >= id))
+                        .await
+                        .is_err();
+                if timed_out
+                    && until > give_up
+                    && let Some(queue) = queue.upgrade()
+                {
+                    let reason = format!(
+                        "did not acknowledge a cache recall within {} ms",
+                        timeout.as_millis()
+                    );
+                    drop(queue.send(ActorMsg::Evict(holder, reason)).await);
+                }
+            }
+            drop(reply.send(answer));
+        });
+    }
+
+    /// Lets `session` cache what `answer` told it.
+    fn grant(&mut self, session: u64, op: &MdsOp, answer: Option<&MdsAnswer>) {
+        let now = Instant::now();
+        match answer {
+            Some(MdsAnswer::Attr(a)) => {
+                self.leases.grant_attrs(a.ino, session, now);
+                // A directory made: its maker may know all of its entries.
+                if matches!(op, MdsOp::Create { .. }) && a.mode & libc::S_IFMT == libc::S_IFDIR {
+                    self.leases.grant_entries(a.ino, session, now);
+                }
+            }
+            Some(MdsAnswer::Session { root, .. }) => {
+                self.leases.grant_attrs(root.ino, session, now)
+            }
+            _ => {}
+        }
+        if let Some(dir) = op.leased_dir() {
+            self.leases.grant_entries(dir, session, now);
+        }
+    }
+
+    fn sessions_info(&self) -> MdsAnswer {
+        let counts = self.leases.counts();
+        let shared = shared(&self.shared);
+        let mut list: Vec<SessionInfo> = self
+            .sessions
+            .iter()
+            .map(|(id, s)| SessionInfo {
+                id: *id,
+                name: s.name.clone(),
+                opens: s.opens.values().map(|n| u64::from(*n)).sum(),
+                leases: counts.get(id).copied().unwrap_or(0),
+                recalls_pending: shared.mailboxes.get(id).map_or(0, |m| m.pending_count()),
+                idle_ms: u64::try_from(s.last_seen.elapsed().as_millis()).unwrap_or(u64::MAX),
+                evicted: None,
+            })
+            .collect();
+        list.extend(shared.evicted.iter().map(|(id, e)| SessionInfo {
+            id: *id,
+            name: e.name.clone(),
+            opens: 0,
+            leases: 0,
+            recalls_pending: 0,
+            idle_ms: u64::try_from(e.at.elapsed().as_millis()).unwrap_or(u64::MAX),
+            evicted: Some(e.reason.clone()),
+        }));
+        list.sort_by_key(|s| (s.evicted.is_some(), s.id));
+        MdsAnswer::Sessions(list)
     }
 
     /// Takes or releases a lock; a request that must wait is parked.
@@ -537,6 +704,18 @@ impl Actor {
         }
     }
 
+    /// Why a request of an evicted session is refused; a fresh `Hello`
+    /// (not a replay) opens it again.
+    fn refused(&self, request: &MdsRequest) -> Option<String> {
+        let mut shared = shared(&self.shared);
+        let evicted = shared.evicted.get(&request.session)?;
+        if matches!(request.op, MdsOp::Hello { .. }) && !request.replay {
+            shared.evicted.remove(&request.session);
+            return None;
+        }
+        Some(evicted.reason.clone())
+    }
+
     /// Answers a request; `None` for a `Sync` (answered once durable).
     async fn request(&mut self, request: MdsRequest) -> Option<MdsReply> {
         let durable_seq = *self.durable.borrow();
@@ -545,9 +724,47 @@ impl Actor {
             journal_seq,
             durable_seq,
         };
+        // Administration: no session of its own.
+        match &request.op {
+            MdsOp::Sessions => return Some(reply(Ok(self.sessions_info()), None)),
+            MdsOp::Evict { session } => {
+                let found = self.sessions.contains_key(session);
+                if found {
+                    self.evict(*session, "evicted by an administrator".into())
+                        .await;
+                }
+                let result = if found {
+                    Ok(MdsAnswer::Done)
+                } else {
+                    Err(MdsError::Errno(libc::ENOENT))
+                };
+                return Some(reply(result, None));
+            }
+            _ => {}
+        }
+        if let Some(why) = self.refused(&request) {
+            return Some(reply(Err(MdsError::Evicted(why)), None));
+        }
         self.touch(request.session);
-        if let MdsOp::Hello { .. } = &request.op {
-            return Some(reply(self.hello().await, None));
+        if let MdsOp::Hello { name } = &request.op {
+            if let Some(s) = self.sessions.get_mut(&request.session) {
+                s.name.clone_from(name);
+            }
+            let answer = self.hello().await;
+            if let Ok(a) = &answer {
+                self.grant(request.session, &request.op, Some(a));
+            }
+            return Some(reply(answer, None));
+        }
+        if let MdsOp::Reassert { attrs, dirs } = &request.op {
+            let now = Instant::now();
+            for ino in attrs {
+                self.leases.grant_attrs(*ino, request.session, now);
+            }
+            for dir in dirs {
+                self.leases.grant_entries(*dir, request.session, now);
+            }
+            return Some(reply(Ok(MdsAnswer::Done), None));
         }
         if matches!(request.op, MdsOp::Sync) {
             return None;
@@ -582,15 +799,24 @@ impl Actor {
         let key = (request.session, request.tid);
         if request.op.is_change() && self.completed.contains_key(&key) {
             // A resend of a change already made: answer as it stands now.
-            return Some(reply(self.answer_again(&request).await, None));
+            let answer = self.answer_again(&request).await;
+            self.grant(request.session, &request.op, answer.as_ref().ok());
+            return Some(reply(answer, None));
         }
         let outcome = self.execute(&request).await;
         match outcome {
-            Err(e) => Some(reply(Err(e), None)),
+            Err(e) => {
+                if e == MdsError::Errno(libc::ENOENT) {
+                    // A name found missing may be cached as missing.
+                    self.grant(request.session, &request.op, None);
+                }
+                Some(reply(Err(e), None))
+            }
             Ok(outcome) => {
                 self.track_opens(&request);
+                self.grant(request.session, &request.op, Some(&outcome.answer));
                 let seq = self
-                    .journal_deltas(request.session, request.tid, outcome.deltas)
+                    .change(request.session, request.tid, outcome.deltas)
                     .await;
                 if let Some(seq) = seq {
                     self.remember(key, seq);
@@ -612,6 +838,7 @@ impl Actor {
             data_pool: self.pools.data_pool.clone(),
             root,
             replaying: Instant::now() < self.replaying_until,
+            lease_ms: u32::try_from(self.leases.lease().as_millis()).unwrap_or(u32::MAX),
         })
     }
 
@@ -715,11 +942,39 @@ impl Actor {
     }
 }
 
+/// Sends one administrative request (`Sessions`, `Evict`) to the MDS at
+/// `addr`.
+///
+/// # Errors
+/// Why the MDS could not be asked, or its refusal.
+pub async fn ask(addr: &str, op: MdsOp) -> Result<MdsAnswer, String> {
+    let conn = cairn_wire::Connection::connect(addr, cairn_wire::ConnectOptions::default())
+        .await
+        .map_err(|e| format!("MDS at {addr}: {e}"))?;
+    let request = MdsRequest {
+        session: 0,
+        tid: 0,
+        caller: cairn_proto::mds::Caller::default(),
+        replay: false,
+        op,
+    };
+    let (reply, _) = conn
+        .call::<MdsRequest, MdsReply>(&request, Bytes::new())
+        .await
+        .map_err(|e| format!("MDS at {addr}: {e}"))?;
+    match reply.result {
+        Ok(answer) => Ok(answer),
+        Err(MdsError::Errno(e)) => Err(std::io::Error::from_raw_os_error(e).to_string()),
+        Err(e) => Err(format!("{e:?}")),
+    }
+}
+
 /// What every connection handler shares.
 #[derive(Clone)]
 struct Shell {
     requests: mpsc::Sender<ActorMsg>,
     durable: watch::Receiver<u64>,
+    shared: SharedState,
 }
 
 fn respond<M: cairn_wire::Message>(msg: &M) -> Frame {
@@ -747,6 +1002,7 @@ impl Shell {
                 Ok(poll) => respond(&self.poll(poll).await),
                 Err(e) => respond(&MdsPollReply {
                     result: Err(MdsError::BadRequest(e.to_string())),
+                    recalls: Vec::new(),
                 }),
             },
             other => respond(&bad(format!(
@@ -768,25 +1024,44 @@ impl Shell {
         rx.await.unwrap_or_else(|_| not_active())
     }
 
+    /// Holds a poll until there is news (a newer durable sequence or a
+    /// recall) or its wait ends; takes the acknowledgement of recalls.
     async fn poll(&self, poll: MdsPoll) -> MdsPollReply {
+        let refuse = |e| MdsPollReply {
+            result: Err(e),
+            recalls: Vec::new(),
+        };
+        let mailbox = {
+            let mut shared = shared(&self.shared);
+            if let Some(evicted) = shared.evicted.get(&poll.session) {
+                return refuse(MdsError::Evicted(evicted.reason.clone()));
+            }
+            shared.mailbox(poll.session)
+        };
+        mailbox.ack(poll.recalled);
         if self
             .requests
             .send(ActorMsg::Touch(poll.session))
             .await
             .is_err()
         {
-            return MdsPollReply {
-                result: Err(MdsError::NotActive),
-            };
+            return refuse(MdsError::NotActive);
         }
-        let wait = Duration::from_millis(u64::from(poll.wait_ms.min(POLL_WAIT_MS_MAX)));
-        let mut durable = self.durable.clone();
-        let newer = durable.wait_for(|d| *d > poll.durable_seq);
-        let seq = match tokio::time::timeout(wait, newer).await {
-            Ok(Ok(d)) => *d,
-            _ => *self.durable.borrow(),
-        };
-        MdsPollReply { result: Ok(seq) }
+        if mailbox.pending_count() == 0 {
+            let wait = Duration::from_millis(u64::from(poll.wait_ms.min(POLL_WAIT_MS_MAX)));
+            let mut durable = self.durable.clone();
+            let newer = durable.wait_for(|d| *d > poll.durable_seq);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = newer => {}
+                () = mailbox.wake.notified() => {}
+            }
+        }
+        let seq = *self.durable.borrow();
+        MdsPollReply {
+            result: Ok(seq),
+            recalls: mailbox.pending(),
+        }
     }
 }
 

@@ -239,6 +239,10 @@ impl Namespace {
             MdsOp::Hello { .. } | MdsOp::StatFs | MdsOp::Sync => Ok(done(Vec::new())),
             // Locks are the server's, not the namespace's.
             MdsOp::SetLock { .. } | MdsOp::GetLock { .. } => Err(errno(libc::EINVAL)),
+            // Leases and sessions are the server's too.
+            MdsOp::Reassert { .. } | MdsOp::Sessions | MdsOp::Evict { .. } => {
+                Err(errno(libc::EINVAL))
+            }
             MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
             MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
             MdsOp::SetAttr { ino, set } => self.set_attr(*ino, set, now),

@@ -4,9 +4,11 @@
 //!
 //! The mount uses `default_permissions`: the kernel checks permissions
 //! (owner, group and supplementary groups, other, sticky directories,
-//! root) from the attributes we return, which are never cached in the
-//! kernel (TTL 0) so another mount's changes are seen at once. File data
-//! goes through the page cache, dropped at each open (close-to-open).
+//! root) from the attributes we return. The kernel caches attributes and
+//! entries for as long as the MDS's lease on them lasts; another mount's
+//! change recalls the lease first (see [`MdsSession`]), so it is seen at
+//! once. File data goes through the page cache, dropped at each open
+//! (close-to-open) and by a recall of the inode.
 
 use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{DIRTY_BYTES_PER_FILE_MAX, READDIR_PAGE_ENTRIES};
@@ -29,8 +31,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-const TTL: Duration = Duration::ZERO;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -203,9 +203,15 @@ impl Core {
     }
 
     async fn attr(&self, op: MdsOp, who: Caller) -> Result<Attr, Errno> {
-        match self.call(op, who).await? {
-            MdsAnswer::Attr(a) => Ok(self.merge(a)),
-            _ => Err(libc::EIO),
+        self.leased_attr(op, who).await.map(|(a, _)| a)
+    }
+
+    /// The attributes `op` answers and how long the kernel may cache them.
+    async fn leased_attr(&self, op: MdsOp, who: Caller) -> Result<(Attr, Duration), Errno> {
+        match self.session.call_leased(op, who).await {
+            (Ok(MdsAnswer::Attr(a)), ttl) => Ok((self.merge(a), ttl)),
+            (Ok(_), _) => Err(libc::EIO),
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -370,7 +376,12 @@ impl Core {
         Ok(buf)
     }
 
-    async fn set_attr(&self, ino: u64, mut set: SetAttr, who: Caller) -> Result<Attr, Errno> {
+    async fn set_attr(
+        &self,
+        ino: u64,
+        mut set: SetAttr,
+        who: Caller,
+    ) -> Result<(Attr, Duration), Errno> {
         if let Some(size) = set.size {
             let state = self.file(ino);
             let guard = match &state {
@@ -390,8 +401,8 @@ impl Core {
                 s.written_end = s.written_end.min(size);
                 s.readahead.clear();
                 self.data.truncate(ino, &current.layout, old, size).await?;
-                let attr = self
-                    .attr(
+                let (attr, ttl) = self
+                    .leased_attr(
                         MdsOp::SetAttr {
                             ino,
                             set: set.clone(),
@@ -402,14 +413,52 @@ impl Core {
                 s.mds_size = attr.size;
                 s.written_end = 0;
                 s.written_mtime = None;
-                return Ok(attr);
+                return Ok((attr, ttl));
             }
             self.data.truncate(ino, &current.layout, old, size).await?;
         }
         if set.mtime.is_none() && set.size.is_some() {
             set.mtime = Some(SetTime::Now);
         }
-        self.attr(MdsOp::SetAttr { ino, set }, who).await
+        self.leased_attr(MdsOp::SetAttr { ino, set }, who).await
+    }
+
+    /// Whether `ino` has nothing to flush (checked without waiting).
+    fn clean(&self, ino: u64) -> bool {
+        let Some(state) = self.file(ino) else {
+            return true;
+        };
+        state
+            .try_lock()
+            .is_ok_and(|s| s.dirty.is_empty() && s.written_mtime.is_none())
+    }
+
+    /// Forgets handle `fh` at once if its file has nothing to flush;
+    /// `false` leaves it for [`release`](Self::release).
+    fn release_clean(&self, fh: u64) -> bool {
+        let Some(h) = self.handle(fh) else {
+            return false;
+        };
+        let mut files = lock(&self.files);
+        let Some(state) = files.get(&h.ino).cloned() else {
+            drop(files);
+            lock(&self.handles).remove(&fh);
+            return true;
+        };
+        let Ok(mut s) = state.try_lock() else {
+            return false;
+        };
+        if !s.dirty.is_empty() || s.written_mtime.is_some() {
+            return false;
+        }
+        s.opens = s.opens.saturating_sub(1);
+        if s.opens == 0 {
+            files.remove(&h.ino);
+        }
+        drop(s);
+        drop(files);
+        lock(&self.handles).remove(&fh);
+        true
     }
 
     async fn release(&self, fh: u64) -> Result<(), Errno> {
@@ -508,9 +557,9 @@ fn fopen_flags(flags: i32) -> FopenFlags {
     }
 }
 
-fn reply_entry(reply: ReplyEntry, result: Result<Attr, Errno>) {
+fn reply_entry(reply: ReplyEntry, result: Result<(Attr, Duration), Errno>) {
     match result {
-        Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+        Ok((a, ttl)) => reply.entry(&ttl, &file_attr(&a), Generation(0)),
         Err(e) => reply.error(fe(e)),
     }
 }
@@ -543,21 +592,40 @@ impl Filesystem for CairnFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if let Some(ttl) = self.core.session.known_missing(parent.0, name.as_bytes()) {
+            let mut none = file_attr(&Attr::default());
+            none.ino = INodeNo(0);
+            reply.entry(&ttl, &none, Generation(0));
+            return;
+        }
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
             let op = MdsOp::Lookup {
                 parent: parent.0,
                 name,
             };
-            reply_entry(reply, core.attr(op, who).await);
+            match core.session.call_leased(op, who).await {
+                (Ok(MdsAnswer::Attr(a)), ttl) => {
+                    reply.entry(&ttl, &file_attr(&core.merge(a)), Generation(0));
+                }
+                // A name found missing: the kernel may cache its absence
+                // (an entry with inode 0) while the lease lasts.
+                (Err(libc::ENOENT), ttl) if !ttl.is_zero() => {
+                    let mut none = file_attr(&Attr::default());
+                    none.ino = INodeNo(0);
+                    reply.entry(&ttl, &none, Generation(0));
+                }
+                (Ok(_), _) => reply.error(FuseErrno::EIO),
+                (Err(e), _) => reply.error(fe(e)),
+            }
         });
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let who = caller(req);
         self.spawn(|core| async move {
-            match core.attr(MdsOp::GetAttr { ino: ino.0 }, who).await {
-                Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            match core.leased_attr(MdsOp::GetAttr { ino: ino.0 }, who).await {
+                Ok((a, ttl)) => reply.attr(&ttl, &file_attr(&a)),
                 Err(e) => reply.error(fe(e)),
             }
         });
@@ -592,7 +660,7 @@ impl Filesystem for CairnFs {
         };
         self.spawn(|core| async move {
             match core.set_attr(ino.0, set, who).await {
-                Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+                Ok((a, ttl)) => reply.attr(&ttl, &file_attr(&a)),
                 Err(e) => reply.error(fe(e)),
             }
         });
@@ -630,7 +698,7 @@ impl Filesystem for CairnFs {
                 open: false,
                 ino: None,
             };
-            reply_entry(reply, core.attr(op, who).await);
+            reply_entry(reply, core.leased_attr(op, who).await);
         });
     }
 
@@ -655,7 +723,7 @@ impl Filesystem for CairnFs {
                 open: false,
                 ino: None,
             };
-            reply_entry(reply, core.attr(op, who).await);
+            reply_entry(reply, core.leased_attr(op, who).await);
         });
     }
 
@@ -710,7 +778,7 @@ impl Filesystem for CairnFs {
                 target,
                 ino: None,
             };
-            reply_entry(reply, core.attr(op, who).await);
+            reply_entry(reply, core.leased_attr(op, who).await);
         });
     }
 
@@ -754,7 +822,7 @@ impl Filesystem for CairnFs {
                 parent: newparent.0,
                 name,
             };
-            reply_entry(reply, core.attr(op, who).await);
+            reply_entry(reply, core.leased_attr(op, who).await);
         });
     }
 
@@ -797,12 +865,12 @@ impl Filesystem for CairnFs {
                 open: true,
                 ino: None,
             };
-            match core.attr(op, who).await {
-                Ok(a) => {
+            match core.leased_attr(op, who).await {
+                Ok((a, ttl)) => {
                     let fh = core.opened(&a, flags);
                     let open_flags = fopen_flags(flags);
                     reply.created(
-                        &TTL,
+                        &ttl,
                         &file_attr(&a),
                         Generation(0),
                         FileHandle(fh),
@@ -866,6 +934,12 @@ impl Filesystem for CairnFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        // Nothing to send and no lock to drop (the common close): answered
+        // here, without a hop to the runtime.
+        if self.core.clean(ino.0) && !lock(&self.core.lockers).contains(&(ino.0, lock_owner.0)) {
+            reply.ok();
+            return;
+        }
         let who = caller(req);
         self.spawn(|core| async move {
             let flushed = core.flush(ino.0, who).await;
@@ -884,6 +958,19 @@ impl Filesystem for CairnFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let locks = lock_owner.is_some_and(|o| lock(&self.core.lockers).contains(&(ino.0, o.0)));
+        if !locks && self.core.release_clean(fh.0) {
+            // The MDS hears of the close in the background: the kernel
+            // does not wait for a release, and its answer changes nothing.
+            reply.ok();
+            self.spawn(|core| async move {
+                let released = core.call(MdsOp::Release { ino: ino.0 }, Caller::default());
+                if let Err(errno) = released.await {
+                    tracing::debug!(errno, "release");
+                }
+            });
+            return;
+        }
         self.spawn(|core| async move {
             // The kernel names the owner when a `flock` goes with the file.
             if let Some(owner) = lock_owner

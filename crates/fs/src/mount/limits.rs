@@ -27,3 +27,14 @@ pub const READDIR_PAGE_ENTRIES: u32 = 1024;
 
 /// Largest write the kernel sends at once (FUSE `max_write`).
 pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+
+/// A lease is cached this much shorter than the MDS grants it (the
+/// kernel's clock starts a little after the MDS's).
+pub const LEASE_MARGIN_MS: u64 = 500;
+
+/// A recall is done in the kernel again this long after the first time
+/// (for an answer that was on its way to the kernel meanwhile).
+pub const REINVALIDATE_MS: u64 = 20;
+
+/// Leases reasserted per request after a failover.
+pub const REASSERT_BATCH: usize = 65_536;

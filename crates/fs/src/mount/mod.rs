@@ -103,6 +103,7 @@ pub async fn mount(
             error,
         }
     })?;
+    mds_session.set_notifier(session.notifier());
     Ok(Mounted {
         session: Some(session),
         mds_session,

@@ -1,20 +1,24 @@
 //! The client's session with the active MDS: finding it through the
 //! monitor, sending requests, keeping every change not yet durable and
-//! replaying those to a new MDS after a failover.
+//! replaying those to a new MDS after a failover, and the leases that let
+//! the kernel cache what the MDS answered: their time, their recalls
+//! (through the kernel's invalidation notices) and their reassertion to a
+//! new MDS.
 
 use crate::mount::limits::{
-    MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, POLL_WAIT_MS,
+    LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS,
+    POLL_WAIT_MS, REASSERT_BATCH, REINVALIDATE_MS,
 };
 use bytes::Bytes;
 use cairn_client::Client;
 use cairn_proto::mds::{
-    Caller, Errno, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply, MdsReply, MdsRequest,
+    Caller, Errno, Inval, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply, MdsReply, MdsRequest,
 };
 use cairn_proto::mon::{MonCommand, Reply};
 use cairn_wire::{ConnectOptions, Connection};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -42,6 +46,39 @@ struct Inner {
     unsafe_changes: Mutex<BTreeMap<u64, Unsafe>>,
     durable: AtomicU64,
     data_pool: Mutex<String>,
+    /// The MDS's lease time, in milliseconds (0 before the first hello).
+    lease_ms: AtomicU64,
+    /// Bumped at each batch of recalls received: an answer to a request
+    /// sent before a bump may predate the change recalled, so it is not
+    /// cached.
+    recall_epoch: AtomicU64,
+    /// The last recall number done (per MDS connection).
+    recalled: AtomicU64,
+    /// Leases held (for reassertion after a failover): attributes by
+    /// inode and entries by directory, with their ends.
+    held: Mutex<Held>,
+    /// Directories whose every entry this mount knows (it made them and
+    /// has held their entries' lease since): their names. A lookup of
+    /// another name there is answered "missing" without the MDS.
+    complete: Mutex<HashMap<u64, HashSet<Vec<u8>>>>,
+    /// Where recalls go to be done in the kernel.
+    invalidator: OnceLock<std::sync::mpsc::Sender<Vec<Inval>>>,
+    /// Set once evicted: calls fail until the leases have run out, then
+    /// the session opens afresh.
+    evicted_until: Mutex<Option<Instant>>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    attrs: HashMap<u64, Instant>,
+    dirs: HashMap<u64, Instant>,
+}
+
+impl Held {
+    fn live(map: &mut HashMap<u64, Instant>, now: Instant) -> Vec<u64> {
+        map.retain(|_, until| *until > now);
+        map.keys().copied().collect()
+    }
 }
 
 /// A file-system session; clone freely.
@@ -80,6 +117,13 @@ impl MdsSession {
                 unsafe_changes: Mutex::new(BTreeMap::new()),
                 durable: AtomicU64::new(0),
                 data_pool: Mutex::new(String::new()),
+                lease_ms: AtomicU64::new(0),
+                recall_epoch: AtomicU64::new(0),
+                recalled: AtomicU64::new(0),
+                held: Mutex::new(Held::default()),
+                complete: Mutex::new(HashMap::new()),
+                invalidator: OnceLock::new(),
+                evicted_until: Mutex::new(None),
             }),
         };
         let hello = session
@@ -116,19 +160,196 @@ impl MdsSession {
         lock(&self.inner.unsafe_changes).len()
     }
 
+    /// Where recalls are done: the kernel's invalidation notices, sent
+    /// from a thread of their own (a notice may wait on a directory lock
+    /// that a request of this mount holds, so it never blocks the
+    /// acknowledgement, which goes as soon as the recall is queued).
+    pub fn set_notifier(&self, notifier: fuser::Notifier) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.inner.invalidator.set(tx).is_ok() {
+            let spawned = std::thread::Builder::new()
+                .name("cairn-inval".into())
+                .spawn(move || run_invalidator(&notifier, &rx));
+            if let Err(error) = spawned {
+                tracing::error!(%error, "no invalidation thread: caching stays off");
+            }
+        }
+    }
+
     /// Sends `op` and waits for its answer, across MDS failovers.
     ///
     /// # Errors
     /// The MDS's errno, or `EIO` when no MDS answers before the deadline.
     pub async fn call(&self, op: MdsOp, caller: Caller) -> Result<MdsAnswer, Errno> {
+        self.call_leased(op, caller).await.0
+    }
+
+    /// Like [`call`](Self::call), with how long the kernel may cache the
+    /// answer (its attributes, and for a lookup or a name made, the
+    /// entry): zero when no lease covers it.
+    pub async fn call_leased(
+        &self,
+        op: MdsOp,
+        caller: Caller,
+    ) -> (Result<MdsAnswer, Errno>, Duration) {
+        let sent = Instant::now();
+        let epoch = self.inner.recall_epoch.load(Ordering::Acquire);
+        let dir = op.leased_dir();
+        let names = NamesChange::of(&op);
+        let makes = matches!(names, NamesChange::Made { .. });
+        if let Err(e) = self.resume_if_evicted().await {
+            return (Err(e), Duration::ZERO);
+        }
         let tid = self.inner.tid.fetch_add(1, Ordering::Relaxed);
-        let mut request = MdsRequest {
+        let request = MdsRequest {
             session: self.inner.session,
             tid,
             caller,
             replay: false,
             op,
         };
+        let result = self.send(request).await;
+        let ttl = self.lease_left(sent, epoch);
+        if result.is_ok() {
+            self.names_changed(names, &result, !ttl.is_zero());
+        }
+        if ttl.is_zero() {
+            return (result, ttl);
+        }
+        let until = Instant::now() + ttl;
+        let mut held = lock(&self.inner.held);
+        if let Ok(MdsAnswer::Attr(a)) = &result {
+            held.attrs.insert(a.ino, until);
+            if a.mode & libc::S_IFMT == libc::S_IFDIR && makes {
+                held.dirs.insert(a.ino, until);
+            }
+        }
+        if let Some(dir) = dir
+            && matches!(result, Ok(_) | Err(libc::ENOENT))
+        {
+            held.dirs.insert(dir, until);
+        }
+        (result, ttl)
+    }
+
+    /// Keeps the names of complete directories as this mount changes them;
+    /// a directory it just made (and leases) starts complete and empty.
+    fn names_changed(&self, change: NamesChange, result: &Result<MdsAnswer, Errno>, leased: bool) {
+        let mut complete = lock(&self.inner.complete);
+        match change {
+            NamesChange::None => {}
+            NamesChange::Made { parent, name } => {
+                if let Some(names) = complete.get_mut(&parent) {
+                    names.insert(name);
+                }
+                if let Ok(MdsAnswer::Attr(a)) = result
+                    && a.mode & libc::S_IFMT == libc::S_IFDIR
+                    && leased
+                {
+                    complete.insert(a.ino, HashSet::new());
+                }
+            }
+            NamesChange::Removed { parent, name } => {
+                if let Some(names) = complete.get_mut(&parent) {
+                    names.remove(&name);
+                }
+            }
+            NamesChange::Moved { from, to } => {
+                if let Some(names) = complete.get_mut(&from.0) {
+                    names.remove(&from.1);
+                }
+                if let Some(names) = complete.get_mut(&to.0) {
+                    names.insert(to.1);
+                }
+            }
+        }
+    }
+
+    /// How long the kernel may cache `name` as missing from `parent`
+    /// without asking the MDS: `Some` when this mount knows every entry of
+    /// `parent` (under a live lease) and `name` is not among them.
+    #[must_use]
+    pub fn known_missing(&self, parent: u64, name: &[u8]) -> Option<Duration> {
+        if name.len() > cairn_proto::mds::NAME_BYTES_MAX {
+            // Not missing but invalid: the MDS says so (`ENAMETOOLONG`).
+            return None;
+        }
+        let until = *lock(&self.inner.held).dirs.get(&parent)?;
+        let complete = lock(&self.inner.complete);
+        let names = complete.get(&parent)?;
+        if names.contains(name) {
+            return None;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// What is left of a lease asked for at `sent`: nothing if a recall
+    /// came since, or the session is evicted.
+    fn lease_left(&self, sent: Instant, epoch: u64) -> Duration {
+        if self.inner.recall_epoch.load(Ordering::Acquire) != epoch
+            || lock(&self.inner.evicted_until).is_some()
+        {
+            return Duration::ZERO;
+        }
+        let lease = Duration::from_millis(
+            self.inner
+                .lease_ms
+                .load(Ordering::Relaxed)
+                .saturating_sub(LEASE_MARGIN_MS),
+        );
+        (sent + lease).saturating_duration_since(Instant::now())
+    }
+
+    /// After an eviction: `EIO` until every lease given before has run
+    /// out (the kernel has dropped what it cached), then a fresh session.
+    async fn resume_if_evicted(&self) -> Result<(), Errno> {
+        let until = *lock(&self.inner.evicted_until);
+        let Some(until) = until else {
+            return Ok(());
+        };
+        if Instant::now() < until {
+            return Err(libc::EIO);
+        }
+        let hello = MdsRequest {
+            session: self.inner.session,
+            tid: self.inner.tid.fetch_add(1, Ordering::Relaxed),
+            caller: Caller::default(),
+            replay: false,
+            op: MdsOp::Hello {
+                name: self.inner.name.clone(),
+            },
+        };
+        match self.send(hello).await? {
+            MdsAnswer::Session { lease_ms, .. } => {
+                self.inner
+                    .lease_ms
+                    .store(u64::from(lease_ms), Ordering::Relaxed);
+                *lock(&self.inner.evicted_until) = None;
+                tracing::warn!("session opened again after its eviction");
+                Ok(())
+            }
+            _ => Err(libc::EIO),
+        }
+    }
+
+    fn note_evicted(&self, why: &str) {
+        let mut until = lock(&self.inner.evicted_until);
+        if until.is_none() {
+            tracing::error!(
+                why,
+                "this mount was evicted by the MDS: calls fail until its cached leases run out"
+            );
+            let lease = Duration::from_millis(self.inner.lease_ms.load(Ordering::Relaxed));
+            *until = Some(Instant::now() + lease);
+            *lock(&self.inner.held) = Held::default();
+            lock(&self.inner.complete).clear();
+            self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    async fn send(&self, mut request: MdsRequest) -> Result<MdsAnswer, Errno> {
+        let tid = request.tid;
         // A lock request that waits may wait as long as the lock is held.
         let waits = matches!(request.op, MdsOp::SetLock { wait: true, .. });
         let deadline =
@@ -140,7 +361,11 @@ impl MdsSession {
             }
             let (conn, number) = match self.connection().await {
                 Ok(c) => c,
-                Err(()) => {
+                Err(Some(why)) => {
+                    self.note_evicted(&why);
+                    return Err(libc::EIO);
+                }
+                Err(None) => {
                     tokio::time::sleep(Duration::from_millis(MDS_DISCOVER_PAUSE_MS)).await;
                     continue;
                 }
@@ -175,6 +400,10 @@ impl MdsSession {
                 }
                 Err(MdsError::BadRequest(why)) => {
                     tracing::error!(why, "the MDS refused a request as malformed");
+                    return Err(libc::EIO);
+                }
+                Err(MdsError::Evicted(why)) => {
+                    self.note_evicted(&why);
                     return Err(libc::EIO);
                 }
             }
@@ -221,8 +450,9 @@ impl MdsSession {
     }
 
     /// The current connection, or a new one to the active MDS (with the
-    /// session resumed and the unsafe changes replayed).
-    async fn connection(&self) -> Result<(Connection, u64), ()> {
+    /// session resumed, its leases reasserted and the unsafe changes
+    /// replayed). `Err(Some(why))`: the session was evicted.
+    async fn connection(&self) -> Result<(Connection, u64), Option<String>> {
         let mut slot = self.inner.conn.lock().await;
         if let Some((conn, number)) = slot.as_ref()
             && !conn.is_closed()
@@ -230,14 +460,14 @@ impl MdsSession {
             return Ok((conn.clone(), *number));
         }
         *slot = None;
-        let addr = self.active_addr().await.ok_or(())?;
+        let addr = self.active_addr().await.ok_or(None)?;
         let options = ConnectOptions {
             request_timeout: Duration::from_millis(MDS_REQUEST_TIMEOUT_MS),
             ..ConnectOptions::default()
         };
         let conn = Connection::connect(addr.as_str(), options)
             .await
-            .map_err(drop)?;
+            .map_err(|_| None)?;
         let hello = MdsRequest {
             session: self.inner.session,
             tid: 0,
@@ -250,19 +480,98 @@ impl MdsSession {
         let (reply, _) = conn
             .call::<MdsRequest, MdsReply>(&hello, Bytes::new())
             .await
-            .map_err(drop)?;
+            .map_err(|_| None)?;
         match reply.result {
-            Ok(MdsAnswer::Session { data_pool, .. }) => *lock(&self.inner.data_pool) = data_pool,
-            _ => return Err(()),
+            Ok(MdsAnswer::Session {
+                data_pool,
+                lease_ms,
+                ..
+            }) => {
+                *lock(&self.inner.data_pool) = data_pool;
+                self.inner
+                    .lease_ms
+                    .store(u64::from(lease_ms), Ordering::Relaxed);
+            }
+            Err(MdsError::Evicted(why)) => return Err(Some(why)),
+            _ => return Err(None),
         }
+        // Recall numbers are the MDS's, per session: start afresh. What
+        // changed while no MDS heard this mount is unknown.
+        self.inner.recalled.store(0, Ordering::Relaxed);
+        lock(&self.inner.complete).clear();
+        self.reassert(&conn).await.map_err(|()| None)?;
         // A new MDS numbers its journal afresh from what survived.
         self.inner
             .durable
             .store(reply.durable_seq, Ordering::Relaxed);
-        self.replay(&conn).await?;
+        self.replay(&conn).await.map_err(|()| None)?;
         let number = self.inner.conn_number.fetch_add(1, Ordering::Relaxed) + 1;
         *slot = Some((conn.clone(), number));
         Ok((conn, number))
+    }
+
+    /// Tells a (possibly new) MDS which leases this session still holds,
+    /// so its changes recall them.
+    async fn reassert(&self, conn: &Connection) -> Result<(), ()> {
+        let (attrs, dirs) = {
+            let mut held = lock(&self.inner.held);
+            let now = Instant::now();
+            (
+                Held::live(&mut held.attrs, now),
+                Held::live(&mut held.dirs, now),
+            )
+        };
+        let batches = attrs.len().max(dirs.len()).div_ceil(REASSERT_BATCH);
+        for i in 0..batches {
+            let part = |v: &[u64]| {
+                v.iter()
+                    .skip(i * REASSERT_BATCH)
+                    .take(REASSERT_BATCH)
+                    .copied()
+                    .collect()
+            };
+            let request = MdsRequest {
+                session: self.inner.session,
+                tid: 0,
+                caller: Caller::default(),
+                replay: true,
+                op: MdsOp::Reassert {
+                    attrs: part(&attrs),
+                    dirs: part(&dirs),
+                },
+            };
+            let (reply, _) = conn
+                .call::<MdsRequest, MdsReply>(&request, Bytes::new())
+                .await
+                .map_err(drop)?;
+            if reply.result.is_err() {
+                return Err(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands recalls to the invalidation thread; returns once queued.
+    fn recall(&self, recalls: Vec<cairn_proto::mds::Recall>) {
+        let done = self.inner.recalled.load(Ordering::Relaxed);
+        let fresh: Vec<_> = recalls.into_iter().filter(|r| r.id > done).collect();
+        let Some(last) = fresh.iter().map(|r| r.id).max() else {
+            return;
+        };
+        self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
+        {
+            // Another mount changed these directories: no longer complete.
+            let mut complete = lock(&self.inner.complete);
+            for r in &fresh {
+                if let Inval::Entry { parent, .. } = &r.inval {
+                    complete.remove(parent);
+                }
+            }
+        }
+        if let Some(tx) = self.inner.invalidator.get() {
+            drop(tx.send(fresh.into_iter().map(|r| r.inval).collect()));
+        }
+        self.inner.recalled.fetch_max(last, Ordering::Relaxed);
     }
 
     async fn replay(&self, conn: &Connection) -> Result<(), ()> {
@@ -317,27 +626,148 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
             return;
         };
         let session = MdsSession { inner: strong };
-        let conn = session.connection().await;
-        let Ok((conn, number)) = conn else {
+        if session.resume_if_evicted().await.is_err() {
             drop(session);
-            tokio::time::sleep(Duration::from_millis(MDS_DISCOVER_PAUSE_MS)).await;
+            tokio::time::sleep(Duration::from_millis(u64::from(POLL_WAIT_MS))).await;
             continue;
+        }
+        let conn = session.connection().await;
+        let (conn, number) = match conn {
+            Ok(c) => c,
+            Err(why) => {
+                if let Some(why) = why {
+                    session.note_evicted(&why);
+                }
+                drop(session);
+                tokio::time::sleep(Duration::from_millis(MDS_DISCOVER_PAUSE_MS)).await;
+                continue;
+            }
         };
         let poll = MdsPoll {
             session: session.inner.session,
             durable_seq: session.inner.durable.load(Ordering::Relaxed),
             wait_ms: POLL_WAIT_MS,
+            recalled: session.inner.recalled.load(Ordering::Relaxed),
         };
         let answer = conn
             .call::<MdsPoll, MdsPollReply>(&poll, Bytes::new())
             .await;
         match answer {
-            Ok((MdsPollReply { result: Ok(seq) }, _)) => session.saw_durable(seq),
+            Ok((
+                MdsPollReply {
+                    result: Ok(seq),
+                    recalls,
+                },
+                _,
+            )) => {
+                session.saw_durable(seq);
+                session.recall(recalls);
+            }
+            Ok((
+                MdsPollReply {
+                    result: Err(MdsError::Evicted(why)),
+                    ..
+                },
+                _,
+            )) => session.note_evicted(&why),
             Ok(_) | Err(_) => {
                 session.drop_connection(number).await;
                 drop(session);
                 tokio::time::sleep(Duration::from_millis(MDS_DISCOVER_PAUSE_MS)).await;
             }
         }
+    }
+}
+
+/// How a request changes the names of a directory.
+#[derive(Clone, Debug)]
+enum NamesChange {
+    None,
+    Made {
+        parent: u64,
+        name: Vec<u8>,
+    },
+    Removed {
+        parent: u64,
+        name: Vec<u8>,
+    },
+    Moved {
+        from: (u64, Vec<u8>),
+        to: (u64, Vec<u8>),
+    },
+}
+
+impl NamesChange {
+    fn of(op: &MdsOp) -> NamesChange {
+        match op {
+            MdsOp::Create { parent, name, .. }
+            | MdsOp::Symlink { parent, name, .. }
+            | MdsOp::Link { parent, name, .. } => NamesChange::Made {
+                parent: *parent,
+                name: name.to_vec(),
+            },
+            MdsOp::Unlink { parent, name } | MdsOp::Rmdir { parent, name } => {
+                NamesChange::Removed {
+                    parent: *parent,
+                    name: name.to_vec(),
+                }
+            }
+            MdsOp::Rename {
+                parent,
+                name,
+                new_parent,
+                new_name,
+                flags,
+            } if flags & cairn_proto::mds::RENAME_EXCHANGE == 0 => NamesChange::Moved {
+                from: (*parent, name.to_vec()),
+                to: (*new_parent, new_name.to_vec()),
+            },
+            _ => NamesChange::None,
+        }
+    }
+}
+
+/// Does recalls in the kernel: each batch at once and again a moment
+/// later, for an answer that was on its way to the kernel when the recall
+/// came (it was checked against the recall count just before).
+fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Vec<Inval>>) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut again: VecDeque<(Instant, Vec<Inval>)> = VecDeque::new();
+    loop {
+        let got = match again.front() {
+            Some((at, _)) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(invals) => {
+                invalidate(notifier, &invals);
+                again.push_back((
+                    Instant::now() + Duration::from_millis(REINVALIDATE_MS),
+                    invals,
+                ));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Some((at, _)) = again.front()
+            && *at <= Instant::now()
+        {
+            if let Some((_, invals)) = again.pop_front() {
+                invalidate(notifier, &invals);
+            }
+        }
+    }
+}
+
+fn invalidate(notifier: &fuser::Notifier, invals: &[Inval]) {
+    use std::os::unix::ffi::OsStrExt;
+    for inval in invals {
+        // The kernel not knowing the inode or entry is fine: nothing cached.
+        let _ = match inval {
+            Inval::Inode(ino) => notifier.inval_inode(fuser::INodeNo(*ino), 0, 0),
+            Inval::Entry { parent, name } => {
+                notifier.inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name))
+            }
+        };
     }
 }
