@@ -11,6 +11,84 @@ use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+/// `cairn fs quota ...`.
+#[derive(Debug, Subcommand)]
+pub enum QuotaCommand {
+    /// Set (or with 0, lift) the limits of DIR, a directory on a Cairn
+    /// mount (as root).
+    Set {
+        dir: PathBuf,
+        /// Bytes of the regular files below DIR (suffixes K, M, G, T).
+        #[arg(long = "max-bytes", value_parser = parse_limit)]
+        max_bytes: Option<u64>,
+        /// Inodes (files, directories, links) below DIR.
+        #[arg(long = "max-files")]
+        max_files: Option<u64>,
+    },
+    /// DIR's limits and what is below it.
+    Get {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A byte limit: a size with a unit suffix, or 0 (no limit).
+fn parse_limit(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
+    crate::units::parse_size(text)
+}
+
+fn setxattr(path: &std::path::Path, name: &str, value: &[u8]) -> CliResult {
+    rustix::fs::setxattr(path, name, value, rustix::fs::XattrFlags::empty())
+        .map_err(|e| format!("{name} on {}: {e}", path.display()).into())
+}
+
+/// A decimal xattr of `path`; `None` when it is not set.
+fn getxattr_u64(path: &std::path::Path, name: &str) -> CliResult<Option<u64>> {
+    let mut buf = [0u8; 32];
+    match rustix::fs::getxattr(path, name, &mut buf[..]) {
+        Ok(n) => {
+            let text = std::str::from_utf8(&buf[..n]).unwrap_or_default();
+            Ok(text.trim().parse().ok())
+        }
+        Err(rustix::io::Errno::NODATA) => Ok(None),
+        Err(e) => Err(format!("{name} on {}: {e}", path.display()).into()),
+    }
+}
+
+fn quota_get(dir: &std::path::Path, json: bool) -> CliResult {
+    let get = |name| getxattr_u64(dir, name);
+    let (max_bytes, max_files) = (get("cairn.quota.max_bytes")?, get("cairn.quota.max_files")?);
+    let (bytes, files) = (get("cairn.dir.rbytes")?, get("cairn.dir.rfiles")?);
+    if json {
+        return print_json(&serde_json::json!({
+            "dir": dir.display().to_string(),
+            "max_bytes": max_bytes,
+            "max_files": max_files,
+            "bytes": bytes,
+            "files": files,
+        }));
+    }
+    let show = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    println!(
+        "{}",
+        table(
+            &["dir", "bytes", "max bytes", "files", "max files"],
+            vec![vec![
+                dir.display().to_string(),
+                show(bytes),
+                show(max_bytes),
+                show(files),
+                show(max_files),
+            ]],
+        )
+    );
+    Ok(())
+}
+
 /// `cairn fs session ...`.
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
@@ -109,6 +187,22 @@ pub enum FsCommand {
     /// dangling entries, orphan inodes, wrong link counts. Read-only; run it
     /// on a quiet file system. Fails if it finds anything.
     Check {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Directory quotas, through a mounted directory: a limit on the bytes
+    /// of the files below it and on the inodes below it (`EDQUOT` past
+    /// either). Shown as the xattrs `cairn.quota.max_bytes`,
+    /// `cairn.quota.max_files`, `cairn.dir.rbytes`, `cairn.dir.rfiles`.
+    Quota {
+        #[command(subcommand)]
+        command: QuotaCommand,
+    },
+    /// Space of a file system: its size and room (as `df` on a mount
+    /// shows), and the bytes and inodes its namespace holds.
+    Df {
+        #[arg(default_value = "cairnfs")]
         name: String,
         #[arg(long)]
         json: bool,
@@ -233,6 +327,61 @@ pub fn run_fs(args: FsArgs) -> CliResult {
                 for s in &fs.standbys {
                     println!("standby: {} {} (beacon {} ms ago)", s.name, s.addr, s.beacon_age_ms);
                 }
+                Ok(())
+            }
+            FsCommand::Quota {
+                command:
+                    QuotaCommand::Set {
+                        dir,
+                        max_bytes,
+                        max_files,
+                    },
+            } => {
+                if max_bytes.is_none() && max_files.is_none() {
+                    return Err("give --max-bytes, --max-files or both (0 lifts a limit)".into());
+                }
+                if let Some(v) = max_bytes {
+                    setxattr(&dir, "cairn.quota.max_bytes", v.to_string().as_bytes())?;
+                }
+                if let Some(v) = max_files {
+                    setxattr(&dir, "cairn.quota.max_files", v.to_string().as_bytes())?;
+                }
+                quota_get(&dir, false)
+            }
+            FsCommand::Quota {
+                command: QuotaCommand::Get { dir, json },
+            } => quota_get(&dir, json),
+            FsCommand::Df { name, json } => {
+                let addr = active_mds(&client, &name).await?;
+                let stat = match cairn_fs::mds::ask(&addr, MdsOp::StatFs).await? {
+                    MdsAnswer::StatFs(stat) => stat,
+                    other => return Err(format!("unexpected answer {other:?}").into()),
+                };
+                let root_xattr = |name: &str| MdsOp::GetXattr {
+                    ino: cairn_proto::mds::ROOT_INO,
+                    name: serde_bytes::ByteBuf::from(name.as_bytes().to_vec()),
+                };
+                let bytes = match cairn_fs::mds::ask(&addr, root_xattr("cairn.dir.rbytes")).await? {
+                    MdsAnswer::Value(v) => String::from_utf8_lossy(&v).trim().parse::<u64>().unwrap_or(0),
+                    _ => 0,
+                };
+                if json {
+                    return print_json(&serde_json::json!({
+                        "name": name,
+                        "size_bytes": stat.total_bytes,
+                        "avail_bytes": stat.free_bytes,
+                        "file_bytes": bytes,
+                        "inodes": stat.files,
+                    }));
+                }
+                let gib = |b: u64| format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30));
+                println!(
+                    "{}",
+                    table(
+                        &["file system", "size", "avail", "file bytes", "inodes"],
+                        vec![vec![name, gib(stat.total_bytes), gib(stat.free_bytes), gib(bytes), stat.files.to_string()]],
+                    )
+                );
                 Ok(())
             }
             FsCommand::Session {
@@ -364,6 +513,10 @@ pub struct MdsArgs {
     /// A client that does not acknowledge a recall this long is evicted.
     #[arg(long = "recall-timeout", default_value = "10s", value_parser = crate::mon_cmd::parse_duration)]
     recall_timeout: std::time::Duration,
+    /// The namespace cache's budget (suffixes K, M, G): the least recently
+    /// used entries already written back are dropped past it.
+    #[arg(long = "cache-memory", default_value = "256M", value_parser = crate::units::parse_size)]
+    cache_memory: u64,
 }
 
 fn init_logging() {
@@ -388,6 +541,7 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     config.session_timeout_ms = u64::try_from(args.session_timeout.as_millis()).unwrap_or(u64::MAX);
     config.lease_ms = u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX);
     config.recall_timeout_ms = u64::try_from(args.recall_timeout.as_millis()).unwrap_or(u64::MAX);
+    config.cache_bytes_max = usize::try_from(args.cache_memory).unwrap_or(usize::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -133,7 +133,7 @@ async fn journal(client: &Client, pool: &str, first: u64) -> Result<Vec<Entry>, 
 impl Stored {
     fn apply(&mut self, delta: &Delta) {
         match delta {
-            Delta::PutInode(rec) => {
+            Delta::PutInode(rec) | Delta::PutUsage(rec) => {
                 self.inodes.insert(rec.attr.ino, rec.clone());
             }
             Delta::DropInode(ino) => {

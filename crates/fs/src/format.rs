@@ -110,6 +110,10 @@ pub enum Delta {
     },
     /// Inode numbers below this may be handed out.
     InoReserved(u64),
+    /// An inode record again, with only its quota usage changed (stored
+    /// as `PutInode`; no cached attribute changes, so nothing is
+    /// recalled).
+    PutUsage(InodeRec),
 }
 
 /// One client request's changes, journaled together.

@@ -255,7 +255,7 @@ struct Pending {
 impl Pending {
     fn add(&mut self, delta: &Delta) {
         match delta {
-            Delta::PutInode(rec) => {
+            Delta::PutInode(rec) | Delta::PutUsage(rec) => {
                 self.inodes.insert(rec.attr.ino, Some(format::encode(rec)));
             }
             Delta::DropInode(ino) => {
@@ -463,6 +463,7 @@ pub async fn run_writeback(
     pools: Pools,
     mut head: Head,
     mut queue: mpsc::UnboundedReceiver<(u64, Vec<Entry>)>,
+    written: tokio::sync::watch::Sender<u64>,
 ) -> JournalError {
     while let Some(first) = queue.recv().await {
         // A moment's wait lets many batches coalesce into one write per
@@ -482,6 +483,8 @@ pub async fn run_writeback(
             return e;
         }
         let last_seq = entries.last().map_or(head.seq, |e| e.seq);
+        // The namespace cache may now drop what these entries changed.
+        written.send_replace(last_seq);
         let reserved = entries
             .iter()
             .flat_map(|e| &e.deltas)

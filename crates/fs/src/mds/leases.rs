@@ -107,7 +107,10 @@ impl Leases {
                 Delta::PutDentry { dir, name, .. } | Delta::DropDentry { dir, name } => {
                     invals.insert(Key::Entry(*dir, name.to_vec()));
                 }
-                Delta::DropDir(_) | Delta::Purge { .. } | Delta::InoReserved(_) => {}
+                Delta::DropDir(_)
+                | Delta::Purge { .. }
+                | Delta::InoReserved(_)
+                | Delta::PutUsage(_) => {}
             }
         }
         let mut out: HashMap<u64, (Vec<Inval>, Instant)> = HashMap::new();

@@ -44,8 +44,14 @@ pub const LOADS_PER_REQUEST_MAX: usize = 4096;
 /// Omap entries read per page when a directory is loaded.
 pub const DIR_PAGE_ENTRIES: u32 = 1024;
 
-/// Requests remembered as done (for resends) beyond the durable sequence.
-pub const COMPLETED_KEPT: usize = 1 << 20;
+/// Requests remembered as done (for resends of a change whose answer was
+/// lost with a connection); a failover's replays are recognised from the
+/// journal instead.
+pub const COMPLETED_KEPT: usize = 1 << 16;
+
+/// Default: the namespace cache is trimmed to this many bytes (Ceph's
+/// `mds_cache_memory_limit` is 4 GiB; this machine is small).
+pub const CACHE_BYTES_DEFAULT: usize = 256 << 20;
 
 /// Default: how long a client may cache attributes and entries it was
 /// answered (renewed by every answer).

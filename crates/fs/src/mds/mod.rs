@@ -9,19 +9,21 @@
 //! commit). For a short window after taking over, only replays from
 //! clients of the predecessor are served.
 
+pub mod cache;
 pub mod journal;
 pub mod leases;
 pub mod limits;
 pub mod locks;
 pub mod namespace;
+pub mod quota;
 
 use crate::format::{self, Dentry, InodeRec, dir_object, inode_key, inode_object};
 use crate::mds::journal::{JournalError, Pools};
 use crate::mds::leases::{Evicted, Leases, SharedState, shared};
 use crate::mds::limits::{
-    BEACON_MS, COMPLETED_KEPT, DIR_PAGE_ENTRIES, EVICTED_KEPT, JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT,
-    LOADS_PER_REQUEST_MAX, RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT,
-    REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
+    BEACON_MS, CACHE_BYTES_DEFAULT, COMPLETED_KEPT, DIR_PAGE_ENTRIES, EVICTED_KEPT,
+    JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT, LOADS_PER_REQUEST_MAX, RECALL_TIMEOUT_MS_DEFAULT,
+    RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::mds::namespace::{DirCache, Namespace, Need, Stop};
 use bytes::Bytes;
@@ -55,6 +57,8 @@ pub struct MdsConfig {
     /// A lease holder that does not acknowledge a recall this long is
     /// evicted.
     pub recall_timeout_ms: u64,
+    /// The namespace cache is trimmed to this many bytes (estimated).
+    pub cache_bytes_max: usize,
 }
 
 impl MdsConfig {
@@ -69,6 +73,7 @@ impl MdsConfig {
             session_timeout_ms: SESSION_TIMEOUT_MS_DEFAULT,
             lease_ms: LEASE_MS_DEFAULT,
             recall_timeout_ms: RECALL_TIMEOUT_MS_DEFAULT,
+            cache_bytes_max: CACHE_BYTES_DEFAULT,
         }
     }
 }
@@ -150,6 +155,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     let (entries_tx, entries_rx) = mpsc::channel(JOURNAL_QUEUE_MAX);
     let (durable_tx, durable_rx) = watch::channel(replayed.seq);
     let (writeback_tx, writeback_rx) = mpsc::unbounded_channel();
+    let (written_tx, written_rx) = watch::channel(replayed.seq);
     let flush_now = Arc::new(tokio::sync::Notify::new());
     let writer = tokio::spawn(journal::run_writer(
         pools.clone(),
@@ -163,6 +169,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         pools.clone(),
         replayed.head,
         writeback_rx,
+        written_tx,
     ));
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE_MAX);
     let completed = replayed
@@ -191,6 +198,8 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         recall_timeout: Duration::from_millis(config.recall_timeout_ms),
         recall_waits: Vec::new(),
         queue: requests_tx.downgrade(),
+        written_back: written_rx,
+        cache_bytes_max: config.cache_bytes_max,
     };
     let stat = Arc::clone(&actor.stat);
     let actor_task = tokio::spawn(actor.run(requests_rx));
@@ -387,6 +396,9 @@ struct Actor {
     recall_waits: Vec<RecallWait>,
     /// The actor's own queue (evictions decided by recall waiters).
     queue: mpsc::WeakSender<ActorMsg>,
+    /// Every change up to this sequence is in the metadata pool.
+    written_back: watch::Receiver<u64>,
+    cache_bytes_max: usize,
 }
 
 impl Actor {
@@ -414,12 +426,21 @@ impl Actor {
                 _ = tick.tick() => {
                     self.leases.sweep(Instant::now());
                     self.expire_sessions().await;
+                    let written_back = *self.written_back.borrow();
+                    let trimmed = self.ns.trim(self.cache_bytes_max, written_back);
+                    if trimmed.inodes + trimmed.dirs > 0 {
+                        tracing::debug!(inodes = trimmed.inodes, dirs = trimmed.dirs, "cache trimmed");
+                    }
                 }
             }
         }
     }
 
     fn touch(&mut self, session: u64) {
+        if session == 0 {
+            // An administrative request (`cairn fs ...`), not a mount.
+            return;
+        }
         self.sessions
             .entry(session)
             .or_insert_with(|| Session {
@@ -500,6 +521,7 @@ impl Actor {
                 self.recall_waits.push((holder, mailbox.acked(), id, until));
             }
         }
+        self.ns.note_changed(&deltas, self.seq + 1);
         self.journal_deltas(session, tid, deltas).await
     }
 
@@ -791,9 +813,14 @@ impl Actor {
         }
         if let MdsOp::StatFs = request.op {
             let mut stat = self.stat.lock().map(|s| *s).unwrap_or_default();
-            // Inodes the MDS has cached: a lower bound of the files (the
-            // namespace keeps no count of its own yet).
-            stat.files = self.ns.cached().0 as u64;
+            // The root's usage: every inode below it, and the root.
+            stat.files = match self
+                .run_loaded(&MdsOp::GetAttr { ino: ROOT_INO }, request.caller)
+                .await
+            {
+                Ok(_) => self.ns.root_usage().files.unsigned_abs() + 1,
+                Err(_) => 0,
+            };
             return Some(reply(Ok(MdsAnswer::StatFs(stat)), None));
         }
         let key = (request.session, request.tid);
@@ -818,6 +845,13 @@ impl Actor {
                 let seq = self
                     .change(request.session, request.tid, outcome.deltas)
                     .await;
+                if request.replay && Instant::now() < self.replaying_until {
+                    // A replay after a failover was answered once already,
+                    // after its recalls; the holders get them again but the
+                    // answer does not wait (they may be replaying too, with
+                    // their polls held behind their replays).
+                    self.recall_waits.clear();
+                }
                 if let Some(seq) = seq {
                     self.remember(key, seq);
                 }
@@ -915,6 +949,16 @@ impl Actor {
                         return Err(MdsError::Errno(libc::ENOENT));
                     }
                     self.load(need).await?;
+                }
+                Err(Stop::NeedMany(needs)) => {
+                    let fresh: Vec<Need> =
+                        needs.into_iter().filter(|n| missing.insert(*n)).collect();
+                    if fresh.is_empty() {
+                        return Err(MdsError::Errno(libc::ENOENT));
+                    }
+                    for need in fresh {
+                        self.load(need).await?;
+                    }
                 }
             }
         }

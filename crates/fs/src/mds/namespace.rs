@@ -5,6 +5,7 @@
 //! operation again. Nothing here reads a clock: `now` comes with the call.
 
 use crate::format::{Delta, Dentry, InodeRec};
+use crate::mds::quota::{self, Usage};
 use cairn_proto::mds::{
     Attr, Caller, DirEntry, Errno, Layout, MdsAnswer, MdsOp, NAME_BYTES_MAX, RENAME_EXCHANGE,
     RENAME_NOREPLACE, ROOT_INO, SYMLINK_BYTES_MAX, SetAttr, SetTime, Time, XATTR_CREATE,
@@ -35,9 +36,11 @@ pub enum Need {
 }
 
 /// Why an operation did not answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stop {
     Need(Need),
+    /// Several things at once (a walk of a subtree, one level a time).
+    NeedMany(Vec<Need>),
     Errno(Errno),
 }
 
@@ -99,6 +102,15 @@ impl DirCache {
         self.by_cookie.len()
     }
 
+    /// Estimated bytes: names twice, and `per_entry` for each entry.
+    #[must_use]
+    pub fn bytes(&self, per_entry: usize) -> usize {
+        self.by_cookie
+            .values()
+            .map(|(name, _)| 2 * name.len() + per_entry)
+            .sum()
+    }
+
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.by_cookie.is_empty()
@@ -121,10 +133,15 @@ pub struct Outcome {
 /// The cached namespace.
 #[derive(Debug, Default)]
 pub struct Namespace {
-    inodes: HashMap<u64, InodeRec>,
-    dirs: HashMap<u64, DirCache>,
+    pub(crate) inodes: HashMap<u64, InodeRec>,
+    pub(crate) dirs: HashMap<u64, DirCache>,
     /// Opens per inode, across sessions.
-    opens: HashMap<u64, u32>,
+    pub(crate) opens: HashMap<u64, u32>,
+    /// When each cached inode or directory was last used (a clock tick).
+    pub(crate) last_used: HashMap<u64, u64>,
+    /// The journal sequence of each cached entry's last change.
+    pub(crate) changed_at: HashMap<u64, u64>,
+    pub(crate) clock: u64,
     /// Next inode number to hand out.
     next_ino: u64,
     /// Inode numbers below this are reserved in the journal.
@@ -184,15 +201,27 @@ impl Namespace {
                 ..Attr::default()
             },
             parent: ROOT_INO,
+            xattrs: vec![
+                (
+                    ByteBuf::from(quota::RFILES_XATTR.to_vec()),
+                    ByteBuf::from(b"0".to_vec()),
+                ),
+                (
+                    ByteBuf::from(quota::RBYTES_XATTR.to_vec()),
+                    ByteBuf::from(b"0".to_vec()),
+                ),
+            ],
             ..InodeRec::default()
         }
     }
 
     pub fn insert_inode(&mut self, rec: InodeRec) {
+        self.touch(rec.attr.ino);
         self.inodes.insert(rec.attr.ino, rec);
     }
 
     pub fn insert_dir(&mut self, ino: u64, dir: DirCache) {
+        self.touch(ino);
         self.dirs.insert(ino, dir);
     }
 
@@ -210,6 +239,21 @@ impl Namespace {
 
     fn inode(&self, ino: u64) -> Result<&InodeRec, Stop> {
         self.inodes.get(&ino).ok_or(Stop::Need(Need::Inode(ino)))
+    }
+
+    pub(crate) fn inode_rec(&self, ino: u64) -> Result<&InodeRec, Stop> {
+        self.inode(ino)
+    }
+
+    pub(crate) fn inode_mut(&mut self, ino: u64) -> Option<&mut InodeRec> {
+        self.inodes.get_mut(&ino)
+    }
+
+    /// The cached entries of directory `ino`, if loaded.
+    pub(crate) fn dir_entries(&self, ino: u64) -> Option<Vec<Dentry>> {
+        self.dirs
+            .get(&ino)
+            .map(|d| d.by_cookie.values().map(|(_, dentry)| *dentry).collect())
     }
 
     fn dir(&self, ino: u64) -> Result<&DirCache, Stop> {
@@ -235,6 +279,7 @@ impl Namespace {
     /// [`Stop::Need`] to load something first, [`Stop::Errno`] for the
     /// caller's error.
     pub fn execute(&mut self, op: &MdsOp, caller: Caller, now: Time) -> Result<Outcome, Stop> {
+        self.note_use(op);
         match op {
             MdsOp::Hello { .. } | MdsOp::StatFs | MdsOp::Sync => Ok(done(Vec::new())),
             // Locks are the server's, not the namespace's.
@@ -306,7 +351,7 @@ impl Namespace {
                 name,
                 value,
                 flags,
-            } => self.set_xattr(*ino, name, value, *flags, now),
+            } => self.set_xattr(*ino, (name, value), *flags, caller, now),
             MdsOp::GetXattr { ino, name } => self.get_xattr(*ino, name),
             MdsOp::ListXattr { ino } => {
                 let rec = self.inode(*ino)?;
@@ -319,7 +364,17 @@ impl Namespace {
                     .collect();
                 Ok(done_with(MdsAnswer::Names(names), vec![]))
             }
-            MdsOp::RemoveXattr { ino, name } => self.remove_xattr(*ino, name, now),
+            MdsOp::RemoveXattr { ino, name } => {
+                if quota::is_limit(name) {
+                    let absent = xattr_absent(self.inode(*ino)?, name);
+                    if absent {
+                        return Err(errno(libc::ENODATA));
+                    }
+                    let zero = ByteBuf::from(b"0".to_vec());
+                    return self.set_xattr(*ino, (name, &zero), 0, caller, now);
+                }
+                self.remove_xattr(*ino, name, now)
+            }
         }
     }
 
@@ -373,6 +428,8 @@ impl Namespace {
         }
         let kind = node.mode & S_IFMT;
         let kind = if kind == 0 { S_IFREG } else { kind };
+        let realms = self.realms(parent)?;
+        self.check_room(&realms, Usage::new(1, 0))?;
         let parent_rec = self.inode(parent)?.clone();
         let mut deltas = Vec::new();
         let ino = self.allocate_ino(asked_ino, &mut deltas)?;
@@ -431,6 +488,7 @@ impl Namespace {
         });
         self.inodes.insert(ino, rec);
         self.inodes.insert(parent, parent_rec);
+        self.charge(&realms, Usage::new(1, 0), &mut deltas);
         Ok(attr_answer(attr, deltas))
     }
 
@@ -478,7 +536,7 @@ impl Namespace {
     /// Drops one link of `ino` (already taken out of its directory):
     /// the deltas for the inode, and its removal when no link and no open
     /// is left.
-    fn drop_link(&mut self, ino: u64, now: Time, deltas: &mut Vec<Delta>) {
+    fn drop_link(&mut self, ino: u64, now: Time, realms: &[u64], deltas: &mut Vec<Delta>) {
         let Some(rec) = self.inodes.get_mut(&ino) else {
             return;
         };
@@ -492,6 +550,11 @@ impl Namespace {
             deltas.push(Delta::PutInode(rec.clone()));
             return;
         }
+        let freed = Usage::new(-1, -regular_bytes(rec));
+        self.charge(realms, freed, deltas);
+        let Some(rec) = self.inodes.get_mut(&ino) else {
+            return;
+        };
         if is_dir(rec) {
             self.dirs.remove(&ino);
             deltas.push(Delta::DropDir(ino));
@@ -551,12 +614,13 @@ impl Namespace {
             }
             (false, false) => {}
         }
+        let realms = self.realms(rec.parent)?;
         let mut deltas = Vec::new();
+        let mut parent_rec = self.inode(parent)?.clone();
         self.dirs
             .get_mut(&parent)
             .expect("checked above")
             .remove(name);
-        let mut parent_rec = self.inode(parent)?.clone();
         parent_rec.attr.mtime = now;
         parent_rec.attr.ctime = now;
         if dir {
@@ -568,7 +632,7 @@ impl Namespace {
         });
         deltas.push(Delta::PutInode(parent_rec.clone()));
         self.inodes.insert(parent, parent_rec);
-        self.drop_link(dentry.ino, now, &mut deltas);
+        self.drop_link(dentry.ino, now, &realms, &mut deltas);
         Ok(done(deltas))
     }
 
@@ -641,6 +705,14 @@ impl Namespace {
         if src_is_dir && self.is_within(new_parent, src.ino)? {
             return Err(errno(libc::EINVAL));
         }
+        let victim_realms = match target {
+            Some((dst, _)) => {
+                let victim_parent = self.inode(dst.ino)?.parent;
+                self.realms(victim_parent)?
+            }
+            None => Vec::new(),
+        };
+        let moving = self.moving_usage(src.ino, new_parent)?;
         // Everything that can be missing from the cache has been touched.
         let mut deltas = Vec::new();
         if let Some((dst, dst_is_dir)) = target {
@@ -652,7 +724,7 @@ impl Namespace {
                 let p = self.inodes.get_mut(&new_parent).expect("checked");
                 p.attr.nlink = p.attr.nlink.saturating_sub(1);
             }
-            self.drop_link(dst.ino, now, &mut deltas);
+            self.drop_link(dst.ino, now, &victim_realms, &mut deltas);
         }
         self.dirs.get_mut(&parent).expect("checked").remove(name);
         self.dirs
@@ -679,11 +751,11 @@ impl Namespace {
         }
         let moved = self.inodes.get_mut(&src.ino).expect("checked");
         moved.attr.ctime = now;
-        if src_is_dir {
-            moved.parent = new_parent;
-        }
+        // A file's primary parent follows its last rename (quota realms).
+        moved.parent = new_parent;
         deltas.push(Delta::PutInode(moved.clone()));
         self.touch_dirs(&[parent, new_parent], now, &mut deltas);
+        self.apply_move(&moving, &mut deltas);
         Ok(done(deltas))
     }
 
@@ -702,6 +774,8 @@ impl Namespace {
         if dst_is_dir && self.is_within(parent, dst.ino)? {
             return Err(errno(libc::EINVAL));
         }
+        let moving_src = self.moving_usage(src.ino, new_parent)?;
+        let moving_dst = self.moving_usage(dst.ino, parent)?;
         let mut deltas = Vec::new();
         self.dirs
             .get_mut(&parent)
@@ -737,12 +811,13 @@ impl Namespace {
         ] {
             let rec = self.inodes.get_mut(&ino).expect("checked");
             rec.attr.ctime = now;
-            if is_dir {
-                rec.parent = now_in;
-            }
+            let _ = is_dir;
+            rec.parent = now_in;
             deltas.push(Delta::PutInode(rec.clone()));
         }
         self.touch_dirs(&[parent, new_parent], now, &mut deltas);
+        self.apply_move(&moving_src, &mut deltas);
+        self.apply_move(&moving_dst, &mut deltas);
         Ok(done(deltas))
     }
 
@@ -781,6 +856,16 @@ impl Namespace {
 
     fn set_attr(&mut self, ino: u64, set: &SetAttr, now: Time) -> Result<Outcome, Stop> {
         let mut rec = self.inode(ino)?.clone();
+        let mut grown = Usage::default();
+        let mut realms = Vec::new();
+        if let Some(size) = set.size
+            && rec.attr.mode & S_IFMT == S_IFREG
+            && size != rec.attr.size
+        {
+            grown = Usage::new(0, to_i64(size) - to_i64(rec.attr.size));
+            realms = self.realms(rec.parent)?;
+            self.check_room(&realms, grown)?;
+        }
         if let Some(mode) = set.mode {
             rec.attr.mode = (rec.attr.mode & S_IFMT) | (mode & 0o7777);
         }
@@ -813,6 +898,7 @@ impl Namespace {
         let attr = rec.attr.clone();
         deltas.push(Delta::PutInode(rec.clone()));
         self.inodes.insert(ino, rec);
+        self.charge(&realms, grown, &mut deltas);
         Ok(attr_answer(attr, deltas))
     }
 
@@ -824,6 +910,9 @@ impl Namespace {
         let mut deltas = Vec::new();
         let mut attr = rec.attr.clone();
         if truncate && rec.attr.mode & S_IFMT == S_IFREG && rec.attr.size > 0 {
+            let realms = self.realms(rec.parent)?;
+            let freed = Usage::new(0, -to_i64(rec.attr.size));
+            let rec = self.inode(ino)?;
             let mut rec = rec.clone();
             rec.attr.size = 0;
             rec.attr.mtime = now;
@@ -831,6 +920,7 @@ impl Namespace {
             attr = rec.attr.clone();
             deltas.push(Delta::PutInode(rec.clone()));
             self.inodes.insert(ino, rec);
+            self.charge(&realms, freed, &mut deltas);
         }
         *self.opens.entry(ino).or_default() += 1;
         Ok(attr_answer(attr, deltas))
@@ -873,26 +963,40 @@ impl Namespace {
         if !grown && mtime <= rec.attr.mtime {
             return Ok(attr_answer(rec.attr, vec![]));
         }
+        let added = Usage::new(0, to_i64(size.max(rec.attr.size)) - to_i64(rec.attr.size));
+        let realms = if grown {
+            self.realms(rec.parent)?
+        } else {
+            Vec::new()
+        };
+        self.check_room(&realms, added)?;
         rec.attr.size = rec.attr.size.max(size);
         rec.attr.mtime = rec.attr.mtime.max(mtime);
         rec.attr.ctime = rec.attr.ctime.max(mtime);
         let attr = rec.attr.clone();
-        let deltas = vec![Delta::PutInode(rec.clone())];
+        let mut deltas = vec![Delta::PutInode(rec.clone())];
         self.inodes.insert(ino, rec);
+        self.charge(&realms, added, &mut deltas);
         Ok(attr_answer(attr, deltas))
     }
 
     fn set_xattr(
         &mut self,
         ino: u64,
-        name: &ByteBuf,
-        value: &ByteBuf,
+        (name, value): (&ByteBuf, &ByteBuf),
         flags: u32,
+        caller: Caller,
         now: Time,
     ) -> Result<Outcome, Stop> {
         check_xattr_name(name)?;
         if value.len() > XATTR_VALUE_BYTES_MAX {
             return Err(errno(libc::E2BIG));
+        }
+        if quota::is_usage(name) {
+            return Err(errno(libc::EPERM));
+        }
+        if quota::is_limit(name) {
+            return self.set_limit(ino, (name, value), flags, caller, now);
         }
         let mut rec = self.inode(ino)?.clone();
         if name.as_slice() == LAYOUT_XATTR {
@@ -917,9 +1021,104 @@ impl Namespace {
         Ok(done(deltas))
     }
 
+    /// Sets (or, with 0, lifts) a quota limit of a directory; a directory
+    /// that becomes a realm counts its subtree first.
+    fn set_limit(
+        &mut self,
+        ino: u64,
+        (name, value): (&ByteBuf, &ByteBuf),
+        flags: u32,
+        caller: Caller,
+        now: Time,
+    ) -> Result<Outcome, Stop> {
+        if caller.uid != 0 {
+            return Err(errno(libc::EPERM));
+        }
+        let limit: u64 = std::str::from_utf8(value)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or(errno(libc::EINVAL))?;
+        let rec = self.inode(ino)?;
+        if !is_dir(rec) {
+            return Err(errno(libc::ENOTDIR));
+        }
+        let absent = xattr_absent(rec, name);
+        if flags & XATTR_CREATE != 0 && !absent {
+            return Err(errno(libc::EEXIST));
+        }
+        if flags & XATTR_REPLACE != 0 && absent {
+            return Err(errno(libc::ENODATA));
+        }
+        let counted = quota::is_realm(rec) && quota::xattr_u64(rec, quota::RFILES_XATTR).is_some();
+        let below = if counted {
+            None
+        } else {
+            Some(self.walk_usage(ino)?)
+        };
+        let mut rec = self.inode(ino)?.clone();
+        if limit == 0 {
+            quota::remove_xattr(&mut rec, name);
+        } else {
+            quota::set_xattr_u64(&mut rec, name, limit);
+        }
+        if !quota::is_realm(&rec) {
+            quota::remove_xattr(&mut rec, quota::RFILES_XATTR);
+            quota::remove_xattr(&mut rec, quota::RBYTES_XATTR);
+        } else if let Some(below) = below {
+            quota::set_xattr_u64(&mut rec, quota::RFILES_XATTR, below.files.unsigned_abs());
+            quota::set_xattr_u64(&mut rec, quota::RBYTES_XATTR, below.bytes.unsigned_abs());
+        }
+        rec.attr.ctime = now;
+        let deltas = vec![Delta::PutInode(rec.clone())];
+        self.inodes.insert(ino, rec);
+        Ok(done(deltas))
+    }
+
+    /// The usage a move of `ino` into `to_dir` takes out of the realms it
+    /// leaves and into those it joins (`EDQUOT` if they have no room).
+    fn moving_usage(&self, ino: u64, to_dir: u64) -> Result<Move, Stop> {
+        let rec = self.inode(ino)?;
+        let from = self.realms(rec.parent)?;
+        let to = self.realms(to_dir)?;
+        if from == to {
+            return Ok(Move::default());
+        }
+        let usage = if is_dir(rec) {
+            let below = self.subtree_usage(ino)?;
+            Usage::new(below.files + 1, below.bytes)
+        } else {
+            Usage::new(1, regular_bytes(rec))
+        };
+        let leaving: Vec<u64> = from.iter().filter(|r| !to.contains(r)).copied().collect();
+        let joining: Vec<u64> = to.iter().filter(|r| !from.contains(r)).copied().collect();
+        self.check_room(&joining, usage)?;
+        Ok(Move {
+            leaving,
+            joining,
+            usage,
+        })
+    }
+
+    fn apply_move(&mut self, m: &Move, deltas: &mut Vec<Delta>) {
+        self.charge(&m.leaving, -m.usage, deltas);
+        self.charge(&m.joining, m.usage, deltas);
+    }
+
     fn get_xattr(&self, ino: u64, name: &ByteBuf) -> Result<Outcome, Stop> {
         check_xattr_name(name)?;
         let rec = self.inode(ino)?;
+        if quota::is_usage(name) && is_dir(rec) {
+            let usage = self.subtree_usage(ino)?;
+            let value = if name.as_slice() == quota::RFILES_XATTR {
+                usage.files
+            } else {
+                usage.bytes
+            };
+            return Ok(done_with(
+                MdsAnswer::Value(ByteBuf::from(value.to_string().into_bytes())),
+                vec![],
+            ));
+        }
         if name.as_slice() == LAYOUT_XATTR {
             let l = rec.attr.layout;
             let text = format!(
@@ -951,6 +1150,31 @@ impl Namespace {
     }
 }
 
+/// Usage moving between realms with a rename.
+#[derive(Debug, Default)]
+struct Move {
+    leaving: Vec<u64>,
+    joining: Vec<u64>,
+    usage: Usage,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The bytes a quota counts for an inode: a regular file's size.
+fn regular_bytes(rec: &InodeRec) -> i64 {
+    if rec.attr.mode & S_IFMT == S_IFREG {
+        to_i64(rec.attr.size)
+    } else {
+        0
+    }
+}
+
+fn xattr_absent(rec: &InodeRec, name: &[u8]) -> bool {
+    !rec.xattrs.iter().any(|(n, _)| n.as_slice() == name)
+}
+
 struct NewNode {
     mode: u32,
     rdev: u32,
@@ -969,7 +1193,8 @@ fn check_xattr_name(name: &[u8]) -> Result<(), Stop> {
     if prefixes.contains(&name) {
         return Err(errno(libc::EINVAL));
     }
-    if name != LAYOUT_XATTR && !prefixes.iter().any(|p| name.starts_with(p)) {
+    let ours = name == LAYOUT_XATTR || quota::is_limit(name) || quota::is_usage(name);
+    if !ours && !prefixes.iter().any(|p| name.starts_with(p)) {
         // system.posix_acl_* and unknown namespaces: no ACL support.
         return Err(errno(libc::EOPNOTSUPP));
     }

@@ -307,15 +307,35 @@ impl Core {
         };
         let mut s = state.lock().await;
         self.flush_data(ino, &mut s).await?;
-        if let Some(mtime) = s.written_mtime {
-            let size = s.written_end;
-            match self.call(MdsOp::Written { ino, size, mtime }, who).await? {
-                MdsAnswer::Attr(a) => s.mds_size = a.size,
-                _ => s.mds_size = s.mds_size.max(size),
+        self.report_size(ino, &mut s, who).await
+    }
+
+    /// Tells the MDS the size and time of the writes sent to the OSDs. A
+    /// size past a quota is refused (`EDQUOT`): the bytes beyond the size
+    /// the MDS keeps are cut from the data objects and forgotten.
+    async fn report_size(&self, ino: u64, s: &mut FileState, who: Caller) -> Result<(), Errno> {
+        let Some(mtime) = s.written_mtime else {
+            return Ok(());
+        };
+        let size = s.written_end;
+        match self.call(MdsOp::Written { ino, size, mtime }, who).await {
+            Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
+            Ok(_) => s.mds_size = s.mds_size.max(size),
+            Err(libc::EDQUOT) => {
+                let keep = s.mds_size;
+                s.dirty.cut(keep);
+                s.written_end = 0;
+                s.written_mtime = None;
+                s.readahead.clear();
+                if size > keep {
+                    self.data.truncate(ino, &s.layout, size, keep).await?;
+                }
+                return Err(libc::EDQUOT);
             }
-            s.written_end = 0;
-            s.written_mtime = None;
+            Err(e) => return Err(e),
         }
+        s.written_end = 0;
+        s.written_mtime = None;
         Ok(())
     }
 
@@ -338,7 +358,10 @@ impl Core {
         s.written_end = s.written_end.max(end).max(s.mds_size);
         s.written_mtime = Some(now());
         if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
+            // A full buffer goes out, and its size to the MDS, so a quota
+            // stops a growing file within one buffer.
             self.flush_data(h.ino, &mut s).await?;
+            self.report_size(h.ino, &mut s, Caller::default()).await?;
         }
         drop(s);
         if h.sync {
