@@ -508,7 +508,7 @@ pub struct MdsArgs {
     session_timeout: std::time::Duration,
     /// How long clients may cache attributes and entries (renewed by each
     /// answer; recalled before another client's change).
-    #[arg(long = "lease", default_value = "30s", value_parser = crate::mon_cmd::parse_duration)]
+    #[arg(long = "lease", default_value = "120s", value_parser = crate::mon_cmd::parse_duration)]
     lease: std::time::Duration,
     /// A client that does not acknowledge a recall this long is evicted.
     #[arg(long = "recall-timeout", default_value = "10s", value_parser = crate::mon_cmd::parse_duration)]

@@ -90,6 +90,10 @@ pub struct UpArgs {
     /// The file system `cairn up` creates and its MDS daemons serve.
     #[arg(long = "fs-name", default_value = "cairnfs")]
     fs_name: String,
+    /// How long mounts may cache what the MDS answered (`cairn mds
+    /// --lease`); the MDS's default when absent.
+    #[arg(long = "mds-lease", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
+    mds_lease: Option<Duration>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -364,6 +368,11 @@ fn detach(args: &UpArgs) -> CliResult {
         .arg(args.mds.to_string())
         .arg("--fs-name")
         .arg(&args.fs_name);
+    if let Some(lease) = args.mds_lease {
+        command
+            .arg("--mds-lease")
+            .arg(format!("{}ms", lease.as_millis()));
+    }
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -557,17 +566,24 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             }
             command
         }
-        Member::Mds(index) => vec![
-            "mds".into(),
-            "--mon".into(),
-            args.mon_addr(),
-            "--fs".into(),
-            args.fs_name.clone(),
-            "--name".into(),
-            index.to_string(),
-            "--addr".into(),
-            "127.0.0.1:0".into(),
-        ],
+        Member::Mds(index) => {
+            let mut command = vec![
+                "mds".into(),
+                "--mon".into(),
+                args.mon_addr(),
+                "--fs".into(),
+                args.fs_name.clone(),
+                "--name".into(),
+                index.to_string(),
+                "--addr".into(),
+                "127.0.0.1:0".into(),
+            ];
+            if let Some(lease) = args.mds_lease {
+                command.push("--lease".into());
+                command.push(format!("{}ms", lease.as_millis()));
+            }
+            command
+        }
         Member::Osd(index) => vec![
             "osd".into(),
             "--data".into(),

@@ -272,7 +272,9 @@ fn two_mounts_see_each_others_changes() {
 /// then it opens a new session and sees the change.
 #[test]
 fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
-    let cluster = up("fs-evict", 19220, &[]);
+    // Leases short (an evicted mount waits them out) but longer than the
+    // recall timeout (10 s), or they would run out before it.
+    let cluster = up("fs-evict", 19220, &["--mds-lease", "20s"]);
     let a = Mount::new(&cluster, &cluster.dir.join("a"));
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     std::fs::create_dir(a.path.join("d")).expect("mkdir");
@@ -677,7 +679,13 @@ fn quotas_refuse_what_would_go_past_their_limits() {
             v["bytes"].as_u64().expect("bytes"),
         )
     };
-    assert_eq!(usage(&q_text), (1, 1000));
+    // The file's data may still sit in the mount (kept past close for up
+    // to 2 s): its size reaches the MDS, and the count, soon after.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while usage(&q_text) != (1, 1000) {
+        assert!(Instant::now() < deadline, "usage {:?}", usage(&q_text));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let edquot = |r: std::io::Result<()>, what: &str| match r {
         Err(e) if e.raw_os_error() == Some(libc::EDQUOT) => {}
         other => panic!("{what}: {other:?}, not EDQUOT"),
@@ -795,9 +803,18 @@ fn quotas_refuse_what_would_go_past_their_limits() {
         .status()
         .expect("python3");
     assert_eq!(forged.code(), Some(3), "the usage xattrs were set by hand");
-    let df = common::ok_json(cluster.cairn(&["fs", "df", "--json"]), "fs df");
-    assert!(df["inodes"].as_u64().unwrap_or(0) >= 6, "{df}");
-    assert!(df["file_bytes"].as_u64().unwrap_or(0) >= 290_000, "{df}");
+    // Data kept past close reaches the MDS within seconds.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let df = common::ok_json(cluster.cairn(&["fs", "df", "--json"]), "fs df");
+        let counted = df["inodes"].as_u64().unwrap_or(0) >= 6
+            && df["file_bytes"].as_u64().unwrap_or(0) >= 290_000;
+        if counted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{df}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     drop(mount);
     assert_namespace_sound(&cluster);
 }

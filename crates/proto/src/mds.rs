@@ -30,6 +30,14 @@
 //! lease runs out, or the recall timeout passes; then the holder is
 //! evicted (`MdsError::Evicted`).
 //!
+//! Buffer leases: a session that creates a regular file open
+//! (`Create { open: true }`, answered `Created { buffer: true }`) may
+//! keep data written to it past `close`
+//! (the client then holds back its `Release`). Another session's request
+//! that needs the file's size (a lookup answering it, `GetAttr`, `Open`,
+//! `SetAttr`, `Link`, `Written`) waits at the MDS while the holder is sent
+//! `Inval::Flush`; the holder's `Release` or `Returned` ends the lease.
+//!
 //! Errors are Linux errno values ([`Errno`]): the client hands them to the
 //! kernel as they are.
 
@@ -296,10 +304,17 @@ pub enum MdsOp {
         kind: LockKind,
     },
     /// After a failover: the leases the session still holds from the
-    /// previous MDS (attributes of `attrs`, entries of `dirs`).
+    /// previous MDS (attributes of `attrs`, entries of `dirs`, written
+    /// data it still buffers of `buffers`).
     Reassert {
         attrs: Vec<u64>,
         dirs: Vec<u64>,
+        buffers: Vec<u64>,
+    },
+    /// The session buffers no written data of `ino` any more (it was sent
+    /// to the OSDs and its size reported): its buffer lease ends.
+    Returned {
+        ino: u64,
     },
     /// Administration: every session, answered with
     /// [`MdsAnswer::Sessions`].
@@ -400,6 +415,13 @@ pub enum MdsAnswer {
         lease_ms: u32,
     },
     Attr(Attr),
+    /// A regular file made open (`Create { open: true }`): its attributes,
+    /// and whether its maker holds a buffer lease on it (none under a
+    /// quota, so a quota refuses at `close` rather than later).
+    Created {
+        attr: Attr,
+        buffer: bool,
+    },
     Entries {
         entries: Vec<DirEntry>,
         eof: bool,
@@ -438,6 +460,10 @@ pub enum Inval {
     Inode(u64),
     /// One entry of a directory (found or not).
     Entry { parent: u64, name: ByteBuf },
+    /// Written data of the inode the holder keeps past `close`: send it
+    /// to the OSDs, report its size, and answer `Returned` (or
+    /// `Release`).
+    Flush(u64),
 }
 
 /// A numbered cache recall (numbers increase per session).

@@ -23,6 +23,8 @@ type Holders = Vec<(u64, Instant)>;
 pub struct Leases {
     attrs: HashMap<u64, Holders>,
     entries: HashMap<u64, Holders>,
+    /// Files whose written data a session may keep past `close`.
+    buffers: HashMap<u64, (u64, Instant)>,
     lease: Duration,
 }
 
@@ -61,6 +63,7 @@ impl Leases {
         Leases {
             attrs: HashMap::new(),
             entries: HashMap::new(),
+            buffers: HashMap::new(),
             lease,
         }
     }
@@ -84,6 +87,32 @@ impl Leases {
             session,
             now + self.lease,
         );
+    }
+
+    pub fn grant_buffer(&mut self, ino: u64, session: u64, now: Instant) {
+        self.buffers.insert(ino, (session, now + self.lease));
+    }
+
+    /// The session that may buffer `ino`'s written data, while its lease
+    /// lasts.
+    pub fn buffer_holder(&mut self, ino: u64, now: Instant) -> Option<u64> {
+        match self.buffers.get(&ino) {
+            Some(&(session, until)) if until > now => Some(session),
+            Some(_) => {
+                self.buffers.remove(&ino);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Ends `session`'s buffer lease on `ino`; whether it held one.
+    pub fn end_buffer(&mut self, ino: u64, session: u64) -> bool {
+        if self.buffers.get(&ino).is_some_and(|(s, _)| *s == session) {
+            self.buffers.remove(&ino);
+            return true;
+        }
+        false
     }
 
     /// What `deltas` (a change by `changer`) breaks: per other holder, the
@@ -135,6 +164,7 @@ impl Leases {
     }
 
     pub fn drop_session(&mut self, session: u64) {
+        self.buffers.retain(|_, (s, _)| *s != session);
         for map in [&mut self.attrs, &mut self.entries] {
             map.retain(|_, holders| {
                 holders.retain(|(s, _)| *s != session);
@@ -145,6 +175,7 @@ impl Leases {
 
     /// Forgets every expired lease.
     pub fn sweep(&mut self, now: Instant) {
+        self.buffers.retain(|_, (_, until)| *until > now);
         for map in [&mut self.attrs, &mut self.entries] {
             map.retain(|_, holders| {
                 holders.retain(|(_, until)| *until > now);
@@ -161,6 +192,9 @@ impl Leases {
             for (s, _) in holders {
                 *counts.entry(*s).or_default() += 1;
             }
+        }
+        for (s, _) in self.buffers.values() {
+            *counts.entry(*s).or_default() += 1;
         }
         counts
     }

@@ -54,8 +54,9 @@ pub const COMPLETED_KEPT: usize = 1 << 16;
 pub const CACHE_BYTES_DEFAULT: usize = 256 << 20;
 
 /// Default: how long a client may cache attributes and entries it was
-/// answered (renewed by every answer).
-pub const LEASE_MS_DEFAULT: u64 = 30_000;
+/// answered (renewed by every answer). Long, since a change recalls what
+/// it breaks anyway; it bounds what an evicted mount must wait out.
+pub const LEASE_MS_DEFAULT: u64 = 120_000;
 
 /// Default: a lease holder that has not acknowledged a recall this long is
 /// evicted (the change waiting on it then goes ahead).

@@ -200,6 +200,8 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         queue: requests_tx.downgrade(),
         written_back: written_rx,
         cache_bytes_max: config.cache_bytes_max,
+        cache_target: config.cache_bytes_max,
+        buffer_waiters: HashMap::new(),
     };
     let stat = Arc::clone(&actor.stat);
     let actor_task = tokio::spawn(actor.run(requests_rx));
@@ -363,6 +365,9 @@ enum ActorMsg {
     Request(MdsRequest, oneshot::Sender<MdsReply>),
     Touch(u64),
     Evict(u64, String),
+    /// The holder of a buffer lease on this inode was asked to flush a
+    /// recall timeout ago.
+    BufferTimeout(u64),
 }
 
 /// A recall an answer waits for: (holder, its acknowledgements, the
@@ -399,6 +404,10 @@ struct Actor {
     /// Every change up to this sequence is in the metadata pool.
     written_back: watch::Receiver<u64>,
     cache_bytes_max: usize,
+    /// What the cache is trimmed to now (at most `cache_bytes_max`).
+    cache_target: usize,
+    /// Requests waiting for another session to flush a file it buffers.
+    buffer_waiters: HashMap<u64, Vec<(MdsRequest, oneshot::Sender<MdsReply>)>>,
 }
 
 impl Actor {
@@ -410,29 +419,174 @@ impl Actor {
                     Some(ActorMsg::Request(request, reply)) if matches!(request.op, MdsOp::SetLock { .. }) => {
                         self.set_lock(request, reply);
                     }
-                    Some(ActorMsg::Request(request, reply)) => {
-                        let answer = self.request(request).await;
-                        let waits = std::mem::take(&mut self.recall_waits);
-                        match answer {
-                            Some(answer) if waits.is_empty() => drop(reply.send(answer)),
-                            Some(answer) => self.reply_after_recalls(waits, answer, reply),
-                            None => self.reply_when_durable(reply),
-                        }
-                    }
+                    Some(ActorMsg::Request(request, reply)) => self.dispatch(request, reply).await,
                     Some(ActorMsg::Touch(session)) => self.touch(session),
-                    Some(ActorMsg::Evict(session, reason)) => self.evict(session, reason).await,
+                    Some(ActorMsg::Evict(session, reason)) => {
+                        self.evict(session, reason).await;
+                        self.wake_buffer_waiters();
+                    }
+                    Some(ActorMsg::BufferTimeout(ino)) => self.buffer_timeout(ino).await,
                     None => return,
                 },
                 _ = tick.tick() => {
                     self.leases.sweep(Instant::now());
+                    self.wake_buffer_waiters();
                     self.expire_sessions().await;
-                    let written_back = *self.written_back.borrow();
-                    let trimmed = self.ns.trim(self.cache_bytes_max, written_back);
-                    if trimmed.inodes + trimmed.dirs > 0 {
-                        tracing::debug!(inodes = trimmed.inodes, dirs = trimmed.dirs, "cache trimmed");
-                    }
+                    self.trim_cache();
                 }
             }
+        }
+    }
+
+    /// Answers one request, unless it needs the size of a file another
+    /// session buffers: then it waits for that session's flush.
+    async fn dispatch(&mut self, request: MdsRequest, reply: oneshot::Sender<MdsReply>) {
+        let now = Instant::now();
+        let explicit = match request.op {
+            MdsOp::GetAttr { ino }
+            | MdsOp::SetAttr { ino, .. }
+            | MdsOp::Open { ino, .. }
+            | MdsOp::Link { ino, .. }
+            | MdsOp::Written { ino, .. } => Some(ino),
+            _ => None,
+        };
+        if let Some(ino) = explicit
+            && let Some(holder) = self.leases.buffer_holder(ino, now)
+            && holder != request.session
+        {
+            self.park(ino, holder, request, reply);
+            return;
+        }
+        // A file moved to another directory takes its usage to another
+        // quota realm: its size must be the one its writer will report.
+        if let MdsOp::Rename {
+            parent,
+            name,
+            new_parent,
+            ..
+        } = &request.op
+            && parent != new_parent
+            && let Some(ino) = self.ns.peek(*parent, name)
+            && let Some(holder) = self.leases.buffer_holder(ino, now)
+        {
+            self.park(ino, holder, request, reply);
+            return;
+        }
+        let lookup = matches!(request.op, MdsOp::Lookup { .. }).then(|| request.clone());
+        let answer = self.request(request).await;
+        if let (
+            Some(lookup),
+            Some(MdsReply {
+                result: Ok(MdsAnswer::Attr(a)),
+                ..
+            }),
+        ) = (lookup, &answer)
+            && let Some(holder) = self.leases.buffer_holder(a.ino, now)
+            && holder != lookup.session
+        {
+            let ino = a.ino;
+            self.recall_waits.clear();
+            self.park(ino, holder, lookup, reply);
+            return;
+        }
+        let waits = std::mem::take(&mut self.recall_waits);
+        match answer {
+            Some(answer) if waits.is_empty() => drop(reply.send(answer)),
+            Some(answer) => self.reply_after_recalls(waits, answer, reply),
+            None => self.reply_when_durable(reply),
+        }
+    }
+
+    /// Parks a request until `holder` flushes `ino` (asked once), or the
+    /// recall timeout evicts it.
+    fn park(
+        &mut self,
+        ino: u64,
+        holder: u64,
+        request: MdsRequest,
+        reply: oneshot::Sender<MdsReply>,
+    ) {
+        let waiting = self.buffer_waiters.entry(ino).or_default();
+        let first = waiting.is_empty();
+        waiting.push((request, reply));
+        if !first {
+            return;
+        }
+        shared(&self.shared)
+            .mailbox(holder)
+            .send(vec![cairn_proto::mds::Inval::Flush(ino)]);
+        let queue = self.queue.clone();
+        let timeout = self.recall_timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if let Some(queue) = queue.upgrade() {
+                drop(queue.send(ActorMsg::BufferTimeout(ino)).await);
+            }
+        });
+    }
+
+    async fn buffer_timeout(&mut self, ino: u64) {
+        if !self.buffer_waiters.contains_key(&ino) {
+            return;
+        }
+        if let Some(holder) = self.leases.buffer_holder(ino, Instant::now()) {
+            let reason = format!(
+                "did not flush the buffered data of inode {ino} within {} ms",
+                self.recall_timeout.as_millis()
+            );
+            self.evict(holder, reason).await;
+        }
+        self.wake_buffer_waiters();
+    }
+
+    /// Sends every request waiting for a buffer that is no longer held
+    /// back to the queue.
+    fn wake_buffer_waiters(&mut self) {
+        let now = Instant::now();
+        let free: Vec<u64> = self
+            .buffer_waiters
+            .keys()
+            .copied()
+            .filter(|ino| self.leases.buffer_holder(*ino, now).is_none())
+            .collect();
+        for ino in free {
+            let Some(waiting) = self.buffer_waiters.remove(&ino) else {
+                continue;
+            };
+            let Some(queue) = self.queue.upgrade() else {
+                return;
+            };
+            tokio::spawn(async move {
+                for (request, reply) in waiting {
+                    drop(queue.send(ActorMsg::Request(request, reply)).await);
+                }
+            });
+        }
+    }
+
+    /// Keeps the MDS's resident memory within the cache budget: the cache
+    /// is trimmed to a target that shrinks while the process is larger
+    /// than the budget (leases, queues and the allocator's slack count
+    /// too) and grows back toward the budget once there is room.
+    fn trim_cache(&mut self) {
+        let budget = self.cache_bytes_max;
+        if let Some(rss) = resident_bytes() {
+            // Aim at 90 %: a second's growth stays under the budget.
+            if rss > budget / 10 * 9 {
+                self.cache_target = (self.cache_target / 10 * 9).max(budget / 10);
+            } else if rss < budget / 10 * 7 {
+                self.cache_target = (self.cache_target / 20 * 21).min(budget);
+            }
+        }
+        let written_back = *self.written_back.borrow();
+        let trimmed = self.ns.trim(self.cache_target, written_back);
+        if trimmed.inodes + trimmed.dirs > 0 {
+            tracing::debug!(
+                inodes = trimmed.inodes,
+                dirs = trimmed.dirs,
+                target = self.cache_target,
+                "cache trimmed"
+            );
         }
     }
 
@@ -563,6 +717,14 @@ impl Actor {
     fn grant(&mut self, session: u64, op: &MdsOp, answer: Option<&MdsAnswer>) {
         let now = Instant::now();
         match answer {
+            Some(MdsAnswer::Created { attr, buffer }) => {
+                self.leases.grant_attrs(attr.ino, session, now);
+                // Its maker may keep written data past close (nobody else
+                // can know the file yet).
+                if *buffer {
+                    self.leases.grant_buffer(attr.ino, session, now);
+                }
+            }
             Some(MdsAnswer::Attr(a)) => {
                 self.leases.grant_attrs(a.ino, session, now);
                 // A directory made: its maker may know all of its entries.
@@ -778,8 +940,22 @@ impl Actor {
             }
             return Some(reply(answer, None));
         }
-        if let MdsOp::Reassert { attrs, dirs } = &request.op {
+        if let MdsOp::Returned { ino } = request.op {
+            if self.leases.end_buffer(ino, request.session) {
+                self.wake_buffer_waiters();
+            }
+            return Some(reply(Ok(MdsAnswer::Done), None));
+        }
+        if let MdsOp::Reassert {
+            attrs,
+            dirs,
+            buffers,
+        } = &request.op
+        {
             let now = Instant::now();
+            for ino in buffers {
+                self.leases.grant_buffer(*ino, request.session, now);
+            }
             for ino in attrs {
                 self.leases.grant_attrs(*ino, request.session, now);
             }
@@ -839,8 +1015,22 @@ impl Actor {
                 }
                 Some(reply(Err(e), None))
             }
-            Ok(outcome) => {
+            Ok(mut outcome) => {
                 self.track_opens(&request);
+                if let (
+                    MdsOp::Create {
+                        open: true, parent, ..
+                    },
+                    MdsAnswer::Attr(attr),
+                ) = (&request.op, &outcome.answer)
+                    && attr.mode & libc::S_IFMT == libc::S_IFREG
+                {
+                    let buffer = !self.ns.limited(*parent);
+                    outcome.answer = MdsAnswer::Created {
+                        attr: attr.clone(),
+                        buffer,
+                    };
+                }
                 self.grant(request.session, &request.op, Some(&outcome.answer));
                 let seq = self
                     .change(request.session, request.tid, outcome.deltas)
@@ -880,6 +1070,7 @@ impl Actor {
         let Some(session) = self.sessions.get_mut(&request.session) else {
             return;
         };
+        let mut last_close = None;
         match &request.op {
             MdsOp::Open { ino, .. } => *session.opens.entry(*ino).or_default() += 1,
             MdsOp::Release { ino } => {
@@ -887,10 +1078,17 @@ impl Actor {
                     *n -= 1;
                     if *n == 0 {
                         session.opens.remove(ino);
+                        last_close = Some(*ino);
                     }
                 }
             }
             _ => {}
+        }
+        // Its last close: nothing of it is buffered now.
+        if let Some(ino) = last_close
+            && self.leases.end_buffer(ino, request.session)
+        {
+            self.wake_buffer_waiters();
         }
     }
 
@@ -1107,6 +1305,13 @@ impl Shell {
             recalls: mailbox.pending(),
         }
     }
+}
+
+/// This process's resident memory (Linux `/proc/self/statm`).
+fn resident_bytes() -> Option<usize> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
 }
 
 fn bad(why: String) -> MdsReply {

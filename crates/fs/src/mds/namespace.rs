@@ -249,6 +249,12 @@ impl Namespace {
         self.inodes.get_mut(&ino)
     }
 
+    /// The inode `name` of `parent` names, if cached.
+    #[must_use]
+    pub fn peek(&self, parent: u64, name: &[u8]) -> Option<u64> {
+        self.dirs.get(&parent)?.get(name).map(|d| d.ino)
+    }
+
     /// The cached entries of directory `ino`, if loaded.
     pub(crate) fn dir_entries(&self, ino: u64) -> Option<Vec<Dentry>> {
         self.dirs
@@ -285,9 +291,10 @@ impl Namespace {
             // Locks are the server's, not the namespace's.
             MdsOp::SetLock { .. } | MdsOp::GetLock { .. } => Err(errno(libc::EINVAL)),
             // Leases and sessions are the server's too.
-            MdsOp::Reassert { .. } | MdsOp::Sessions | MdsOp::Evict { .. } => {
-                Err(errno(libc::EINVAL))
-            }
+            MdsOp::Reassert { .. }
+            | MdsOp::Returned { .. }
+            | MdsOp::Sessions
+            | MdsOp::Evict { .. } => Err(errno(libc::EINVAL)),
             MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
             MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
             MdsOp::SetAttr { ino, set } => self.set_attr(*ino, set, now),

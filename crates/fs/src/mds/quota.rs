@@ -38,7 +38,6 @@ impl Usage {
     pub fn is_zero(self) -> bool {
         self.files == 0 && self.bytes == 0
     }
-
 }
 
 impl std::ops::Neg for Usage {
@@ -106,6 +105,21 @@ impl Namespace {
     #[must_use]
     pub fn root_usage(&self) -> Usage {
         self.inode_rec(ROOT_INO).map(usage_of).unwrap_or_default()
+    }
+
+    /// Whether a quota limit applies in `dir` (or it cannot be told
+    /// from the cache).
+    #[must_use]
+    pub fn limited(&self, dir: u64) -> bool {
+        let Ok(realms) = self.realms(dir) else {
+            return true;
+        };
+        realms.iter().any(|r| {
+            self.inode_rec(*r).is_ok_and(|rec| {
+                xattr_u64(rec, MAX_BYTES_XATTR).is_some_and(|m| m > 0)
+                    || xattr_u64(rec, MAX_FILES_XATTR).is_some_and(|m| m > 0)
+            })
+        })
     }
 
     /// The realms `dir` is in (itself included), nearest first; the root

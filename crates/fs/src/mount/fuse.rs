@@ -11,7 +11,9 @@
 //! (close-to-open) and by a recall of the inode.
 
 use crate::mount::data::{DataPath, Dirty, Readahead};
-use crate::mount::limits::{DIRTY_BYTES_PER_FILE_MAX, READDIR_PAGE_ENTRIES};
+use crate::mount::limits::{
+    DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, READDIR_PAGE_ENTRIES,
+};
 use crate::mount::session::MdsSession;
 use bytes::Bytes;
 use cairn_proto::mds::{
@@ -30,7 +32,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -133,6 +135,25 @@ struct FileState {
     dirty: Dirty,
     readahead: Readahead,
     opens: u32,
+    /// While the MDS lets this mount keep written data past `close`
+    /// (the buffer lease of a file it made).
+    buffered_until: Option<Instant>,
+    /// Since when data kept past a close waits.
+    kept_since: Option<Instant>,
+    /// Releases held back until the kept data is sent.
+    deferred_releases: u32,
+}
+
+impl FileState {
+    fn clean(&self) -> bool {
+        self.dirty.is_empty() && self.written_mtime.is_none()
+    }
+
+    /// Whether a close may keep this file's written data.
+    fn may_keep(&self) -> bool {
+        self.buffered_until
+            .is_some_and(|u| u > Instant::now() + Duration::from_millis(KEEP_LEASE_MARGIN_MS))
+    }
 }
 
 impl FileState {
@@ -176,7 +197,7 @@ impl CairnFs {
             client: session.client().clone(),
             pool: session.data_pool(),
         };
-        CairnFs {
+        let fs = CairnFs {
             rt,
             core: Arc::new(Core {
                 session,
@@ -186,7 +207,18 @@ impl CairnFs {
                 next_fh: AtomicU64::new(1),
                 lockers: Mutex::new(std::collections::HashSet::new()),
             }),
-        }
+        };
+        let core = Arc::clone(&fs.core);
+        fs.rt.spawn(async move {
+            loop {
+                let wanted = core
+                    .session
+                    .flushes_wanted(Duration::from_millis(500))
+                    .await;
+                core.send_kept(&wanted, false).await;
+            }
+        });
+        fs
     }
 
     fn spawn<F>(&self, f: impl FnOnce(Arc<Core>) -> F)
@@ -261,6 +293,9 @@ impl Core {
                 dirty: Dirty::default(),
                 readahead: Readahead::default(),
                 opens: 0,
+                buffered_until: None,
+                kept_since: None,
+                deferred_releases: 0,
             }))
         });
         if let Ok(mut s) = state.try_lock() {
@@ -302,10 +337,22 @@ impl Core {
 
     /// Sends dirty bytes, then tells the MDS the new size and time.
     async fn flush(&self, ino: u64, who: Caller) -> Result<(), Errno> {
+        self.flush_or_keep(ino, who, false).await
+    }
+
+    /// As [`flush`](Self::flush), but at a close (`keep`) a file under a
+    /// buffer lease keeps its data here until the flusher or a recall.
+    async fn flush_or_keep(&self, ino: u64, who: Caller, keep: bool) -> Result<(), Errno> {
         let Some(state) = self.file(ino) else {
             return Ok(());
         };
         let mut s = state.lock().await;
+        if keep && s.may_keep() {
+            if !s.clean() {
+                s.kept_since.get_or_insert_with(Instant::now);
+            }
+            return Ok(());
+        }
         self.flush_data(ino, &mut s).await?;
         self.report_size(ino, &mut s, who).await
     }
@@ -405,6 +452,11 @@ impl Core {
         mut set: SetAttr,
         who: Caller,
     ) -> Result<(Attr, Duration), Errno> {
+        if set.size.is_none() {
+            // Writes come before the change in time: their size and time
+            // reach the MDS first (a later report would undo a utime).
+            self.flush(ino, who).await?;
+        }
         if let Some(size) = set.size {
             let state = self.file(ino);
             let guard = match &state {
@@ -488,17 +540,80 @@ impl Core {
         let Some(h) = lock(&self.handles).remove(&fh) else {
             return Ok(());
         };
-        let flushed = self.flush(h.ino, Caller::default()).await;
+        let flushed = self.flush_or_keep(h.ino, Caller::default(), true).await;
         if let Some(state) = self.file(h.ino) {
             let mut s = state.lock().await;
             s.opens = s.opens.saturating_sub(1);
-            if s.opens == 0 && s.dirty.is_empty() {
+            if s.opens == 0 && !s.clean() {
+                // Kept data: the MDS hears of this close once it is sent
+                // (its buffer lease ends with the last release).
+                s.deferred_releases += 1;
+                return flushed;
+            }
+            if s.opens == 0 {
                 lock(&self.files).remove(&h.ino);
+                self.session.unbuffered(h.ino);
             }
         }
         self.call(MdsOp::Release { ino: h.ino }, Caller::default())
             .await?;
         flushed
+    }
+
+    /// Sends what closed files kept: those kept longer than
+    /// `KEEP_AFTER_CLOSE_MS`, near the end of their lease, or recalled
+    /// (`wanted`), or all of them (`all`).
+    async fn send_kept(&self, wanted: &[u64], all: bool) {
+        let states: Vec<(u64, Arc<tokio::sync::Mutex<FileState>>)> = lock(&self.files)
+            .iter()
+            .map(|(ino, s)| (*ino, Arc::clone(s)))
+            .collect();
+        let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
+        for (ino, state) in states {
+            let recalled = wanted.contains(&ino);
+            let mut s = state.lock().await;
+            let due = all
+                || recalled
+                || s.kept_since.is_some_and(|t| t.elapsed() >= old)
+                || (s.buffered_until.is_some() && !s.may_keep());
+            if !due || (s.clean() && s.deferred_releases == 0 && !recalled) {
+                continue;
+            }
+            if let Err(errno) = self.flush_data(ino, &mut s).await {
+                tracing::warn!(ino, errno, "data kept past close not sent yet");
+                continue;
+            }
+            if let Err(errno) = self.report_size(ino, &mut s, Caller::default()).await {
+                tracing::warn!(ino, errno, "size of data kept past close refused");
+            }
+            s.kept_since = None;
+            s.buffered_until = None;
+            let releases = std::mem::take(&mut s.deferred_releases);
+            let open = s.opens > 0;
+            drop(s);
+            if !open {
+                lock(&self.files).remove(&ino);
+            }
+            self.session.unbuffered(ino);
+            if releases == 0 {
+                if recalled {
+                    drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
+                }
+                continue;
+            }
+            for _ in 0..releases {
+                drop(self.call(MdsOp::Release { ino }, Caller::default()).await);
+            }
+        }
+        // A recall of a file this mount no longer knows: nothing is kept.
+        for ino in wanted {
+            if self.file(*ino).is_none() {
+                drop(
+                    self.call(MdsOp::Returned { ino: *ino }, Caller::default())
+                        .await,
+                );
+            }
+        }
     }
 
     /// Releases every lock `owner` holds on `ino`, if it may hold any (a
@@ -602,6 +717,13 @@ fn set_time(t: TimeOrNow) -> SetTime {
 }
 
 impl Filesystem for CairnFs {
+    /// At unmount: what closed files kept goes to the OSDs first.
+    fn destroy(&mut self) {
+        let core = Arc::clone(&self.core);
+        self.rt
+            .block_on(async move { core.send_kept(&[], true).await });
+    }
+
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
         // Large writes in few requests; a bigger kernel readahead.
         // A kernel that allows less keeps its own maximum.
@@ -888,9 +1010,26 @@ impl Filesystem for CairnFs {
                 open: true,
                 ino: None,
             };
-            match core.leased_attr(op, who).await {
-                Ok((a, ttl)) => {
+            let made = match core.session.call_leased(op, who).await {
+                (Ok(MdsAnswer::Created { attr, buffer }), ttl) => Ok((attr, buffer, ttl)),
+                // A resend answered from the namespace as it stands.
+                (Ok(MdsAnswer::Attr(attr)), ttl) => Ok((attr, false, ttl)),
+                (Ok(_), _) => Err(libc::EIO),
+                (Err(e), _) => Err(e),
+            };
+            match made {
+                Ok((attr, buffer, ttl)) => {
+                    let a = core.merge(attr);
                     let fh = core.opened(&a, flags);
+                    if buffer
+                        && !ttl.is_zero()
+                        && let Some(state) = core.file(a.ino)
+                    {
+                        // The MDS lets the maker of a file keep its written
+                        // data past close while the lease lasts.
+                        state.lock().await.buffered_until = Some(Instant::now() + ttl);
+                        core.session.buffered(a.ino);
+                    }
                     let open_flags = fopen_flags(flags);
                     reply.created(
                         &ttl,
@@ -965,7 +1104,7 @@ impl Filesystem for CairnFs {
         }
         let who = caller(req);
         self.spawn(|core| async move {
-            let flushed = core.flush(ino.0, who).await;
+            let flushed = core.flush_or_keep(ino.0, who, true).await;
             let unlocked = core.unlock_owner(ino.0, lock_owner.0).await;
             reply_empty(reply, flushed.and(unlocked));
         });

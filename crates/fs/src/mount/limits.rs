@@ -38,3 +38,11 @@ pub const REINVALIDATE_MS: u64 = 20;
 
 /// Leases reasserted per request after a failover.
 pub const REASSERT_BATCH: usize = 65_536;
+
+/// Data a close kept (under a buffer lease) goes to the OSDs this long
+/// after the close at the latest (Ceph's client keeps dirty data up to
+/// `client_oc_max_dirty_age`, 5 s).
+pub const KEEP_AFTER_CLOSE_MS: u64 = 2_000;
+
+/// A close keeps data only while the buffer lease has this long left.
+pub const KEEP_LEASE_MARGIN_MS: u64 = 10_000;

@@ -61,6 +61,12 @@ struct Inner {
     /// has held their entries' lease since): their names. A lookup of
     /// another name there is answered "missing" without the MDS.
     complete: Mutex<HashMap<u64, HashSet<Vec<u8>>>>,
+    /// Files whose written data this mount may keep past close (buffer
+    /// leases), for reassertion.
+    buffers: Mutex<HashSet<u64>>,
+    /// Files the MDS asked to have flushed, and the wake-up of the flusher.
+    flushes: Mutex<Vec<u64>>,
+    flush_wake: tokio::sync::Notify,
     /// Where recalls go to be done in the kernel.
     invalidator: OnceLock<std::sync::mpsc::Sender<Vec<Inval>>>,
     /// Set once evicted: calls fail until the leases have run out, then
@@ -122,6 +128,9 @@ impl MdsSession {
                 recalled: AtomicU64::new(0),
                 held: Mutex::new(Held::default()),
                 complete: Mutex::new(HashMap::new()),
+                buffers: Mutex::new(HashSet::new()),
+                flushes: Mutex::new(Vec::new()),
+                flush_wake: tokio::sync::Notify::new(),
                 invalidator: OnceLock::new(),
                 evicted_until: Mutex::new(None),
             }),
@@ -176,6 +185,26 @@ impl MdsSession {
         }
     }
 
+    /// Notes a buffer lease on `ino`.
+    pub fn buffered(&self, ino: u64) {
+        lock(&self.inner.buffers).insert(ino);
+    }
+
+    /// Notes the end of a buffer lease on `ino`.
+    pub fn unbuffered(&self, ino: u64) {
+        lock(&self.inner.buffers).remove(&ino);
+    }
+
+    /// Files the MDS wants flushed, waiting up to `wait` for one.
+    pub async fn flushes_wanted(&self, wait: Duration) -> Vec<u64> {
+        let asked = std::mem::take(&mut *lock(&self.inner.flushes));
+        if !asked.is_empty() {
+            return asked;
+        }
+        drop(tokio::time::timeout(wait, self.inner.flush_wake.notified()).await);
+        std::mem::take(&mut *lock(&self.inner.flushes))
+    }
+
     /// Sends `op` and waits for its answer, across MDS failovers.
     ///
     /// # Errors
@@ -218,7 +247,7 @@ impl MdsSession {
         }
         let until = Instant::now() + ttl;
         let mut held = lock(&self.inner.held);
-        if let Ok(MdsAnswer::Attr(a)) = &result {
+        if let Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. }) = &result {
             held.attrs.insert(a.ino, until);
             if a.mode & libc::S_IFMT == libc::S_IFDIR && makes {
                 held.dirs.insert(a.ino, until);
@@ -424,8 +453,10 @@ impl MdsSession {
         let mut request = request.clone();
         request.replay = true;
         // A replayed create keeps the inode number it was given.
-        if let (MdsOp::Create { ino, .. } | MdsOp::Symlink { ino, .. }, MdsAnswer::Attr(attr)) =
-            (&mut request.op, answer)
+        if let (
+            MdsOp::Create { ino, .. } | MdsOp::Symlink { ino, .. },
+            MdsAnswer::Attr(attr) | MdsAnswer::Created { attr, .. },
+        ) = (&mut request.op, answer)
         {
             *ino = Some(attr.ino);
         }
@@ -521,7 +552,13 @@ impl MdsSession {
                 Held::live(&mut held.dirs, now),
             )
         };
-        let batches = attrs.len().max(dirs.len()).div_ceil(REASSERT_BATCH);
+        let buffers: Vec<u64> = lock(&self.inner.buffers).iter().copied().collect();
+        let batches = attrs
+            .len()
+            .max(dirs.len())
+            .max(buffers.len())
+            .max(1)
+            .div_ceil(REASSERT_BATCH);
         for i in 0..batches {
             let part = |v: &[u64]| {
                 v.iter()
@@ -538,6 +575,7 @@ impl MdsSession {
                 op: MdsOp::Reassert {
                     attrs: part(&attrs),
                     dirs: part(&dirs),
+                    buffers: part(&buffers),
                 },
             };
             let (reply, _) = conn
@@ -568,8 +606,19 @@ impl MdsSession {
                 }
             }
         }
+        let (flushes, invals): (Vec<Inval>, Vec<Inval>) = fresh
+            .into_iter()
+            .map(|r| r.inval)
+            .partition(|i| matches!(i, Inval::Flush(_)));
+        if !flushes.is_empty() {
+            lock(&self.inner.flushes).extend(flushes.iter().filter_map(|i| match i {
+                Inval::Flush(ino) => Some(*ino),
+                _ => None,
+            }));
+            self.inner.flush_wake.notify_one();
+        }
         if let Some(tx) = self.inner.invalidator.get() {
-            drop(tx.send(fresh.into_iter().map(|r| r.inval).collect()));
+            drop(tx.send(invals));
         }
         self.inner.recalled.fetch_max(last, Ordering::Relaxed);
     }
@@ -768,6 +817,7 @@ fn invalidate(notifier: &fuser::Notifier, invals: &[Inval]) {
             Inval::Entry { parent, name } => {
                 notifier.inval_entry(fuser::INodeNo(*parent), std::ffi::OsStr::from_bytes(name))
             }
+            Inval::Flush(_) => Ok(()),
         };
     }
 }
