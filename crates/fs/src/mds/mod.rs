@@ -1078,8 +1078,12 @@ impl Actor {
                     *n -= 1;
                     if *n == 0 {
                         session.opens.remove(ino);
-                        last_close = Some(*ino);
                     }
+                }
+                // Its last close (an open from before a failover is not
+                // known here: its release is the last too).
+                if !session.opens.contains_key(ino) {
+                    last_close = Some(*ino);
                 }
             }
             _ => {}

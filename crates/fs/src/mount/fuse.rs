@@ -13,6 +13,7 @@
 use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{
     DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, READDIR_PAGE_ENTRIES,
+    REPORTED_KEPT_MS,
 };
 use crate::mount::session::MdsSession;
 use bytes::Bytes;
@@ -122,6 +123,10 @@ fn fe(e: Errno) -> FuseErrno {
     FuseErrno::from_i32(e)
 }
 
+/// The end and time of a file's writes the MDS has not heard of, and
+/// when it heard of them (kept a moment after).
+type Unreported = (u64, Time, Option<Instant>);
+
 /// What this mount knows of one file it has open.
 #[derive(Debug)]
 struct FileState {
@@ -181,6 +186,9 @@ struct Core {
     /// (inode, lock owner) pairs that may hold a lock at the MDS: a close
     /// by that owner releases them.
     lockers: Mutex<std::collections::HashSet<(u64, u64)>>,
+    /// Per file: the end and time of writes the MDS has not heard of
+    /// (or, with when, heard of just now).
+    unreported: Mutex<HashMap<u64, Unreported>>,
 }
 
 /// The FUSE file system of one mount.
@@ -206,8 +214,15 @@ impl CairnFs {
                 handles: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
                 lockers: Mutex::new(std::collections::HashSet::new()),
+                unreported: Mutex::new(HashMap::new()),
             }),
         };
+        let weak = Arc::downgrade(&fs.core);
+        fs.core.session.on_inode_recall(Box::new(move |ino| {
+            if let Some(core) = weak.upgrade() {
+                core.forget_unreported(ino);
+            }
+        }));
         let core = Arc::clone(&fs.core);
         fs.rt.spawn(async move {
             loop {
@@ -249,21 +264,62 @@ impl Core {
 
     /// The MDS's attributes with this mount's unreported writes.
     fn merge(&self, mut a: Attr) -> Attr {
-        let state = lock(&self.files).get(&a.ino).cloned();
-        if let Some(state) = state
-            && let Ok(s) = state.try_lock()
-        {
-            if s.written_end > a.size {
-                a.size = s.written_end;
+        let unreported = {
+            let mut map = lock(&self.unreported);
+            match map.get(&a.ino).copied() {
+                // Reported a while ago: the MDS's answer has it.
+                Some((_, _, Some(at)))
+                    if at.elapsed() > Duration::from_millis(REPORTED_KEPT_MS) =>
+                {
+                    map.remove(&a.ino);
+                    None
+                }
+                other => other,
             }
-            if let Some(t) = s.written_mtime
-                && t > a.mtime
-            {
+        };
+        if let Some((end, t, reported)) = unreported {
+            a.size = a.size.max(end);
+            if reported.is_none() && t > a.mtime {
                 a.mtime = t;
                 a.ctime = a.ctime.max(t);
             }
         }
         a
+    }
+
+    /// Mirrors a file's unreported writes where [`merge`](Self::merge)
+    /// reads them without waiting for the file's lock (held across a
+    /// flush, while other processes `stat` the file).
+    ///
+    /// A size just reported stays a moment: an answer to a request the
+    /// MDS took before the report may still be on its way.
+    fn note_unreported(&self, ino: u64, s: &FileState) {
+        let mut map = lock(&self.unreported);
+        match s.written_mtime {
+            Some(t) => {
+                map.insert(ino, (s.written_end, t, None));
+            }
+            None => {
+                if let Some(entry) = map.get_mut(&ino) {
+                    entry.0 = entry.0.min(s.size());
+                    entry.2.get_or_insert_with(Instant::now);
+                }
+            }
+        }
+    }
+
+    /// Forgets a size already reported for `ino` (not one still to be).
+    fn forget_reported(&self, ino: u64) {
+        let mut map = lock(&self.unreported);
+        if map.get(&ino).is_some_and(|e| e.2.is_some()) {
+            map.remove(&ino);
+        }
+    }
+
+    /// Forgets what this mount wrote to `ino` once another mount changed
+    /// it (a recall), or a report was refused.
+    fn forget_unreported(&self, ino: u64) {
+        lock(&self.unreported).remove(&ino);
     }
 
     fn file(&self, ino: u64) -> Option<Arc<tokio::sync::Mutex<FileState>>> {
@@ -373,6 +429,7 @@ impl Core {
                 s.dirty.cut(keep);
                 s.written_end = 0;
                 s.written_mtime = None;
+                self.forget_unreported(ino);
                 s.readahead.clear();
                 if size > keep {
                     self.data.truncate(ino, &s.layout, size, keep).await?;
@@ -383,6 +440,7 @@ impl Core {
         }
         s.written_end = 0;
         s.written_mtime = None;
+        self.note_unreported(ino, s);
         Ok(())
     }
 
@@ -404,6 +462,7 @@ impl Core {
         }
         s.written_end = s.written_end.max(end).max(s.mds_size);
         s.written_mtime = Some(now());
+        self.note_unreported(h.ino, &s);
         if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
             // A full buffer goes out, and its size to the MDS, so a quota
             // stops a growing file within one buffer.
@@ -457,6 +516,8 @@ impl Core {
             // reach the MDS first (a later report would undo a utime).
             self.flush(ino, who).await?;
         }
+        // What this mount reported before is no longer the last word.
+        self.forget_reported(ino);
         if let Some(size) = set.size {
             let state = self.file(ino);
             let guard = match &state {
@@ -474,6 +535,7 @@ impl Core {
             if let Some(mut s) = guard {
                 s.dirty.cut(size);
                 s.written_end = s.written_end.min(size);
+                self.note_unreported(ino, &s);
                 s.readahead.clear();
                 self.data.truncate(ino, &current.layout, old, size).await?;
                 let (attr, ttl) = self
@@ -488,6 +550,7 @@ impl Core {
                 s.mds_size = attr.size;
                 s.written_end = 0;
                 s.written_mtime = None;
+                self.note_unreported(ino, &s);
                 return Ok((attr, ttl));
             }
             self.data.truncate(ino, &current.layout, old, size).await?;
@@ -667,6 +730,7 @@ impl Core {
             if end > s.size() {
                 s.written_end = end;
                 s.written_mtime = Some(now());
+                self.note_unreported(ino, &s);
             }
             return Ok(());
         }

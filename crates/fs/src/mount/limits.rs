@@ -46,3 +46,7 @@ pub const KEEP_AFTER_CLOSE_MS: u64 = 2_000;
 
 /// A close keeps data only while the buffer lease has this long left.
 pub const KEEP_LEASE_MARGIN_MS: u64 = 10_000;
+
+/// A size reported to the MDS is still merged into answers this long (an
+/// answer the MDS gave before the report may arrive after it).
+pub const REPORTED_KEPT_MS: u64 = 5_000;

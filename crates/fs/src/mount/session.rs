@@ -67,11 +67,25 @@ struct Inner {
     /// Files the MDS asked to have flushed, and the wake-up of the flusher.
     flushes: Mutex<Vec<u64>>,
     flush_wake: tokio::sync::Notify,
+    /// Told of every inode another mount changed (recalled).
+    inode_hook: OnceLock<Hook>,
     /// Where recalls go to be done in the kernel.
     invalidator: OnceLock<std::sync::mpsc::Sender<Vec<Inval>>>,
     /// Set once evicted: calls fail until the leases have run out, then
     /// the session opens afresh.
     evicted_until: Mutex<Option<Instant>>,
+}
+
+/// Called with each inode recalled.
+pub type InodeHook = Box<dyn Fn(u64) + Send + Sync>;
+
+/// An [`InodeHook`], shown by name only.
+struct Hook(InodeHook);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InodeHook")
+    }
 }
 
 #[derive(Debug, Default)]
@@ -131,6 +145,7 @@ impl MdsSession {
                 buffers: Mutex::new(HashSet::new()),
                 flushes: Mutex::new(Vec::new()),
                 flush_wake: tokio::sync::Notify::new(),
+                inode_hook: OnceLock::new(),
                 invalidator: OnceLock::new(),
                 evicted_until: Mutex::new(None),
             }),
@@ -183,6 +198,11 @@ impl MdsSession {
                 tracing::error!(%error, "no invalidation thread: caching stays off");
             }
         }
+    }
+
+    /// Sets what is told of each inode recalled (once).
+    pub fn on_inode_recall(&self, hook: InodeHook) {
+        drop(self.inner.inode_hook.set(Hook(hook)));
     }
 
     /// Notes a buffer lease on `ino`.
@@ -616,6 +636,13 @@ impl MdsSession {
                 _ => None,
             }));
             self.inner.flush_wake.notify_one();
+        }
+        if let Some(hook) = self.inner.inode_hook.get() {
+            for inval in &invals {
+                if let Inval::Inode(ino) = inval {
+                    (hook.0)(*ino);
+                }
+            }
         }
         if let Some(tx) = self.inner.invalidator.get() {
             drop(tx.send(invals));
