@@ -263,6 +263,26 @@ fn two_mounts_see_each_others_changes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "locks do not hold across mounts");
+    // mdtest-hard from 4 processes of one mount: each stats and reads
+    // files the others wrote and closed (data kept past close, sizes
+    // merged); the benchmark checks every size and byte.
+    let out = cluster.cairn(&[
+        "bench",
+        "fs",
+        "--dir",
+        &pa,
+        "--procs",
+        "4",
+        "--files-per-proc",
+        "300",
+        "--phases",
+        "mdtest-hard",
+    ]);
+    assert!(
+        out.status.success(),
+        "cairn bench fs on a mount: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A mount that stops answering recalls (SIGSTOP) holds another mount's
