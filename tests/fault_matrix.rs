@@ -164,20 +164,8 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     // hosts lose power, the monitor's host does not).
     let cluster_dir = common::test_dir("cluster-power");
     // Declared first, dropped last: a backing dir outlives its mount.
-    let mut backings = Vec::new();
-    let mut mounts = Vec::new();
-    for osd in 0..3 {
-        let backing = tempfile::Builder::new()
-            .prefix("cairn-cluster-power-backing-")
-            .tempdir_in("/var/tmp")
-            .expect("backing dir");
-        let mountpoint = cluster_dir.join(format!("osd.{osd}"));
-        std::fs::create_dir_all(&mountpoint).expect("mount point");
-        mounts.push(
-            cairn_lossyfs::LossyFs::mount(backing.path(), &mountpoint).expect("mount lossyfs"),
-        );
-        backings.push(backing);
-    }
+    let (backings, mounts) =
+        common::lossy_osd_dirs(&cluster_dir, 3, "cairn-cluster-power-backing-");
     let cluster = Cluster::up_at(cluster_dir.clone(), 3, base, &[]);
     let rt = common::runtime();
     // Writes in flight at the cut wait out their deadline: keep it short.

@@ -532,3 +532,28 @@ pub fn osd_pg_count(cluster: &Cluster, osd: u64) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no PG count for osd.{osd}: {status}"))
 }
+
+/// Each OSD's data dir under `cluster_dir` made a lossyfs mount of its
+/// own (`osd.N`), for power-cut tests: the backing dirs (drop them after
+/// the mounts) and the mounts.
+pub fn lossy_osd_dirs(
+    cluster_dir: &Path,
+    osds: u16,
+    prefix: &str,
+) -> (Vec<tempfile::TempDir>, Vec<cairn_lossyfs::LossyFs>) {
+    let mut backings = Vec::new();
+    let mut mounts = Vec::new();
+    for osd in 0..osds {
+        let backing = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .expect("backing dir");
+        let mountpoint = cluster_dir.join(format!("osd.{osd}"));
+        std::fs::create_dir_all(&mountpoint).expect("mount point");
+        mounts.push(
+            cairn_lossyfs::LossyFs::mount(backing.path(), &mountpoint).expect("mount lossyfs"),
+        );
+        backings.push(backing);
+    }
+    (backings, mounts)
+}

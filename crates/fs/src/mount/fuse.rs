@@ -591,7 +591,7 @@ impl Core {
         }
         s.opens = s.opens.saturating_sub(1);
         if s.opens == 0 {
-            files.remove(&h.ino);
+            forget_state(&mut files, h.ino, &state);
         }
         drop(s);
         drop(files);
@@ -614,7 +614,7 @@ impl Core {
                 return flushed;
             }
             if s.opens == 0 {
-                lock(&self.files).remove(&h.ino);
+                forget_state(&mut lock(&self.files), h.ino, &state);
                 self.session.unbuffered(h.ino);
             }
         }
@@ -634,7 +634,13 @@ impl Core {
         let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
         for (ino, state) in states {
             let recalled = wanted.contains(&ino);
-            let mut s = state.lock().await;
+            // A file busy with a write is looked at next round, unless the
+            // MDS waits for it.
+            let mut s = match state.try_lock() {
+                Ok(s) => s,
+                Err(_) if recalled || all => state.lock().await,
+                Err(_) => continue,
+            };
             let due = all
                 || recalled
                 || s.kept_since.is_some_and(|t| t.elapsed() >= old)
@@ -652,11 +658,10 @@ impl Core {
             s.kept_since = None;
             s.buffered_until = None;
             let releases = std::mem::take(&mut s.deferred_releases);
-            let open = s.opens > 0;
-            drop(s);
-            if !open {
-                lock(&self.files).remove(&ino);
+            if s.opens == 0 {
+                forget_state(&mut lock(&self.files), ino, &state);
             }
+            drop(s);
             self.session.unbuffered(ino);
             if releases == 0 {
                 if recalled {
@@ -747,6 +752,20 @@ impl Core {
             .await?;
         }
         Ok(())
+    }
+}
+
+/// Forgets `ino`'s state once its last handle closed, unless someone else
+/// still holds it: an open of it on its way (`opened` hands a busy state
+/// a task that counts the open when the lock frees), or a request in
+/// flight. The map and the caller hold one reference each.
+fn forget_state(
+    files: &mut HashMap<u64, Arc<tokio::sync::Mutex<FileState>>>,
+    ino: u64,
+    state: &Arc<tokio::sync::Mutex<FileState>>,
+) {
+    if files.get(&ino).is_some_and(|cur| Arc::ptr_eq(cur, state)) && Arc::strong_count(state) <= 2 {
+        files.remove(&ino);
     }
 }
 
