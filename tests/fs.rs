@@ -647,8 +647,12 @@ fn fsynced_files_survive_a_power_cut_of_every_osd() {
     eprintln!("{} fsynced files intact", fsynced.len());
     drop(mount);
     assert_namespace_sound(&cluster);
-    drop(cluster);
+    // Stopped (and every PG's copies compared) before its data dirs are
+    // unmounted, which is before the guard removes the dir.
+    common::wait_clean(&cluster);
+    cluster.stop_and_compare_copies();
     drop(lossy);
+    drop(cluster);
     drop(backings);
 }
 
