@@ -25,16 +25,16 @@ pub struct Trimmed {
 impl Namespace {
     /// Notes that `op` used these inodes (for least-recently-used order).
     pub(crate) fn note_use(&mut self, op: &MdsOp) {
-        let used: &[u64] = match op {
+        let (first, second) = match op {
             MdsOp::Lookup { parent, .. }
             | MdsOp::Create { parent, .. }
             | MdsOp::Symlink { parent, .. }
             | MdsOp::Unlink { parent, .. }
-            | MdsOp::Rmdir { parent, .. } => &[*parent],
+            | MdsOp::Rmdir { parent, .. } => (*parent, None),
             MdsOp::Rename {
                 parent, new_parent, ..
-            } => &[*parent, *new_parent],
-            MdsOp::Link { ino, parent, .. } => &[*ino, *parent],
+            } => (*parent, Some(*new_parent)),
+            MdsOp::Link { ino, parent, .. } => (*ino, Some(*parent)),
             MdsOp::GetAttr { ino }
             | MdsOp::SetAttr { ino, .. }
             | MdsOp::ReadDir { ino, .. }
@@ -45,12 +45,12 @@ impl Namespace {
             | MdsOp::SetXattr { ino, .. }
             | MdsOp::GetXattr { ino, .. }
             | MdsOp::ListXattr { ino }
-            | MdsOp::RemoveXattr { ino, .. } => &[*ino],
-            _ => &[],
+            | MdsOp::RemoveXattr { ino, .. } => (*ino, None),
+            _ => return,
         };
-        let used = used.to_vec();
-        for ino in used {
-            self.touch(ino);
+        self.touch(first);
+        if let Some(second) = second {
+            self.touch(second);
         }
     }
 

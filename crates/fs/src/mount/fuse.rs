@@ -785,6 +785,14 @@ fn reply_entry(reply: ReplyEntry, result: Result<(Attr, Duration), Errno>) {
     }
 }
 
+/// A name missing, which the kernel may cache as missing for `ttl` (an
+/// entry with inode 0).
+fn reply_missing(reply: ReplyEntry, ttl: Duration) {
+    let mut none = file_attr(&Attr::default());
+    none.ino = INodeNo(0);
+    reply.entry(&ttl, &none, Generation(0));
+}
+
 fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     match result {
         Ok(()) => reply.ok(),
@@ -821,9 +829,7 @@ impl Filesystem for CairnFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if let Some(ttl) = self.core.session.known_missing(parent.0, name.as_bytes()) {
-            let mut none = file_attr(&Attr::default());
-            none.ino = INodeNo(0);
-            reply.entry(&ttl, &none, Generation(0));
+            reply_missing(reply, ttl);
             return;
         }
         let (who, name) = (caller(req), name_buf(name));
@@ -838,11 +844,7 @@ impl Filesystem for CairnFs {
                 }
                 // A name found missing: the kernel may cache its absence
                 // (an entry with inode 0) while the lease lasts.
-                (Err(libc::ENOENT), ttl) if !ttl.is_zero() => {
-                    let mut none = file_attr(&Attr::default());
-                    none.ino = INodeNo(0);
-                    reply.entry(&ttl, &none, Generation(0));
-                }
+                (Err(libc::ENOENT), ttl) if !ttl.is_zero() => reply_missing(reply, ttl),
                 (Ok(_), _) => reply.error(FuseErrno::EIO),
                 (Err(e), _) => reply.error(fe(e)),
             }
