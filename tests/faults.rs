@@ -539,7 +539,14 @@ fn kill_restart_rounds(name: &str, base_port: u16, restart: Restart) {
             .as_u64()
             .unwrap_or(0);
         eprintln!("objects recovered onto the returning OSDs: {recovered}");
-        assert!(recovered > 0, "the returning OSDs caught up: {status}");
+        // An OSD back after its mark-down missed the writes of the epochs
+        // it was down in, and recovery brought them. One back within the
+        // grace is marked down and up at its boot, a window writes may or
+        // may not land in (seed 797537385 saw none), so there the proof of
+        // catching up is the copy-by-copy comparison below.
+        if restart == Restart::AfterMarkDown {
+            assert!(recovered > 0, "the returning OSDs caught up: {status}");
+        }
     });
     cluster.stop_and_compare_copies();
 }

@@ -622,6 +622,11 @@ impl Namespace {
             (false, false) => {}
         }
         let realms = self.realms(rec.parent)?;
+        // A removed directory answers with its last attributes (no
+        // links): a mount that has it as a cwd shows it so, as Linux does.
+        let mut gone = rec.attr.clone();
+        gone.nlink = 0;
+        gone.ctime = now;
         let mut deltas = Vec::new();
         let mut parent_rec = self.inode(parent)?.clone();
         self.dirs
@@ -640,6 +645,9 @@ impl Namespace {
         deltas.push(Delta::PutInode(parent_rec.clone()));
         self.inodes.insert(parent, parent_rec);
         self.drop_link(dentry.ino, now, &realms, &mut deltas);
+        if dir {
+            return Ok(attr_answer(gone, deltas));
+        }
         Ok(done(deltas))
     }
 
@@ -890,10 +898,11 @@ impl Namespace {
             if rec.attr.mode & S_IFMT != S_IFREG {
                 return Err(errno(libc::EINVAL));
             }
-            if size != rec.attr.size {
-                rec.attr.size = size;
-                rec.attr.mtime = now;
-            }
+            // A truncate changes the time even when the size stays
+            // (Linux's `O_TRUNC` of an empty file, `truncate` to the same
+            // size).
+            rec.attr.size = size;
+            rec.attr.mtime = now;
         }
         if let Some(t) = set.atime {
             rec.attr.atime = apply_time(t, now);

@@ -174,6 +174,31 @@ struct Handle {
     /// answered.
     write_through: bool,
     sync: bool,
+    /// Opened setgid without group execute: a write by a caller outside
+    /// the file's group clears the bit, which the kernel leaves to us.
+    sgid_watch: bool,
+}
+
+/// Setgid without group execute, the one case of a write clearing a
+/// privilege bit that the kernel does not send us as a `chmod` (it clears
+/// setuid, and setgid with group execute, itself).
+fn sgid_only(mode: u32) -> bool {
+    mode & libc::S_IFMT == libc::S_IFREG && mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID
+}
+
+/// Whether process `pid` (primary group `primary`) is in group `gid`,
+/// supplementary groups included. A process gone is taken as outside.
+fn in_group(pid: u32, primary: u32, gid: u32) -> bool {
+    if primary == gid {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
 }
 
 #[derive(Debug)]
@@ -189,7 +214,13 @@ struct Core {
     /// Per file: the end and time of writes the MDS has not heard of
     /// (or, with when, heard of just now).
     unreported: Mutex<HashMap<u64, Unreported>>,
+    /// The last directories this mount removed, with no links: a process
+    /// may still have one as its cwd, and Linux shows it so.
+    removed_dirs: Mutex<std::collections::VecDeque<Attr>>,
 }
+
+/// How many removed directories [`Core::removed_dirs`] remembers.
+const REMOVED_DIRS_KEPT: usize = 64;
 
 /// The FUSE file system of one mount.
 #[derive(Debug)]
@@ -215,6 +246,7 @@ impl CairnFs {
                 next_fh: AtomicU64::new(1),
                 lockers: Mutex::new(std::collections::HashSet::new()),
                 unreported: Mutex::new(HashMap::new()),
+                removed_dirs: Mutex::new(std::collections::VecDeque::new()),
             }),
         };
         let weak = Arc::downgrade(&fs.core);
@@ -322,6 +354,49 @@ impl Core {
         lock(&self.unreported).remove(&ino);
     }
 
+    /// Clears the setgid bit of a file without group execute before a
+    /// write or truncate by `who` (process `pid`), not root, when it is
+    /// outside the file's group (Linux's rule; the kernel already cleared
+    /// setuid, and setgid with group execute).
+    async fn drop_sgid(&self, ino: u64, who: Caller, pid: u32) -> Result<(), Errno> {
+        let current = match self.call(MdsOp::GetAttr { ino }, who).await? {
+            MdsAnswer::Attr(a) => a,
+            _ => return Err(libc::EIO),
+        };
+        if !sgid_only(current.mode) || in_group(pid, who.gid, current.gid) {
+            return Ok(());
+        }
+        let set = SetAttr {
+            mode: Some(current.mode & 0o7777 & !libc::S_ISGID),
+            uid: None,
+            gid: None,
+            size: None,
+            atime: None,
+            mtime: None,
+        };
+        // The kernel allowed the write: the change is made as the file
+        // system's own, not as the writer (who may not own the file).
+        let root = Caller { uid: 0, gid: 0 };
+        self.call(MdsOp::SetAttr { ino, set }, root).await.map(drop)
+    }
+
+    fn note_removed_dir(&self, gone: Attr) {
+        let mut kept = lock(&self.removed_dirs);
+        if kept.len() >= REMOVED_DIRS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(gone);
+    }
+
+    /// A directory this mount removed lately, as it was when removed.
+    fn removed_dir(&self, ino: u64) -> Option<Attr> {
+        lock(&self.removed_dirs)
+            .iter()
+            .rev()
+            .find(|a| a.ino == ino)
+            .cloned()
+    }
+
     fn file(&self, ino: u64) -> Option<Arc<tokio::sync::Mutex<FileState>>> {
         lock(&self.files).get(&ino).cloned()
     }
@@ -337,6 +412,7 @@ impl Core {
             ino: attr.ino,
             write_through: flags & (libc::O_DIRECT | libc::O_SYNC | libc::O_DSYNC) != 0,
             sync: flags & (libc::O_SYNC | libc::O_DSYNC) != 0,
+            sgid_watch: sgid_only(attr.mode),
         };
         lock(&self.handles).insert(fh, handle);
         let mut files = lock(&self.files);
@@ -509,7 +585,7 @@ impl Core {
         &self,
         ino: u64,
         mut set: SetAttr,
-        who: Caller,
+        (who, pid): (Caller, u32),
     ) -> Result<(Attr, Duration), Errno> {
         if set.size.is_none() {
             // Writes come before the change in time: their size and time
@@ -528,6 +604,14 @@ impl Core {
                 MdsAnswer::Attr(a) => a,
                 _ => return Err(libc::EIO),
             };
+            // A truncate clears what a write would (see `drop_sgid`).
+            if set.mode.is_none()
+                && who.uid != 0
+                && sgid_only(current.mode)
+                && !in_group(pid, who.gid, current.gid)
+            {
+                set.mode = Some(current.mode & 0o7777 & !libc::S_ISGID);
+            }
             let mut old = current.size;
             if let Some(s) = &guard {
                 old = old.max(s.size()).max(s.dirty.end());
@@ -803,7 +887,25 @@ fn reply_empty(reply: ReplyEmpty, result: Result<(), Errno>) {
 fn set_time(t: TimeOrNow) -> SetTime {
     match t {
         TimeOrNow::Now => SetTime::Now,
-        TimeOrNow::SpecificTime(t) => SetTime::At(from_system(t)),
+        TimeOrNow::SpecificTime(t) => SetTime::At(from_kernel_time(t)),
+    }
+}
+
+/// A time the kernel sent, as fuser decoded it. fuser 0.18 turns the
+/// kernel's (seconds, nanoseconds) with negative seconds into the epoch
+/// minus (|seconds| + nanoseconds), where the time is the epoch minus
+/// |seconds| plus nanoseconds; this undoes that, so times before 1970
+/// are kept exactly.
+fn from_kernel_time(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => from_system(t),
+        Err(e) => {
+            let d = e.duration();
+            Time {
+                sec: -i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                nsec: d.subsec_nanos(),
+            }
+        }
     }
 }
 
@@ -856,6 +958,10 @@ impl Filesystem for CairnFs {
         self.spawn(|core| async move {
             match core.leased_attr(MdsOp::GetAttr { ino: ino.0 }, who).await {
                 Ok((a, ttl)) => reply.attr(&ttl, &file_attr(&a)),
+                Err(libc::ENOENT) => match core.removed_dir(ino.0) {
+                    Some(a) => reply.attr(&Duration::ZERO, &file_attr(&a)),
+                    None => reply.error(FuseErrno::ENOENT),
+                },
                 Err(e) => reply.error(fe(e)),
             }
         });
@@ -879,7 +985,7 @@ impl Filesystem for CairnFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let who = caller(req);
+        let (who, pid) = (caller(req), req.pid());
         let set = SetAttr {
             mode,
             uid,
@@ -889,7 +995,7 @@ impl Filesystem for CairnFs {
             mtime: mtime.map(set_time),
         };
         self.spawn(|core| async move {
-            match core.set_attr(ino.0, set, who).await {
+            match core.set_attr(ino.0, set, (who, pid)).await {
                 Ok((a, ttl)) => reply.attr(&ttl, &file_attr(&a)),
                 Err(e) => reply.error(fe(e)),
             }
@@ -986,7 +1092,11 @@ impl Filesystem for CairnFs {
                     who,
                 )
                 .await
-                .map(drop);
+                .map(|answer| {
+                    if let MdsAnswer::Attr(gone) = answer {
+                        core.note_removed_dir(gone);
+                    }
+                });
             reply_empty(reply, r);
         });
     }
@@ -1150,7 +1260,7 @@ impl Filesystem for CairnFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1161,11 +1271,21 @@ impl Filesystem for CairnFs {
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
+        let (who, pid) = (caller(req), req.pid());
         self.spawn(|core| async move {
             let Some(h) = core.handle(fh.0) else {
                 reply.error(FuseErrno::EBADF);
                 return;
             };
+            if h.sgid_watch && who.uid != 0 {
+                if let Err(e) = core.drop_sgid(h.ino, who, pid).await {
+                    reply.error(fe(e));
+                    return;
+                }
+                if let Some(h) = lock(&core.handles).get_mut(&fh.0) {
+                    h.sgid_watch = false;
+                }
+            }
             match core.write(h, offset, data).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(fe(e)),
@@ -1517,5 +1637,34 @@ fn xattr_reply(reply: ReplyXattr, value: &[u8], size: u32) {
         reply.error(FuseErrno::ERANGE);
     } else {
         reply.data(value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How fuser 0.18 decodes a time the kernel sends.
+    fn as_fuser_decodes(sec: i64, nsec: u32) -> SystemTime {
+        if sec >= 0 {
+            UNIX_EPOCH + Duration::new(sec.unsigned_abs(), nsec)
+        } else {
+            UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec)
+        }
+    }
+
+    #[test]
+    fn kernel_times_before_1970_are_kept_exactly() {
+        for (sec, nsec) in [
+            (-1_500_000_001, 876_543_211),
+            (-1, 999_999_999),
+            (-1, 0),
+            (0, 0),
+            (0, 5),
+            (1_234_567_890, 123_456_789),
+        ] {
+            let t = from_kernel_time(as_fuser_decodes(sec, nsec));
+            assert_eq!((t.sec, t.nsec), (sec, nsec));
+        }
     }
 }
