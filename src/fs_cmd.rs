@@ -5,7 +5,7 @@
 use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json, table};
 use cairn_client::Client;
-use cairn_proto::mds::{MdsAnswer, MdsOp, SessionInfo};
+use cairn_proto::mds::{MdsAnswer, MdsOp, MdsStatus, SessionInfo};
 use cairn_proto::mon::{FailureDomainSpec, FsStatus, MonCommand, RedundancySpec, Reply};
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
@@ -130,6 +130,15 @@ pub async fn sessions(client: &Client, name: &str) -> CliResult<Vec<SessionInfo>
     let addr = active_mds(client, name).await?;
     match cairn_fs::mds::ask(&addr, MdsOp::Sessions).await? {
         MdsAnswer::Sessions(list) => Ok(list),
+        other => Err(format!("unexpected answer {other:?}").into()),
+    }
+}
+
+/// The active MDS's cache use and slow requests.
+pub async fn mds_status(client: &Client, name: &str) -> CliResult<MdsStatus> {
+    let addr = active_mds(client, name).await?;
+    match cairn_fs::mds::ask(&addr, MdsOp::Status).await? {
+        MdsAnswer::Status(status) => Ok(status),
         other => Err(format!("unexpected answer {other:?}").into()),
     }
 }
@@ -517,6 +526,10 @@ pub struct MdsArgs {
     /// used entries already written back are dropped past it.
     #[arg(long = "cache-memory", default_value = "256M", value_parser = crate::units::parse_size)]
     cache_memory: u64,
+    /// A request in flight this long is slow: logged, listed by `cairn
+    /// status`, warned of by `cairn health`.
+    #[arg(long = "complaint-time", default_value = "30s", value_parser = crate::mon_cmd::parse_duration)]
+    complaint_time: std::time::Duration,
 }
 
 fn init_logging() {
@@ -542,6 +555,7 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     config.lease_ms = u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX);
     config.recall_timeout_ms = u64::try_from(args.recall_timeout.as_millis()).unwrap_or(u64::MAX);
     config.cache_bytes_max = usize::try_from(args.cache_memory).unwrap_or(usize::MAX);
+    config.complaint_ms = u64::try_from(args.complaint_time.as_millis()).unwrap_or(u64::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -91,6 +91,8 @@ struct FsSummary {
     recalls_pending: u64,
     /// Sessions evicted (the MDS remembers the last ones): who and why.
     evicted: Vec<String>,
+    /// The active MDS's cache use and slow requests.
+    mds: Option<cairn_proto::mds::MdsStatus>,
     /// The active MDS could not be asked.
     error: Option<String>,
 }
@@ -189,6 +191,10 @@ async fn fs_summaries(client: &cairn_client::Client) -> Vec<FsSummary> {
                 }
                 Err(e) => summary.error = Some(e.to_string()),
             }
+            match crate::fs_cmd::mds_status(client, &fs.name).await {
+                Ok(status) => summary.mds = Some(status),
+                Err(e) => summary.error = Some(e.to_string()),
+            }
         }
         out.push(summary);
     }
@@ -208,6 +214,23 @@ fn fs_health(list: &[FsSummary], health: &mut Health) {
                 "file system {}: the active MDS did not answer ({e})",
                 fs.name
             ));
+        }
+        if let Some(mds) = fs.mds.as_ref().filter(|m| m.slow_now > 0) {
+            let oldest = mds.slow.first().map_or(0, |r| r.age_ms / 1000);
+            warnings.push(format!(
+                "file system {}: {} slow MDS request(s), the oldest {oldest}s (`cairn health detail`)",
+                fs.name, mds.slow_now
+            ));
+            health.detail.extend(mds.slow.iter().map(|r| {
+                format!(
+                    "slow request on {}: {} from session {:x}, in flight {}s (past {}s)",
+                    fs.name,
+                    r.op,
+                    r.session,
+                    r.age_ms / 1000,
+                    mds.complaint_ms / 1000
+                )
+            }));
         }
         if !fs.evicted.is_empty() {
             warnings.push(format!(
@@ -532,6 +555,19 @@ fn print_status(s: &Status) {
                 String::new()
             }
         );
+        if let Some(m) = &fs.mds {
+            println!(
+                "         cache {} of {} ({} inodes, {} dirs), resident {}, {} requests in flight, {} slow ({} since start)",
+                human_bytes(m.cache_bytes as f64),
+                human_bytes(m.cache_budget_bytes as f64),
+                m.cached_inodes,
+                m.cached_dirs,
+                human_bytes(m.resident_bytes as f64),
+                m.in_flight,
+                m.slow_now,
+                m.slow_total
+            );
+        }
     }
     println!();
     println!("  data:");

@@ -94,6 +94,10 @@ pub struct UpArgs {
     /// --lease`); the MDS's default when absent.
     #[arg(long = "mds-lease", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
     mds_lease: Option<Duration>,
+    /// A request the MDS has been answering this long is slow (`cairn mds
+    /// --complaint-time`); the MDS's default (30s) when absent.
+    #[arg(long = "mds-complaint-time", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
+    mds_complaint_time: Option<Duration>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -373,6 +377,11 @@ fn detach(args: &UpArgs) -> CliResult {
             .arg("--mds-lease")
             .arg(format!("{}ms", lease.as_millis()));
     }
+    if let Some(complaint) = args.mds_complaint_time {
+        command
+            .arg("--mds-complaint-time")
+            .arg(format!("{}ms", complaint.as_millis()));
+    }
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -581,6 +590,10 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             if let Some(lease) = args.mds_lease {
                 command.push("--lease".into());
                 command.push(format!("{}ms", lease.as_millis()));
+            }
+            if let Some(complaint) = args.mds_complaint_time {
+                command.push("--complaint-time".into());
+                command.push(format!("{}ms", complaint.as_millis()));
             }
             command
         }

@@ -294,7 +294,12 @@ fn two_mounts_see_each_others_changes() {
 fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
     // Leases short (an evicted mount waits them out) but longer than the
     // recall timeout (10 s), or they would run out before it.
-    let cluster = up("fs-evict", 19220, &["--mds-lease", "20s"]);
+    // Requests in flight past 2 s count as slow.
+    let cluster = up(
+        "fs-evict",
+        19220,
+        &["--mds-lease", "20s", "--mds-complaint-time", "2s"],
+    );
     let a = Mount::new(&cluster, &cluster.dir.join("a"));
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     std::fs::create_dir(a.path.join("d")).expect("mkdir");
@@ -308,7 +313,24 @@ fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
     };
     stop("-STOP");
     let started = Instant::now();
-    std::fs::write(a.path.join("d/new"), b"x").expect("create in a");
+    let create = {
+        let path = a.path.join("d/new");
+        std::thread::spawn(move || std::fs::write(path, b"x"))
+    };
+    // While the create waits for the stopped mount, the MDS lists it as a
+    // slow request, and health warns of it.
+    std::thread::sleep(Duration::from_secs(4));
+    let health = String::from_utf8_lossy(&cluster.cairn(&["health", "detail"]).stdout).into_owned();
+    assert!(
+        health.contains("HEALTH_WARN")
+            && health.contains("slow MDS request")
+            && health.contains("slow request on cairnfs: Create"),
+        "{health}"
+    );
+    create
+        .join()
+        .expect("the create thread")
+        .expect("create in a");
     let held = started.elapsed();
     // The default recall timeout is 10 s.
     assert!(
@@ -331,8 +353,18 @@ fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
     );
     let health = String::from_utf8_lossy(&cluster.cairn(&["health", "detail"]).stdout).into_owned();
     assert!(
-        health.contains("HEALTH_WARN") && health.contains("evicted"),
+        health.contains("HEALTH_WARN")
+            && health.contains("evicted")
+            && !health.contains("slow MDS request"),
         "{health}"
+    );
+    let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+    let mds = &status["fs"][0]["mds"];
+    assert!(
+        mds["slow_total"].as_u64() >= Some(1)
+            && mds["cache_bytes"].as_u64() > Some(0)
+            && mds["cache_budget_bytes"].as_u64() == Some(256 << 20),
+        "the MDS's cache and its slow request in status: {status}"
     );
     stop("-CONT");
     // Fenced: what reaches the mount fails until its leases end (what the

@@ -323,6 +323,9 @@ pub enum MdsOp {
     Evict {
         session: u64,
     },
+    /// Administration: the MDS's cache use and requests in flight,
+    /// answered with [`MdsAnswer::Status`].
+    Status,
 }
 
 /// What a lock request asks for.
@@ -343,6 +346,41 @@ pub struct LockInfo {
 }
 
 impl MdsOp {
+    /// The operation's name, for logs and `cairn status`.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MdsOp::Hello { .. } => "Hello",
+            MdsOp::Lookup { .. } => "Lookup",
+            MdsOp::GetAttr { .. } => "GetAttr",
+            MdsOp::SetAttr { .. } => "SetAttr",
+            MdsOp::Create { .. } => "Create",
+            MdsOp::Symlink { .. } => "Symlink",
+            MdsOp::Link { .. } => "Link",
+            MdsOp::Unlink { .. } => "Unlink",
+            MdsOp::Rmdir { .. } => "Rmdir",
+            MdsOp::Rename { .. } => "Rename",
+            MdsOp::ReadDir { .. } => "ReadDir",
+            MdsOp::Readlink { .. } => "Readlink",
+            MdsOp::Open { .. } => "Open",
+            MdsOp::Release { .. } => "Release",
+            MdsOp::Written { .. } => "Written",
+            MdsOp::SetXattr { .. } => "SetXattr",
+            MdsOp::GetXattr { .. } => "GetXattr",
+            MdsOp::ListXattr { .. } => "ListXattr",
+            MdsOp::RemoveXattr { .. } => "RemoveXattr",
+            MdsOp::StatFs => "StatFs",
+            MdsOp::Sync => "Sync",
+            MdsOp::GetLock { .. } => "GetLock",
+            MdsOp::SetLock { .. } => "SetLock",
+            MdsOp::Reassert { .. } => "Reassert",
+            MdsOp::Returned { .. } => "Returned",
+            MdsOp::Sessions => "Sessions",
+            MdsOp::Evict { .. } => "Evict",
+            MdsOp::Status => "Status",
+        }
+    }
+
     /// The directory whose entries the asking session may cache once
     /// answered (a name looked up, found or not, or made).
     #[must_use]
@@ -433,6 +471,40 @@ pub enum MdsAnswer {
     /// A conflicting lock, or none.
     Lock(Option<LockInfo>),
     Sessions(Vec<SessionInfo>),
+    Status(MdsStatus),
+}
+
+/// The MDS's own state, for `cairn status` and `cairn health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MdsStatus {
+    /// Inodes and directories cached.
+    pub cached_inodes: u64,
+    pub cached_dirs: u64,
+    /// The cache's estimated size, what it is trimmed to now, and the
+    /// configured budget.
+    pub cache_bytes: u64,
+    pub cache_target_bytes: u64,
+    pub cache_budget_bytes: u64,
+    /// The process's resident memory.
+    pub resident_bytes: u64,
+    /// Requests being answered now.
+    pub in_flight: u64,
+    /// Requests in flight longer than `complaint_ms`, the oldest first (at
+    /// most ten), and how many there are.
+    pub slow: Vec<SlowRequest>,
+    pub slow_now: u64,
+    /// Requests answered late (past `complaint_ms`) since the MDS started.
+    pub slow_total: u64,
+    pub complaint_ms: u64,
+}
+
+/// A request the MDS has been answering for long.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlowRequest {
+    pub session: u64,
+    /// The operation (`Create`, `Rename`, ...).
+    pub op: String,
+    pub age_ms: u64,
 }
 
 /// One session as the MDS sees it.

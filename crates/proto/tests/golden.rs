@@ -13,7 +13,7 @@ use cairn_proto::mds::{
     Attr, Caller, DirEntry, FsStat, Layout, LockInfo, LockKind, MdsAnswer, MdsError, MdsOp,
     MdsPoll, MdsPollReply, MdsReply, MdsRequest, SetAttr, SetTime, Time,
 };
-use cairn_proto::mds::{Inval, Recall, SessionInfo};
+use cairn_proto::mds::{Inval, MdsStatus, Recall, SessionInfo, SlowRequest};
 use cairn_proto::mon::{
     CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
     MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
@@ -981,6 +981,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
         ("Returned", MdsOp::Returned { ino: 9 }),
         ("Sessions", MdsOp::Sessions),
         ("Evict", MdsOp::Evict { session: 0xabc }),
+        ("Status", MdsOp::Status),
     ];
     for (label, op) in ops {
         let request = MdsRequest {
@@ -1070,6 +1071,26 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 idle_ms: 5,
                 evicted: Some("r".into()),
             }]),
+        ),
+        (
+            "Status",
+            MdsAnswer::Status(MdsStatus {
+                cached_inodes: 1,
+                cached_dirs: 2,
+                cache_bytes: 3,
+                cache_target_bytes: 4,
+                cache_budget_bytes: 5,
+                resident_bytes: 6,
+                in_flight: 7,
+                slow: vec![SlowRequest {
+                    session: 0xabc,
+                    op: "Create".into(),
+                    age_ms: 8,
+                }],
+                slow_now: 1,
+                slow_total: 9,
+                complaint_ms: 10,
+            }),
         ),
     ];
     for (label, answer) in answers {
@@ -1533,6 +1554,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("MdsRequest/Returned", 0x0300, "bc1505e80764001809"),
     ("MdsRequest/Sessions", 0x0300, "bc1505e807640019"),
     ("MdsRequest/Evict", 0x0300, "bc1505e80764001abc15"),
+    ("MdsRequest/Status", 0x0300, "bc1505e80764001b"),
     (
         "MdsReply/Session",
         0x0301,
@@ -1562,6 +1584,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         "MdsReply/Sessions",
         0x0301,
         "000901bc1503683a3101020005010172010b0a",
+    ),
+    (
+        "MdsReply/Status",
+        0x0301,
+        "000a0102030405060701bc15064372656174650801090a010b0a",
     ),
     ("MdsReply/Err/Errno", 0x0301, "010004000a"),
     ("MdsReply/Err/NotActive", 0x0301, "0101000a"),

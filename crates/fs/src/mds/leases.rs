@@ -10,7 +10,7 @@
 
 use crate::format::Delta;
 use cairn_proto::mds::{Inval, Recall};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -294,6 +294,11 @@ pub struct Evicted {
 pub struct Shared {
     pub mailboxes: HashMap<u64, Arc<Mailbox>>,
     pub evicted: HashMap<u64, Evicted>,
+    /// Requests being answered: number → (since, session, operation).
+    pub in_flight: BTreeMap<u64, (Instant, u64, &'static str)>,
+    pub next_request: u64,
+    /// Requests answered past the complaint time since the start.
+    pub slow_total: u64,
 }
 
 pub type SharedState = Arc<Mutex<Shared>>;

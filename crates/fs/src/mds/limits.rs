@@ -65,3 +65,8 @@ pub const RECALL_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Evicted sessions remembered (listed, and refused until they say
 /// `Hello` afresh).
 pub const EVICTED_KEPT: usize = 1024;
+
+/// Default: a request in flight this long is slow (logged when answered,
+/// listed by `cairn status`, a `cairn health` warning meanwhile), as
+/// Ceph's `mds_op_complaint_time`.
+pub const COMPLAINT_MS_DEFAULT: u64 = 30_000;

@@ -21,16 +21,17 @@ use crate::format::{self, Dentry, InodeRec, dir_object, inode_key, inode_object}
 use crate::mds::journal::{JournalError, Pools};
 use crate::mds::leases::{Evicted, Leases, SharedState, shared};
 use crate::mds::limits::{
-    BEACON_MS, CACHE_BYTES_DEFAULT, COMPLETED_KEPT, DIR_PAGE_ENTRIES, EVICTED_KEPT,
-    JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT, LOADS_PER_REQUEST_MAX, RECALL_TIMEOUT_MS_DEFAULT,
-    RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
+    BEACON_MS, CACHE_BYTES_DEFAULT, COMPLAINT_MS_DEFAULT, COMPLETED_KEPT, DIR_PAGE_ENTRIES,
+    EVICTED_KEPT, JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT, LOADS_PER_REQUEST_MAX,
+    RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX,
+    SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::mds::namespace::{DirCache, Namespace, Need, Stop};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError};
 use cairn_proto::mds::{
     FsStat, KIND_MDS_POLL, KIND_MDS_REQUEST, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply,
-    MdsReply, MdsRequest, POLL_WAIT_MS_MAX, ROOT_INO, SessionInfo, Time,
+    MdsReply, MdsRequest, MdsStatus, POLL_WAIT_MS_MAX, ROOT_INO, SessionInfo, SlowRequest, Time,
 };
 use cairn_proto::mon::{MdsRole, MonCommand, Reply};
 use cairn_wire::{Frame, ServeOptions};
@@ -59,6 +60,9 @@ pub struct MdsConfig {
     pub recall_timeout_ms: u64,
     /// The namespace cache is trimmed to this many bytes (estimated).
     pub cache_bytes_max: usize,
+    /// A request in flight longer than this is slow (logged, and shown in
+    /// `cairn status` and `cairn health`).
+    pub complaint_ms: u64,
 }
 
 impl MdsConfig {
@@ -74,6 +78,7 @@ impl MdsConfig {
             lease_ms: LEASE_MS_DEFAULT,
             recall_timeout_ms: RECALL_TIMEOUT_MS_DEFAULT,
             cache_bytes_max: CACHE_BYTES_DEFAULT,
+            complaint_ms: COMPLAINT_MS_DEFAULT,
         }
     }
 }
@@ -202,6 +207,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         cache_bytes_max: config.cache_bytes_max,
         cache_target: config.cache_bytes_max,
         buffer_waiters: HashMap::new(),
+        complaint: Duration::from_millis(config.complaint_ms),
     };
     let stat = Arc::clone(&actor.stat);
     let actor_task = tokio::spawn(actor.run(requests_rx));
@@ -210,6 +216,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         requests: requests_tx.clone(),
         durable: durable_rx,
         shared: shared_state,
+        complaint: Duration::from_millis(config.complaint_ms),
     };
     let handler = move |frame: Frame, _session| {
         let shell = shell.clone();
@@ -408,6 +415,8 @@ struct Actor {
     cache_target: usize,
     /// Requests waiting for another session to flush a file it buffers.
     buffer_waiters: HashMap<u64, Vec<(MdsRequest, oneshot::Sender<MdsReply>)>>,
+    /// A request in flight this long is slow.
+    complaint: Duration,
 }
 
 impl Actor {
@@ -742,6 +751,37 @@ impl Actor {
         }
     }
 
+    /// The cache's use and the requests in flight.
+    fn status(&self) -> MdsAnswer {
+        let to_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let shared = shared(&self.shared);
+        let slow: Vec<SlowRequest> = shared
+            .in_flight
+            .values()
+            .filter(|(since, _, _)| since.elapsed() >= self.complaint)
+            .map(|(since, session, op)| SlowRequest {
+                session: *session,
+                op: (*op).to_owned(),
+                age_ms: ms(since.elapsed()),
+            })
+            .collect();
+        MdsAnswer::Status(MdsStatus {
+            cached_inodes: to_u64(self.ns.inodes.len()),
+            cached_dirs: to_u64(self.ns.dirs.len()),
+            cache_bytes: to_u64(self.ns.cache_bytes()),
+            cache_target_bytes: to_u64(self.cache_target),
+            cache_budget_bytes: to_u64(self.cache_bytes_max),
+            resident_bytes: to_u64(resident_bytes().unwrap_or(0)),
+            // This request aside.
+            in_flight: to_u64(shared.in_flight.len().saturating_sub(1)),
+            slow_now: to_u64(slow.len()),
+            slow: slow.into_iter().take(10).collect(),
+            slow_total: shared.slow_total,
+            complaint_ms: ms(self.complaint),
+        })
+    }
+
     fn sessions_info(&self) -> MdsAnswer {
         let counts = self.leases.counts();
         let shared = shared(&self.shared);
@@ -911,6 +951,7 @@ impl Actor {
         // Administration: no session of its own.
         match &request.op {
             MdsOp::Sessions => return Some(reply(Ok(self.sessions_info()), None)),
+            MdsOp::Status => return Some(reply(Ok(self.status()), None)),
             MdsOp::Evict { session } => {
                 let found = self.sessions.contains_key(session);
                 if found {
@@ -1221,6 +1262,45 @@ struct Shell {
     requests: mpsc::Sender<ActorMsg>,
     durable: watch::Receiver<u64>,
     shared: SharedState,
+    complaint: Duration,
+}
+
+/// A request in [`leases::Shared::in_flight`] until dropped (answered, or
+/// its connection gone).
+struct InFlight<'a> {
+    shared: &'a SharedState,
+    number: u64,
+    complaint: Duration,
+}
+
+impl<'a> InFlight<'a> {
+    fn start(shared: &'a SharedState, complaint: Duration, request: &MdsRequest) -> InFlight<'a> {
+        let mut state = leases::shared(shared);
+        state.next_request += 1;
+        let number = state.next_request;
+        state
+            .in_flight
+            .insert(number, (Instant::now(), request.session, request.op.kind()));
+        InFlight {
+            shared,
+            number,
+            complaint,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut state = leases::shared(self.shared);
+        if let Some((since, session, op)) = state.in_flight.remove(&self.number) {
+            let took = since.elapsed();
+            if took >= self.complaint {
+                state.slow_total += 1;
+                drop(state);
+                tracing::warn!(session = format!("{session:x}"), op, ?took, "slow request");
+            }
+        }
+    }
 }
 
 fn respond<M: cairn_wire::Message>(msg: &M) -> Frame {
@@ -1258,6 +1338,7 @@ impl Shell {
     }
 
     async fn request(&self, request: MdsRequest) -> MdsReply {
+        let _in_flight = InFlight::start(&self.shared, self.complaint, &request);
         let (tx, rx) = oneshot::channel();
         if self
             .requests

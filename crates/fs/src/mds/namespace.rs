@@ -294,6 +294,7 @@ impl Namespace {
             MdsOp::Reassert { .. }
             | MdsOp::Returned { .. }
             | MdsOp::Sessions
+            | MdsOp::Status
             | MdsOp::Evict { .. } => Err(errno(libc::EINVAL)),
             MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
             MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
