@@ -19,6 +19,17 @@ use std::time::{Duration, Instant};
 /// ("Not yet").
 const KNOWN_GAPS: &str = "open_tmpfile";
 
+/// A helper process, killed when dropped (a failed assertion must not
+/// leave it holding the test's output pipe open).
+struct Helper(Child);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        drop(self.0.kill());
+        drop(self.0.wait());
+    }
+}
+
 /// A `cairn mount` process; dropping it unmounts.
 struct Mount {
     child: Child,
@@ -419,6 +430,56 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             .expect("storm");
         (child, log)
     };
+    // A process on mount a holds an fcntl lock and a flock across the
+    // failover.
+    // (Two files: the kernel does not tell a FUSE server an flock from an
+    // fcntl lock, so on one file they conflict, as on NFS.)
+    std::fs::write(a.path.join("held"), b"locked file").expect("write held");
+    std::fs::write(a.path.join("held2"), b"flocked file").expect("write held2");
+    let flag = cluster.dir.join("lock-flag");
+    let holder_script = format!(
+        "import fcntl,os,time\nfd=os.open({f:?},os.O_RDWR)\n\
+         fcntl.lockf(fd,fcntl.LOCK_EX,100,0)\nfd2=os.open({f:?}+'2',os.O_RDWR)\n\
+         fcntl.flock(fd2,fcntl.LOCK_EX)\nopen({g:?}+'.ready','w').close()\n\
+         while not os.path.exists({g:?}+'.go'): time.sleep(0.05)\n\
+         os.close(fd)\nos.close(fd2)\n",
+        f = a.path.join("held").display().to_string(),
+        g = flag.display().to_string()
+    );
+    let mut holder = Helper(
+        Command::new("python3")
+            .args(["-c", &holder_script])
+            .spawn()
+            .expect("lock holder"),
+    );
+    let ready = flag.with_extension("ready");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready.exists() {
+        assert!(Instant::now() < deadline, "the holder never locked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // "fcntl flock", each "locked" (refused) or "free".
+    let try_locks = || -> String {
+        let script = format!(
+            "import fcntl,os\nr=[]\nfd=os.open({f:?},os.O_RDWR)\nfd2=os.open({f:?}+'2',os.O_RDWR)\n\
+             for how in ('fcntl','flock'):\n  try:\n    \
+             fcntl.lockf(fd,fcntl.LOCK_EX|fcntl.LOCK_NB,10,20) if how=='fcntl' else fcntl.flock(fd2,fcntl.LOCK_EX|fcntl.LOCK_NB)\n    \
+             r.append('free')\n  except (BlockingIOError,PermissionError):\n    r.append('locked')\n\
+             print(' '.join(r))\n",
+            f = b.path.join("held").display().to_string()
+        );
+        let out = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .expect("try locks");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(try_locks(), "locked locked", "b sees a's locks");
     let (mut writer_a, log_a) = storm(&a, "a");
     let (mut writer_b, log_b) = storm(&b, "b");
     std::thread::sleep(Duration::from_secs(3));
@@ -442,6 +503,24 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             status.success(),
             "a create or rename failed across the MDS kill"
         );
+    }
+    // The new MDS holds the locks a took again at its reconnect: b is
+    // still refused, until a's holder closes.
+    assert_eq!(
+        try_locks(),
+        "locked locked",
+        "a's locks survived the failover"
+    );
+    std::fs::write(flag.with_extension("go"), b"").expect("go");
+    assert!(holder.0.wait().expect("holder").success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = try_locks();
+        if seen == "free free" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a's closes left {seen}");
+        std::thread::sleep(Duration::from_millis(200));
     }
     let mut acked: Vec<String> = Vec::new();
     for log in [&log_a, &log_b] {

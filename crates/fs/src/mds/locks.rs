@@ -115,6 +115,34 @@ impl Locks {
         Ok(())
     }
 
+    /// Every lock held: (inode, range, kind, pid), for a client to take
+    /// its locks again from a new MDS.
+    #[must_use]
+    pub fn all(&self) -> Vec<(u64, LockRange, LockKind, u32)> {
+        let mut out: Vec<_> = self
+            .held
+            .iter()
+            .flat_map(|(ino, list)| {
+                list.iter().map(|h| {
+                    let range = LockRange {
+                        session: h.session,
+                        owner: h.owner,
+                        start: h.start,
+                        end: h.end,
+                    };
+                    let kind = if h.write {
+                        LockKind::Write
+                    } else {
+                        LockKind::Read
+                    };
+                    (*ino, range, kind, h.pid)
+                })
+            })
+            .collect();
+        out.sort_by_key(|(ino, r, _, _)| (*ino, r.owner, r.start));
+        out
+    }
+
     /// Releases every lock of a session that went away; whether any was
     /// held.
     pub fn drop_session(&mut self, session: u64) -> bool {
@@ -165,6 +193,19 @@ mod tests {
         // An owner's own lock is upgraded in place, never a conflict.
         l.set(1, r(1, 1, 0, 9), LockKind::Write, 10)
             .expect("upgrade");
+        assert_eq!(
+            l.all()
+                .iter()
+                .map(|(ino, r, k, _)| (*ino, r.session, r.start, r.end, *k))
+                .collect::<Vec<_>>(),
+            vec![
+                (1, 1, 0, 9, LockKind::Write),
+                (1, 2, 50, 60, LockKind::Read),
+                (1, 1, 61, 99, LockKind::Read),
+                (1, 2, 100, 200, LockKind::Write),
+                (2, 2, 0, 10, LockKind::Write),
+            ]
+        );
         assert!(l.drop_session(1));
         assert!(l.drop_session(2));
         assert!(!l.drop_session(2));

@@ -817,12 +817,33 @@ impl Actor {
         let MdsOp::SetLock { kind, wait, .. } = request.op else {
             return;
         };
-        match self.try_lock(&request) {
+        // After a takeover the locks are the clients' to take again first
+        // (as replays, within the reconnect window); others wait.
+        if Instant::now() < self.replaying_until && !request.replay {
+            drop(reply.send(self.lock_reply(Err(MdsError::Busy))));
+            return;
+        }
+        let result = self.try_lock(&request);
+        tracing::debug!(
+            session = format!("{:x}", request.session),
+            op = ?request.op,
+            ?result,
+            "lock"
+        );
+        match result {
             Ok(()) => {
                 drop(reply.send(self.lock_reply(Ok(MdsAnswer::Done))));
                 if kind == cairn_proto::mds::LockKind::Unlock {
                     self.retry_lock_waiters();
                 }
+            }
+            Err(held) if request.replay => {
+                tracing::warn!(
+                    session = format!("{:x}", request.session),
+                    ?held,
+                    "a lock taken again after a takeover conflicts with one held"
+                );
+                drop(reply.send(self.lock_reply(Err(MdsError::Errno(libc::EAGAIN)))));
             }
             Err(_) if wait => self.lock_waiters.push((request, reply)),
             Err(_) => drop(reply.send(self.lock_reply(Err(MdsError::Errno(libc::EAGAIN))))),

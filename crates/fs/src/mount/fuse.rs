@@ -747,14 +747,13 @@ impl Core {
             }
             drop(s);
             self.session.unbuffered(ino);
-            if releases == 0 {
-                if recalled {
-                    drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
-                }
-                continue;
-            }
             for _ in 0..releases {
                 drop(self.call(MdsOp::Release { ino }, Caller::default()).await);
+            }
+            // Recalled: the lease ends now, even while the file stays open
+            // here (the releases above end it only with the last open).
+            if recalled {
+                drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
             }
         }
         // A recall of a file this mount no longer knows: nothing is kept.

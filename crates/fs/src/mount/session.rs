@@ -5,6 +5,7 @@
 //! (through the kernel's invalidation notices) and their reassertion to a
 //! new MDS.
 
+use crate::mds::locks::{LockRange, Locks};
 use crate::mount::limits::{
     LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS,
     POLL_WAIT_MS, REASSERT_BATCH, REINVALIDATE_MS,
@@ -12,7 +13,8 @@ use crate::mount::limits::{
 use bytes::Bytes;
 use cairn_client::Client;
 use cairn_proto::mds::{
-    Caller, Errno, Inval, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply, MdsReply, MdsRequest,
+    Caller, Errno, Inval, LockKind, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply, MdsReply,
+    MdsRequest,
 };
 use cairn_proto::mon::{MonCommand, Reply};
 use cairn_wire::{ConnectOptions, Connection};
@@ -74,6 +76,9 @@ struct Inner {
     /// Set once evicted: calls fail until the leases have run out, then
     /// the session opens afresh.
     evicted_until: Mutex<Option<Instant>>,
+    /// The advisory locks the MDS granted this mount (as session 0), taken
+    /// again from a new MDS after a failover.
+    locks: Mutex<Locks>,
 }
 
 /// Called with each inode recalled.
@@ -148,6 +153,7 @@ impl MdsSession {
                 inode_hook: OnceLock::new(),
                 invalidator: OnceLock::new(),
                 evicted_until: Mutex::new(None),
+                locks: Mutex::new(Locks::default()),
             }),
         };
         let hello = session
@@ -392,6 +398,7 @@ impl MdsSession {
             let lease = Duration::from_millis(self.inner.lease_ms.load(Ordering::Relaxed));
             *until = Some(Instant::now() + lease);
             *lock(&self.inner.held) = Held::default();
+            *lock(&self.inner.locks) = Locks::default();
             lock(&self.inner.complete).clear();
             self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
         }
@@ -437,6 +444,7 @@ impl MdsSession {
             match reply.result {
                 Ok(answer) => {
                     self.keep_if_unsafe(&request, &answer, reply.journal_seq, reply.durable_seq);
+                    self.note_lock(&request.op);
                     return Ok(answer);
                 }
                 Err(MdsError::Errno(e)) => return Err(e),
@@ -457,6 +465,73 @@ impl MdsSession {
                 }
             }
         }
+    }
+
+    /// Mirrors a lock the MDS granted or released.
+    fn note_lock(&self, op: &MdsOp) {
+        if let MdsOp::SetLock {
+            ino,
+            owner,
+            start,
+            end,
+            kind,
+            pid,
+            ..
+        } = *op
+        {
+            let range = LockRange {
+                session: 0,
+                owner,
+                start,
+                end,
+            };
+            // One session: never a conflict.
+            let _ = lock(&self.inner.locks).set(ino, range, kind, pid);
+        }
+    }
+
+    /// Takes this mount's locks again from a (possibly new) MDS, as
+    /// replays: within the reconnect window, before anyone else may lock.
+    async fn reclaim_locks(&self, conn: &Connection) -> Result<(), ()> {
+        let held = lock(&self.inner.locks).all();
+        if !held.is_empty() {
+            tracing::info!(count = held.len(), "taking the locks held again");
+        }
+        for (ino, range, kind, pid) in held {
+            let request = MdsRequest {
+                session: self.inner.session,
+                tid: 0,
+                caller: Caller::default(),
+                replay: true,
+                op: MdsOp::SetLock {
+                    ino,
+                    owner: range.owner,
+                    start: range.start,
+                    end: range.end,
+                    kind,
+                    pid,
+                    wait: false,
+                },
+            };
+            let (reply, _) = conn
+                .call::<MdsRequest, MdsReply>(&request, Bytes::new())
+                .await
+                .map_err(drop)?;
+            match reply.result {
+                Ok(_) => {}
+                Err(MdsError::Busy | MdsError::NotActive) => return Err(()),
+                Err(e) => {
+                    // Lost (someone else holds it now): forgotten, logged.
+                    tracing::error!(ino, owner = range.owner, error = ?e, "a lock could not be taken again after a failover");
+                    let unlock = LockRange {
+                        session: 0,
+                        ..range
+                    };
+                    let _ = lock(&self.inner.locks).set(ino, unlock, LockKind::Unlock, pid);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn keep_if_unsafe(
@@ -551,6 +626,7 @@ impl MdsSession {
         self.inner.recalled.store(0, Ordering::Relaxed);
         lock(&self.inner.complete).clear();
         self.reassert(&conn).await.map_err(|()| None)?;
+        self.reclaim_locks(&conn).await.map_err(|()| None)?;
         // A new MDS numbers its journal afresh from what survived.
         self.inner
             .durable
