@@ -287,6 +287,7 @@ async fn resend_applies_once(client: &Client, name: &[u8]) {
                 entries: vec![(ByteBuf::from(b"n".to_vec()), ByteBuf::from(b"1".to_vec()))],
             },
         ],
+        full_try: false,
     };
     let mut answers = Vec::new();
     for _ in 0..2 {

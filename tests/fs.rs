@@ -943,3 +943,104 @@ fn quotas_refuse_what_would_go_past_their_limits() {
     drop(mount);
     assert_namespace_sound(&cluster);
 }
+
+/// A tmpfs the test mounts (a small disk to fill), unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        drop(Command::new("umount").arg("-l").arg(&self.0).status());
+        drop(std::fs::remove_dir_all(&self.0));
+    }
+}
+
+/// A cluster on a 256 MiB tmpfs filled through a mount with fsynced 1 MiB
+/// files: the write that does not fit fails with `ENOSPC`, every file
+/// fsynced before reads back byte-exact, and the MDS's metadata writes
+/// still pass the full OSDs (up to their failsafe ratio), so `mkdir` and
+/// `rm` work; the removes free room and writes pass again.
+#[test]
+fn a_full_cluster_answers_enospc_and_still_removes_files() {
+    let dir = common::test_dir("fs-full");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256m", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(mounted, "mounting a tmpfs needs root");
+    let _disk = Tmpfs(dir.clone());
+    drop(Command::new("chmod").arg("755").arg(&dir).status());
+    let cluster = Cluster::up_at(dir, 3, 19340, &["--mds", "1"]);
+    let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
+    let files = mount.path.join("fill");
+    std::fs::create_dir(&files).expect("mkdir");
+    // Writes files of 1 MiB, then 64 KiB, 4 KiB and 1 byte, each fsynced,
+    // each size until a call fails: at the end not even a byte fits under
+    // the full ratio, while the MDS's metadata writes still pass it. Prints
+    // the files written (name and size) and each size's errno, as JSON.
+    let fill = format!(
+        "import os,json\nd={d:?}\nacked={{}}\nerrs=[]\nn=0\n\
+         for size in (1<<20,1<<16,1<<12,1):\n  err=0\n  for _ in range(3000):\n    \
+         name='f%d'%n\n    n+=1\n    \
+         try:\n      fd=os.open(os.path.join(d,name),os.O_CREAT|os.O_WRONLY,0o644)\n      \
+         os.write(fd,((b'%08d'%n)*(size//8+1))[:size])\n      os.fsync(fd)\n      os.close(fd)\n    \
+         except OSError as e:\n      err=e.errno\n      break\n    \
+         acked[name]=[n,size]\n  errs.append(err)\n\
+         print(json.dumps({{'acked':acked,'errnos':errs}}))\n",
+        d = files.display().to_string()
+    );
+    let out = python(&["-c", &fill]);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("fill report");
+    let enospc = serde_json::json!(libc::ENOSPC);
+    assert_eq!(
+        report["errnos"],
+        serde_json::json!([enospc, enospc, enospc, enospc]),
+        "each size filled up to ENOSPC"
+    );
+    let acked = report["acked"].as_object().expect("acked files");
+    eprintln!("{} files written before the cluster filled", acked.len());
+    assert!(acked.len() > 20, "filled too early: {}", acked.len());
+    // The OSDs report their fullness with their next stats.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = String::from_utf8_lossy(&cluster.cairn(&["health"]).stdout).into_owned();
+        if health.contains("full osd") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health never said full: {health}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Metadata still changes on the full cluster.
+    std::fs::create_dir(mount.path.join("made-when-full")).expect("mkdir when full");
+    // Every file fsynced reads back, from the OSDs.
+    drop(std::fs::write("/proc/sys/vm/drop_caches", "3"));
+    for (name, meta) in acked {
+        let (n, size) = (meta[0].as_u64().unwrap_or(0), meta[1].as_u64().unwrap_or(0));
+        let mut want = format!("{n:08}").repeat(usize::try_from(size / 8 + 1).unwrap_or(0));
+        want.truncate(usize::try_from(size).unwrap_or(0));
+        let data = std::fs::read(files.join(name)).expect("read back");
+        assert!(data == want.as_bytes(), "{name} changed");
+    }
+    // Removes pass, and free room until writes pass again.
+    for name in acked.keys() {
+        std::fs::remove_file(files.join(name)).expect("rm when full");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let again = std::fs::write(mount.path.join("after"), b"room again")
+            .and_then(|()| std::fs::File::open(mount.path.join("after"))?.sync_all());
+        if again.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no room after the removes: {again:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_namespace_sound(&cluster);
+}

@@ -126,6 +126,7 @@ impl Client {
                 object: ByteBuf::from(object.to_vec()),
                 guards: Vec::new(),
                 ops: vec![op.clone()],
+                full_try: false,
             };
             let (reply, data_back): (ClientReply, Bytes) =
                 conn.call(&request, data.clone()).await.expect("OSD call");

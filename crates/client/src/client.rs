@@ -472,6 +472,7 @@ impl Client {
             object: ByteBuf::from(object.to_vec()),
             guards: request.guards.clone(),
             ops: request.ops.clone(),
+            full_try: self.inner.options.full_try,
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let call = async {

@@ -37,6 +37,9 @@ pub struct ClientOptions {
     /// commits them (off: the map is refetched only when older than
     /// `map_refresh_interval` or when an OSD says to retry).
     pub follow_map: bool,
+    /// Writes pass a full cluster up to the OSDs' failsafe ratio
+    /// ([`cairn_proto::osd::ClientOp::full_try`]): for the MDS only.
+    pub full_try: bool,
 }
 
 impl Default for ClientOptions {
@@ -49,6 +52,7 @@ impl Default for ClientOptions {
             map_refresh_interval: MAP_REFRESH_INTERVAL_DEFAULT,
             connect_timeout: CONNECT_TIMEOUT_DEFAULT,
             follow_map: true,
+            full_try: false,
         }
     }
 }

@@ -38,8 +38,8 @@ use crate::limits::{
     STORE_FAILED_REPORT_INTERVAL, STORE_PREPARE_THREADS, WIPE_BATCH_OBJECTS,
 };
 use crate::limits::{
-    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, HEARTBEAT_INTERVAL, LIST_NAMES_MAX,
-    MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
+    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, FULL_TRY_RATIO, HEARTBEAT_INTERVAL,
+    LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
     OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX, PEER_PING_INTERVAL,
     PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
 };
@@ -2264,7 +2264,7 @@ impl Osd {
             Err(why) => return ClientReply::err(OpError::Invalid(why)),
         };
         if !plan.frees_space
-            && let Err(error) = self.check_not_full(data_len)
+            && let Err(error) = self.check_not_full(data_len, op.full_try)
         {
             return ClientReply::err(error);
         }
@@ -2321,21 +2321,23 @@ impl Osd {
     }
 
     /// `Full` if writing `payload_bytes` would take the store's file system
-    /// past [`FULL_RATIO`]. Read fresh for every write (one `statvfs`): a
-    /// cached reading lets a fast writer overshoot the margin to the
-    /// store's own hard limit.
-    fn check_not_full(&self, payload_bytes: usize) -> Result<(), OpError> {
+    /// past [`FULL_RATIO`] (past [`FULL_TRY_RATIO`] for a `full_try`
+    /// write). Read fresh for every write (one `statvfs`): a cached
+    /// reading lets a fast writer overshoot the margin to the store's own
+    /// hard limit.
+    fn check_not_full(&self, payload_bytes: usize, full_try: bool) -> Result<(), OpError> {
+        let ratio = if full_try { FULL_TRY_RATIO } else { FULL_RATIO };
         let capacity = self.store.capacity().map_err(op_error)?;
         let payload_bytes = u64::try_from(payload_bytes).unwrap_or(u64::MAX);
         #[allow(clippy::cast_precision_loss)]
         let after = capacity.used_bytes.saturating_add(payload_bytes) as f64;
         #[allow(clippy::cast_precision_loss)]
-        let limit = capacity.total_bytes as f64 * FULL_RATIO;
+        let limit = capacity.total_bytes as f64 * ratio;
         if after <= limit {
             return Ok(());
         }
         Err(OpError::Full(format!(
-            "osd.{}: {} of {} bytes used, over the full ratio {FULL_RATIO}",
+            "osd.{}: {} of {} bytes used, over the full ratio {ratio}",
             self.whoami.0, capacity.used_bytes, capacity.total_bytes
         )))
     }
@@ -3197,6 +3199,7 @@ mod tests {
             object: ByteBuf::from(object.to_vec()),
             guards: Vec::new(),
             ops: vec![kind],
+            full_try: false,
         };
         let max = cairn_proto::limits::OBJECT_NAME_BYTES_MAX;
         assert!(check_request(&op(b"a", OpKind::Stat)).is_ok());

@@ -171,6 +171,11 @@ pub const LIST_NAMES_MAX: u32 = 256;
 /// between `full_ratio` and `failsafe_full_ratio`).
 pub const FULL_RATIO: f64 = 0.92;
 
+/// Used fraction up to which a write marked `full_try` (the MDS's
+/// metadata) still passes a full OSD: between [`FULL_RATIO`] and the
+/// store's hard refusal, so a full file system can still unlink.
+pub const FULL_TRY_RATIO: f64 = 0.94;
+
 /// Used fraction at which the OSD reports itself nearly full (a health
 /// warning in `cairn status`).
 pub const NEARFULL_RATIO: f64 = 0.85;

@@ -107,6 +107,7 @@ fn samples() -> Vec<(u16, Vec<u8>, Bytes)> {
                 header: ByteBuf::from(b"h".to_vec()),
             },
         ],
+        full_try: false,
     };
     let hello = PeerHello {
         version: HELLO_VERSION,

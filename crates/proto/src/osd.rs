@@ -247,6 +247,10 @@ pub struct ClientOp {
     pub guards: Vec<GuardWire>,
     /// In order; 1 to [`crate::limits::OPS_PER_REQUEST_MAX`].
     pub ops: Vec<OpKind>,
+    /// A write the cluster must take past its full ratio, up to a higher
+    /// failsafe one: the MDS's metadata, so a full file system still
+    /// removes files (Ceph's `FULL_TRY`).
+    pub full_try: bool,
 }
 
 impl Message for ClientOp {

@@ -391,6 +391,7 @@ fn client_samples(out: &mut Vec<Sample>) {
                 object: b("obj"),
                 guards: Vec::new(),
                 ops: vec![op],
+                full_try: false,
             },
         );
     }
@@ -424,6 +425,7 @@ fn client_samples(out: &mut Vec<Sample>) {
                 object: b("obj"),
                 guards: vec![guard],
                 ops: vec![OpKind::WriteFull { len: 1 }],
+                full_try: false,
             },
         );
     }
@@ -447,6 +449,7 @@ fn client_samples(out: &mut Vec<Sample>) {
                     entries: vec![(b("k"), b("v"))],
                 },
             ],
+            full_try: false,
         },
     );
     let outputs = [
@@ -1278,133 +1281,137 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "ClientOp/Create",
         0x0200,
-        "032a0bf8acd1910109036f626a00010001",
+        "032a0bf8acd1910109036f626a0001000100",
     ),
     (
         "ClientOp/WriteFull",
         0x0200,
-        "032a0bf8acd1910109036f626a00010103",
+        "032a0bf8acd1910109036f626a0001010300",
     ),
     (
         "ClientOp/Write",
         0x0200,
-        "032a0bf8acd1910109036f626a000102802003",
+        "032a0bf8acd1910109036f626a00010280200300",
     ),
     (
         "ClientOp/Append",
         0x0200,
-        "032a0bf8acd1910109036f626a00010303",
+        "032a0bf8acd1910109036f626a0001030300",
     ),
     (
         "ClientOp/Truncate",
         0x0200,
-        "032a0bf8acd1910109036f626a00010407",
+        "032a0bf8acd1910109036f626a0001040700",
     ),
     (
         "ClientOp/Zero",
         0x0200,
-        "032a0bf8acd1910109036f626a0001050102",
+        "032a0bf8acd1910109036f626a000105010200",
     ),
     (
         "ClientOp/Remove",
         0x0200,
-        "032a0bf8acd1910109036f626a000106",
+        "032a0bf8acd1910109036f626a00010600",
     ),
     (
         "ClientOp/SetXattr",
         0x0200,
-        "032a0bf8acd1910109036f626a00010706757365722e610176",
+        "032a0bf8acd1910109036f626a00010706757365722e61017600",
     ),
     (
         "ClientOp/RemoveXattr",
         0x0200,
-        "032a0bf8acd1910109036f626a00010806757365722e61",
+        "032a0bf8acd1910109036f626a00010806757365722e6100",
     ),
     (
         "ClientOp/OmapSet",
         0x0200,
-        "032a0bf8acd1910109036f626a00010901016b0176",
+        "032a0bf8acd1910109036f626a00010901016b017600",
     ),
     (
         "ClientOp/OmapRemove",
         0x0200,
-        "032a0bf8acd1910109036f626a00010a01016b",
+        "032a0bf8acd1910109036f626a00010a01016b00",
     ),
     (
         "ClientOp/OmapClear",
         0x0200,
-        "032a0bf8acd1910109036f626a00010b",
+        "032a0bf8acd1910109036f626a00010b00",
     ),
     (
         "ClientOp/OmapSetHeader",
         0x0200,
-        "032a0bf8acd1910109036f626a00010c0168",
+        "032a0bf8acd1910109036f626a00010c016800",
     ),
-    ("ClientOp/Stat", 0x0200, "032a0bf8acd1910109036f626a00010d"),
+    (
+        "ClientOp/Stat",
+        0x0200,
+        "032a0bf8acd1910109036f626a00010d00",
+    ),
     (
         "ClientOp/Read",
         0x0200,
-        "032a0bf8acd1910109036f626a00010e010102",
+        "032a0bf8acd1910109036f626a00010e01010200",
     ),
     (
         "ClientOp/GetXattrs",
         0x0200,
-        "032a0bf8acd1910109036f626a00010f",
+        "032a0bf8acd1910109036f626a00010f00",
     ),
     (
         "ClientOp/GetXattr",
         0x0200,
-        "032a0bf8acd1910109036f626a00011006757365722e61",
+        "032a0bf8acd1910109036f626a00011006757365722e6100",
     ),
     (
         "ClientOp/OmapGetRange",
         0x0200,
-        "032a0bf8acd1910109036f626a00011101016b64",
+        "032a0bf8acd1910109036f626a00011101016b6400",
     ),
     (
         "ClientOp/OmapGet",
         0x0200,
-        "032a0bf8acd1910109036f626a00011201016b",
+        "032a0bf8acd1910109036f626a00011201016b00",
     ),
     (
         "ClientOp/OmapGetHeader",
         0x0200,
-        "032a0bf8acd1910109036f626a000113",
+        "032a0bf8acd1910109036f626a00011300",
     ),
     (
         "ClientOp/List",
         0x0200,
-        "032a0bf8acd1910109036f626a000114000a",
+        "032a0bf8acd1910109036f626a000114000a00",
     ),
     (
         "ClientOp/guard/Version",
         0x0200,
-        "032a0bf8acd1910109036f626a010011010101",
+        "032a0bf8acd1910109036f626a01001101010100",
     ),
     (
         "ClientOp/guard/Xattr",
         0x0200,
-        "032a0bf8acd1910109036f626a01010465746167010178010101",
+        "032a0bf8acd1910109036f626a0101046574616701017801010100",
     ),
     (
         "ClientOp/guard/Exists",
         0x0200,
-        "032a0bf8acd1910109036f626a0102010101",
+        "032a0bf8acd1910109036f626a010201010100",
     ),
     (
         "ClientOp/guard/NotExists",
         0x0200,
-        "032a0bf8acd1910109036f626a0103010101",
+        "032a0bf8acd1910109036f626a010301010100",
     ),
     (
         "ClientOp/guard/OmapKey",
         0x0200,
-        "032a0bf8acd1910109036f626a0104016b00010101",
+        "032a0bf8acd1910109036f626a0104016b0001010100",
     ),
     (
         "ClientOp/compound",
         0x0200,
-        "032a0bf8acd1910109036f626a02030000040001010507046574616701650901016b0176",
+        "032a0bf8acd1910109036f626a02030000040001010507046574616701650901016b017600",
     ),
     ("ClientReply/Written", 0x0201, "00010004010b02"),
     ("ClientReply/Data", 0x0201, "00010103010b02"),

@@ -410,6 +410,7 @@ impl SimClient {
             object: ByteBuf::from(current.object.to_vec()),
             guards: current.request.guards.clone(),
             ops: current.request.ops.clone(),
+            full_try: false,
         };
         // The request's frame id is its tid, the same in every attempt, so
         // an answer to an earlier attempt still counts (the PG answers a

@@ -130,7 +130,13 @@ async fn beacon(
 pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     let listener = tokio::net::TcpListener::bind(config.addr).await?;
     let addr = listener.local_addr()?.to_string();
-    let client = Client::connect(&config.mon_addr).await?;
+    // Its metadata writes pass a full cluster up to the failsafe ratio, so
+    // a full file system can still take over, unlink and rmdir.
+    let options = cairn_client::ClientOptions {
+        full_try: true,
+        ..cairn_client::ClientOptions::default()
+    };
+    let client = Client::connect_with(&config.mon_addr, options).await?;
     tracing::info!(fs = config.fs, name = config.name, %addr, "MDS standing by");
     let (generation, status) = loop {
         match beacon(&client, &config, &addr).await {
