@@ -353,12 +353,25 @@ fn check_ports(base_port: u16, members: &[Member]) -> CliResult {
     Ok(())
 }
 
+/// This program's path as it was at start: `current_exe` reads
+/// `/proc/self/exe`, which names a replaced binary "PATH (deleted)", so a
+/// supervisor whose `cairn` was upgraded (or rebuilt) could restart
+/// nothing. Daemons restart from the file now at the path.
+fn own_exe() -> std::io::Result<PathBuf> {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(path) = PATH.get() {
+        return Ok(path.clone());
+    }
+    let path = std::env::current_exe()?;
+    Ok(PATH.get_or_init(|| path).clone())
+}
+
 /// Starts the supervisor in the background and waits until it reports the
 /// cluster ready (or dies).
 fn detach(args: &UpArgs) -> CliResult {
     let log = args.data_dir.join("logs").join("up.log");
     let stderr = File::options().create(true).append(true).open(&log)?;
-    let mut command = Command::new(std::env::current_exe()?);
+    let mut command = Command::new(own_exe()?);
     command
         .arg("up")
         .arg("--supervise")
@@ -468,7 +481,7 @@ impl Daemon {
         let log = File::options().create(true).append(true).open(log_path)?;
         // Own process group: a Ctrl-C reaches the supervisor only, which
         // then stops the children in order.
-        let child = Command::new(std::env::current_exe()?)
+        let child = Command::new(own_exe()?)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -611,6 +624,8 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
 }
 
 fn supervise(args: &UpArgs) -> CliResult {
+    // Taken now, while the path names this binary (see `own_exe`).
+    own_exe()?;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(

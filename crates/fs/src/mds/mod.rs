@@ -168,20 +168,31 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     let (writeback_tx, writeback_rx) = mpsc::unbounded_channel();
     let (written_tx, written_rx) = watch::channel(replayed.seq);
     let flush_now = Arc::new(tokio::sync::Notify::new());
-    let writer = tokio::spawn(journal::run_writer(
-        pools.clone(),
-        replayed.segment,
-        entries_rx,
-        Arc::clone(&flush_now),
-        durable_tx,
-        writeback_tx,
-    ));
-    let writeback = tokio::spawn(journal::run_writeback(
-        pools.clone(),
-        replayed.head,
-        writeback_rx,
-        written_tx,
-    ));
+    // Each logs why it stopped: the other then stops too (its queue
+    // closed), and either may be the one the select below sees first.
+    let writer = tokio::spawn({
+        let run = journal::run_writer(
+            pools.clone(),
+            replayed.segment,
+            entries_rx,
+            Arc::clone(&flush_now),
+            durable_tx,
+            writeback_tx,
+        );
+        async move {
+            let stop = run.await;
+            tracing::error!(error = %stop, "the journal writer stopped");
+            stop
+        }
+    });
+    let writeback = tokio::spawn({
+        let run = journal::run_writeback(pools.clone(), replayed.head, writeback_rx, written_tx);
+        async move {
+            let stop = run.await;
+            tracing::error!(error = %stop, "the journal write-back stopped");
+            stop
+        }
+    });
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE_MAX);
     let completed = replayed
         .completed

@@ -925,6 +925,12 @@ impl Filesystem for CairnFs {
         let _ = config.add_capabilities(
             fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS,
         );
+        // An asynchronous O_DIRECT request (libaio, io_uring) reaches us as
+        // its pieces at once, not one after another; lookups and readdirs
+        // of one directory run in parallel.
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_ASYNC_DIO | fuser::InitFlags::FUSE_PARALLEL_DIROPS,
+        );
         Ok(())
     }
 

@@ -7,7 +7,7 @@ pub const DATA_OPS_IN_FLIGHT: usize = 32;
 pub const READAHEAD_BYTES: u64 = 16 << 20;
 
 /// Dirty bytes one file buffers before they are sent to the OSDs.
-pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 32 << 20;
+pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 64 << 20;
 
 /// An MDS request gives up (`EIO`) after this long without an answer from
 /// any MDS (failovers included).
