@@ -147,6 +147,20 @@ struct FileState {
     kept_since: Option<Instant>,
     /// Releases held back until the kept data is sent.
     deferred_releases: u32,
+    /// A full buffer being sent in the background while writes fill the
+    /// next (write-behind); settled before anything that reads, cuts or
+    /// reports the file's data.
+    sending: Option<Sending>,
+}
+
+/// Dirty ranges on their way to the OSDs, and the size and time of the
+/// writes they hold (reported once they are there).
+#[derive(Debug)]
+struct Sending {
+    ranges: Vec<(u64, Bytes)>,
+    end: u64,
+    mtime: Time,
+    task: tokio::task::JoinHandle<Result<(), Errno>>,
 }
 
 impl FileState {
@@ -428,6 +442,7 @@ impl Core {
                 buffered_until: None,
                 kept_since: None,
                 deferred_releases: 0,
+                sending: None,
             }))
         });
         if let Ok(mut s) = state.try_lock() {
@@ -454,6 +469,7 @@ impl Core {
     /// Sends the file's dirty bytes to the OSDs. What could not be sent
     /// (a full cluster, say) stays dirty for the next flush.
     async fn flush_data(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        self.settle(s).await?;
         let mut ranges = s.dirty.take().into_iter();
         while let Some((offset, bytes)) = ranges.next() {
             if let Err(e) = self.data.write(ino, &s.layout, offset, bytes.clone()).await {
@@ -464,6 +480,70 @@ impl Core {
                 return Err(e);
             }
         }
+        Ok(())
+    }
+
+    /// Waits for the buffer sent in the background, if any. A failed send
+    /// puts its bytes back under the newer dirty ones (sent again by the
+    /// next flush) and returns the error.
+    async fn settle(&self, s: &mut FileState) -> Result<(), Errno> {
+        let Some(sending) = s.sending.take() else {
+            return Ok(());
+        };
+        let result = sending.task.await.unwrap_or(Err(libc::EIO));
+        if result.is_err() {
+            let newer = s.dirty.take();
+            for (offset, bytes) in sending.ranges.iter().chain(newer.iter()) {
+                s.dirty.insert(*offset, bytes);
+            }
+        }
+        result
+    }
+
+    /// A full buffer: the previous one, sent meanwhile, is settled and its
+    /// size reported (so a quota stops a growing file within two
+    /// buffers), then this one goes out in the background while writes
+    /// go on into an empty buffer.
+    async fn send_behind(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        let previous = s.sending.as_ref().map(|p| (p.end, p.mtime));
+        self.settle(s).await?;
+        if let Some((end, mtime)) = previous {
+            match self
+                .call(
+                    MdsOp::Written {
+                        ino,
+                        size: end,
+                        mtime,
+                    },
+                    Caller::default(),
+                )
+                .await
+            {
+                Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
+                Ok(_) => s.mds_size = s.mds_size.max(end),
+                Err(libc::EDQUOT) => {
+                    let size = s.size().max(s.dirty.end());
+                    return self.refused_past_quota(ino, s, size).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let ranges = s.dirty.take();
+        let data = self.data.clone();
+        let layout = s.layout;
+        let sent = ranges.clone();
+        let task = tokio::spawn(async move {
+            for (offset, bytes) in sent {
+                data.write(ino, &layout, offset, bytes).await?;
+            }
+            Ok(())
+        });
+        s.sending = Some(Sending {
+            ranges,
+            end: s.written_end,
+            mtime: s.written_mtime.unwrap_or_else(now),
+            task,
+        });
         Ok(())
     }
 
@@ -489,6 +569,27 @@ impl Core {
         self.report_size(ino, &mut s, who).await
     }
 
+    /// After a size report refused with `EDQUOT`: the bytes past the size
+    /// the MDS keeps (up to `size`) are cut from the buffer and the data
+    /// objects and forgotten; returns the `EDQUOT`.
+    async fn refused_past_quota(
+        &self,
+        ino: u64,
+        s: &mut FileState,
+        size: u64,
+    ) -> Result<(), Errno> {
+        let keep = s.mds_size;
+        s.dirty.cut(keep);
+        s.written_end = 0;
+        s.written_mtime = None;
+        self.forget_unreported(ino);
+        s.readahead.clear();
+        if size > keep {
+            self.data.truncate(ino, &s.layout, size, keep).await?;
+        }
+        Err(libc::EDQUOT)
+    }
+
     /// Tells the MDS the size and time of the writes sent to the OSDs. A
     /// size past a quota is refused (`EDQUOT`): the bytes beyond the size
     /// the MDS keeps are cut from the data objects and forgotten.
@@ -500,18 +601,7 @@ impl Core {
         match self.call(MdsOp::Written { ino, size, mtime }, who).await {
             Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
             Ok(_) => s.mds_size = s.mds_size.max(size),
-            Err(libc::EDQUOT) => {
-                let keep = s.mds_size;
-                s.dirty.cut(keep);
-                s.written_end = 0;
-                s.written_mtime = None;
-                self.forget_unreported(ino);
-                s.readahead.clear();
-                if size > keep {
-                    self.data.truncate(ino, &s.layout, size, keep).await?;
-                }
-                return Err(libc::EDQUOT);
-            }
+            Err(libc::EDQUOT) => return self.refused_past_quota(ino, s, size).await,
             Err(e) => return Err(e),
         }
         s.written_end = 0;
@@ -540,10 +630,7 @@ impl Core {
         s.written_mtime = Some(now());
         self.note_unreported(h.ino, &s);
         if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
-            // A full buffer goes out, and its size to the MDS, so a quota
-            // stops a growing file within one buffer.
-            self.flush_data(h.ino, &mut s).await?;
-            self.report_size(h.ino, &mut s, Caller::default()).await?;
+            self.send_behind(h.ino, &mut s).await?;
         }
         drop(s);
         if h.sync {
@@ -556,6 +643,8 @@ impl Core {
     async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let state = self.file(ino).ok_or(libc::EBADF)?;
         let mut s = state.lock().await;
+        // What is on its way to the OSDs is read from there once it is.
+        self.settle(&mut s).await?;
         let file_size = s.size();
         if offset >= file_size {
             return Ok(Vec::new());
@@ -617,6 +706,7 @@ impl Core {
                 old = old.max(s.size()).max(s.dirty.end());
             }
             if let Some(mut s) = guard {
+                self.settle(&mut s).await?;
                 s.dirty.cut(size);
                 s.written_end = s.written_end.min(size);
                 self.note_unreported(ino, &s);
