@@ -41,6 +41,42 @@ pub enum JournalError {
     Damaged(String),
 }
 
+impl JournalError {
+    /// Whether the write may pass if tried again later: the cluster is
+    /// slow, peering or full (its OSDs gave up within the client's
+    /// deadline, or refused for space). The MDS then waits rather than
+    /// stops, as Ceph's does on slow OSDs; its requests meanwhile show as
+    /// slow in `cairn status`. Journal appends and write-backs may be
+    /// repeated: a batch appended twice in a row, or written back twice,
+    /// replays and applies to the same state.
+    fn transient(&self) -> bool {
+        matches!(
+            self,
+            JournalError::Client(ClientError::GaveUp { .. } | ClientError::Full(_))
+        )
+    }
+}
+
+/// Runs `attempt` until it succeeds or fails for good, pausing between
+/// transient failures (half a second, doubling to 5 s).
+async fn until_done<F, Fut>(what: &str, mut attempt: F) -> Result<(), JournalError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), JournalError>>,
+{
+    let mut pause = Duration::from_millis(500);
+    loop {
+        match attempt().await {
+            Err(e) if e.transient() => {
+                tracing::warn!(error = %e, ?pause, "{what} failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn gen_bytes(generation: u64) -> Bytes {
     Bytes::copy_from_slice(&generation.to_le_bytes())
 }
@@ -397,22 +433,27 @@ pub async fn run_writer(
                 return e;
             }
         }
-        let op = WriteOp::new()
-            .guard(Guard::Xattr {
-                name: Bytes::from_static(GEN_XATTR),
-                value: Some(gen_bytes(pools.generation)),
-            })
-            .append(encoded.clone());
-        match pools
-            .client
-            .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
-            .await
-        {
-            Ok(_) => {}
-            Err(ClientError::CompareFailed { .. }) => {
-                return JournalError::Fenced(pools.generation);
+        let append = || async {
+            let op = WriteOp::new()
+                .guard(Guard::Xattr {
+                    name: Bytes::from_static(GEN_XATTR),
+                    value: Some(gen_bytes(pools.generation)),
+                })
+                .append(encoded.clone());
+            match pools
+                .client
+                .operate(&pools.meta_pool, segment_object(segment).as_bytes(), op)
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(ClientError::CompareFailed { .. }) => {
+                    Err(JournalError::Fenced(pools.generation))
+                }
+                Err(e) => Err(e.into()),
             }
-            Err(e) => return e.into(),
+        };
+        if let Err(e) = until_done("a journal append", append).await {
+            return e;
         }
         segment_bytes += encoded.len();
         let last = batch.last().map_or(0, |e| e.seq);
@@ -479,7 +520,7 @@ pub async fn run_writeback(
             .max()
             .unwrap_or(head.first_segment);
         let entries: Vec<Entry> = rounds.into_iter().flat_map(|(_, e)| e).collect();
-        if let Err(e) = write_back(&pools, &entries).await {
+        if let Err(e) = until_done("a write-back", || write_back(&pools, &entries)).await {
             return e;
         }
         let last_seq = entries.last().map_or(head.seq, |e| e.seq);
@@ -515,4 +556,40 @@ pub async fn run_writeback(
         }
     }
     JournalError::Damaged("write-back queue closed".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn gave_up() -> JournalError {
+        JournalError::Client(ClientError::GaveUp {
+            attempts: 1,
+            elapsed_ms: 1,
+            last: "slow".into(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_slow_or_full_cluster_is_waited_out_a_fence_is_not() {
+        let tries = AtomicU32::new(0);
+        let done = until_done("test", || async {
+            match tries.fetch_add(1, Ordering::Relaxed) {
+                0 => Err(gave_up()),
+                1 => Err(JournalError::Client(ClientError::Full("full".into()))),
+                _ => Ok(()),
+            }
+        })
+        .await;
+        assert!(done.is_ok());
+        assert_eq!(tries.load(Ordering::Relaxed), 3);
+        let fenced = until_done("test", || async { Err(JournalError::Fenced(7)) }).await;
+        assert!(matches!(fenced, Err(JournalError::Fenced(7))));
+        let damaged = until_done("test", || async {
+            Err(JournalError::Damaged("bad".into()))
+        })
+        .await;
+        assert!(matches!(damaged, Err(JournalError::Damaged(_))));
+    }
 }
