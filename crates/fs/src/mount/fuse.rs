@@ -13,7 +13,7 @@
 use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{
     DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, READDIR_PAGE_ENTRIES,
-    REPORTED_KEPT_MS,
+    REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
 };
 use crate::mount::session::MdsSession;
 use bytes::Bytes;
@@ -27,7 +27,7 @@ use fuser::{
     TimeOrNow, WriteFlags,
 };
 use serde_bytes::ByteBuf;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -147,10 +147,10 @@ struct FileState {
     kept_since: Option<Instant>,
     /// Releases held back until the kept data is sent.
     deferred_releases: u32,
-    /// A full buffer being sent in the background while writes fill the
-    /// next (write-behind); settled before anything that reads, cuts or
-    /// reports the file's data.
-    sending: Option<Sending>,
+    /// Full buffers being sent in the background while writes fill the
+    /// next (write-behind), oldest first; settled before anything that
+    /// reads, cuts or reports the file's data.
+    sending: VecDeque<Sending>,
 }
 
 /// Dirty ranges on their way to the OSDs, and the size and time of the
@@ -442,7 +442,7 @@ impl Core {
                 buffered_until: None,
                 kept_since: None,
                 deferred_releases: 0,
-                sending: None,
+                sending: VecDeque::new(),
             }))
         });
         if let Ok(mut s) = state.try_lock() {
@@ -483,45 +483,62 @@ impl Core {
         Ok(())
     }
 
-    /// Waits for the buffer sent in the background, if any. A failed send
-    /// puts its bytes back under the newer dirty ones (sent again by the
-    /// next flush) and returns the error.
+    /// Waits for every buffer sent in the background. A failed send puts
+    /// the bytes of every buffer back, oldest first and the newer dirty
+    /// ones on top (a later buffer that went out is not undone by an
+    /// earlier one sent again), and returns the error.
     async fn settle(&self, s: &mut FileState) -> Result<(), Errno> {
-        let Some(sending) = s.sending.take() else {
-            return Ok(());
-        };
-        let result = sending.task.await.unwrap_or(Err(libc::EIO));
-        if result.is_err() {
-            let newer = s.dirty.take();
-            for (offset, bytes) in sending.ranges.iter().chain(newer.iter()) {
-                s.dirty.insert(*offset, bytes);
-            }
+        while !s.sending.is_empty() {
+            self.settle_oldest(s).await?;
         }
-        result
+        Ok(())
     }
 
-    /// A full buffer: the previous one, sent meanwhile, is settled and its
-    /// size reported (so a quota stops a growing file within two
-    /// buffers), then this one goes out in the background while writes
-    /// go on into an empty buffer.
+    /// Waits for the oldest buffer sent in the background (see
+    /// [`settle`](Self::settle) for a failure).
+    async fn settle_oldest(&self, s: &mut FileState) -> Result<(), Errno> {
+        let Some(oldest) = s.sending.pop_front() else {
+            return Ok(());
+        };
+        let Err(error) = oldest.task.await.unwrap_or(Err(libc::EIO)) else {
+            return Ok(());
+        };
+        let mut batches = vec![oldest.ranges];
+        while let Some(rest) = s.sending.pop_front() {
+            drop(rest.task.await);
+            batches.push(rest.ranges);
+        }
+        let newer = s.dirty.take();
+        for (offset, bytes) in batches.iter().flatten().chain(newer.iter()) {
+            s.dirty.insert(*offset, bytes);
+        }
+        Err(error)
+    }
+
+    /// A full buffer goes out in the background while writes go on into
+    /// an empty one. With [`WRITE_BEHIND_BUFFERS`] already on their way,
+    /// the oldest is settled first and its size reported (so a quota stops
+    /// a growing file within that many buffers and the one filling).
     async fn send_behind(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
-        let previous = s.sending.as_ref().map(|p| (p.end, p.mtime));
-        self.settle(s).await?;
-        if let Some((end, mtime)) = previous {
-            match self
-                .call(
-                    MdsOp::Written {
-                        ino,
-                        size: end,
-                        mtime,
-                    },
-                    Caller::default(),
-                )
-                .await
-            {
+        while s.sending.len() >= WRITE_BEHIND_BUFFERS {
+            let Some((end, mtime)) = s.sending.front().map(|p| (p.end, p.mtime)) else {
+                break;
+            };
+            self.settle_oldest(s).await?;
+            let report = MdsOp::Written {
+                ino,
+                size: end,
+                mtime,
+            };
+            match self.call(report, Caller::default()).await {
                 Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
                 Ok(_) => s.mds_size = s.mds_size.max(end),
                 Err(libc::EDQUOT) => {
+                    // Nothing may land past the cut made below (a failed
+                    // send's bytes come back to the buffer, cut too).
+                    if let Err(errno) = self.settle(s).await {
+                        tracing::debug!(ino, errno, "a buffer past the quota was not sent");
+                    }
                     let size = s.size().max(s.dirty.end());
                     return self.refused_past_quota(ino, s, size).await;
                 }
@@ -538,7 +555,7 @@ impl Core {
             }
             Ok(())
         });
-        s.sending = Some(Sending {
+        s.sending.push_back(Sending {
             ranges,
             end: s.written_end,
             mtime: s.written_mtime.unwrap_or_else(now),

@@ -7,7 +7,11 @@ pub const DATA_OPS_IN_FLIGHT: usize = 32;
 pub const READAHEAD_BYTES: u64 = 16 << 20;
 
 /// Dirty bytes one file buffers before they are sent to the OSDs.
-pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 64 << 20;
+pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 32 << 20;
+/// Full buffers of one file on their way to the OSDs at once while the
+/// next fills (write-behind): with 32 MiB buffers, up to 24 whole 4 MiB
+/// objects in flight, and a file's buffered data at most 128 MiB.
+pub const WRITE_BEHIND_BUFFERS: usize = 3;
 
 /// An MDS request gives up (`EIO`) after this long without an answer from
 /// any MDS (failovers included).
@@ -26,7 +30,7 @@ pub const POLL_WAIT_MS: u32 = 5_000;
 pub const READDIR_PAGE_ENTRIES: u32 = 1024;
 
 /// Largest write the kernel sends at once (FUSE `max_write`).
-pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+pub const MAX_WRITE_BYTES: u32 = 4 << 20;
 
 /// A lease is cached this much shorter than the MDS grants it (the
 /// kernel's clock starts a little after the MDS's).

@@ -60,6 +60,35 @@ impl Mounted {
     }
 }
 
+/// Lets FUSE requests carry a whole 4 MiB object: the kernel caps a
+/// connection's request at `fs.fuse.max_pages_limit` pages (256, 1 MiB,
+/// by default), so an `O_DIRECT` 4 MiB write would reach the OSDs as four
+/// partial object writes. Raised (by root; logged) to what
+/// [`limits::MAX_WRITE_BYTES`] needs; other FUSE file systems keep what
+/// they ask for. Left as is when it cannot be written.
+fn allow_whole_object_requests() {
+    const PATH: &str = "/proc/sys/fs/fuse/max_pages_limit";
+    let want = u64::from(limits::MAX_WRITE_BYTES) / 4096;
+    let Ok(text) = std::fs::read_to_string(PATH) else {
+        return;
+    };
+    let Ok(now) = text.trim().parse::<u64>() else {
+        return;
+    };
+    if now >= want {
+        return;
+    }
+    match std::fs::write(PATH, want.to_string()) {
+        Ok(()) => tracing::info!(from = now, to = want, "raised fs.fuse.max_pages_limit"),
+        Err(error) => tracing::info!(
+            %error,
+            limit = now,
+            "fs.fuse.max_pages_limit stays: FUSE requests carry at most {} KiB",
+            now * 4
+        ),
+    }
+}
+
 /// Opens a session and mounts; the mount serves from `rt` until the
 /// returned [`Mounted`] is dropped.
 ///
@@ -81,6 +110,7 @@ pub async fn mount(
     if let MdsAnswer::Session { data_pool, .. } = &hello {
         tracing::info!(fs = config.fs, data_pool, "session open");
     }
+    allow_whole_object_requests();
     let fs = fuse::CairnFs::new(rt, mds_session.clone());
     let mut fuse_config = Config::default();
     fuse_config.mount_options = vec![
