@@ -8,7 +8,7 @@
 //! an owner's new lock replaces its own locks on the range, and an unlock
 //! of part of a range splits it.
 
-use cairn_proto::mds::{LockInfo, LockKind};
+use cairn_proto::mds::{LockInfo, LockKind, MdsOp};
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,30 @@ pub struct LockRange {
     pub owner: u64,
     pub start: u64,
     pub end: u64,
+}
+
+/// What a `SetLock` from `session` asks: (inode, range, kind, pid).
+#[must_use]
+pub fn requested(op: &MdsOp, session: u64) -> Option<(u64, LockRange, LockKind, u32)> {
+    let MdsOp::SetLock {
+        ino,
+        owner,
+        start,
+        end,
+        kind,
+        pid,
+        ..
+    } = *op
+    else {
+        return None;
+    };
+    let range = LockRange {
+        session,
+        owner,
+        start,
+        end,
+    };
+    Some((ino, range, kind, pid))
 }
 
 /// The locks of every inode.

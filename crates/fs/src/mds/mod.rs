@@ -868,25 +868,10 @@ impl Actor {
     }
 
     fn try_lock(&mut self, request: &MdsRequest) -> Result<(), cairn_proto::mds::LockInfo> {
-        let MdsOp::SetLock {
-            ino,
-            owner,
-            start,
-            end,
-            kind,
-            pid,
-            ..
-        } = request.op
-        else {
-            return Ok(());
-        };
-        let range = locks::LockRange {
-            session: request.session,
-            owner,
-            start,
-            end,
-        };
-        self.locks.set(ino, range, kind, pid)
+        match locks::requested(&request.op, request.session) {
+            Some((ino, range, kind, pid)) => self.locks.set(ino, range, kind, pid),
+            None => Ok(()),
+        }
     }
 
     fn lock_reply(&self, result: Result<MdsAnswer, MdsError>) -> MdsReply {

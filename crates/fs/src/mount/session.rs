@@ -5,7 +5,7 @@
 //! (through the kernel's invalidation notices) and their reassertion to a
 //! new MDS.
 
-use crate::mds::locks::{LockRange, Locks};
+use crate::mds::locks::{self, LockRange, Locks};
 use crate::mount::limits::{
     LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS,
     POLL_WAIT_MS, REASSERT_BATCH, REINVALIDATE_MS,
@@ -469,22 +469,7 @@ impl MdsSession {
 
     /// Mirrors a lock the MDS granted or released.
     fn note_lock(&self, op: &MdsOp) {
-        if let MdsOp::SetLock {
-            ino,
-            owner,
-            start,
-            end,
-            kind,
-            pid,
-            ..
-        } = *op
-        {
-            let range = LockRange {
-                session: 0,
-                owner,
-                start,
-                end,
-            };
+        if let Some((ino, range, kind, pid)) = locks::requested(op, 0) {
             // One session: never a conflict.
             let _ = lock(&self.inner.locks).set(ino, range, kind, pid);
         }
