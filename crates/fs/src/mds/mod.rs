@@ -751,6 +751,8 @@ impl Actor {
                     self.leases.grant_buffer(attr.ino, session, now);
                 }
             }
+            // A removed directory's last attributes: nothing to lease.
+            Some(MdsAnswer::Attr(_)) if matches!(op, MdsOp::Rmdir { .. }) => {}
             Some(MdsAnswer::Attr(a)) => {
                 self.leases.grant_attrs(a.ino, session, now);
                 // A directory made: its maker may know all of its entries.

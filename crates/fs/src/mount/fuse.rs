@@ -494,6 +494,20 @@ impl Core {
         Ok(())
     }
 
+    /// As [`settle`](Self::settle) for a read or a truncate, which a failed
+    /// background send does not fail: its bytes are back in the buffer
+    /// (read from there, cut with it), and the next flush sends them again
+    /// and reports its error.
+    async fn settle_keeping(&self, ino: u64, s: &mut FileState) {
+        if let Err(errno) = self.settle(s).await {
+            tracing::debug!(
+                ino,
+                errno,
+                "a buffer sent behind failed; kept for the next flush"
+            );
+        }
+    }
+
     /// Waits for the oldest buffer sent in the background (see
     /// [`settle`](Self::settle) for a failure).
     async fn settle_oldest(&self, s: &mut FileState) -> Result<(), Errno> {
@@ -536,9 +550,7 @@ impl Core {
                 Err(libc::EDQUOT) => {
                     // Nothing may land past the cut made below (a failed
                     // send's bytes come back to the buffer, cut too).
-                    if let Err(errno) = self.settle(s).await {
-                        tracing::debug!(ino, errno, "a buffer past the quota was not sent");
-                    }
+                    self.settle_keeping(ino, s).await;
                     let size = s.size().max(s.dirty.end());
                     return self.refused_past_quota(ino, s, size).await;
                 }
@@ -661,7 +673,7 @@ impl Core {
         let state = self.file(ino).ok_or(libc::EBADF)?;
         let mut s = state.lock().await;
         // What is on its way to the OSDs is read from there once it is.
-        self.settle(&mut s).await?;
+        self.settle_keeping(ino, &mut s).await;
         let file_size = s.size();
         if offset >= file_size {
             return Ok(Vec::new());
@@ -723,7 +735,7 @@ impl Core {
                 old = old.max(s.size()).max(s.dirty.end());
             }
             if let Some(mut s) = guard {
-                self.settle(&mut s).await?;
+                self.settle_keeping(ino, &mut s).await;
                 s.dirty.cut(size);
                 s.written_end = s.written_end.min(size);
                 self.note_unreported(ino, &s);
