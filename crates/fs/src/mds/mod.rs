@@ -1363,7 +1363,10 @@ impl Shell {
     }
 
     async fn request(&self, request: MdsRequest) -> MdsReply {
-        let _in_flight = InFlight::start(&self.shared, self.complaint, &request);
+        // A lock request that waits for its lock waits as long as another
+        // holds it: not a slow request.
+        let waits = matches!(request.op, MdsOp::SetLock { wait: true, .. });
+        let _in_flight = (!waits).then(|| InFlight::start(&self.shared, self.complaint, &request));
         let (tx, rx) = oneshot::channel();
         if self
             .requests
