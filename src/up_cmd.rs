@@ -353,6 +353,17 @@ fn check_ports(base_port: u16, members: &[Member]) -> CliResult {
     Ok(())
 }
 
+/// `FLAG 1234ms` for each duration given, in order.
+fn duration_flags(flags: &[(&str, Option<Duration>)]) -> Vec<String> {
+    flags
+        .iter()
+        .filter_map(|(flag, value)| {
+            value.map(|d| [(*flag).to_owned(), format!("{}ms", d.as_millis())])
+        })
+        .flatten()
+        .collect()
+}
+
 /// This program's path as it was at start: `current_exe` reads
 /// `/proc/self/exe`, which names a replaced binary "PATH (deleted)", so a
 /// supervisor whose `cairn` was upgraded (or rebuilt) could restart
@@ -385,28 +396,14 @@ fn detach(args: &UpArgs) -> CliResult {
         .arg(args.mds.to_string())
         .arg("--fs-name")
         .arg(&args.fs_name);
-    if let Some(lease) = args.mds_lease {
-        command
-            .arg("--mds-lease")
-            .arg(format!("{}ms", lease.as_millis()));
-    }
-    if let Some(complaint) = args.mds_complaint_time {
-        command
-            .arg("--mds-complaint-time")
-            .arg(format!("{}ms", complaint.as_millis()));
-    }
+    command.args(duration_flags(&[
+        ("--mds-lease", args.mds_lease),
+        ("--mds-complaint-time", args.mds_complaint_time),
+        ("--down-grace", args.down_grace),
+        ("--down-out", args.down_out),
+    ]));
     if args.no_restart {
         command.arg("--no-restart");
-    }
-    if let Some(grace) = args.down_grace {
-        command
-            .arg("--down-grace")
-            .arg(format!("{}ms", grace.as_millis()));
-    }
-    if let Some(out) = args.down_out {
-        command
-            .arg("--down-out")
-            .arg(format!("{}ms", out.as_millis()));
     }
     // Its own process group: the terminal's Ctrl-C does not reach it.
     let mut child = command
@@ -578,14 +575,10 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
                 "--addr".into(),
                 args.mon_addr(),
             ];
-            if let Some(grace) = args.down_grace {
-                command.push("--down-grace".into());
-                command.push(format!("{}ms", grace.as_millis()));
-            }
-            if let Some(out) = args.down_out {
-                command.push("--down-out".into());
-                command.push(format!("{}ms", out.as_millis()));
-            }
+            command.extend(duration_flags(&[
+                ("--down-grace", args.down_grace),
+                ("--down-out", args.down_out),
+            ]));
             command
         }
         Member::Mds(index) => {
@@ -600,14 +593,10 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
                 "--addr".into(),
                 "127.0.0.1:0".into(),
             ];
-            if let Some(lease) = args.mds_lease {
-                command.push("--lease".into());
-                command.push(format!("{}ms", lease.as_millis()));
-            }
-            if let Some(complaint) = args.mds_complaint_time {
-                command.push("--complaint-time".into());
-                command.push(format!("{}ms", complaint.as_millis()));
-            }
+            command.extend(duration_flags(&[
+                ("--lease", args.mds_lease),
+                ("--complaint-time", args.mds_complaint_time),
+            ]));
             command
         }
         Member::Osd(index) => vec![
