@@ -260,6 +260,55 @@ fn two_mounts_see_each_others_changes() {
         !b.path.join("d/moved").exists(),
         "b still has the unlinked name"
     );
+    // A directory a made is delegated to a: a answers its creates and
+    // unlinks there itself and sends them in batches; b's first look
+    // recalls the delegation, so b sees every one of them, with the
+    // directory's times a saw.
+    let dd = a.path.join("deleg");
+    std::fs::create_dir(&dd).expect("mkdir deleg");
+    for i in 0..300 {
+        std::fs::write(dd.join(format!("f{i}")), format!("{i}")).expect("create in a");
+    }
+    for i in 0..100 {
+        std::fs::remove_file(dd.join(format!("f{i}"))).expect("unlink in a");
+    }
+    let mtime = |p: &Path| {
+        std::fs::metadata(p)
+            .expect("stat")
+            .modified()
+            .expect("mtime")
+    };
+    let seen_by_a = mtime(&dd);
+    let listed = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let mut expected: Vec<String> = (100..300).map(|i| format!("f{i}")).collect();
+    expected.sort();
+    assert_eq!(listed(&b.path.join("deleg")), expected, "b's listing");
+    assert_eq!(
+        mtime(&b.path.join("deleg")),
+        seen_by_a,
+        "the directory's mtime"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path.join("deleg/f299")).expect("read in b"),
+        "299"
+    );
+    // After the recall both change it through the MDS, and see each other.
+    std::fs::write(b.path.join("deleg/from-b"), b"b").expect("create in b");
+    std::fs::write(dd.join("again"), b"a").expect("create in a after the recall");
+    std::fs::remove_file(dd.join("f100")).expect("unlink in a after the recall");
+    assert!(dd.join("from-b").exists(), "a does not see b's create");
+    assert!(
+        b.path.join("deleg/again").exists(),
+        "b does not see a's create"
+    );
+    assert!(!b.path.join("deleg/f100").exists(), "b still sees f100");
     let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(a.path.join("big"), &big).expect("big write");
     assert!(
@@ -402,9 +451,12 @@ fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
 }
 
 /// Two clients (two mounts) create, write and rename files in one
-/// directory while the active MDS is SIGKILLed; the standby takes over,
-/// both clients replay what the dead MDS had not made durable, and the
-/// namespace holds exactly what they saw succeed.
+/// directory, and each creates, writes and unlinks files in a directory
+/// of its own (delegated to it: answered by the mount itself, sent to the
+/// MDS in batches), while the active MDS is SIGKILLed; the standby takes
+/// over, both clients replay what the dead MDS had not made durable and
+/// send what it never heard of, and the namespace holds exactly what they
+/// saw succeed.
 #[test]
 fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged() {
     let cluster = up("fs-mds-kill", 19160, &["--mds", "2"]);
@@ -429,6 +481,27 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             .spawn()
             .expect("storm");
         (child, log)
+    };
+    // Creates (and some unlinks) in a directory each mount made.
+    let own = |mount: &Mount, prefix: &str| -> (Helper, PathBuf) {
+        let dir = mount.path.join(format!("own-{prefix}"));
+        std::fs::create_dir(&dir).expect("mkdir own");
+        let log = cluster.dir.join(format!("own-{prefix}.txt"));
+        let script = format!(
+            "import os,time\nd={d:?}\nlog=open({l:?},'w')\nend=time.time()+12\ni=0\n\
+             while time.time()<end:\n  p=os.path.join(d,'{prefix}f%d'%i)\n  \
+             fd=os.open(p,os.O_CREAT|os.O_EXCL|os.O_WRONLY,0o644)\n  \
+             os.write(fd,b'%d'%i)\n  os.close(fd)\n  log.write('+{prefix}f%d\\n'%i)\n  \
+             if i%4==3:\n    os.unlink(os.path.join(d,'{prefix}f%d'%(i-1))); log.write('-{prefix}f%d\\n'%(i-1))\n  \
+             log.flush()\n  i+=1\n",
+            d = dir.display().to_string(),
+            l = log.display().to_string()
+        );
+        let child = Command::new("python3")
+            .args(["-c", &script])
+            .spawn()
+            .expect("own storm");
+        (Helper(child), log)
     };
     // A process on mount a holds an fcntl lock and a flock across the
     // failover.
@@ -482,6 +555,8 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
     assert_eq!(try_locks(), "locked locked", "b sees a's locks");
     let (mut writer_a, log_a) = storm(&a, "a");
     let (mut writer_b, log_b) = storm(&b, "b");
+    let (mut own_a, own_log_a) = own(&a, "a");
+    let (mut own_b, own_log_b) = own(&b, "b");
     std::thread::sleep(Duration::from_secs(3));
     let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
@@ -497,11 +572,11 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             .expect("kill")
             .success()
     );
-    for writer in [&mut writer_a, &mut writer_b] {
+    for writer in [&mut writer_a, &mut writer_b, &mut own_a.0, &mut own_b.0] {
         let status = writer.wait().expect("storm ends");
         assert!(
             status.success(),
-            "a create or rename failed across the MDS kill"
+            "a create, rename or unlink failed across the MDS kill"
         );
     }
     // The new MDS holds the locks a took again at its reconnect: b is
@@ -560,15 +635,60 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             }
         }
     }
+    // What each mount answered itself in its own directory: every file it
+    // made and did not remove is there with its content, seen from both
+    // mounts (the other's look recalls the delegation), and no removed one.
+    let mut own_made = 0;
+    for (prefix, log) in [("a", &own_log_a), ("b", &own_log_b)] {
+        let mut kept = std::collections::BTreeSet::new();
+        let mut removed = std::collections::BTreeSet::new();
+        for line in std::fs::read_to_string(log).expect("own log").lines() {
+            let (sign, name) = line.split_at(1);
+            if sign == "+" {
+                kept.insert(name.to_owned());
+            } else {
+                kept.remove(name);
+                removed.insert(name.to_owned());
+            }
+        }
+        assert!(
+            kept.len() > 40,
+            "too few creates in own-{prefix}: {}",
+            kept.len()
+        );
+        own_made += kept.len();
+        for mount in [&a, &b] {
+            let dir = mount.path.join(format!("own-{prefix}"));
+            let present: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+                .expect("list own")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            for name in &kept {
+                assert!(
+                    present.contains(name),
+                    "{name} was made by its mount and is gone from {}",
+                    dir.display()
+                );
+                assert_eq!(
+                    std::fs::read_to_string(dir.join(name)).expect("read own"),
+                    name[2..],
+                    "{name} content"
+                );
+            }
+            for name in &removed {
+                assert!(!present.contains(name), "{name} was removed and is back");
+            }
+        }
+    }
     drop(a);
     drop(b);
     let report = assert_namespace_sound(&cluster);
     // The root, the storm directory and every file the clients saw made.
     let inodes = report["inodes"].as_u64().unwrap_or(0);
     assert!(
-        inodes >= acked.len() as u64 + 2,
+        inodes >= (acked.len() + own_made) as u64 + 4,
         "{inodes} inodes for {} files",
-        acked.len()
+        acked.len() + own_made
     );
     let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");

@@ -38,6 +38,16 @@
 //! `SetAttr`, `Link`, `Written`) waits at the MDS while the holder is sent
 //! `Inval::Flush`; the holder's `Release` or `Returned` ends the lease.
 //!
+//! Directory delegations: a session that makes a directory outside any
+//! quota limit (answered `Created { buffer: true }`) holds its
+//! delegation, a buffer lease on the directory. While it holds it, it
+//! knows every entry there and may answer creates of regular files (with
+//! inode numbers from `TakeInos`), unlinks and releases there itself,
+//! sending them later, in order, in a `Batch`. Another session's request
+//! that reads or changes the directory (its entries or attributes) waits
+//! while the holder is sent `Inval::Flush` of the directory; the holder
+//! sends its batch and answers `Returned`.
+//!
 //! Errors are Linux errno values ([`Errno`]): the client hands them to the
 //! kernel as they are.
 
@@ -198,8 +208,10 @@ pub enum MdsOp {
         set: SetAttr,
     },
     /// A new inode of the type in `mode` (file, directory, FIFO, socket,
-    /// device) named `name` in `parent`. `ino` is set only on a replay,
-    /// to the number the first answer gave.
+    /// device) named `name` in `parent`. `ino` is set on a replay, to the
+    /// number the first answer gave, and on an asynchronous create, to a
+    /// number the MDS delegated to the session (`TakeInos`); `time` on an
+    /// asynchronous create, to when the client answered it.
     Create {
         parent: u64,
         name: ByteBuf,
@@ -209,6 +221,7 @@ pub enum MdsOp {
         /// The creator opens it at once (`open(O_CREAT)`, not `mknod`).
         open: bool,
         ino: Option<u64>,
+        time: Option<Time>,
     },
     Symlink {
         parent: u64,
@@ -221,9 +234,11 @@ pub enum MdsOp {
         parent: u64,
         name: ByteBuf,
     },
+    /// `time`: on an asynchronous unlink, when the client answered it.
     Unlink {
         parent: u64,
         name: ByteBuf,
+        time: Option<Time>,
     },
     Rmdir {
         parent: u64,
@@ -310,6 +325,9 @@ pub enum MdsOp {
         attrs: Vec<u64>,
         dirs: Vec<u64>,
         buffers: Vec<u64>,
+        /// Inode number ranges `[first, end)` an earlier MDS delegated to
+        /// the session, whose creates may still be on their way.
+        inos: Vec<(u64, u64)>,
     },
     /// The session buffers no written data of `ino` any more (it was sent
     /// to the OSDs and its size reported): its buffer lease ends.
@@ -326,6 +344,33 @@ pub enum MdsOp {
     /// Administration: the MDS's cache use and requests in flight,
     /// answered with [`MdsAnswer::Status`].
     Status,
+    /// Delegates `count` fresh inode numbers to the session for its
+    /// asynchronous creates, answered with [`MdsAnswer::Inos`].
+    TakeInos {
+        count: u32,
+    },
+    /// Changes a client answered itself under a directory delegation
+    /// (asynchronous creates, unlinks, and releases), applied in order,
+    /// each as the request it would be alone (its own `tid` and caller);
+    /// answered with [`MdsAnswer::Batch`], one result per op.
+    Batch {
+        ops: Vec<BatchOp>,
+    },
+}
+
+/// One op of a [`MdsOp::Batch`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOp {
+    pub tid: u64,
+    pub caller: Caller,
+    pub op: MdsOp,
+}
+
+/// The result of one op of a [`MdsOp::Batch`], as its own reply would be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult {
+    pub result: Result<MdsAnswer, MdsError>,
+    pub journal_seq: Option<u64>,
 }
 
 /// What a lock request asks for.
@@ -378,6 +423,8 @@ impl MdsOp {
             MdsOp::Sessions => "Sessions",
             MdsOp::Evict { .. } => "Evict",
             MdsOp::Status => "Status",
+            MdsOp::TakeInos { .. } => "TakeInos",
+            MdsOp::Batch { .. } => "Batch",
         }
     }
 
@@ -455,7 +502,10 @@ pub enum MdsAnswer {
     Attr(Attr),
     /// A regular file made open (`Create { open: true }`): its attributes,
     /// and whether its maker holds a buffer lease on it (none under a
-    /// quota, so a quota refuses at `close` rather than later).
+    /// quota, so a quota refuses at `close` rather than later). A
+    /// directory made: whether its maker holds its delegation (it may
+    /// then answer creates and unlinks in it itself, sending them later
+    /// in a `Batch`).
     Created {
         attr: Attr,
         buffer: bool,
@@ -472,6 +522,12 @@ pub enum MdsAnswer {
     Lock(Option<LockInfo>),
     Sessions(Vec<SessionInfo>),
     Status(MdsStatus),
+    /// Inode numbers `[first, first + count)`, the session's to create.
+    Inos {
+        first: u64,
+        count: u32,
+    },
+    Batch(Vec<BatchResult>),
 }
 
 /// The MDS's own state, for `cairn status` and `cairn health`.
@@ -534,7 +590,8 @@ pub enum Inval {
     Entry { parent: u64, name: ByteBuf },
     /// Written data of the inode the holder keeps past `close`: send it
     /// to the OSDs, report its size, and answer `Returned` (or
-    /// `Release`).
+    /// `Release`). For a directory the holder has the delegation of: send
+    /// every change it answered itself there, then answer `Returned`.
     Flush(u64),
 }
 

@@ -13,7 +13,7 @@ use cairn_proto::mds::{
     Attr, Caller, DirEntry, FsStat, Layout, LockInfo, LockKind, MdsAnswer, MdsError, MdsOp,
     MdsPoll, MdsPollReply, MdsReply, MdsRequest, SetAttr, SetTime, Time,
 };
-use cairn_proto::mds::{Inval, MdsStatus, Recall, SessionInfo, SlowRequest};
+use cairn_proto::mds::{BatchOp, BatchResult, Inval, MdsStatus, Recall, SessionInfo, SlowRequest};
 use cairn_proto::mon::{
     CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
     MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
@@ -857,6 +857,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 rdev: 0,
                 open: true,
                 ino: Some(7),
+                time: Some(t),
             },
         ),
         (
@@ -881,6 +882,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
             MdsOp::Unlink {
                 parent: 1,
                 name: b("g"),
+                time: None,
             },
         ),
         (
@@ -979,12 +981,35 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 attrs: vec![7],
                 dirs: vec![1],
                 buffers: vec![9],
+                inos: vec![(100, 200)],
             },
         ),
         ("Returned", MdsOp::Returned { ino: 9 }),
         ("Sessions", MdsOp::Sessions),
         ("Evict", MdsOp::Evict { session: 0xabc }),
         ("Status", MdsOp::Status),
+        ("TakeInos", MdsOp::TakeInos { count: 4096 }),
+        (
+            "Batch",
+            MdsOp::Batch {
+                ops: vec![
+                    BatchOp {
+                        tid: 6,
+                        caller: Caller { uid: 1, gid: 2 },
+                        op: MdsOp::Unlink {
+                            parent: 1,
+                            name: b("f"),
+                            time: Some(t),
+                        },
+                    },
+                    BatchOp {
+                        tid: 7,
+                        caller: Caller::default(),
+                        op: MdsOp::Release { ino: 7 },
+                    },
+                ],
+            },
+        ),
     ];
     for (label, op) in ops {
         let request = MdsRequest {
@@ -1094,6 +1119,26 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 slow_total: 9,
                 complaint_ms: 10,
             }),
+        ),
+        (
+            "Inos",
+            MdsAnswer::Inos {
+                first: 4096,
+                count: 4096,
+            },
+        ),
+        (
+            "Batch",
+            MdsAnswer::Batch(vec![
+                BatchResult {
+                    result: Ok(MdsAnswer::Done),
+                    journal_seq: Some(12),
+                },
+                BatchResult {
+                    result: Err(MdsError::Errno(2)),
+                    journal_seq: None,
+                },
+            ]),
         ),
     ];
     for (label, answer) in answers {
@@ -1509,11 +1554,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "MdsRequest/Create",
         0x0300,
-        "bc1505e807640004010166a483021200010107",
+        "bc1505e807640004010166a4830212000101070180c49fd50c05",
     ),
     ("MdsRequest/Symlink", 0x0300, "bc1505e80764000501016c016600"),
     ("MdsRequest/Link", 0x0300, "bc1505e80764000607010167"),
-    ("MdsRequest/Unlink", 0x0300, "bc1505e807640007010167"),
+    ("MdsRequest/Unlink", 0x0300, "bc1505e80764000701016700"),
     ("MdsRequest/Rmdir", 0x0300, "bc1505e807640008010164"),
     (
         "MdsRequest/Rename",
@@ -1556,12 +1601,18 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "MdsRequest/Reassert",
         0x0300,
-        "bc1505e807640017010701010109",
+        "bc1505e8076400170107010101090164c801",
     ),
     ("MdsRequest/Returned", 0x0300, "bc1505e80764001809"),
     ("MdsRequest/Sessions", 0x0300, "bc1505e807640019"),
     ("MdsRequest/Evict", 0x0300, "bc1505e80764001abc15"),
     ("MdsRequest/Status", 0x0300, "bc1505e80764001b"),
+    ("MdsRequest/TakeInos", 0x0300, "bc1505e80764001c8020"),
+    (
+        "MdsRequest/Batch",
+        0x0300,
+        "bc1505e80764001d02060102070101660180c49fd50c050700000d07",
+    ),
     (
         "MdsReply/Session",
         0x0301,
@@ -1597,6 +1648,8 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         0x0301,
         "000a0102030405060701bc15064372656174650801090a010b0a",
     ),
+    ("MdsReply/Inos", 0x0301, "000b80208020010b0a"),
+    ("MdsReply/Batch", 0x0301, "000c020007010c01000400010b0a"),
     ("MdsReply/Err/Errno", 0x0301, "010004000a"),
     ("MdsReply/Err/NotActive", 0x0301, "0101000a"),
     ("MdsReply/Err/Busy", 0x0301, "0102000a"),

@@ -160,6 +160,7 @@ mod tests {
             rdev: 0,
             open: false,
             ino: None,
+            time: None,
         };
         let out = ns
             .execute(&op, Caller::default(), Time::default())

@@ -30,13 +30,14 @@ use crate::mds::namespace::{DirCache, Namespace, Need, Stop};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError};
 use cairn_proto::mds::{
-    FsStat, KIND_MDS_POLL, KIND_MDS_REQUEST, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply,
-    MdsReply, MdsRequest, MdsStatus, POLL_WAIT_MS_MAX, ROOT_INO, SessionInfo, SlowRequest, Time,
+    BatchResult, FsStat, KIND_MDS_POLL, KIND_MDS_REQUEST, MdsAnswer, MdsError, MdsOp, MdsPoll,
+    MdsPollReply, MdsReply, MdsRequest, MdsStatus, POLL_WAIT_MS_MAX, ROOT_INO, SessionInfo,
+    SlowRequest, Time,
 };
 use cairn_proto::mon::{MdsRole, MonCommand, Reply};
 use cairn_wire::{Frame, ServeOptions};
 use serde_bytes::ByteBuf;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -225,6 +226,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         cache_target: config.cache_bytes_max,
         buffer_waiters: HashMap::new(),
         complaint: Duration::from_millis(config.complaint_ms),
+        takeover_reserved: replayed.head.ino_reserved,
     };
     let stat = Arc::clone(&actor.stat);
     let actor_task = tokio::spawn(actor.run(requests_rx));
@@ -383,6 +385,95 @@ struct Session {
     last_seen: Instant,
     /// Opens per inode the session holds.
     opens: HashMap<u64, u32>,
+    /// Inode number ranges `[first, end)` delegated to it (the latest
+    /// few), for its asynchronous creates.
+    inos: VecDeque<(u64, u64)>,
+}
+
+impl Session {
+    fn owns_ino(&self, ino: u64) -> bool {
+        self.inos
+            .iter()
+            .any(|(first, end)| (*first..*end).contains(&ino))
+    }
+
+    fn delegated(&mut self, first: u64, end: u64) {
+        self.inos.push_back((first, end));
+        while self.inos.len() > INO_RANGES_KEPT {
+            self.inos.pop_front();
+        }
+    }
+}
+
+/// Inode ranges remembered per session: a client asks for the next one
+/// when half of its current one is used, so creates from older ones have
+/// long been applied.
+const INO_RANGES_KEPT: usize = 8;
+
+/// The most inode numbers one `TakeInos` hands out.
+const INOS_PER_TAKE_MAX: u32 = 65_536;
+
+/// The ops a `Batch` may hold: what a client answers itself under a
+/// directory delegation.
+fn batchable(op: &MdsOp) -> bool {
+    matches!(
+        op,
+        MdsOp::Create { ino: Some(_), .. }
+            | MdsOp::Unlink { .. }
+            | MdsOp::Release { .. }
+            | MdsOp::Written { .. }
+            | MdsOp::Returned { .. }
+    )
+}
+
+/// The inodes whose state `op` reads or changes, as far as a buffer
+/// lease or a directory delegation held by another session matters: the
+/// inode it names, the directories whose entries it reads or changes, and
+/// (if cached) the inodes those names lead to.
+fn touched(op: &MdsOp, ns: &Namespace, out: &mut Vec<u64>) {
+    match op {
+        MdsOp::GetAttr { ino }
+        | MdsOp::SetAttr { ino, .. }
+        | MdsOp::Open { ino, .. }
+        | MdsOp::Written { ino, .. }
+        | MdsOp::ReadDir { ino, .. }
+        | MdsOp::SetXattr { ino, .. }
+        | MdsOp::GetXattr { ino, .. }
+        | MdsOp::ListXattr { ino }
+        | MdsOp::RemoveXattr { ino, .. } => out.push(*ino),
+        MdsOp::Link { ino, parent, .. } => out.extend([*ino, *parent]),
+        MdsOp::Lookup { parent, .. }
+        | MdsOp::Create { parent, .. }
+        | MdsOp::Symlink { parent, .. } => out.push(*parent),
+        MdsOp::Unlink { parent, name, .. } | MdsOp::Rmdir { parent, name } => {
+            out.push(*parent);
+            out.extend(ns.peek(*parent, name));
+        }
+        MdsOp::Rename {
+            parent,
+            name,
+            new_parent,
+            new_name,
+            ..
+        } => {
+            out.extend([*parent, *new_parent]);
+            out.extend(ns.peek(*parent, name));
+            out.extend(ns.peek(*new_parent, new_name));
+        }
+        MdsOp::Batch { ops } => {
+            for b in ops {
+                touched(&b.op, ns, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How the actor answers a request.
+enum Answer {
+    Now(MdsReply),
+    /// Once everything journaled so far is durable.
+    WhenDurable(MdsAnswer),
 }
 
 enum ActorMsg {
@@ -434,6 +525,9 @@ struct Actor {
     buffer_waiters: HashMap<u64, Vec<(MdsRequest, oneshot::Sender<MdsReply>)>>,
     /// A request in flight this long is slow.
     complaint: Duration,
+    /// Inode numbers below this may have been handed out before this MDS
+    /// took over.
+    takeover_reserved: u64,
 }
 
 impl Actor {
@@ -468,23 +562,13 @@ impl Actor {
     /// session buffers: then it waits for that session's flush.
     async fn dispatch(&mut self, request: MdsRequest, reply: oneshot::Sender<MdsReply>) {
         let now = Instant::now();
-        let explicit = match request.op {
-            MdsOp::GetAttr { ino }
-            | MdsOp::SetAttr { ino, .. }
-            | MdsOp::Open { ino, .. }
-            | MdsOp::Link { ino, .. }
-            | MdsOp::Written { ino, .. } => Some(ino),
-            _ => None,
-        };
-        if let Some(ino) = explicit
-            && let Some(holder) = self.leases.buffer_holder(ino, now)
-            && holder != request.session
-        {
-            self.park(ino, holder, request, reply);
-            return;
-        }
+        // A file another session buffers (its size is the one that session
+        // will report), or a directory another session holds the
+        // delegation of (it may have answered creates and unlinks there
+        // that it has not sent yet): the holder flushes first.
         // A file moved to another directory takes its usage to another
-        // quota realm: its size must be the one its writer will report.
+        // quota realm: its size must be the one its writer will report,
+        // even when the writer is the one moving it.
         if let MdsOp::Rename {
             parent,
             name,
@@ -498,11 +582,21 @@ impl Actor {
             self.park(ino, holder, request, reply);
             return;
         }
+        let mut inos = Vec::new();
+        touched(&request.op, &self.ns, &mut inos);
+        for ino in inos {
+            if let Some(holder) = self.leases.buffer_holder(ino, now)
+                && holder != request.session
+            {
+                self.park(ino, holder, request, reply);
+                return;
+            }
+        }
         let lookup = matches!(request.op, MdsOp::Lookup { .. }).then(|| request.clone());
         let answer = self.request(request).await;
         if let (
             Some(lookup),
-            Some(MdsReply {
+            Answer::Now(MdsReply {
                 result: Ok(MdsAnswer::Attr(a)),
                 ..
             }),
@@ -517,9 +611,9 @@ impl Actor {
         }
         let waits = std::mem::take(&mut self.recall_waits);
         match answer {
-            Some(answer) if waits.is_empty() => drop(reply.send(answer)),
-            Some(answer) => self.reply_after_recalls(waits, answer, reply),
-            None => self.reply_when_durable(reply),
+            Answer::Now(answer) if waits.is_empty() => drop(reply.send(answer)),
+            Answer::Now(answer) => self.reply_after_recalls(waits, answer, reply),
+            Answer::WhenDurable(answer) => self.reply_when_durable(answer, reply),
         }
     }
 
@@ -627,6 +721,7 @@ impl Actor {
                 name: String::new(),
                 last_seen: Instant::now(),
                 opens: HashMap::new(),
+                inos: VecDeque::new(),
             })
             .last_seen = Instant::now();
     }
@@ -745,10 +840,14 @@ impl Actor {
         match answer {
             Some(MdsAnswer::Created { attr, buffer }) => {
                 self.leases.grant_attrs(attr.ino, session, now);
-                // Its maker may keep written data past close (nobody else
-                // can know the file yet).
+                // Its maker may keep written data past close, or answer
+                // creates in the directory itself (nobody else can know
+                // the inode yet).
                 if *buffer {
                     self.leases.grant_buffer(attr.ino, session, now);
+                }
+                if attr.mode & libc::S_IFMT == libc::S_IFDIR {
+                    self.leases.grant_entries(attr.ino, session, now);
                 }
             }
             // A removed directory's last attributes: nothing to lease.
@@ -899,8 +998,8 @@ impl Actor {
         }
     }
 
-    /// Sends `reply` once everything handed out so far is durable.
-    fn reply_when_durable(&self, reply: oneshot::Sender<MdsReply>) {
+    /// Sends `answer` once everything handed out so far is durable.
+    fn reply_when_durable(&self, answer: MdsAnswer, reply: oneshot::Sender<MdsReply>) {
         let target = self.seq;
         self.flush_now.notify_one();
         let mut durable = self.durable.clone();
@@ -908,7 +1007,7 @@ impl Actor {
             let reached = durable.wait_for(|d| *d >= target).await.map(|d| *d);
             let answer = match reached {
                 Ok(d) => MdsReply {
-                    result: Ok(MdsAnswer::Done),
+                    result: Ok(answer),
                     journal_seq: None,
                     durable_seq: d,
                 },
@@ -965,18 +1064,20 @@ impl Actor {
         Some(evicted.reason.clone())
     }
 
-    /// Answers a request; `None` for a `Sync` (answered once durable).
-    async fn request(&mut self, request: MdsRequest) -> Option<MdsReply> {
+    /// Answers a request, now or (`Sync`, `TakeInos`) once durable.
+    async fn request(&mut self, request: MdsRequest) -> Answer {
         let durable_seq = *self.durable.borrow();
-        let reply = |result, journal_seq| MdsReply {
-            result,
-            journal_seq,
-            durable_seq,
+        let reply = |result, journal_seq| {
+            Answer::Now(MdsReply {
+                result,
+                journal_seq,
+                durable_seq,
+            })
         };
         // Administration: no session of its own.
         match &request.op {
-            MdsOp::Sessions => return Some(reply(Ok(self.sessions_info()), None)),
-            MdsOp::Status => return Some(reply(Ok(self.status()), None)),
+            MdsOp::Sessions => return reply(Ok(self.sessions_info()), None),
+            MdsOp::Status => return reply(Ok(self.status()), None),
             MdsOp::Evict { session } => {
                 let found = self.sessions.contains_key(session);
                 if found {
@@ -988,12 +1089,12 @@ impl Actor {
                 } else {
                     Err(MdsError::Errno(libc::ENOENT))
                 };
-                return Some(reply(result, None));
+                return reply(result, None);
             }
             _ => {}
         }
         if let Some(why) = self.refused(&request) {
-            return Some(reply(Err(MdsError::Evicted(why)), None));
+            return reply(Err(MdsError::Evicted(why)), None);
         }
         self.touch(request.session);
         if let MdsOp::Hello { name } = &request.op {
@@ -1004,21 +1105,32 @@ impl Actor {
             if let Ok(a) = &answer {
                 self.grant(request.session, &request.op, Some(a));
             }
-            return Some(reply(answer, None));
+            return reply(answer, None);
         }
         if let MdsOp::Returned { ino } = request.op {
             if self.leases.end_buffer(ino, request.session) {
                 self.wake_buffer_waiters();
             }
-            return Some(reply(Ok(MdsAnswer::Done), None));
+            return reply(Ok(MdsAnswer::Done), None);
         }
         if let MdsOp::Reassert {
             attrs,
             dirs,
             buffers,
+            inos,
         } = &request.op
         {
             let now = Instant::now();
+            // Ranges an earlier MDS delegated (below the mark this one
+            // took over at; this one delegates only above it).
+            let below = self.takeover_reserved;
+            if let Some(s) = self.sessions.get_mut(&request.session) {
+                for (first, end) in inos {
+                    if first < end && *end <= below && !s.owns_ino(*first) {
+                        s.delegated(*first, *end);
+                    }
+                }
+            }
             for ino in buffers {
                 self.leases.grant_buffer(*ino, request.session, now);
             }
@@ -1028,13 +1140,81 @@ impl Actor {
             for dir in dirs {
                 self.leases.grant_entries(*dir, request.session, now);
             }
-            return Some(reply(Ok(MdsAnswer::Done), None));
+            return reply(Ok(MdsAnswer::Done), None);
         }
         if matches!(request.op, MdsOp::Sync) {
-            return None;
+            return Answer::WhenDurable(MdsAnswer::Done);
         }
         if Instant::now() < self.replaying_until && !request.replay {
-            return Some(reply(Err(MdsError::Busy), None));
+            return reply(Err(MdsError::Busy), None);
+        }
+        if let MdsOp::TakeInos { count } = request.op {
+            // Answered once the reservation is durable: a new MDS must
+            // never hand these numbers out again.
+            let count = count.clamp(1, INOS_PER_TAKE_MAX);
+            let (first, deltas) = self.ns.allocate_range(u64::from(count));
+            self.journal_deltas(request.session, request.tid, deltas)
+                .await;
+            if let Some(s) = self.sessions.get_mut(&request.session) {
+                s.delegated(first, first + u64::from(count));
+            }
+            return Answer::WhenDurable(MdsAnswer::Inos { first, count });
+        }
+        if let MdsOp::Batch { ops } = request.op {
+            let mut results = Vec::with_capacity(ops.len());
+            for op in ops {
+                if !batchable(&op.op) {
+                    results.push(BatchResult {
+                        result: Err(MdsError::BadRequest(format!(
+                            "{} cannot be batched",
+                            op.op.kind()
+                        ))),
+                        journal_seq: None,
+                    });
+                    continue;
+                }
+                // Using a delegation renews it.
+                if let MdsOp::Create { parent, .. } | MdsOp::Unlink { parent, .. } = &op.op
+                    && self.leases.buffer_holder(*parent, Instant::now()) == Some(request.session)
+                {
+                    self.leases
+                        .grant_buffer(*parent, request.session, Instant::now());
+                }
+                let one = MdsRequest {
+                    session: request.session,
+                    tid: op.tid,
+                    caller: op.caller,
+                    replay: request.replay,
+                    op: op.op,
+                };
+                results.push(match Box::pin(self.request(one)).await {
+                    Answer::Now(r) => BatchResult {
+                        result: r.result,
+                        journal_seq: r.journal_seq,
+                    },
+                    Answer::WhenDurable(_) => BatchResult {
+                        result: Err(MdsError::BadRequest("not batchable".into())),
+                        journal_seq: None,
+                    },
+                });
+            }
+            return reply(Ok(MdsAnswer::Batch(results)), None);
+        }
+        // A number the client chose itself must be one delegated to it
+        // (a replay keeps the number its first answer gave).
+        if let MdsOp::Create { ino: Some(ino), .. } = request.op
+            && !request.replay
+            && !self
+                .sessions
+                .get(&request.session)
+                .is_some_and(|s| s.owns_ino(ino))
+        {
+            return reply(
+                Err(MdsError::BadRequest(format!(
+                    "inode number {ino} was not delegated to this session"
+                ))),
+                None,
+            );
         }
         if let MdsOp::GetLock {
             ino,
@@ -1051,7 +1231,7 @@ impl Actor {
                 end,
             };
             let found = self.locks.conflict(ino, range, kind);
-            return Some(reply(Ok(MdsAnswer::Lock(found)), None));
+            return reply(Ok(MdsAnswer::Lock(found)), None);
         }
         if let MdsOp::StatFs = request.op {
             let mut stat = self.stat.lock().map(|s| *s).unwrap_or_default();
@@ -1063,14 +1243,14 @@ impl Actor {
                 Ok(_) => self.ns.root_usage().files.unsigned_abs() + 1,
                 Err(_) => 0,
             };
-            return Some(reply(Ok(MdsAnswer::StatFs(stat)), None));
+            return reply(Ok(MdsAnswer::StatFs(stat)), None);
         }
         let key = (request.session, request.tid);
         if request.op.is_change() && self.completed.contains_key(&key) {
             // A resend of a change already made: answer as it stands now.
             let answer = self.answer_again(&request).await;
             self.grant(request.session, &request.op, answer.as_ref().ok());
-            return Some(reply(answer, None));
+            return reply(answer, None);
         }
         let outcome = self.execute(&request).await;
         match outcome {
@@ -1079,7 +1259,7 @@ impl Actor {
                     // A name found missing may be cached as missing.
                     self.grant(request.session, &request.op, None);
                 }
-                Some(reply(Err(e), None))
+                reply(Err(e), None)
             }
             Ok(mut outcome) => {
                 self.track_opens(&request);
@@ -1097,6 +1277,19 @@ impl Actor {
                         buffer,
                     };
                 }
+                // A directory made outside any quota limit: its maker
+                // holds its delegation.
+                if let (MdsOp::Create { parent, .. }, MdsAnswer::Attr(attr)) =
+                    (&request.op, &outcome.answer)
+                    && attr.mode & libc::S_IFMT == libc::S_IFDIR
+                    && !request.replay
+                    && !self.ns.limited(*parent)
+                {
+                    outcome.answer = MdsAnswer::Created {
+                        attr: attr.clone(),
+                        buffer: true,
+                    };
+                }
                 self.grant(request.session, &request.op, Some(&outcome.answer));
                 let seq = self
                     .change(request.session, request.tid, outcome.deltas)
@@ -1111,7 +1304,7 @@ impl Actor {
                 if let Some(seq) = seq {
                     self.remember(key, seq);
                 }
-                Some(reply(Ok(outcome.answer), seq))
+                reply(Ok(outcome.answer), seq)
             }
         }
     }

@@ -162,6 +162,43 @@ fn check_name(name: &[u8]) -> Result<(), Stop> {
     Ok(())
 }
 
+/// Whether `name` may name a new entry (the MDS answers the rest).
+#[must_use]
+pub fn creatable_name(name: &[u8]) -> bool {
+    check_name(name).is_ok() && !is_dot(name)
+}
+
+/// The attributes of a new inode `ino` of type `kind` (`S_IFMT` bits)
+/// made by `caller` in a directory with attributes `parent` at `now`: a
+/// setgid directory hands its group down, and its setgid bit to
+/// subdirectories. The MDS makes inodes so, and a client answering a
+/// create itself (under a directory delegation) the same way.
+#[must_use]
+pub fn new_attr(ino: u64, kind: u32, mode: u32, caller: Caller, parent: &Attr, now: Time) -> Attr {
+    let mut mode = kind | (mode & 0o7777);
+    let mut gid = caller.gid;
+    if parent.mode & S_ISGID != 0 {
+        gid = parent.gid;
+        if kind == S_IFDIR {
+            mode |= S_ISGID;
+        }
+    }
+    Attr {
+        ino,
+        size: 0,
+        mode,
+        nlink: if kind == S_IFDIR { 2 } else { 1 },
+        uid: caller.uid,
+        gid,
+        rdev: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        btime: now,
+        layout: parent.layout,
+    }
+}
+
 fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
 }
@@ -231,6 +268,31 @@ impl Namespace {
         (self.inodes.len(), self.dirs.len())
     }
 
+    /// Hands out `count` fresh inode numbers at once (a delegation to a
+    /// client): the first, with the deltas reserving them.
+    pub fn allocate_range(&mut self, count: u64) -> (u64, Vec<Delta>) {
+        let first = self.next_ino;
+        self.next_ino += count;
+        let mut deltas = Vec::new();
+        self.reserve_to_next(&mut deltas);
+        (first, deltas)
+    }
+
+    /// Moves the reserved mark past the next number to hand out.
+    fn reserve_to_next(&mut self, deltas: &mut Vec<Delta>) {
+        if self.next_ino > self.ino_reserved {
+            self.ino_reserved = self.next_ino + INO_RESERVE_STEP;
+            deltas.push(Delta::InoReserved(self.ino_reserved));
+        }
+    }
+
+    /// Inode numbers below this may have been handed out (by this MDS or
+    /// an earlier one).
+    #[must_use]
+    pub fn ino_reserved(&self) -> u64 {
+        self.ino_reserved
+    }
+
     /// A number handed out ([`Outcome`]s of replays carry their own); it
     /// must not be given again.
     pub fn saw_ino(&mut self, ino: u64) {
@@ -295,6 +357,8 @@ impl Namespace {
             | MdsOp::Returned { .. }
             | MdsOp::Sessions
             | MdsOp::Status
+            | MdsOp::TakeInos { .. }
+            | MdsOp::Batch { .. }
             | MdsOp::Evict { .. } => Err(errno(libc::EINVAL)),
             MdsOp::Lookup { parent, name } => self.lookup(*parent, name),
             MdsOp::GetAttr { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
@@ -306,6 +370,7 @@ impl Namespace {
                 rdev,
                 open,
                 ino,
+                time,
                 ..
             } => {
                 let node = NewNode {
@@ -314,7 +379,8 @@ impl Namespace {
                     target: None,
                     open: *open,
                 };
-                self.create(*parent, name, node, *ino, caller, now)
+                // An asynchronous create keeps the time its client gave.
+                self.create(*parent, name, node, *ino, caller, time.unwrap_or(now))
             }
             MdsOp::Symlink {
                 parent,
@@ -334,7 +400,10 @@ impl Namespace {
                 self.create(*parent, name, node, *ino, caller, now)
             }
             MdsOp::Link { ino, parent, name } => self.link(*ino, *parent, name, now),
-            MdsOp::Unlink { parent, name } => self.unlink(*parent, name, false, now),
+            MdsOp::Unlink { parent, name, time } => {
+                // An asynchronous unlink keeps the time its client gave.
+                self.unlink(*parent, name, false, time.unwrap_or(now))
+            }
             MdsOp::Rmdir { parent, name } => self.unlink(*parent, name, true, now),
             MdsOp::Rename {
                 parent,
@@ -411,10 +480,7 @@ impl Namespace {
             _ => self.next_ino,
         };
         self.next_ino = self.next_ino.max(ino + 1);
-        if self.next_ino > self.ino_reserved {
-            self.ino_reserved = self.next_ino + INO_RESERVE_STEP;
-            deltas.push(Delta::InoReserved(self.ino_reserved));
-        }
+        self.reserve_to_next(deltas);
         Ok(ino)
     }
 
@@ -441,31 +507,11 @@ impl Namespace {
         let parent_rec = self.inode(parent)?.clone();
         let mut deltas = Vec::new();
         let ino = self.allocate_ino(asked_ino, &mut deltas)?;
-        let mut mode = kind | (node.mode & 0o7777);
-        let mut gid = caller.gid;
-        if parent_rec.attr.mode & S_ISGID != 0 {
-            // A setgid directory hands its group down, and its setgid bit
-            // to subdirectories.
-            gid = parent_rec.attr.gid;
-            if kind == S_IFDIR {
-                mode |= S_ISGID;
-            }
-        }
+        let mut attr = new_attr(ino, kind, node.mode, caller, &parent_rec.attr, now);
+        attr.size = node.target.as_ref().map_or(0, |t| t.len() as u64);
+        attr.rdev = node.rdev;
         let rec = InodeRec {
-            attr: Attr {
-                ino,
-                size: node.target.as_ref().map_or(0, |t| t.len() as u64),
-                mode,
-                nlink: if kind == S_IFDIR { 2 } else { 1 },
-                uid: caller.uid,
-                gid,
-                rdev: node.rdev,
-                atime: now,
-                mtime: now,
-                ctime: now,
-                btime: now,
-                layout: parent_rec.attr.layout,
-            },
+            attr,
             parent,
             xattrs: Vec::new(),
             target: node.target,

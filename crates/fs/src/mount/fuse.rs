@@ -15,7 +15,7 @@ use crate::mount::limits::{
     DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, READDIR_PAGE_ENTRIES,
     REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
 };
-use crate::mount::session::MdsSession;
+use crate::mount::session::{Here, MdsSession};
 use bytes::Bytes;
 use cairn_proto::mds::{
     Attr, Caller, Errno, Layout, LockKind, MdsAnswer, MdsOp, SetAttr, SetTime, Time,
@@ -302,7 +302,9 @@ impl Core {
     /// The attributes `op` answers and how long the kernel may cache them.
     async fn leased_attr(&self, op: MdsOp, who: Caller) -> Result<(Attr, Duration), Errno> {
         match self.session.call_leased(op, who).await {
-            (Ok(MdsAnswer::Attr(a)), ttl) => Ok((self.merge(a), ttl)),
+            (Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. }), ttl) => {
+                Ok((self.merge(a), ttl))
+            }
             (Ok(_), _) => Err(libc::EIO),
             (Err(e), _) => Err(e),
         }
@@ -764,6 +766,25 @@ impl Core {
         self.leased_attr(MdsOp::SetAttr { ino, set }, who).await
     }
 
+    /// Answers a create made here (under a directory delegation).
+    fn created_here(&self, (a, ttl): (Attr, Duration), flags: i32, reply: ReplyCreate) {
+        let fh = self.opened(&a, flags);
+        if let Some(state) = self.file(a.ino)
+            && let Ok(mut s) = state.try_lock()
+        {
+            // Its maker may keep written data past close, as with a
+            // buffer lease from the MDS.
+            s.buffered_until = Some(Instant::now() + ttl);
+        }
+        reply.created(
+            &ttl,
+            &file_attr(&a),
+            Generation(0),
+            FileHandle(fh),
+            fopen_flags(flags),
+        );
+    }
+
     /// Whether `ino` has nothing to flush (checked without waiting).
     fn clean(&self, ino: u64) -> bool {
         let Some(state) = self.file(ino) else {
@@ -875,9 +896,11 @@ impl Core {
                 drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
             }
         }
-        // A recall of a file this mount no longer knows: nothing is kept.
+        // A recall of a file this mount no longer knows (nothing is
+        // kept), or of a directory's delegation (the outbox is sent first).
         for ino in wanted {
             if self.file(*ino).is_none() {
+                self.session.unbuffered(*ino);
                 drop(
                     self.call(MdsOp::Returned { ino: *ino }, Caller::default())
                         .await,
@@ -1078,6 +1101,11 @@ impl Filesystem for CairnFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some((a, ttl)) = self.core.session.attr_here(ino.0) {
+            // A directory delegated to this mount: it knows its attributes.
+            reply.attr(&ttl, &file_attr(&a));
+            return;
+        }
         let who = caller(req);
         self.spawn(|core| async move {
             match core.leased_attr(MdsOp::GetAttr { ino: ino.0 }, who).await {
@@ -1157,6 +1185,7 @@ impl Filesystem for CairnFs {
                 rdev,
                 open: false,
                 ino: None,
+                time: None,
             };
             reply_entry(reply, core.leased_attr(op, who).await);
         });
@@ -1182,19 +1211,30 @@ impl Filesystem for CairnFs {
                 rdev: 0,
                 open: false,
                 ino: None,
+                time: None,
             };
             reply_entry(reply, core.leased_attr(op, who).await);
         });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let (who, name) = (caller(req), name_buf(name));
+        let who = caller(req);
+        if self
+            .core
+            .session
+            .unlink_here(parent.0, name.as_bytes(), who, now())
+        {
+            reply.ok();
+            return;
+        }
+        let name = name_buf(name);
         self.spawn(|core| async move {
             let r = core
                 .call(
                     MdsOp::Unlink {
                         parent: parent.0,
                         name,
+                        time: None,
                     },
                     who,
                 )
@@ -1317,8 +1357,32 @@ impl Filesystem for CairnFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let (who, name) = (caller(req), name_buf(name));
+        let who = caller(req);
+        // Answered here under the directory's delegation (the MDS hears of
+        // it in the next batch), if this mount may.
+        let here = self
+            .core
+            .session
+            .create_here(parent.0, name.as_bytes(), mode, who, now());
+        let reply = match here {
+            Here::Done(made) => {
+                self.core.created_here(made, flags, reply);
+                return;
+            }
+            Here::Wait | Here::Mds => reply,
+        };
+        let wait = matches!(here, Here::Wait);
+        let name = name_buf(name);
         self.spawn(|core| async move {
+            if wait {
+                core.session.room_here().await;
+                if let Here::Done(made) =
+                    core.session.create_here(parent.0, &name, mode, who, now())
+                {
+                    core.created_here(made, flags, reply);
+                    return;
+                }
+            }
             let mode = libc::S_IFREG | (mode & 0o7777);
             let op = MdsOp::Create {
                 parent: parent.0,
@@ -1328,6 +1392,7 @@ impl Filesystem for CairnFs {
                 rdev: 0,
                 open: true,
                 ino: None,
+                time: None,
             };
             let made = match core.session.call_leased(op, who).await {
                 (Ok(MdsAnswer::Created { attr, buffer }), ttl) => Ok((attr, buffer, ttl)),
@@ -1454,12 +1519,7 @@ impl Filesystem for CairnFs {
             // The MDS hears of the close in the background: the kernel
             // does not wait for a release, and its answer changes nothing.
             reply.ok();
-            self.spawn(|core| async move {
-                let released = core.call(MdsOp::Release { ino: ino.0 }, Caller::default());
-                if let Err(errno) = released.await {
-                    tracing::debug!(errno, "release");
-                }
-            });
+            self.core.session.release_later(ino.0);
             return;
         }
         self.spawn(|core| async move {

@@ -54,3 +54,18 @@ pub const KEEP_LEASE_MARGIN_MS: u64 = 10_000;
 /// A size reported to the MDS is still merged into answers this long (an
 /// answer the MDS gave before the report may arrive after it).
 pub const REPORTED_KEPT_MS: u64 = 5_000;
+
+/// Inode numbers asked of the MDS at a time for asynchronous creates; the
+/// next batch is asked for when half are used.
+pub const INOS_PER_TAKE: u32 = 4096;
+
+/// Changes answered by the mount itself (asynchronous creates, unlinks
+/// and releases) waiting to be sent: past this, calls wait for the MDS.
+pub const OUTBOX_MAX: u64 = 8192;
+
+/// The most changes sent in one `Batch`.
+pub const BATCH_OPS_MAX: usize = 1024;
+
+/// A delegation is used only while this much of it is left, so a batch
+/// sent now reaches the MDS before it ends.
+pub const DELEGATION_MARGIN_MS: u64 = 10_000;

@@ -6,18 +6,21 @@
 //! new MDS.
 
 use crate::mds::locks::{self, LockRange, Locks};
+use crate::mds::namespace;
 use crate::mount::limits::{
-    LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS,
-    POLL_WAIT_MS, REASSERT_BATCH, REINVALIDATE_MS,
+    BATCH_OPS_MAX, DELEGATION_MARGIN_MS, INOS_PER_TAKE, LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS,
+    MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, OUTBOX_MAX, POLL_WAIT_MS, REASSERT_BATCH,
+    REINVALIDATE_MS,
 };
 use bytes::Bytes;
 use cairn_client::Client;
 use cairn_proto::mds::{
-    Caller, Errno, Inval, LockKind, MdsAnswer, MdsError, MdsOp, MdsPoll, MdsPollReply, MdsReply,
-    MdsRequest,
+    Attr, BatchOp, Caller, Errno, Inval, LockKind, MdsAnswer, MdsError, MdsOp, MdsPoll,
+    MdsPollReply, MdsReply, MdsRequest, Time,
 };
 use cairn_proto::mon::{MonCommand, Reply};
 use cairn_wire::{ConnectOptions, Connection};
+use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -79,6 +82,84 @@ struct Inner {
     /// The advisory locks the MDS granted this mount (as session 0), taken
     /// again from a new MDS after a failover.
     locks: Mutex<Locks>,
+    /// Directories this mount holds the delegation of: it answers creates
+    /// and unlinks there itself. Lock order: `delegated`, `complete`,
+    /// `inos`, `outbox`.
+    delegated: Mutex<HashMap<u64, Delegation>>,
+    /// Inode numbers the MDS delegated for those creates.
+    inos: Mutex<InoPool>,
+    /// Changes answered here, in order, waiting to go in a `Batch`.
+    outbox: Mutex<Vec<BatchOp>>,
+    outbox_wake: tokio::sync::Notify,
+    /// Changes ever put in the outbox, and those the MDS has answered (or
+    /// that failed): every call waits until the MDS has what came before.
+    queued: AtomicU64,
+    applied: tokio::sync::watch::Sender<u64>,
+    /// The runtime background work is spawned on (calls come from FUSE
+    /// threads too).
+    rt: tokio::runtime::Handle,
+}
+
+/// A directory this mount holds the delegation of.
+#[derive(Debug, Clone)]
+struct Delegation {
+    /// Its attributes as the MDS last answered them (a new file's group
+    /// and layout come from them).
+    attr: Attr,
+    until: Instant,
+}
+
+/// Inode numbers delegated to this session.
+#[derive(Debug, Default)]
+struct InoPool {
+    /// Unused numbers, `[next, end)` ranges in order.
+    free: VecDeque<(u64, u64)>,
+    /// The latest ranges granted, told to a new MDS after a failover (a
+    /// create from one may still be in the outbox).
+    granted: VecDeque<(u64, u64)>,
+    /// A `TakeInos` is on its way.
+    asking: bool,
+}
+
+/// What a mount may answer itself.
+#[derive(Debug)]
+pub enum Here<T> {
+    /// Answered here.
+    Done(T),
+    /// It could be once the outbox has room or inode numbers come.
+    Wait,
+    /// Only the MDS can answer.
+    Mds,
+}
+
+/// How far back in the outbox a release looks for its file's create.
+const RELEASE_SCAN: usize = 64;
+
+/// Ranges [`InoPool::granted`] keeps (the MDS remembers as many).
+const INO_RANGES_KEPT: usize = 8;
+
+impl InoPool {
+    fn left(&self) -> u64 {
+        self.free.iter().map(|(next, end)| end - next).sum()
+    }
+
+    fn take(&mut self) -> Option<u64> {
+        let front = self.free.front_mut()?;
+        let ino = front.0;
+        front.0 += 1;
+        if front.0 >= front.1 {
+            self.free.pop_front();
+        }
+        Some(ino)
+    }
+
+    fn add(&mut self, first: u64, end: u64) {
+        self.free.push_back((first, end));
+        self.granted.push_back((first, end));
+        while self.granted.len() > INO_RANGES_KEPT {
+            self.granted.pop_front();
+        }
+    }
 }
 
 /// Called with each inode recalled.
@@ -154,6 +235,13 @@ impl MdsSession {
                 invalidator: OnceLock::new(),
                 evicted_until: Mutex::new(None),
                 locks: Mutex::new(Locks::default()),
+                delegated: Mutex::new(HashMap::new()),
+                inos: Mutex::new(InoPool::default()),
+                outbox: Mutex::new(Vec::new()),
+                outbox_wake: tokio::sync::Notify::new(),
+                queued: AtomicU64::new(0),
+                applied: tokio::sync::watch::channel(0).0,
+                rt: tokio::runtime::Handle::current(),
             }),
         };
         let hello = session
@@ -165,6 +253,8 @@ impl MdsSession {
             )
             .await?;
         tokio::spawn(poll_forever(Arc::downgrade(&session.inner)));
+        tokio::spawn(send_forever(Arc::downgrade(&session.inner)));
+        session.want_inos();
         Ok((session, hello))
     }
 
@@ -221,6 +311,312 @@ impl MdsSession {
         lock(&self.inner.buffers).remove(&ino);
     }
 
+    /// Answers the create of regular file `name` in `parent` here, without
+    /// the MDS, when this mount holds the directory's delegation, knows
+    /// its entries (so the name is free) and has a delegated inode number:
+    /// the file's attributes and how long the kernel may cache them. The
+    /// create goes to the MDS in the next batch; `None`: ask the MDS.
+    pub fn create_here(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        caller: Caller,
+        time: Time,
+    ) -> Here<(Attr, Duration)> {
+        if !namespace::creatable_name(name) {
+            return Here::Mds;
+        }
+        let mut delegated = lock(&self.inner.delegated);
+        let (attr, left) = {
+            let Some(d) = delegated.get_mut(&parent) else {
+                return Here::Mds;
+            };
+            let Some(left) = self.delegation_left(d) else {
+                return Here::Mds;
+            };
+            let mut complete = lock(&self.inner.complete);
+            let Some(names) = complete.get_mut(&parent) else {
+                return Here::Mds;
+            };
+            if names.contains(name) {
+                return Here::Mds;
+            }
+            if self.outbox_full() {
+                return Here::Wait;
+            }
+            let Some(ino) = self.take_ino() else {
+                return Here::Wait;
+            };
+            names.insert(name.to_vec());
+            let attr = namespace::new_attr(ino, libc::S_IFREG, mode, caller, &d.attr, time);
+            d.attr.mtime = time;
+            d.attr.ctime = time;
+            (attr, left)
+        };
+        self.queue(
+            MdsOp::Create {
+                parent,
+                name: ByteBuf::from(name),
+                mode: attr.mode,
+                umask: 0,
+                rdev: 0,
+                open: true,
+                ino: Some(attr.ino),
+                time: Some(time),
+            },
+            caller,
+        );
+        drop(delegated);
+        let until = Instant::now() + left;
+        let mut held = lock(&self.inner.held);
+        held.attrs.insert(attr.ino, until);
+        held.dirs.insert(parent, until);
+        lock(&self.inner.buffers).insert(attr.ino);
+        Here::Done((attr, left))
+    }
+
+    /// Waits until a create answered here could go ahead: the outbox has
+    /// room and inode numbers are delegated (or a second has passed).
+    pub async fn room_here(&self) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            let ready = !self.outbox_full() && lock(&self.inner.inos).left() > 0;
+            if ready {
+                return;
+            }
+            if lock(&self.inner.inos).left() == 0 {
+                self.want_inos();
+            }
+            let mut applied = self.inner.applied.subscribe();
+            let moved = applied.changed();
+            drop(tokio::time::timeout(Duration::from_millis(5), moved).await);
+        }
+    }
+
+    fn outbox_full(&self) -> bool {
+        self.inner
+            .queued
+            .load(Ordering::Acquire)
+            .saturating_sub(*self.inner.applied.borrow())
+            >= OUTBOX_MAX
+    }
+
+    /// Answers the unlink of `name` from `parent` here, without the MDS,
+    /// when this mount holds the directory's delegation and knows the
+    /// name is there (the kernel has checked it is no directory and that
+    /// the caller may remove it). `false`: ask the MDS.
+    pub fn unlink_here(&self, parent: u64, name: &[u8], caller: Caller, time: Time) -> bool {
+        let mut delegated = lock(&self.inner.delegated);
+        let Some(d) = delegated.get_mut(&parent) else {
+            return false;
+        };
+        if self.delegation_left(d).is_none() || self.outbox_full() {
+            return false;
+        }
+        let mut complete = lock(&self.inner.complete);
+        let Some(names) = complete.get_mut(&parent) else {
+            return false;
+        };
+        if !names.remove(name) {
+            return false;
+        }
+        drop(complete);
+        d.attr.mtime = time;
+        d.attr.ctime = time;
+        self.queue(
+            MdsOp::Unlink {
+                parent,
+                name: ByteBuf::from(name),
+                time: Some(time),
+            },
+            caller,
+        );
+        true
+    }
+
+    /// The attributes of a directory this mount holds the delegation of
+    /// (with the times of the changes it answered there itself), and how
+    /// long the kernel may cache them.
+    pub fn attr_here(&self, ino: u64) -> Option<(Attr, Duration)> {
+        let delegated = lock(&self.inner.delegated);
+        let d = delegated.get(&ino)?;
+        let left = d.until.saturating_duration_since(Instant::now());
+        (left > Duration::from_millis(DELEGATION_MARGIN_MS)).then(|| (d.attr.clone(), left))
+    }
+
+    /// What is left of delegation `d` to use, if enough (a batch sent now
+    /// must reach the MDS before it ends).
+    fn delegation_left(&self, d: &Delegation) -> Option<Duration> {
+        let left = d.until.saturating_duration_since(Instant::now());
+        (left > Duration::from_millis(DELEGATION_MARGIN_MS)).then_some(left)
+    }
+
+    /// A delegated inode number; asks for more when half are used.
+    fn take_ino(&self) -> Option<u64> {
+        let mut pool = lock(&self.inner.inos);
+        let ino = pool.take();
+        let low = pool.left() < u64::from(INOS_PER_TAKE / 2) && !pool.asking;
+        drop(pool);
+        if low {
+            self.want_inos();
+        }
+        ino
+    }
+
+    /// Asks the MDS for more inode numbers in the background.
+    fn want_inos(&self) {
+        {
+            let mut pool = lock(&self.inner.inos);
+            if pool.asking {
+                return;
+            }
+            pool.asking = true;
+        }
+        let session = self.clone();
+        self.inner.rt.spawn(async move {
+            let request = MdsRequest {
+                session: session.inner.session,
+                tid: session.inner.tid.fetch_add(1, Ordering::Relaxed),
+                caller: Caller::default(),
+                replay: false,
+                op: MdsOp::TakeInos {
+                    count: INOS_PER_TAKE,
+                },
+            };
+            let answer = session.send(request).await;
+            let mut pool = lock(&session.inner.inos);
+            pool.asking = false;
+            match answer {
+                Ok(MdsAnswer::Inos { first, count }) => {
+                    pool.add(first, first + u64::from(count));
+                }
+                other => tracing::debug!(?other, "no inode numbers delegated"),
+            }
+        });
+    }
+
+    /// Sends the release of `ino` to the MDS later, in order with the
+    /// changes answered here (its answer changes nothing). A file made
+    /// here and not sent yet is sent made closed instead.
+    pub fn release_later(&self, ino: u64) {
+        {
+            let mut outbox = lock(&self.inner.outbox);
+            let made_here =
+                outbox
+                    .iter_mut()
+                    .rev()
+                    .take(RELEASE_SCAN)
+                    .find_map(|b| match &mut b.op {
+                        MdsOp::Create {
+                            ino: Some(made),
+                            open,
+                            ..
+                        } if *made == ino && *open => Some(open),
+                        _ => None,
+                    });
+            if let Some(open) = made_here {
+                *open = false;
+                drop(outbox);
+                // Closed before the MDS heard of it: no buffer lease.
+                lock(&self.inner.buffers).remove(&ino);
+                return;
+            }
+        }
+        self.queue(MdsOp::Release { ino }, Caller::default());
+    }
+
+    fn queue(&self, op: MdsOp, caller: Caller) {
+        let tid = self.inner.tid.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.outbox).push(BatchOp { tid, caller, op });
+        self.inner.queued.fetch_add(1, Ordering::AcqRel);
+        self.inner.outbox_wake.notify_one();
+    }
+
+    /// Waits until the MDS has answered every change put in the outbox
+    /// before this call.
+    async fn outbox_sent(&self) {
+        let target = self.inner.queued.load(Ordering::Acquire);
+        if *self.inner.applied.borrow() >= target {
+            return;
+        }
+        let mut applied = self.inner.applied.subscribe();
+        drop(applied.wait_for(|a| *a >= target).await);
+    }
+
+    /// Sends one batch from the outbox; `false` if it was empty.
+    async fn send_batch(&self) -> bool {
+        let ops: Vec<BatchOp> = {
+            let mut outbox = lock(&self.inner.outbox);
+            let n = outbox.len().min(BATCH_OPS_MAX);
+            outbox.drain(..n).collect()
+        };
+        if ops.is_empty() {
+            return false;
+        }
+        let count = ops.len() as u64;
+        let sent = Instant::now();
+        let request = MdsRequest {
+            session: self.inner.session,
+            tid: self.inner.tid.fetch_add(1, Ordering::Relaxed),
+            caller: Caller::default(),
+            replay: false,
+            op: MdsOp::Batch { ops: ops.clone() },
+        };
+        let answer = match self.resume_if_evicted().await {
+            Ok(()) => self.send(request).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(MdsAnswer::Batch(results)) if results.len() == ops.len() => {
+                let durable = self.inner.durable.load(Ordering::Relaxed);
+                let mut dirs = HashSet::new();
+                for (op, done) in ops.into_iter().zip(results) {
+                    if let MdsOp::Create { parent, .. } | MdsOp::Unlink { parent, .. } = &op.op {
+                        dirs.insert(*parent);
+                    }
+                    let request = MdsRequest {
+                        session: self.inner.session,
+                        tid: op.tid,
+                        caller: op.caller,
+                        replay: false,
+                        op: op.op,
+                    };
+                    match done.result {
+                        Ok(answer) => {
+                            self.keep_if_unsafe(&request, &answer, done.journal_seq, durable);
+                        }
+                        Err(error) => tracing::error!(
+                            op = request.op.kind(),
+                            ?error,
+                            "the MDS refused a change this mount had answered itself"
+                        ),
+                    }
+                }
+                // The MDS renewed the delegations the batch used.
+                let lease = Duration::from_millis(
+                    self.inner
+                        .lease_ms
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(LEASE_MARGIN_MS),
+                );
+                let mut delegated = lock(&self.inner.delegated);
+                for dir in dirs {
+                    if let Some(d) = delegated.get_mut(&dir) {
+                        d.until = d.until.max(sent + lease);
+                    }
+                }
+            }
+            other => tracing::error!(
+                count,
+                ?other,
+                "changes this mount answered itself did not reach the MDS: they are lost"
+            ),
+        }
+        self.inner.applied.send_modify(|a| *a += count);
+        true
+    }
+
     /// Files the MDS wants flushed, waiting up to `wait` for one.
     pub async fn flushes_wanted(&self, wait: Duration) -> Vec<u64> {
         let asked = std::mem::take(&mut *lock(&self.inner.flushes));
@@ -247,6 +643,19 @@ impl MdsSession {
         op: MdsOp,
         caller: Caller,
     ) -> (Result<MdsAnswer, Errno>, Duration) {
+        // The MDS must have every change answered here before this one.
+        self.outbox_sent().await;
+        if op.is_change() {
+            // A delegated directory this changes at the MDS (its
+            // attributes, its links, what its new files inherit) is no
+            // longer known here well enough to answer for it.
+            let mut delegated = lock(&self.inner.delegated);
+            if !delegated.is_empty() {
+                for dir in named_inodes(&op) {
+                    delegated.remove(&dir);
+                }
+            }
+        }
         let sent = Instant::now();
         let epoch = self.inner.recall_epoch.load(Ordering::Acquire);
         let dir = op.leased_dir();
@@ -268,10 +677,35 @@ impl MdsSession {
         if result.is_ok() {
             self.names_changed(names, &result, !ttl.is_zero());
         }
+        if let Ok(MdsAnswer::Attr(a)) = &result {
+            // A delegated directory's attributes from the MDS, which has
+            // every change made there: removed, it is delegated no more.
+            let mut delegated = lock(&self.inner.delegated);
+            if let Some(d) = delegated.get_mut(&a.ino) {
+                if a.nlink == 0 {
+                    delegated.remove(&a.ino);
+                } else {
+                    d.attr = a.clone();
+                }
+            }
+        }
         if ttl.is_zero() {
             return (result, ttl);
         }
         let until = Instant::now() + ttl;
+        if let Ok(MdsAnswer::Created { attr, buffer: true }) = &result
+            && attr.mode & libc::S_IFMT == libc::S_IFDIR
+        {
+            // A directory made here, delegated to this mount.
+            lock(&self.inner.delegated).insert(
+                attr.ino,
+                Delegation {
+                    attr: attr.clone(),
+                    until,
+                },
+            );
+            lock(&self.inner.buffers).insert(attr.ino);
+        }
         let mut held = lock(&self.inner.held);
         if let Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. }) = &result {
             held.attrs.insert(a.ino, until);
@@ -297,7 +731,7 @@ impl MdsSession {
                 if let Some(names) = complete.get_mut(&parent) {
                     names.insert(name);
                 }
-                if let Ok(MdsAnswer::Attr(a)) = result
+                if let Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. }) = result
                     && a.mode & libc::S_IFMT == libc::S_IFDIR
                     && leased
                 {
@@ -399,6 +833,8 @@ impl MdsSession {
             *until = Some(Instant::now() + lease);
             *lock(&self.inner.held) = Held::default();
             *lock(&self.inner.locks) = Locks::default();
+            lock(&self.inner.delegated).clear();
+            *lock(&self.inner.inos) = InoPool::default();
             lock(&self.inner.complete).clear();
             self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
         }
@@ -634,6 +1070,7 @@ impl MdsSession {
             )
         };
         let buffers: Vec<u64> = lock(&self.inner.buffers).iter().copied().collect();
+        let inos: Vec<(u64, u64)> = lock(&self.inner.inos).granted.iter().copied().collect();
         let batches = attrs
             .len()
             .max(dirs.len())
@@ -657,6 +1094,7 @@ impl MdsSession {
                     attrs: part(&attrs),
                     dirs: part(&dirs),
                     buffers: part(&buffers),
+                    inos: if i == 0 { inos.clone() } else { Vec::new() },
                 },
             };
             let (reply, _) = conn
@@ -692,6 +1130,15 @@ impl MdsSession {
             .map(|r| r.inval)
             .partition(|i| matches!(i, Inval::Flush(_)));
         if !flushes.is_empty() {
+            // A recalled delegation: nothing more is answered here; the
+            // flusher's `Returned` goes once the outbox is sent.
+            let mut delegated = lock(&self.inner.delegated);
+            for inval in &flushes {
+                if let Inval::Flush(ino) = inval {
+                    delegated.remove(ino);
+                }
+            }
+            drop(delegated);
             lock(&self.inner.flushes).extend(flushes.iter().filter_map(|i| match i {
                 Inval::Flush(ino) => Some(*ino),
                 _ => None,
@@ -816,6 +1263,46 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
     }
 }
 
+/// The inodes `op` names (by number).
+fn named_inodes(op: &MdsOp) -> Vec<u64> {
+    match op {
+        MdsOp::GetAttr { ino }
+        | MdsOp::SetAttr { ino, .. }
+        | MdsOp::Open { ino, .. }
+        | MdsOp::Written { ino, .. }
+        | MdsOp::ReadDir { ino, .. }
+        | MdsOp::SetXattr { ino, .. }
+        | MdsOp::GetXattr { ino, .. }
+        | MdsOp::ListXattr { ino }
+        | MdsOp::RemoveXattr { ino, .. } => vec![*ino],
+        MdsOp::Link { ino, parent, .. } => vec![*ino, *parent],
+        MdsOp::Lookup { parent, .. }
+        | MdsOp::Create { parent, .. }
+        | MdsOp::Symlink { parent, .. }
+        | MdsOp::Unlink { parent, .. }
+        | MdsOp::Rmdir { parent, .. } => vec![*parent],
+        MdsOp::Rename {
+            parent, new_parent, ..
+        } => vec![*parent, *new_parent],
+        _ => Vec::new(),
+    }
+}
+
+/// Sends the outbox to the MDS, one batch at a time: what is answered
+/// here while a batch is on its way goes in the next.
+async fn send_forever(inner: std::sync::Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let session = MdsSession { inner: strong };
+        if !session.send_batch().await {
+            let wake = session.inner.outbox_wake.notified();
+            drop(tokio::time::timeout(Duration::from_secs(1), wake).await);
+        }
+    }
+}
+
 /// How a request changes the names of a directory.
 #[derive(Clone, Debug)]
 enum NamesChange {
@@ -843,7 +1330,7 @@ impl NamesChange {
                 parent: *parent,
                 name: name.to_vec(),
             },
-            MdsOp::Unlink { parent, name } | MdsOp::Rmdir { parent, name } => {
+            MdsOp::Unlink { parent, name, .. } | MdsOp::Rmdir { parent, name } => {
                 NamesChange::Removed {
                     parent: *parent,
                     name: name.to_vec(),
