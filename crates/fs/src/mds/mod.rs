@@ -137,7 +137,16 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         full_try: true,
         ..cairn_client::ClientOptions::default()
     };
-    let client = Client::connect_with(&config.mon_addr, options).await?;
+    // A monitor not up yet (they start together) is waited for.
+    let client = loop {
+        match Client::connect_with(&config.mon_addr, options.clone()).await {
+            Ok(client) => break client,
+            Err(error) => {
+                tracing::warn!(%error, mon = config.mon_addr, "monitor not reachable yet");
+                tokio::time::sleep(Duration::from_millis(BEACON_MS)).await;
+            }
+        }
+    };
     tracing::info!(fs = config.fs, name = config.name, %addr, "MDS standing by");
     let (generation, status) = loop {
         match beacon(&client, &config, &addr).await {

@@ -338,6 +338,9 @@ impl Dirty {
 pub struct Readahead {
     window: Option<(u64, Bytes)>,
     last_end: u64,
+    /// Bumped by every [`clear`](Self::clear): bytes fetched before a
+    /// write or truncate are not kept.
+    cleared: u64,
 }
 
 impl Readahead {
@@ -363,8 +366,18 @@ impl Readahead {
         }
     }
 
-    pub fn keep(&mut self, offset: u64, bytes: Bytes) {
-        self.window = Some((offset, bytes));
+    /// What bytes fetched now must show to be kept.
+    #[must_use]
+    pub fn ticket(&self) -> u64 {
+        self.cleared
+    }
+
+    /// Keeps `bytes` from `offset`, fetched under `ticket`, unless the file
+    /// was written or cut since.
+    pub fn keep(&mut self, ticket: u64, offset: u64, bytes: Bytes) {
+        if ticket == self.cleared {
+            self.window = Some((offset, bytes));
+        }
     }
 
     pub fn read_to(&mut self, end: u64) {
@@ -373,6 +386,7 @@ impl Readahead {
 
     pub fn clear(&mut self) {
         self.window = None;
+        self.cleared += 1;
     }
 }
 
@@ -404,11 +418,16 @@ mod tests {
     #[test]
     fn readahead_serves_only_what_it_holds() {
         let mut r = Readahead::default();
-        r.keep(100, Bytes::from_static(b"0123456789"));
+        r.keep(r.ticket(), 100, Bytes::from_static(b"0123456789"));
         assert_eq!(r.get(102, 3).as_deref(), Some(&b"234"[..]));
         assert!(r.get(105, 10).is_none());
         r.read_to(4096);
         assert_eq!(r.fetch_length(4096, 4096), READAHEAD_BYTES);
         assert_eq!(r.fetch_length(0, 4096), 4096);
+        // Bytes fetched before a write (which clears) are not kept.
+        let ticket = r.ticket();
+        r.clear();
+        r.keep(ticket, 0, Bytes::from_static(b"old"));
+        assert!(r.get(0, 3).is_none());
     }
 }

@@ -651,9 +651,16 @@ impl Core {
         s.readahead.clear();
         if h.write_through {
             self.flush_data(h.ino, &mut s).await?;
+            // Straight to the OSDs without holding the file: direct writes
+            // of one file (an `io_submit` of many) go at once, as on a
+            // disk, where concurrent overlapping writes land in any order.
+            let layout = s.layout;
+            drop(s);
             self.data
-                .write(h.ino, &s.layout, offset, Bytes::from(data))
+                .write(h.ino, &layout, offset, Bytes::from(data))
                 .await?;
+            s = state.lock().await;
+            s.readahead.clear();
         } else {
             s.dirty.insert(offset, &data);
         }
@@ -688,11 +695,17 @@ impl Core {
                 .readahead
                 .fetch_length(offset, length)
                 .min(file_size - offset);
-            let fetched = self.data.read(ino, &s.layout, offset, fetch).await?;
+            // Fetched without holding the file, so reads of one file (an
+            // `io_submit` of many, several readers) go at once; what was
+            // written meanwhile is laid over below.
+            let (layout, ticket) = (s.layout, s.readahead.ticket());
+            drop(s);
+            let fetched = self.data.read(ino, &layout, offset, fetch).await?;
+            s = state.lock().await;
             let fetched = Bytes::from(fetched);
             let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
             if fetch > length {
-                s.readahead.keep(offset, fetched);
+                s.readahead.keep(ticket, offset, fetched);
             }
             head.to_vec()
         };
@@ -814,12 +827,17 @@ impl Core {
             return false;
         }
         s.opens = s.opens.saturating_sub(1);
-        if s.opens == 0 {
+        let last = s.opens == 0;
+        if last {
             forget_state(&mut files, h.ino, &state);
         }
         drop(s);
         drop(files);
         lock(&self.handles).remove(&fh);
+        if last {
+            // Its last close here ends the buffer lease at the MDS.
+            self.session.unbuffered(h.ino);
+        }
         true
     }
 
@@ -1102,8 +1120,9 @@ impl Filesystem for CairnFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         if let Some((a, ttl)) = self.core.session.attr_here(ino.0) {
-            // A directory delegated to this mount: it knows its attributes.
-            reply.attr(&ttl, &file_attr(&a));
+            // A directory delegated to this mount, or attributes it leases:
+            // answered here, with the writes the MDS has not heard of.
+            reply.attr(&ttl, &file_attr(&self.core.merge(a)));
             return;
         }
         let who = caller(req);

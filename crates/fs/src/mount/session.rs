@@ -98,6 +98,99 @@ struct Inner {
     /// The runtime background work is spawned on (calls come from FUSE
     /// threads too).
     rt: tokio::runtime::Handle,
+    /// Attributes the MDS answered (or this mount made), answered to the
+    /// kernel's `getattr` while their lease lasts.
+    attrs: Mutex<AttrCache>,
+}
+
+/// The attributes this mount may answer from itself, as the MDS last gave
+/// them. An entry goes when a recall or a change of the inode through the
+/// MDS makes it stale; an answer to a request sent before that is not
+/// kept.
+#[derive(Debug, Default)]
+struct AttrCache {
+    map: HashMap<u64, Attr>,
+    /// Bumped at every invalidation.
+    epoch: u64,
+    /// The epoch each inode was last invalidated at.
+    stale_at: HashMap<u64, u64>,
+    /// Answers to requests sent before this epoch are not kept (set when
+    /// everything goes, or `stale_at` is emptied).
+    floor: u64,
+    /// Changes of this mount at the MDS in flight, and whether two were at
+    /// once since there were none (their answers may then come in another
+    /// order than the MDS applied them).
+    changing: u32,
+    overlapped: bool,
+}
+
+/// Invalidations [`AttrCache::stale_at`] remembers before it starts over.
+const STALE_KEPT: usize = 65_536;
+
+impl AttrCache {
+    fn invalidate(&mut self, ino: u64) {
+        self.epoch += 1;
+        self.map.remove(&ino);
+        if self.stale_at.len() >= STALE_KEPT {
+            self.stale_at.clear();
+            self.floor = self.epoch;
+        }
+        self.stale_at.insert(ino, self.epoch);
+    }
+
+    fn clear(&mut self) {
+        self.epoch += 1;
+        self.map.clear();
+        self.stale_at.clear();
+        self.floor = self.epoch;
+    }
+
+    /// A change of this mount goes to the MDS: what it changes is stale.
+    fn begin_change(&mut self, op: &MdsOp) {
+        if matches!(
+            op,
+            MdsOp::Unlink { .. } | MdsOp::Rmdir { .. } | MdsOp::Rename { .. }
+        ) {
+            // The inodes the names lead to change too.
+            self.clear();
+        } else {
+            for ino in named_inodes(op) {
+                self.invalidate(ino);
+            }
+        }
+        self.changing += 1;
+        if self.changing > 1 {
+            self.overlapped = true;
+        }
+    }
+
+    /// A change answered with `attr` (if any): kept only if no other
+    /// change was in flight meanwhile.
+    fn end_change(&mut self, attr: Option<&Attr>, sent_epoch: u64) {
+        let alone = !self.overlapped;
+        self.changing = self.changing.saturating_sub(1);
+        if self.changing == 0 {
+            self.overlapped = false;
+        }
+        match attr {
+            Some(a) if alone => self.fill(a, sent_epoch),
+            Some(a) => self.invalidate(a.ino),
+            None => {}
+        }
+    }
+
+    /// Keeps `attr`, answered to a request sent at `sent_epoch`, unless
+    /// its inode went stale since.
+    fn fill(&mut self, attr: &Attr, sent_epoch: u64) {
+        let stale = sent_epoch < self.floor
+            || self
+                .stale_at
+                .get(&attr.ino)
+                .is_some_and(|at| *at > sent_epoch);
+        if !stale {
+            self.map.insert(attr.ino, attr.clone());
+        }
+    }
 }
 
 /// A directory this mount holds the delegation of.
@@ -242,6 +335,7 @@ impl MdsSession {
                 queued: AtomicU64::new(0),
                 applied: tokio::sync::watch::channel(0).0,
                 rt: tokio::runtime::Handle::current(),
+                attrs: Mutex::new(AttrCache::default()),
             }),
         };
         let hello = session
@@ -372,7 +466,12 @@ impl MdsSession {
         let mut held = lock(&self.inner.held);
         held.attrs.insert(attr.ino, until);
         held.dirs.insert(parent, until);
+        drop(held);
         lock(&self.inner.buffers).insert(attr.ino);
+        let mut cache = lock(&self.inner.attrs);
+        let epoch = cache.epoch;
+        cache.fill(&attr, epoch);
+        drop(cache);
         Here::Done((attr, left))
     }
 
@@ -424,6 +523,8 @@ impl MdsSession {
         drop(complete);
         d.attr.mtime = time;
         d.attr.ctime = time;
+        // Which inode the name led to is not known here.
+        lock(&self.inner.attrs).clear();
         self.queue(
             MdsOp::Unlink {
                 parent,
@@ -439,10 +540,23 @@ impl MdsSession {
     /// (with the times of the changes it answered there itself), and how
     /// long the kernel may cache them.
     pub fn attr_here(&self, ino: u64) -> Option<(Attr, Duration)> {
-        let delegated = lock(&self.inner.delegated);
-        let d = delegated.get(&ino)?;
-        let left = d.until.saturating_duration_since(Instant::now());
-        (left > Duration::from_millis(DELEGATION_MARGIN_MS)).then(|| (d.attr.clone(), left))
+        {
+            let delegated = lock(&self.inner.delegated);
+            if let Some(d) = delegated.get(&ino) {
+                let left = d.until.saturating_duration_since(Instant::now());
+                if left > Duration::from_millis(DELEGATION_MARGIN_MS) {
+                    return Some((d.attr.clone(), left));
+                }
+            }
+        }
+        // Attributes this mount leases, as the MDS last answered them.
+        let until = *lock(&self.inner.held).attrs.get(&ino)?;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || lock(&self.inner.evicted_until).is_some() {
+            return None;
+        }
+        let attr = lock(&self.inner.attrs).map.get(&ino)?.clone();
+        Some((attr, left))
     }
 
     /// What is left of delegation `d` to use, if enough (a batch sent now
@@ -645,6 +759,14 @@ impl MdsSession {
     ) -> (Result<MdsAnswer, Errno>, Duration) {
         // The MDS must have every change answered here before this one.
         self.outbox_sent().await;
+        let change = op.is_change();
+        let (attr_epoch, quiet) = {
+            let mut cache = lock(&self.inner.attrs);
+            if change {
+                cache.begin_change(&op);
+            }
+            (cache.epoch, cache.changing == 0)
+        };
         if op.is_change() {
             // A delegated directory this changes at the MDS (its
             // attributes, its links, what its new files inherit) is no
@@ -665,6 +787,7 @@ impl MdsSession {
             return (Err(e), Duration::ZERO);
         }
         let tid = self.inner.tid.fetch_add(1, Ordering::Relaxed);
+        let op_kind = op.kind();
         let request = MdsRequest {
             session: self.inner.session,
             tid,
@@ -674,6 +797,26 @@ impl MdsSession {
         };
         let result = self.send(request).await;
         let ttl = self.lease_left(sent, epoch);
+        {
+            // What the answer tells of an inode's attributes is kept while
+            // leased, unless it may be older than a change of this mount.
+            let answered = match &result {
+                Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. })
+                    if !ttl.is_zero() && op_kind != "Rmdir" =>
+                {
+                    Some(a)
+                }
+                _ => None,
+            };
+            let mut cache = lock(&self.inner.attrs);
+            if change {
+                cache.end_change(answered, attr_epoch);
+            } else if let Some(a) = answered
+                && quiet
+            {
+                cache.fill(a, attr_epoch);
+            }
+        }
         if result.is_ok() {
             self.names_changed(names, &result, !ttl.is_zero());
         }
@@ -834,6 +977,7 @@ impl MdsSession {
             *lock(&self.inner.held) = Held::default();
             *lock(&self.inner.locks) = Locks::default();
             lock(&self.inner.delegated).clear();
+            lock(&self.inner.attrs).clear();
             *lock(&self.inner.inos) = InoPool::default();
             lock(&self.inner.complete).clear();
             self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
@@ -1046,6 +1190,7 @@ impl MdsSession {
         // changed while no MDS heard this mount is unknown.
         self.inner.recalled.store(0, Ordering::Relaxed);
         lock(&self.inner.complete).clear();
+        lock(&self.inner.attrs).clear();
         self.reassert(&conn).await.map_err(|()| None)?;
         self.reclaim_locks(&conn).await.map_err(|()| None)?;
         // A new MDS numbers its journal afresh from what survived.
@@ -1144,6 +1289,16 @@ impl MdsSession {
                 _ => None,
             }));
             self.inner.flush_wake.notify_one();
+        }
+        {
+            let mut cache = lock(&self.inner.attrs);
+            // (An inode whose links another mount changed is recalled
+            // itself, since this mount leases whatever it caches.)
+            for inval in &invals {
+                if let Inval::Inode(ino) = inval {
+                    cache.invalidate(*ino);
+                }
+            }
         }
         if let Some(hook) = self.inner.inode_hook.get() {
             for inval in &invals {
@@ -1394,5 +1549,97 @@ fn invalidate(notifier: &fuser::Notifier, invals: &[Inval]) {
             }
             Inval::Flush(_) => Ok(()),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ino: u64, size: u64) -> Attr {
+        Attr {
+            ino,
+            size,
+            ..Attr::default()
+        }
+    }
+
+    fn set_attr(ino: u64) -> MdsOp {
+        MdsOp::SetAttr {
+            ino,
+            set: cairn_proto::mds::SetAttr::default(),
+        }
+    }
+
+    #[test]
+    fn an_answer_older_than_a_change_is_not_kept() {
+        let mut cache = AttrCache::default();
+        // A getattr sent, then a change of the inode made and answered,
+        // then the getattr's (older) answer arrives.
+        let sent = cache.epoch;
+        cache.begin_change(&set_attr(7));
+        let change_sent = cache.epoch;
+        cache.end_change(Some(&attr(7, 9)), change_sent);
+        assert_eq!(cache.map.get(&7).map(|a| a.size), Some(9));
+        cache.fill(&attr(7, 1), sent);
+        assert_eq!(
+            cache.map.get(&7).map(|a| a.size),
+            Some(9),
+            "older answer kept"
+        );
+        // Another inode's answer is kept.
+        cache.fill(&attr(8, 3), sent);
+        assert!(cache.map.contains_key(&8));
+    }
+
+    #[test]
+    fn overlapping_changes_keep_neither_answer() {
+        let mut cache = AttrCache::default();
+        cache.begin_change(&set_attr(7));
+        let first = cache.epoch;
+        cache.begin_change(&set_attr(7));
+        let second = cache.epoch;
+        // The MDS may have applied them in either order.
+        cache.end_change(Some(&attr(7, 2)), second);
+        cache.end_change(Some(&attr(7, 1)), first);
+        assert!(!cache.map.contains_key(&7));
+        // Once none is in flight, a lone change's answer is kept again.
+        cache.begin_change(&set_attr(7));
+        let lone = cache.epoch;
+        cache.end_change(Some(&attr(7, 5)), lone);
+        assert_eq!(cache.map.get(&7).map(|a| a.size), Some(5));
+    }
+
+    #[test]
+    fn an_unlink_forgets_every_inode() {
+        let mut cache = AttrCache::default();
+        let sent = cache.epoch;
+        cache.fill(&attr(7, 1), sent);
+        cache.begin_change(&MdsOp::Unlink {
+            parent: 1,
+            name: ByteBuf::from(b"f".to_vec()),
+            time: None,
+        });
+        assert!(cache.map.is_empty());
+        cache.end_change(None, cache.epoch);
+        cache.fill(&attr(7, 1), sent);
+        assert!(cache.map.is_empty(), "an answer from before the unlink");
+    }
+
+    #[test]
+    fn delegated_numbers_are_handed_out_in_order_across_ranges() {
+        let mut pool = InoPool::default();
+        assert_eq!(pool.take(), None);
+        pool.add(10, 12);
+        pool.add(20, 21);
+        assert_eq!(pool.left(), 3);
+        assert_eq!(
+            [pool.take(), pool.take(), pool.take(), pool.take()],
+            [Some(10), Some(11), Some(20), None]
+        );
+        for i in 0..10 {
+            pool.add(100 * i, 100 * i + 1);
+        }
+        assert_eq!(pool.granted.len(), INO_RANGES_KEPT);
     }
 }
