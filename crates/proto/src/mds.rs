@@ -441,6 +441,33 @@ impl MdsOp {
         }
     }
 
+    /// The inodes the op names by number: the one it reads or changes, and
+    /// the directories whose entries it reads or changes.
+    #[must_use]
+    pub fn inodes(&self) -> Vec<u64> {
+        match self {
+            MdsOp::GetAttr { ino }
+            | MdsOp::SetAttr { ino, .. }
+            | MdsOp::Open { ino, .. }
+            | MdsOp::Written { ino, .. }
+            | MdsOp::ReadDir { ino, .. }
+            | MdsOp::SetXattr { ino, .. }
+            | MdsOp::GetXattr { ino, .. }
+            | MdsOp::ListXattr { ino }
+            | MdsOp::RemoveXattr { ino, .. } => vec![*ino],
+            MdsOp::Link { ino, parent, .. } => vec![*ino, *parent],
+            MdsOp::Lookup { parent, .. }
+            | MdsOp::Create { parent, .. }
+            | MdsOp::Symlink { parent, .. }
+            | MdsOp::Unlink { parent, .. }
+            | MdsOp::Rmdir { parent, .. } => vec![*parent],
+            MdsOp::Rename {
+                parent, new_parent, ..
+            } => vec![*parent, *new_parent],
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether the op changes the namespace (and so is journaled).
     #[must_use]
     pub fn is_change(&self) -> bool {

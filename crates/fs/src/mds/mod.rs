@@ -440,22 +440,9 @@ fn batchable(op: &MdsOp) -> bool {
 /// inode it names, the directories whose entries it reads or changes, and
 /// (if cached) the inodes those names lead to.
 fn touched(op: &MdsOp, ns: &Namespace, out: &mut Vec<u64>) {
+    out.extend(op.inodes());
     match op {
-        MdsOp::GetAttr { ino }
-        | MdsOp::SetAttr { ino, .. }
-        | MdsOp::Open { ino, .. }
-        | MdsOp::Written { ino, .. }
-        | MdsOp::ReadDir { ino, .. }
-        | MdsOp::SetXattr { ino, .. }
-        | MdsOp::GetXattr { ino, .. }
-        | MdsOp::ListXattr { ino }
-        | MdsOp::RemoveXattr { ino, .. } => out.push(*ino),
-        MdsOp::Link { ino, parent, .. } => out.extend([*ino, *parent]),
-        MdsOp::Lookup { parent, .. }
-        | MdsOp::Create { parent, .. }
-        | MdsOp::Symlink { parent, .. } => out.push(*parent),
         MdsOp::Unlink { parent, name, .. } | MdsOp::Rmdir { parent, name } => {
-            out.push(*parent);
             out.extend(ns.peek(*parent, name));
         }
         MdsOp::Rename {
@@ -465,7 +452,6 @@ fn touched(op: &MdsOp, ns: &Namespace, out: &mut Vec<u64>) {
             new_name,
             ..
         } => {
-            out.extend([*parent, *new_parent]);
             out.extend(ns.peek(*parent, name));
             out.extend(ns.peek(*new_parent, new_name));
         }

@@ -155,7 +155,16 @@ pub async fn mount(
         }
     })?;
     mds_session.set_notifier(session.notifier());
-    widen_kernel_readahead(&config.mountpoint);
+    // On a thread of its own: the stat waits for the kernel's INIT and
+    // is a FUSE request this process serves, which must not hold one of
+    // the runtime's workers.
+    let mountpoint = config.mountpoint.clone();
+    let widened = std::thread::Builder::new()
+        .name("cairn-readahead".into())
+        .spawn(move || widen_kernel_readahead(&mountpoint));
+    if let Err(error) = widened {
+        tracing::info!(%error, "kernel readahead stays at its default");
+    }
     Ok(Mounted {
         session: Some(session),
         mds_session,

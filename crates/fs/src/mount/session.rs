@@ -154,7 +154,7 @@ impl AttrCache {
             // The inodes the names lead to change too.
             self.clear();
         } else {
-            for ino in named_inodes(op) {
+            for ino in op.inodes() {
                 self.invalidate(ino);
             }
         }
@@ -773,7 +773,7 @@ impl MdsSession {
             // longer known here well enough to answer for it.
             let mut delegated = lock(&self.inner.delegated);
             if !delegated.is_empty() {
-                for dir in named_inodes(&op) {
+                for dir in op.inodes() {
                     delegated.remove(&dir);
                 }
             }
@@ -1415,31 +1415,6 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
                 tokio::time::sleep(Duration::from_millis(MDS_DISCOVER_PAUSE_MS)).await;
             }
         }
-    }
-}
-
-/// The inodes `op` names (by number).
-fn named_inodes(op: &MdsOp) -> Vec<u64> {
-    match op {
-        MdsOp::GetAttr { ino }
-        | MdsOp::SetAttr { ino, .. }
-        | MdsOp::Open { ino, .. }
-        | MdsOp::Written { ino, .. }
-        | MdsOp::ReadDir { ino, .. }
-        | MdsOp::SetXattr { ino, .. }
-        | MdsOp::GetXattr { ino, .. }
-        | MdsOp::ListXattr { ino }
-        | MdsOp::RemoveXattr { ino, .. } => vec![*ino],
-        MdsOp::Link { ino, parent, .. } => vec![*ino, *parent],
-        MdsOp::Lookup { parent, .. }
-        | MdsOp::Create { parent, .. }
-        | MdsOp::Symlink { parent, .. }
-        | MdsOp::Unlink { parent, .. }
-        | MdsOp::Rmdir { parent, .. } => vec![*parent],
-        MdsOp::Rename {
-            parent, new_parent, ..
-        } => vec![*parent, *new_parent],
-        _ => Vec::new(),
     }
 }
 
