@@ -63,6 +63,12 @@ pub const KIND_MDS_POLL_REPLY: u16 = 0x0303;
 /// The root directory's inode number (FUSE's root).
 pub const ROOT_INO: u64 = 1;
 
+/// Inode number ranges (`TakeInos`) the MDS remembers per session and a
+/// client reasserts after a failover: the latest ones. A client asks for
+/// the next range when half of its current one is used, so creates from
+/// older ones have long been applied.
+pub const INO_RANGES_KEPT: usize = 8;
+
 /// Longest name of one directory entry, in bytes (POSIX `NAME_MAX`).
 pub const NAME_BYTES_MAX: usize = 255;
 

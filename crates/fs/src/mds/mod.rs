@@ -408,16 +408,11 @@ impl Session {
 
     fn delegated(&mut self, first: u64, end: u64) {
         self.inos.push_back((first, end));
-        while self.inos.len() > INO_RANGES_KEPT {
+        while self.inos.len() > cairn_proto::mds::INO_RANGES_KEPT {
             self.inos.pop_front();
         }
     }
 }
-
-/// Inode ranges remembered per session: a client asks for the next one
-/// when half of its current one is used, so creates from older ones have
-/// long been applied.
-const INO_RANGES_KEPT: usize = 8;
 
 /// The most inode numbers one `TakeInos` hands out.
 const INOS_PER_TAKE_MAX: u32 = 65_536;
@@ -557,10 +552,6 @@ impl Actor {
     /// session buffers: then it waits for that session's flush.
     async fn dispatch(&mut self, request: MdsRequest, reply: oneshot::Sender<MdsReply>) {
         let now = Instant::now();
-        // A file another session buffers (its size is the one that session
-        // will report), or a directory another session holds the
-        // delegation of (it may have answered creates and unlinks there
-        // that it has not sent yet): the holder flushes first.
         // A file moved to another directory takes its usage to another
         // quota realm: its size must be the one its writer will report,
         // even when the writer is the one moving it.
@@ -577,6 +568,10 @@ impl Actor {
             self.park(ino, holder, request, reply);
             return;
         }
+        // A file another session buffers (its size is the one that session
+        // will report), or a directory another session holds the
+        // delegation of (it may have answered creates and unlinks there
+        // that it has not sent yet): the holder flushes first.
         let mut inos = Vec::new();
         touched(&request.op, &self.ns, &mut inos);
         for ino in inos {

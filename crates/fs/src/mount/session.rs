@@ -228,9 +228,6 @@ pub enum Here<T> {
 /// How far back in the outbox a release looks for its file's create.
 const RELEASE_SCAN: usize = 64;
 
-/// Ranges [`InoPool::granted`] keeps (the MDS remembers as many).
-const INO_RANGES_KEPT: usize = 8;
-
 impl InoPool {
     fn left(&self) -> u64 {
         self.free.iter().map(|(next, end)| end - next).sum()
@@ -249,7 +246,7 @@ impl InoPool {
     fn add(&mut self, first: u64, end: u64) {
         self.free.push_back((first, end));
         self.granted.push_back((first, end));
-        while self.granted.len() > INO_RANGES_KEPT {
+        while self.granted.len() > cairn_proto::mds::INO_RANGES_KEPT {
             self.granted.pop_front();
         }
     }
@@ -409,7 +406,8 @@ impl MdsSession {
     /// the MDS, when this mount holds the directory's delegation, knows
     /// its entries (so the name is free) and has a delegated inode number:
     /// the file's attributes and how long the kernel may cache them. The
-    /// create goes to the MDS in the next batch; `None`: ask the MDS.
+    /// create goes to the MDS in the next batch. [`Here::Wait`]: the
+    /// outbox is full or no number is left; [`Here::Mds`]: ask the MDS.
     pub fn create_here(
         &self,
         parent: u64,
@@ -759,7 +757,11 @@ impl MdsSession {
     ) -> (Result<MdsAnswer, Errno>, Duration) {
         // The MDS must have every change answered here before this one.
         self.outbox_sent().await;
+        if let Err(e) = self.resume_if_evicted().await {
+            return (Err(e), Duration::ZERO);
+        }
         let change = op.is_change();
+        let removes_dir = matches!(op, MdsOp::Rmdir { .. });
         let (attr_epoch, quiet) = {
             let mut cache = lock(&self.inner.attrs);
             if change {
@@ -767,7 +769,7 @@ impl MdsSession {
             }
             (cache.epoch, cache.changing == 0)
         };
-        if op.is_change() {
+        if change {
             // A delegated directory this changes at the MDS (its
             // attributes, its links, what its new files inherit) is no
             // longer known here well enough to answer for it.
@@ -783,11 +785,7 @@ impl MdsSession {
         let dir = op.leased_dir();
         let names = NamesChange::of(&op);
         let makes = matches!(names, NamesChange::Made { .. });
-        if let Err(e) = self.resume_if_evicted().await {
-            return (Err(e), Duration::ZERO);
-        }
         let tid = self.inner.tid.fetch_add(1, Ordering::Relaxed);
-        let op_kind = op.kind();
         let request = MdsRequest {
             session: self.inner.session,
             tid,
@@ -802,7 +800,7 @@ impl MdsSession {
             // leased, unless it may be older than a change of this mount.
             let answered = match &result {
                 Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. })
-                    if !ttl.is_zero() && op_kind != "Rmdir" =>
+                    if !ttl.is_zero() && !removes_dir =>
                 {
                     Some(a)
                 }
@@ -1615,6 +1613,6 @@ mod tests {
         for i in 0..10 {
             pool.add(100 * i, 100 * i + 1);
         }
-        assert_eq!(pool.granted.len(), INO_RANGES_KEPT);
+        assert_eq!(pool.granted.len(), cairn_proto::mds::INO_RANGES_KEPT);
     }
 }
