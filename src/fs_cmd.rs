@@ -530,6 +530,11 @@ pub struct MdsArgs {
     /// status`, warned of by `cairn health`.
     #[arg(long = "complaint-time", default_value = "30s", value_parser = crate::mon_cmd::parse_duration)]
     complaint_time: std::time::Duration,
+    /// A directory fragment with more entries than this splits in eight
+    /// (each its own object); eight siblings holding a quarter of it
+    /// together merge again.
+    #[arg(long = "dir-split-size", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(8..))]
+    dir_split_size: u64,
 }
 
 fn init_logging() {
@@ -556,6 +561,7 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     config.recall_timeout_ms = u64::try_from(args.recall_timeout.as_millis()).unwrap_or(u64::MAX);
     config.cache_bytes_max = usize::try_from(args.cache_memory).unwrap_or(usize::MAX);
     config.complaint_ms = u64::try_from(args.complaint_time.as_millis()).unwrap_or(u64::MAX);
+    config.dir_split_entries = usize::try_from(args.dir_split_size).unwrap_or(usize::MAX);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

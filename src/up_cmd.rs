@@ -98,6 +98,10 @@ pub struct UpArgs {
     /// --complaint-time`); the MDS's default (30s) when absent.
     #[arg(long = "mds-complaint-time", value_name = "DURATION", value_parser = crate::mon_cmd::parse_duration)]
     mds_complaint_time: Option<Duration>,
+    /// Entries past which a directory fragment splits (`cairn mds
+    /// --dir-split-size`); the MDS's default (10000) when absent.
+    #[arg(long = "mds-dir-split-size", value_name = "ENTRIES")]
+    mds_dir_split_size: Option<u64>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -402,6 +406,9 @@ fn detach(args: &UpArgs) -> CliResult {
         ("--down-grace", args.down_grace),
         ("--down-out", args.down_out),
     ]));
+    if let Some(size) = args.mds_dir_split_size {
+        command.arg("--mds-dir-split-size").arg(size.to_string());
+    }
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -597,6 +604,9 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
                 ("--lease", args.mds_lease),
                 ("--complaint-time", args.mds_complaint_time),
             ]));
+            if let Some(size) = args.mds_dir_split_size {
+                command.extend(["--dir-split-size".into(), size.to_string()]);
+            }
             command
         }
         Member::Osd(index) => vec![

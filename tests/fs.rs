@@ -11,6 +11,7 @@
 mod common;
 
 use common::{Cluster, is_running};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -459,7 +460,12 @@ fn a_mount_that_stops_answering_recalls_is_evicted_and_comes_back() {
 /// saw succeed.
 #[test]
 fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged() {
-    let cluster = up("fs-mds-kill", 19160, &["--mds", "2"]);
+    // Small fragments: directories split (and merge) across the kill.
+    let cluster = up(
+        "fs-mds-kill",
+        19160,
+        &["--mds", "2", "--mds-dir-split-size", "200"],
+    );
     let a = Mount::new(&cluster, &cluster.dir.join("a"));
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     std::fs::create_dir(a.path.join("storm")).expect("mkdir");
@@ -1203,5 +1209,132 @@ fn a_full_cluster_answers_enospc_and_still_removes_files() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert_namespace_sound(&cluster);
+}
+
+/// The names in directory `dir`, checking none is listed twice.
+fn listing(dir: &Path) -> BTreeSet<String> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .expect("readdir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let set: BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(set.len(), names.len(), "a name was listed twice");
+    set
+}
+
+/// The metadata pool's objects holding directory `ino`'s fragments.
+fn fragment_objects(cluster: &Cluster, ino: u64) -> Vec<String> {
+    let out = cluster.cairn(&["object", "ls", "--pool", "cairnfs.meta"]);
+    assert!(out.status.success(), "object ls");
+    let whole = format!("dir.{ino:x}");
+    let part = format!("dir.{ino:x}.");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|n| *n == whole || n.starts_with(&part))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A directory grown past the split size is stored as fragments, objects
+/// of their own; it lists whole, once per name, through another mount and
+/// through a new one after an MDS SIGKILL (loaded fragment by fragment);
+/// emptied, its fragments merge back into one object.
+#[test]
+fn a_large_directory_splits_into_fragments_and_merges_back() {
+    use std::os::unix::fs::MetadataExt;
+    const FILES: usize = 3000;
+    let cluster = up("fs-frag", 19370, &["--mds-dir-split-size", "64"]);
+    let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    let big = a.path.join("big");
+    std::fs::create_dir(&big).expect("mkdir");
+    let ino = std::fs::metadata(&big).expect("stat").ino();
+    let make = "import os,sys\nd=sys.argv[1]\nfor i in range(int(sys.argv[2])):\n  \
+                os.close(os.open(os.path.join(d,'f%05d'%i),os.O_CREAT|os.O_EXCL|os.O_WRONLY,0o644))\n";
+    let out = python(&["-c", make, &big.display().to_string(), &FILES.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: BTreeSet<String> = (0..FILES).map(|i| format!("f{i:05}")).collect();
+    assert_eq!(listing(&big), want, "the creating mount's listing");
+    let b = Mount::new(&cluster, &cluster.dir.join("b"));
+    assert_eq!(
+        listing(&b.path.join("big")),
+        want,
+        "another mount's listing"
+    );
+    // Written back (100 ms after the journal): fragments, no whole object.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let split = loop {
+        let objects = fragment_objects(&cluster, ino);
+        if objects.len() >= 8 && !objects.contains(&format!("dir.{ino:x}")) {
+            break objects;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the directory was not stored split: {objects:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("{} fragment objects", split.len());
+    assert_namespace_sound(&cluster);
+    // A new MDS loads the directory from its fragments.
+    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    let active = status["active"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no active MDS: {status}"))
+        .to_owned();
+    let pid = cluster.daemon_pid(&format!("mds.{active}"));
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let c = Mount::new(&cluster, &cluster.dir.join("c"));
+    assert_eq!(
+        listing(&c.path.join("big")),
+        want,
+        "a listing after the MDS restart"
+    );
+    // Emptied all but five: the fragments merge back.
+    let remove = "import os,sys\nd=sys.argv[1]\nfor i in range(int(sys.argv[2])):\n  \
+                  os.unlink(os.path.join(d,'f%05d'%i))\n";
+    let out = python(&[
+        "-c",
+        remove,
+        &c.path.join("big").display().to_string(),
+        &(FILES - 5).to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: BTreeSet<String> = (FILES - 5..FILES).map(|i| format!("f{i:05}")).collect();
+    assert_eq!(listing(&a.path.join("big")), left, "after the removes");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let objects = fragment_objects(&cluster, ino);
+        if objects.iter().all(|o| *o == format!("dir.{ino:x}")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fragments did not merge: {objects:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_namespace_sound(&cluster);
+    for name in &left {
+        std::fs::remove_file(b.path.join("big").join(name)).expect("rm");
+    }
+    std::fs::remove_dir(b.path.join("big")).expect("rmdir");
+    assert!(!a.path.join("big").exists());
     assert_namespace_sound(&cluster);
 }

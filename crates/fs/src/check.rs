@@ -8,8 +8,8 @@
 //! and the check is redone).
 
 use crate::format::{
-    self, Delta, Dentry, Entry, HEAD_OBJECT, HEAD_XATTR, Head, INODES_PER_OBJECT_SHIFT, InodeRec,
-    segment_object,
+    self, Delta, Dentry, Entry, Frag, HEAD_OBJECT, HEAD_XATTR, Head, INODES_PER_OBJECT_SHIFT,
+    InodeRec, segment_object,
 };
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, ReadRange};
@@ -37,8 +37,11 @@ pub struct CheckReport {
 #[derive(Debug, Default)]
 struct Stored {
     inodes: BTreeMap<u64, InodeRec>,
-    dentries: BTreeMap<(u64, Vec<u8>), Dentry>,
-    dir_objects: BTreeSet<u64>,
+    /// (directory, name) → the fragment object holding it, and the entry.
+    dentries: BTreeMap<(u64, Vec<u8>), (Frag, Dentry)>,
+    frag_objects: BTreeSet<(u64, Frag)>,
+    /// Names found in two fragment objects of one directory.
+    doubled: Vec<String>,
 }
 
 fn bad(e: impl std::fmt::Display) -> ClientError {
@@ -83,12 +86,22 @@ async fn load(client: &Client, pool: &str) -> Result<Stored, ClientError> {
         let page = client.list(pool, cursor, 1024).await?;
         for name in &page.names {
             let text = String::from_utf8_lossy(name);
-            if let Some(hex) = text.strip_prefix("dir.") {
-                let dir = u64::from_str_radix(hex, 16).map_err(bad)?;
-                stored.dir_objects.insert(dir);
+            if text.starts_with("dir.") {
+                let (dir, frag) = format::parse_dir_object(&text)
+                    .ok_or_else(|| bad(format!("{text}: not a directory object name")))?;
+                stored.frag_objects.insert((dir, frag));
                 for (k, v) in omap_all(client, pool, name).await? {
                     let dentry: Dentry = format::decode(&v).map_err(bad)?;
-                    stored.dentries.insert((dir, k.to_vec()), dentry);
+                    if let Some((other, _)) =
+                        stored.dentries.insert((dir, k.to_vec()), (frag, dentry))
+                    {
+                        stored.doubled.push(format!(
+                            "entry {:?} of {dir:x} is in two fragment objects ({}, {})",
+                            String::from_utf8_lossy(&k),
+                            format::dir_object(dir, other),
+                            format::dir_object(dir, frag)
+                        ));
+                    }
                 }
             } else if let Some(shard_hex) = text.strip_prefix("inode.") {
                 let shard = u64::from_str_radix(shard_hex, 16).map_err(bad)?;
@@ -139,33 +152,73 @@ impl Stored {
             Delta::DropInode(ino) => {
                 self.inodes.remove(ino);
             }
-            Delta::PutDentry { dir, name, dentry } => {
-                self.dentries.insert((*dir, name.to_vec()), *dentry);
+            Delta::PutDentry {
+                dir,
+                frag,
+                name,
+                dentry,
+            } => {
+                self.dentries
+                    .insert((*dir, name.to_vec()), (*frag, *dentry));
+                self.frag_objects.insert((*dir, *frag));
             }
-            Delta::DropDentry { dir, name } => {
+            Delta::DropDentry { dir, name, .. } => {
                 self.dentries.remove(&(*dir, name.to_vec()));
             }
-            Delta::DropDir(ino) => {
+            Delta::DropDir { ino, frags } => {
                 self.dentries.retain(|(d, _), _| d != ino);
-                self.dir_objects.remove(ino);
+                for f in frags {
+                    self.frag_objects.remove(&(*ino, *f));
+                }
+            }
+            Delta::Refrag {
+                dir,
+                from,
+                to,
+                entries,
+            } => {
+                self.dentries
+                    .retain(|(d, _), (f, _)| d != dir || !from.contains(f));
+                for f in from {
+                    self.frag_objects.remove(&(*dir, *f));
+                }
+                for (name, dentry) in entries {
+                    let frag = format::frag_of(to, format::name_hash(name));
+                    self.dentries.insert((*dir, name.to_vec()), (frag, *dentry));
+                    self.frag_objects.insert((*dir, frag));
+                }
             }
             Delta::Purge { .. } | Delta::InoReserved(_) => {}
         }
     }
 
     fn check(&self) -> Vec<String> {
-        let mut problems = Vec::new();
+        let mut problems = self.doubled.clone();
         let is_dir = |r: &InodeRec| r.attr.mode & libc::S_IFMT == libc::S_IFDIR;
+        let tree = |dir: u64| -> Vec<Frag> {
+            match self.inodes.get(&dir) {
+                Some(r) if r.frags.is_empty() => vec![Frag::WHOLE],
+                Some(r) => r.frags.clone(),
+                None => Vec::new(),
+            }
+        };
         match self.inodes.get(&ROOT_INO) {
             Some(root) if is_dir(root) => {}
             _ => problems.push("the root directory (inode 1) is missing or not a directory".into()),
         }
         let mut links: BTreeMap<u64, u32> = BTreeMap::new();
         let mut subdirs: BTreeMap<u64, u32> = BTreeMap::new();
-        for ((dir, name), d) in &self.dentries {
+        for ((dir, name), (frag, d)) in &self.dentries {
             let shown = String::from_utf8_lossy(name);
             match self.inodes.get(dir) {
-                Some(r) if is_dir(r) => {}
+                Some(r) if is_dir(r) => {
+                    if !tree(*dir).contains(frag) || !frag.contains(format::name_hash(name)) {
+                        problems.push(format!(
+                            "entry {shown:?} of {dir:x} is in object {}, not its fragment's",
+                            format::dir_object(*dir, *frag)
+                        ));
+                    }
+                }
                 _ => problems.push(format!(
                     "entry {shown:?} in {dir:x}, which is not a directory"
                 )),
@@ -232,9 +285,21 @@ impl Stored {
                 }
             }
         }
-        for dir in &self.dir_objects {
+        for (ino, rec) in &self.inodes {
+            if is_dir(rec) && !format::valid_tree(&rec.frags) {
+                problems.push(format!(
+                    "directory {ino:x}: its fragments do not cover its hashes"
+                ));
+            }
+        }
+        for (dir, frag) in &self.frag_objects {
+            let object = format::dir_object(*dir, *frag);
             if !self.inodes.get(dir).is_some_and(is_dir) {
-                problems.push(format!("directory object dir.{dir:x} of no directory"));
+                problems.push(format!("directory object {object} of no directory"));
+            } else if !tree(*dir).contains(frag) {
+                problems.push(format!(
+                    "directory object {object} of a fragment {dir:x} no longer has"
+                ));
             }
         }
         problems
@@ -301,23 +366,42 @@ mod tests {
     fn a_sound_namespace_passes_and_each_fault_is_named() {
         let mut s = Stored::default();
         s.inodes.insert(1, rec(1, libc::S_IFDIR | 0o755, 3, 1));
-        s.inodes.insert(2, rec(2, libc::S_IFDIR | 0o755, 2, 1));
+        let mut split = rec(2, libc::S_IFDIR | 0o755, 2, 1);
+        split.frags = Frag::WHOLE.split(3);
+        s.inodes.insert(2, split.clone());
         s.inodes.insert(3, rec(3, libc::S_IFREG | 0o644, 2, 2));
-        let dentry = |ino, kind| Dentry { ino, kind };
+        let whole = |ino, kind| (Frag::WHOLE, Dentry { ino, kind });
+        let f_frag = format::frag_of(&split.frags, format::name_hash(b"f"));
         s.dentries
-            .insert((1, b"d".to_vec()), dentry(2, libc::S_IFDIR));
+            .insert((1, b"d".to_vec()), whole(2, libc::S_IFDIR));
+        s.dentries.insert(
+            (2, b"f".to_vec()),
+            (
+                f_frag,
+                Dentry {
+                    ino: 3,
+                    kind: libc::S_IFREG,
+                },
+            ),
+        );
         s.dentries
-            .insert((2, b"f".to_vec()), dentry(3, libc::S_IFREG));
-        s.dentries
-            .insert((1, b"hard".to_vec()), dentry(3, libc::S_IFREG));
+            .insert((1, b"hard".to_vec()), whole(3, libc::S_IFREG));
+        s.frag_objects.insert((1, Frag::WHOLE));
+        s.frag_objects.insert((2, f_frag));
         assert_eq!(s.check(), Vec::<String>::new());
         s.dentries
-            .insert((1, b"gone".to_vec()), dentry(9, libc::S_IFREG));
+            .insert((1, b"gone".to_vec()), whole(9, libc::S_IFREG));
         s.inodes.insert(7, rec(7, libc::S_IFREG | 0o644, 1, 1));
         s.apply(&Delta::DropDentry {
             dir: 1,
+            frag: Frag::WHOLE,
             name: serde_bytes::ByteBuf::from(b"hard".to_vec()),
         });
+        // The split directory's old whole object left behind, and an
+        // entry in a fragment its name does not hash to.
+        s.frag_objects.insert((2, Frag::WHOLE));
+        let wrong = split.frags.iter().find(|f| **f != f_frag).copied();
+        s.dentries.get_mut(&(2, b"f".to_vec())).expect("f").0 = wrong.expect("8 fragments");
         let problems = s.check().join("\n");
         assert!(problems.contains("dangling entry \"gone\""), "{problems}");
         assert!(problems.contains("orphan inode 7"), "{problems}");
@@ -325,5 +409,11 @@ mod tests {
             problems.contains("inode 3 has nlink 2 but 1 entries"),
             "{problems}"
         );
+        assert!(
+            problems.contains("dir.2: a fragment")
+                || problems.contains("object dir.2 of a fragment"),
+            "{problems}"
+        );
+        assert!(problems.contains("not its fragment's"), "{problems}");
     }
 }

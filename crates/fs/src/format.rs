@@ -7,7 +7,8 @@
 //! |---|---|
 //! | `mds.head` | xattr `head`: [`Head`] (first live journal segment, inode numbers reserved) |
 //! | `mds.journal.<seq:016x>` | appended journal batches ([`encode_batch`]); xattr `gen`: the generation of the MDS allowed to append |
-//! | `dir.<ino:x>` | omap: entry name → [`Dentry`] |
+//! | `dir.<ino:x>` | omap: entry name → [`Dentry`] (a directory of one fragment) |
+//! | `dir.<ino:x>.<bits>.<value:x>` | omap: the entries of one [`Frag`] of a fragmented directory |
 //! | `inode.<ino >> 12:x>` | omap: inode number (8 bytes, big-endian) → [`InodeRec`] |
 
 use cairn_proto::mds::{Attr, Layout};
@@ -21,7 +22,9 @@ pub const GEN_XATTR: &[u8] = b"gen";
 /// Inodes per inode-table object.
 pub const INODES_PER_OBJECT_SHIFT: u32 = 12;
 
-const VERSION: u8 = 1;
+/// 2: directories carry their fragment tree ([`InodeRec::frags`]) and
+/// entry deltas name their fragment.
+const VERSION: u8 = 2;
 
 /// Why stored bytes could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -41,9 +44,144 @@ pub fn segment_object(seq: u64) -> String {
     format!("mds.journal.{seq:016x}")
 }
 
+/// The object holding fragment `frag` of directory `ino`.
 #[must_use]
-pub fn dir_object(ino: u64) -> String {
-    format!("dir.{ino:x}")
+pub fn dir_object(ino: u64, frag: Frag) -> String {
+    if frag.bits == 0 {
+        format!("dir.{ino:x}")
+    } else {
+        format!("dir.{ino:x}.{}.{:x}", frag.bits, frag.value)
+    }
+}
+
+/// The directory and fragment an object name holds, if it is a directory
+/// object.
+#[must_use]
+pub fn parse_dir_object(name: &str) -> Option<(u64, Frag)> {
+    let rest = name.strip_prefix("dir.")?;
+    let mut parts = rest.split('.');
+    let ino = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let frag = match (parts.next(), parts.next(), parts.next()) {
+        (None, ..) => Frag::WHOLE,
+        (Some(bits), Some(value), None) => Frag {
+            bits: bits.parse().ok()?,
+            value: u32::from_str_radix(value, 16).ok()?,
+        },
+        _ => return None,
+    };
+    frag.is_valid().then_some((ino, frag))
+}
+
+/// The hash that places a name in a fragment (and, shifted, orders a
+/// directory's entries for `readdir`).
+#[must_use]
+pub fn name_hash(name: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(name)
+}
+
+/// A fragment of a directory, as CephFS's `frag_t`: the entries whose name
+/// hash has `value` in its top `bits` bits. A directory starts as one
+/// fragment and splits as it grows, so a directory of millions of entries
+/// is many omap objects, loaded and cached one at a time.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Frag {
+    pub bits: u8,
+    pub value: u32,
+}
+
+impl Frag {
+    /// The whole hash space: a directory not split.
+    pub const WHOLE: Frag = Frag { bits: 0, value: 0 };
+
+    /// Bits a fragment may have at most.
+    pub const BITS_MAX: u8 = 30;
+
+    #[must_use]
+    pub fn is_valid(self) -> bool {
+        self.bits <= Frag::BITS_MAX && u64::from(self.value) >> self.bits == 0
+    }
+
+    /// Whether a name of hash `hash` belongs here.
+    #[must_use]
+    pub fn contains(self, hash: u64) -> bool {
+        self.bits == 0 || hash >> (64 - u32::from(self.bits)) == u64::from(self.value)
+    }
+
+    /// The lowest hash this fragment holds.
+    #[must_use]
+    pub fn first_hash(self) -> u64 {
+        if self.bits == 0 {
+            0
+        } else {
+            u64::from(self.value) << (64 - u32::from(self.bits))
+        }
+    }
+
+    /// The highest hash this fragment holds.
+    #[must_use]
+    pub fn last_hash(self) -> u64 {
+        if self.bits == 0 {
+            u64::MAX
+        } else {
+            self.first_hash() | (u64::MAX >> u32::from(self.bits))
+        }
+    }
+
+    /// The `2^by` fragments this one splits into, in hash order.
+    #[must_use]
+    pub fn split(self, by: u8) -> Vec<Frag> {
+        (0..1u32 << by)
+            .map(|i| Frag {
+                bits: self.bits + by,
+                value: (self.value << by) | i,
+            })
+            .collect()
+    }
+
+    /// The fragment `by` bits up that holds this one.
+    #[must_use]
+    pub fn parent(self, by: u8) -> Frag {
+        let by = by.min(self.bits);
+        Frag {
+            bits: self.bits - by,
+            value: self.value >> by,
+        }
+    }
+}
+
+/// The fragment of `frags` (a directory's fragment tree, empty for one not
+/// split) that holds a name of hash `hash`. A tree that does not cover the
+/// hash space is refused when read ([`valid_tree`]), so the fallback is
+/// never taken.
+#[must_use]
+pub fn frag_of(frags: &[Frag], hash: u64) -> Frag {
+    frags
+        .iter()
+        .copied()
+        .find(|f| f.contains(hash))
+        .unwrap_or(Frag::WHOLE)
+}
+
+/// Whether `frags` (sorted by first hash) covers the hash space exactly
+/// once; empty is a directory of one fragment.
+#[must_use]
+pub fn valid_tree(frags: &[Frag]) -> bool {
+    if frags.is_empty() {
+        return true;
+    }
+    let mut next = 0u64;
+    for (i, f) in frags.iter().enumerate() {
+        if !f.is_valid() || f.first_hash() != next {
+            return false;
+        }
+        if f.last_hash() == u64::MAX {
+            return i + 1 == frags.len();
+        }
+        next = f.last_hash() + 1;
+    }
+    false
 }
 
 #[must_use]
@@ -56,14 +194,17 @@ pub fn inode_key(ino: u64) -> [u8; 8] {
     ino.to_be_bytes()
 }
 
-/// An inode as stored: attributes, xattrs, a symlink's target, and (for a
-/// directory, which has one link) its parent.
+/// An inode as stored: attributes, xattrs, a symlink's target, its
+/// parent (for a directory, which has one link, the only one), and a
+/// directory's fragments.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InodeRec {
     pub attr: Attr,
     pub parent: u64,
     pub xattrs: Vec<(ByteBuf, ByteBuf)>,
     pub target: Option<ByteBuf>,
+    /// A directory's fragments in hash order; empty while it is one.
+    pub frags: Vec<Frag>,
 }
 
 /// A directory entry as stored.
@@ -93,15 +234,30 @@ pub enum Delta {
     DropInode(u64),
     PutDentry {
         dir: u64,
+        frag: Frag,
         name: ByteBuf,
         dentry: Dentry,
     },
     DropDentry {
         dir: u64,
+        frag: Frag,
         name: ByteBuf,
     },
-    /// A removed directory's entry object.
-    DropDir(u64),
+    /// A removed directory's fragment objects.
+    DropDir {
+        ino: u64,
+        frags: Vec<Frag>,
+    },
+    /// Directory `dir`'s fragments `from` became `to` (a split or a
+    /// merge): `entries` are every entry they hold, now stored in `to`
+    /// by name hash, and the objects of `from` are removed. The
+    /// directory's record with the new tree is journaled beside it.
+    Refrag {
+        dir: u64,
+        from: Vec<Frag>,
+        to: Vec<Frag>,
+        entries: Vec<(ByteBuf, Dentry)>,
+    },
     /// Remove the data objects of a file of at most `size` bytes.
     Purge {
         ino: u64,
@@ -210,6 +366,7 @@ mod tests {
             deltas: vec![
                 Delta::PutDentry {
                     dir: 1,
+                    frag: Frag::WHOLE,
                     name: ByteBuf::from(b"a".to_vec()),
                     dentry: Dentry {
                         ino: 9,
@@ -239,7 +396,7 @@ mod tests {
             seq: 10,
         };
         let bytes = encode(&head);
-        assert_eq!(bytes[0], 1);
+        assert_eq!(bytes[0], VERSION);
         assert_eq!(decode::<Head>(&bytes).expect("decodes"), head);
         let mut other = bytes.clone();
         other[0] = 9;
@@ -248,5 +405,30 @@ mod tests {
             Err(FormatError::Version(9))
         ));
         assert!(decode::<Head>(&[]).is_err());
+    }
+
+    #[test]
+    fn fragments_split_cover_and_name_their_objects() {
+        let whole = Frag::WHOLE;
+        assert!(whole.contains(0) && whole.contains(u64::MAX));
+        let eight = whole.split(3);
+        assert!(valid_tree(&eight));
+        let mut tree: Vec<Frag> = eight[..7].to_vec();
+        tree.extend(eight[7].split(3));
+        assert!(valid_tree(&tree));
+        assert!(!valid_tree(&eight[1..]));
+        assert!(!valid_tree(&[eight[0], eight[0]]));
+        for hash in [0, 1, u64::MAX / 3, u64::MAX - 1, u64::MAX] {
+            let f = frag_of(&tree, hash);
+            assert!(f.contains(hash) && f.first_hash() <= hash && hash <= f.last_hash());
+            assert_eq!(tree.iter().filter(|g| g.contains(hash)).count(), 1);
+        }
+        assert_eq!(tree[9].parent(3), eight[7]);
+        for f in [whole, tree[3], tree[12]] {
+            assert_eq!(parse_dir_object(&dir_object(0x2a, f)), Some((0x2a, f)));
+        }
+        assert_eq!(parse_dir_object("dir.2a.3.9"), None);
+        assert_eq!(parse_dir_object("dir.2a.x"), None);
+        assert_eq!(parse_dir_object("inode.2a"), None);
     }
 }

@@ -3,7 +3,7 @@
 //! every change is written back to the metadata pool (so loading them
 //! again reads what the cache held). Open inodes and the root stay.
 
-use crate::format::Delta;
+use crate::format::{Delta, Frag, frag_of, name_hash};
 use crate::mds::namespace::Namespace;
 use cairn_proto::mds::{MdsOp, ROOT_INO};
 
@@ -19,22 +19,46 @@ pub const DENTRY_BYTES: usize = 160;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Trimmed {
     pub inodes: usize,
+    /// Directory fragments.
     pub dirs: usize,
+}
+
+/// Something the cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Held {
+    Inode(u64),
+    Frag(u64, Frag),
 }
 
 impl Namespace {
     /// Notes that `op` used these inodes (for least-recently-used order).
     pub(crate) fn note_use(&mut self, op: &MdsOp) {
         let (first, second) = match op {
-            MdsOp::Lookup { parent, .. }
-            | MdsOp::Create { parent, .. }
-            | MdsOp::Symlink { parent, .. }
-            | MdsOp::Unlink { parent, .. }
-            | MdsOp::Rmdir { parent, .. } => (*parent, None),
+            MdsOp::Lookup { parent, name }
+            | MdsOp::Create { parent, name, .. }
+            | MdsOp::Symlink { parent, name, .. }
+            | MdsOp::Unlink { parent, name, .. }
+            | MdsOp::Rmdir { parent, name } => {
+                self.touch_name(*parent, name);
+                (*parent, None)
+            }
             MdsOp::Rename {
-                parent, new_parent, ..
-            } => (*parent, Some(*new_parent)),
-            MdsOp::Link { ino, parent, .. } => (*ino, Some(*parent)),
+                parent,
+                name,
+                new_parent,
+                new_name,
+                ..
+            } => {
+                self.touch_name(*parent, name);
+                self.touch_name(*new_parent, new_name);
+                (*parent, Some(*new_parent))
+            }
+            MdsOp::Link {
+                ino, parent, name, ..
+            } => {
+                self.touch_name(*parent, name);
+                (*ino, Some(*parent))
+            }
             MdsOp::GetAttr { ino }
             | MdsOp::SetAttr { ino, .. }
             | MdsOp::ReadDir { ino, .. }
@@ -61,14 +85,45 @@ impl Namespace {
         self.last_used.insert(ino, clock);
     }
 
+    /// Notes that the fragment of `dir` holding `name` was just used.
+    fn touch_name(&mut self, dir: u64, name: &[u8]) {
+        let Some(rec) = self.inodes.get(&dir) else {
+            return;
+        };
+        let frag = frag_of(&rec.frags, name_hash(name));
+        self.touch_frag(dir, frag, None);
+    }
+
+    /// Notes that fragment `frag` of `dir` was used (and changed under
+    /// journal sequence `changed`).
+    fn touch_frag(&mut self, dir: u64, frag: Frag, changed: Option<u64>) {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(f) = self.dirs.get_mut(&dir).and_then(|d| d.frags.get_mut(&frag)) {
+            f.last_used = clock;
+            if let Some(seq) = changed {
+                f.changed_at = seq;
+            }
+        }
+    }
+
     /// Notes that `deltas`, journaled under `seq`, changed these inodes
-    /// and directories: they stay cached until written back.
+    /// and directory fragments: they stay cached until written back.
     pub fn note_changed(&mut self, deltas: &[Delta], seq: u64) {
         for delta in deltas {
             let ino = match delta {
                 Delta::PutInode(rec) | Delta::PutUsage(rec) => rec.attr.ino,
-                Delta::PutDentry { dir, .. } | Delta::DropDentry { dir, .. } => *dir,
-                Delta::DropInode(ino) | Delta::DropDir(ino) => *ino,
+                Delta::PutDentry { dir, frag, .. } | Delta::DropDentry { dir, frag, .. } => {
+                    self.touch_frag(*dir, *frag, Some(seq));
+                    continue;
+                }
+                Delta::Refrag { dir, to, .. } => {
+                    for frag in to {
+                        self.touch_frag(*dir, *frag, Some(seq));
+                    }
+                    continue;
+                }
+                Delta::DropInode(ino) | Delta::DropDir { ino, .. } => *ino,
                 Delta::Purge { .. } | Delta::InoReserved(_) => continue,
             };
             self.changed_at.insert(ino, seq);
@@ -108,31 +163,53 @@ impl Namespace {
                 && !ns.opens.contains_key(&ino)
                 && ns.changed_at.get(&ino).is_none_or(|s| *s <= written_back)
         };
-        let mut candidates: Vec<(u64, u64)> = self
+        let mut candidates: Vec<(u64, Held)> = self
             .inodes
             .keys()
-            .chain(self.dirs.keys())
             .filter(|ino| clean(self, **ino))
-            .map(|ino| (self.last_used.get(ino).copied().unwrap_or(0), *ino))
+            .map(|ino| {
+                let used = self.last_used.get(ino).copied().unwrap_or(0);
+                (used, Held::Inode(*ino))
+            })
             .collect();
+        // A directory's fragments go one at a time (the root's too: a
+        // huge root directory must not outgrow the budget).
+        for (ino, dir) in &self.dirs {
+            for (frag, f) in &dir.frags {
+                if f.changed_at <= written_back {
+                    candidates.push((f.last_used, Held::Frag(*ino, *frag)));
+                }
+            }
+        }
         candidates.sort_unstable();
-        candidates.dedup_by_key(|(_, ino)| *ino);
         let mut trimmed = Trimmed::default();
-        for (_, ino) in candidates {
+        for (_, held) in candidates {
             if size <= target {
                 break;
             }
-            if let Some(dir) = self.dirs.remove(&ino) {
-                size = size.saturating_sub(dir.bytes(DENTRY_BYTES));
-                trimmed.dirs += 1;
+            match held {
+                Held::Frag(ino, frag) => {
+                    let Some(dir) = self.dirs.get_mut(&ino) else {
+                        continue;
+                    };
+                    if let Some(f) = dir.frags.remove(&frag) {
+                        size = size.saturating_sub(f.bytes(DENTRY_BYTES));
+                        trimmed.dirs += 1;
+                    }
+                    if dir.frags.is_empty() {
+                        self.dirs.remove(&ino);
+                    }
+                }
+                Held::Inode(ino) => {
+                    if let Some(rec) = self.inodes.remove(&ino) {
+                        let xattrs: usize = rec.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
+                        size = size.saturating_sub(INODE_BYTES + xattrs);
+                        trimmed.inodes += 1;
+                    }
+                    self.last_used.remove(&ino);
+                    self.changed_at.remove(&ino);
+                }
             }
-            if let Some(rec) = self.inodes.remove(&ino) {
-                let xattrs: usize = rec.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
-                size = size.saturating_sub(INODE_BYTES + xattrs);
-                trimmed.inodes += 1;
-            }
-            self.last_used.remove(&ino);
-            self.changed_at.remove(&ino);
         }
         if trimmed.inodes + trimmed.dirs > 0 {
             self.inodes.shrink_to(self.inodes.len() * 2);
@@ -175,7 +252,7 @@ mod tests {
     fn only_written_back_entries_leave_and_they_are_loaded_again() {
         let mut ns = Namespace::new(2, 2);
         ns.insert_inode(Namespace::root_inode(Time::default()));
-        ns.insert_dir(ROOT_INO, crate::mds::namespace::DirCache::default());
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
         let mut inos = Vec::new();
         for i in 0..200 {
             let (ino, deltas) = create(&mut ns, &format!("f{i}"));

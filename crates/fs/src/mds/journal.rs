@@ -14,8 +14,8 @@
 //! holds whole values, so applying one twice changes nothing.
 
 use crate::format::{
-    self, Delta, Dentry, Entry, GEN_XATTR, HEAD_OBJECT, HEAD_XATTR, Head, dir_object, inode_key,
-    inode_object, segment_object,
+    self, Delta, Dentry, Entry, Frag, GEN_XATTR, HEAD_OBJECT, HEAD_XATTR, Head, dir_object,
+    inode_key, inode_object, segment_object,
 };
 use crate::layout;
 use crate::mds::limits::{
@@ -273,16 +273,24 @@ async fn remove_ignoring_missing(
     }
 }
 
-/// The inode records to set and the keys to remove in one inode-table
-/// object.
-type InodeObjectChange = (Vec<([u8; 8], Vec<u8>)>, Vec<[u8; 8]>);
+/// A name's last change: the fragment it was made in, and the entry
+/// (`None`: removed).
+type NameChange = (Frag, Option<Dentry>);
 
-/// The coalesced effect of many deltas on the namespace objects.
+/// The keys to set and the keys to remove in one omap object.
+type OmapChange = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>);
+
+/// The coalesced effect of many deltas on the namespace objects. Each
+/// name keeps its last change and the fragment it was made in (a later
+/// split or merge re-puts every entry it moves, so the last change of a
+/// name is in a fragment that is live at the end, or in one removed).
 #[derive(Debug, Default)]
 struct Pending {
-    /// dir → name → entry (`None`: removed).
-    dentries: BTreeMap<u64, BTreeMap<Vec<u8>, Option<Dentry>>>,
-    dropped_dirs: BTreeSet<u64>,
+    /// dir → name → (fragment, entry; `None`: removed).
+    dentries: BTreeMap<u64, BTreeMap<Vec<u8>, NameChange>>,
+    /// Fragment objects to remove: of removed directories, and of
+    /// fragments split or merged away (unless made again later).
+    dropped_frags: BTreeSet<(u64, Frag)>,
     /// inode → record bytes (`None`: removed).
     inodes: BTreeMap<u64, Option<Vec<u8>>>,
     purges: Vec<(u64, u64, cairn_proto::mds::Layout)>,
@@ -297,26 +305,115 @@ impl Pending {
             Delta::DropInode(ino) => {
                 self.inodes.insert(*ino, None);
             }
-            Delta::PutDentry { dir, name, dentry } => {
+            Delta::PutDentry {
+                dir,
+                frag,
+                name,
+                dentry,
+            } => {
                 self.dentries
                     .entry(*dir)
                     .or_default()
-                    .insert(name.to_vec(), Some(*dentry));
+                    .insert(name.to_vec(), (*frag, Some(*dentry)));
             }
-            Delta::DropDentry { dir, name } => {
+            Delta::DropDentry { dir, frag, name } => {
                 self.dentries
                     .entry(*dir)
                     .or_default()
-                    .insert(name.to_vec(), None);
+                    .insert(name.to_vec(), (*frag, None));
             }
-            Delta::DropDir(ino) => {
+            Delta::DropDir { ino, frags } => {
                 self.dentries.remove(ino);
-                self.dropped_dirs.insert(*ino);
+                for f in frags {
+                    self.dropped_frags.insert((*ino, *f));
+                }
+            }
+            Delta::Refrag {
+                dir,
+                from,
+                to,
+                entries,
+            } => {
+                for f in from {
+                    self.dropped_frags.insert((*dir, *f));
+                }
+                for f in to {
+                    self.dropped_frags.remove(&(*dir, *f));
+                }
+                let names = self.dentries.entry(*dir).or_default();
+                // A name removed from a fragment that goes is removed from
+                // the one that takes its hashes (an object made again, by
+                // a merge after a split, may still hold it).
+                for (name, (frag, _)) in names.iter_mut() {
+                    if from.contains(frag) {
+                        *frag = format::frag_of(to, format::name_hash(name));
+                    }
+                }
+                for (name, dentry) in entries {
+                    let frag = format::frag_of(to, format::name_hash(name));
+                    names.insert(name.to_vec(), (frag, Some(*dentry)));
+                }
             }
             Delta::Purge { ino, size, layout } => self.purges.push((*ino, *size, *layout)),
             Delta::InoReserved(_) => {}
         }
     }
+}
+
+/// What write-back does to the metadata pool for some entries: omap
+/// changes (object, keys to set, keys to remove), made first and in any
+/// order, then objects to remove; and data to purge.
+#[derive(Debug, Default)]
+struct Plan {
+    changes: Vec<(String, OmapChange)>,
+    removals: Vec<String>,
+    purges: Vec<(u64, u64, cairn_proto::mds::Layout)>,
+}
+
+/// The coalesced changes of `entries`. Applied over the stored namespace
+/// as it was before them, or over any state a partly applied plan of these
+/// or later entries left, it stores the namespace as it is after them.
+fn plan(entries: &[Entry]) -> Plan {
+    let mut pending = Pending::default();
+    for e in entries {
+        for d in &e.deltas {
+            pending.add(d);
+        }
+    }
+    let mut plan = Plan::default();
+    for (dir, names) in &pending.dentries {
+        let mut by_frag: BTreeMap<Frag, OmapChange> = BTreeMap::new();
+        for (name, (frag, dentry)) in names {
+            if pending.dropped_frags.contains(&(*dir, *frag)) {
+                // Its object is removed below.
+                continue;
+            }
+            let slot = by_frag.entry(*frag).or_default();
+            match dentry {
+                Some(d) => slot.0.push((name.clone(), format::encode(d))),
+                None => slot.1.push(name.clone()),
+            }
+        }
+        for (frag, change) in by_frag {
+            plan.changes.push((dir_object(*dir, frag), change));
+        }
+    }
+    let mut by_object: BTreeMap<String, OmapChange> = BTreeMap::new();
+    for (ino, rec) in &pending.inodes {
+        let slot = by_object.entry(inode_object(*ino)).or_default();
+        match rec {
+            Some(bytes) => slot.0.push((inode_key(*ino).to_vec(), bytes.clone())),
+            None => slot.1.push(inode_key(*ino).to_vec()),
+        }
+    }
+    plan.changes.extend(by_object);
+    plan.removals = pending
+        .dropped_frags
+        .iter()
+        .map(|(dir, frag)| dir_object(*dir, *frag))
+        .collect();
+    plan.purges = pending.purges;
+    plan
 }
 
 /// Applies `entries` to the namespace objects (and purges data), with
@@ -325,47 +422,23 @@ impl Pending {
 /// # Errors
 /// The first pool error.
 pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalError> {
-    let mut pending = Pending::default();
-    for e in entries {
-        for d in &e.deltas {
-            pending.add(d);
-        }
-    }
-    let mut ops: Vec<(String, String, WriteOp)> = Vec::new();
-    for (dir, names) in &pending.dentries {
-        let mut set = Vec::new();
-        let mut remove = Vec::new();
-        for (name, dentry) in names {
-            match dentry {
-                Some(d) => set.push((name.clone(), format::encode(d))),
-                None => remove.push(name.clone()),
-            }
-        }
-        let op = WriteOp::new()
-            .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
-            .omap_remove(remove.iter().map(|k| &k[..]));
-        ops.push((pools.meta_pool.clone(), dir_object(*dir), op));
-    }
-    let mut by_object: BTreeMap<String, InodeObjectChange> = BTreeMap::new();
-    for (ino, rec) in &pending.inodes {
-        let slot = by_object.entry(inode_object(*ino)).or_default();
-        match rec {
-            Some(bytes) => slot.0.push((inode_key(*ino), bytes.clone())),
-            None => slot.1.push(inode_key(*ino)),
-        }
-    }
-    for (object, (set, remove)) in by_object {
-        let op = WriteOp::new()
-            .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
-            .omap_remove(remove.iter().map(|k| &k[..]));
-        ops.push((pools.meta_pool.clone(), object, op));
-    }
+    let plan = plan(entries);
+    let ops: Vec<(String, String, WriteOp)> = plan
+        .changes
+        .iter()
+        .map(|(object, (set, remove))| {
+            let op = WriteOp::new()
+                .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
+                .omap_remove(remove.iter().map(|k| &k[..]));
+            (pools.meta_pool.clone(), object.clone(), op)
+        })
+        .collect();
     run_ops(pools, ops).await?;
     let mut removals = Vec::new();
-    for dir in &pending.dropped_dirs {
-        removals.push((pools.meta_pool.clone(), dir_object(*dir)));
+    for object in plan.removals {
+        removals.push((pools.meta_pool.clone(), object));
     }
-    for (ino, size, l) in &pending.purges {
+    for (ino, size, l) in &plan.purges {
         for index in 0..layout::object_count(l, *size).max(1) {
             removals.push((pools.data_pool.clone(), layout::object_name(*ino, index)));
         }
@@ -591,5 +664,383 @@ mod tests {
         })
         .await;
         assert!(matches!(damaged, Err(JournalError::Damaged(_))));
+    }
+}
+
+#[cfg(test)]
+mod fragment_tests {
+    //! Write-back of directories that split and merge, checked against a
+    //! model of the metadata pool: whatever the grouping of entries into
+    //! rounds, and after a round cut short and replayed, the stored
+    //! fragments hold exactly the cached directory.
+
+    use super::*;
+    use crate::format::InodeRec;
+    use crate::mds::namespace::{Namespace, Stop};
+    use cairn_proto::mds::{Caller, MdsAnswer, MdsOp, ROOT_INO, Time};
+    use serde_bytes::ByteBuf;
+
+    type Store = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+    /// Applies `plan`'s first `changes` omap changes (all if `None`: then
+    /// its removals too).
+    fn apply(store: &mut Store, plan: &Plan, changes: Option<usize>) {
+        let n = changes.unwrap_or(plan.changes.len());
+        for (object, (set, remove)) in plan.changes.iter().take(n) {
+            let o = store.entry(object.clone()).or_default();
+            for (k, v) in set {
+                o.insert(k.clone(), v.clone());
+            }
+            for k in remove {
+                o.remove(k);
+            }
+        }
+        if changes.is_none() {
+            for object in &plan.removals {
+                store.remove(object);
+            }
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn name(i: u64) -> ByteBuf {
+        ByteBuf::from(format!("entry-{i}").into_bytes())
+    }
+
+    /// Runs a create-heavy, then unlink-heavy, then mixed storm over two
+    /// directories with fragments of at most 8 entries: the journal.
+    fn storm(ns: &mut Namespace, seed: u64) -> (Vec<Entry>, u64) {
+        let mut rng = Rng(seed | 1);
+        let mut entries = Vec::new();
+        let mut seq = 0;
+        let mut run = |ns: &mut Namespace, op: MdsOp, entries: &mut Vec<Entry>| match ns.execute(
+            &op,
+            Caller::default(),
+            Time::default(),
+        ) {
+            Ok(out) => {
+                seq += 1;
+                entries.push(Entry {
+                    seq,
+                    session: 1,
+                    tid: seq,
+                    deltas: out.deltas,
+                });
+                Some(out.answer)
+            }
+            Err(Stop::Errno(_)) => None,
+            Err(other) => panic!("everything is cached, yet {other:?}"),
+        };
+        let mkdir = MdsOp::Create {
+            parent: ROOT_INO,
+            name: ByteBuf::from(b"d".to_vec()),
+            mode: libc::S_IFDIR | 0o755,
+            umask: 0,
+            rdev: 0,
+            open: false,
+            ino: None,
+            time: None,
+        };
+        let Some(MdsAnswer::Attr(d)) = run(ns, mkdir, &mut entries) else {
+            panic!("mkdir")
+        };
+        for step in 0..3000u64 {
+            let create_odds = match step {
+                0..800 => 9,
+                800..2000 => 1,
+                _ => 5,
+            };
+            let dir = if rng.below(2) == 0 { ROOT_INO } else { d.ino };
+            let n = name(rng.below(100));
+            let op = match rng.below(10) {
+                r if r < create_odds => MdsOp::Create {
+                    parent: dir,
+                    name: n,
+                    mode: libc::S_IFREG | 0o644,
+                    umask: 0,
+                    rdev: 0,
+                    open: false,
+                    ino: None,
+                    time: None,
+                },
+                _ if rng.below(4) == 0 => MdsOp::Rename {
+                    parent: dir,
+                    name: n,
+                    new_parent: if dir == ROOT_INO { d.ino } else { ROOT_INO },
+                    new_name: name(rng.below(100)),
+                    flags: 0,
+                },
+                _ => MdsOp::Unlink {
+                    parent: dir,
+                    name: n,
+                    time: None,
+                },
+            };
+            run(ns, op, &mut entries);
+        }
+        (entries, d.ino)
+    }
+
+    /// The directory `dir` as cached: name → entry.
+    fn cached(ns: &mut Namespace, dir: u64) -> BTreeMap<Vec<u8>, (u64, u64)> {
+        let op = MdsOp::ReadDir {
+            ino: dir,
+            cookie: 0,
+            max: u32::MAX,
+        };
+        let mut out = BTreeMap::new();
+        let mut cookie = 0;
+        loop {
+            let op = match &op {
+                MdsOp::ReadDir { ino, max, .. } => MdsOp::ReadDir {
+                    ino: *ino,
+                    cookie,
+                    max: *max,
+                },
+                _ => unreachable!(),
+            };
+            let answer = ns
+                .execute(&op, Caller::default(), Time::default())
+                .expect("readdir");
+            let MdsAnswer::Entries { entries, eof } = answer.answer else {
+                panic!("entries")
+            };
+            for e in entries {
+                assert!(e.cookie > cookie, "cookies ascend");
+                cookie = e.cookie;
+                out.insert(e.name.to_vec(), (e.ino, e.cookie));
+            }
+            if eof {
+                return out;
+            }
+        }
+    }
+
+    /// The directory `dir` as stored, checking every object is one of its
+    /// fragments and every name is in its fragment's object.
+    fn stored(store: &Store, dir: u64) -> (Vec<Frag>, BTreeMap<Vec<u8>, u64>) {
+        let rec: InodeRec = format::decode(
+            store
+                .get(&inode_object(dir))
+                .and_then(|o| o.get(&inode_key(dir).to_vec()))
+                .expect("directory record stored"),
+        )
+        .expect("decodes");
+        assert!(format::valid_tree(&rec.frags), "{:?}", rec.frags);
+        let tree = if rec.frags.is_empty() {
+            vec![Frag::WHOLE]
+        } else {
+            rec.frags.clone()
+        };
+        let mut names = BTreeMap::new();
+        for (object, keys) in store {
+            let Some((ino, frag)) = format::parse_dir_object(object) else {
+                continue;
+            };
+            if ino != dir {
+                continue;
+            }
+            assert!(tree.contains(&frag), "stale object {object} of {tree:?}");
+            for (k, v) in keys {
+                assert!(frag.contains(format::name_hash(k)), "{k:?} in {object}");
+                let d: Dentry = format::decode(v).expect("dentry");
+                assert!(names.insert(k.clone(), d.ino).is_none());
+            }
+        }
+        (rec.frags, names)
+    }
+
+    fn assert_same(ns: &mut Namespace, store: &Store, dirs: &[u64], when: &str) {
+        for &dir in dirs {
+            let want: BTreeMap<Vec<u8>, u64> = cached(ns, dir)
+                .into_iter()
+                .map(|(n, (ino, _))| (n, ino))
+                .collect();
+            let (frags, got) = stored(store, dir);
+            assert_eq!(got, want, "directory {dir} {when}");
+            assert_eq!(
+                frags,
+                ns.inode_rec(dir).expect("cached").frags,
+                "fragments of {dir} {when}"
+            );
+        }
+    }
+
+    #[test]
+    fn stored_fragments_hold_the_cached_directory_in_any_grouping_and_after_a_cut() {
+        for seed in [1u64, 7, 1234, 99_991] {
+            let mut ns = Namespace::new(2, 2);
+            ns.set_split_entries(8);
+            ns.insert_inode(Namespace::root_inode(Time::default()));
+            ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+            let root = Entry {
+                seq: 0,
+                session: 0,
+                tid: 0,
+                deltas: vec![Delta::PutInode(Namespace::root_inode(Time::default()))],
+            };
+            let (entries, d) = storm(&mut ns, seed);
+            let refrags = entries
+                .iter()
+                .flat_map(|e| &e.deltas)
+                .filter(|d| matches!(d, Delta::Refrag { to, .. } if to.len() > 1))
+                .count();
+            let merges = entries
+                .iter()
+                .flat_map(|e| &e.deltas)
+                .filter(|d| matches!(d, Delta::Refrag { to, .. } if to.len() == 1))
+                .count();
+            assert!(
+                refrags > 4 && merges > 2,
+                "splits {refrags}, merges {merges}"
+            );
+            let mut rng = Rng(seed.wrapping_mul(31) | 1);
+            // Rounds of random length, one cut short and replayed from an
+            // earlier round's start (a crash mid write-back; the head had
+            // not moved).
+            let mut store = Store::new();
+            apply(&mut store, &plan(std::slice::from_ref(&root)), None);
+            let mut at = 0;
+            let mut starts = vec![0];
+            while at < entries.len() {
+                let end = (at + 1 + rng.below(200) as usize).min(entries.len());
+                let p = plan(&entries[at..end]);
+                if rng.below(5) == 0 {
+                    let cut = rng.below(p.changes.len() as u64 + 1) as usize;
+                    apply(&mut store, &p, Some(cut));
+                    let from = starts[rng.below(starts.len() as u64) as usize];
+                    apply(&mut store, &plan(&entries[from..end]), None);
+                } else {
+                    apply(&mut store, &p, None);
+                }
+                starts.push(end);
+                at = end;
+            }
+            assert_same(&mut ns, &store, &[ROOT_INO, d], &format!("seed {seed}"));
+            // Replaying everything again over the final state changes
+            // nothing.
+            apply(&mut store, &plan(&entries), None);
+            assert_same(
+                &mut ns,
+                &store,
+                &[ROOT_INO, d],
+                &format!("seed {seed}, replayed"),
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_and_merge_in_one_round_leave_no_removed_name_behind() {
+        let mut ns = Namespace::new(2, 2);
+        ns.set_split_entries(8);
+        ns.insert_inode(Namespace::root_inode(Time::default()));
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        let mut entries = vec![Entry {
+            seq: 0,
+            session: 0,
+            tid: 0,
+            deltas: vec![Delta::PutInode(Namespace::root_inode(Time::default()))],
+        }];
+        let run = |ns: &mut Namespace, entries: &mut Vec<Entry>, op: MdsOp| {
+            let out = ns
+                .execute(&op, Caller::default(), Time::default())
+                .expect("runs");
+            entries.push(Entry {
+                seq: entries.len() as u64,
+                session: 1,
+                tid: entries.len() as u64,
+                deltas: out.deltas,
+            });
+        };
+        let create = |i| MdsOp::Create {
+            parent: ROOT_INO,
+            name: name(i),
+            mode: libc::S_IFREG | 0o644,
+            umask: 0,
+            rdev: 0,
+            open: false,
+            ino: None,
+            time: None,
+        };
+        let unlink = |i| MdsOp::Unlink {
+            parent: ROOT_INO,
+            name: name(i),
+            time: None,
+        };
+        for i in 0..8 {
+            run(&mut ns, &mut entries, create(i));
+        }
+        let first_round = entries.len();
+        // One round: the ninth entry splits the directory, removals
+        // merge it back into the object the first round wrote.
+        run(&mut ns, &mut entries, create(8));
+        assert!(!ns.inode_rec(ROOT_INO).expect("root").frags.is_empty());
+        for i in 0..8 {
+            run(&mut ns, &mut entries, unlink(i));
+        }
+        assert!(ns.inode_rec(ROOT_INO).expect("root").frags.is_empty());
+        let mut store = Store::new();
+        apply(&mut store, &plan(&entries[..first_round]), None);
+        apply(&mut store, &plan(&entries[first_round..]), None);
+        assert_same(&mut ns, &store, &[ROOT_INO], "after the round");
+    }
+
+    #[test]
+    fn cookies_stay_through_splits_and_merges() {
+        let mut ns = Namespace::new(2, 2);
+        ns.set_split_entries(8);
+        ns.insert_inode(Namespace::root_inode(Time::default()));
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        let create = |ns: &mut Namespace, i| {
+            let op = MdsOp::Create {
+                parent: ROOT_INO,
+                name: name(i),
+                mode: libc::S_IFREG | 0o644,
+                umask: 0,
+                rdev: 0,
+                open: false,
+                ino: None,
+                time: None,
+            };
+            ns.execute(&op, Caller::default(), Time::default())
+                .expect("create");
+        };
+        for i in 0..5 {
+            create(&mut ns, i);
+        }
+        let before = cached(&mut ns, ROOT_INO);
+        for i in 5..200 {
+            create(&mut ns, i);
+        }
+        assert!(ns.inode_rec(ROOT_INO).expect("root").frags.len() > 8);
+        let grown = cached(&mut ns, ROOT_INO);
+        assert_eq!(grown.len(), 200);
+        for (n, v) in &before {
+            assert_eq!(grown.get(n), Some(v), "cookie of {n:?} moved in a split");
+        }
+        for i in 5..200 {
+            let op = MdsOp::Unlink {
+                parent: ROOT_INO,
+                name: name(i),
+                time: None,
+            };
+            ns.execute(&op, Caller::default(), Time::default())
+                .expect("unlink");
+        }
+        assert!(
+            ns.inode_rec(ROOT_INO).expect("root").frags.len() <= 8,
+            "merged back: {:?}",
+            ns.inode_rec(ROOT_INO).expect("root").frags
+        );
+        assert_eq!(cached(&mut ns, ROOT_INO), before, "cookies after merges");
     }
 }

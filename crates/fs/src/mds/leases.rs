@@ -133,10 +133,12 @@ impl Leases {
                 Delta::DropInode(ino) => {
                     invals.insert(Key::Inode(*ino));
                 }
-                Delta::PutDentry { dir, name, .. } | Delta::DropDentry { dir, name } => {
+                Delta::PutDentry { dir, name, .. } | Delta::DropDentry { dir, name, .. } => {
                     invals.insert(Key::Entry(*dir, name.to_vec()));
                 }
-                Delta::DropDir(_)
+                // A split or merge moves entries without changing them.
+                Delta::DropDir { .. }
+                | Delta::Refrag { .. }
                 | Delta::Purge { .. }
                 | Delta::InoReserved(_)
                 | Delta::PutUsage(_) => {}
@@ -322,6 +324,7 @@ mod tests {
     fn dentry_change(dir: u64, name: &str) -> Delta {
         Delta::DropDentry {
             dir,
+            frag: crate::format::Frag::WHOLE,
             name: ByteBuf::from(name.as_bytes().to_vec()),
         }
     }

@@ -17,7 +17,7 @@ pub mod locks;
 pub mod namespace;
 pub mod quota;
 
-use crate::format::{self, Dentry, InodeRec, dir_object, inode_key, inode_object};
+use crate::format::{self, Dentry, Frag, InodeRec, dir_object, inode_key, inode_object};
 use crate::mds::journal::{JournalError, Pools};
 use crate::mds::leases::{Evicted, Leases, SharedState, shared};
 use crate::mds::limits::{
@@ -26,7 +26,7 @@ use crate::mds::limits::{
     RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX,
     SESSION_TIMEOUT_MS_DEFAULT,
 };
-use crate::mds::namespace::{DirCache, Namespace, Need, Stop};
+use crate::mds::namespace::{Namespace, Need, Stop};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError};
 use cairn_proto::mds::{
@@ -64,6 +64,8 @@ pub struct MdsConfig {
     /// A request in flight longer than this is slow (logged, and shown in
     /// `cairn status` and `cairn health`).
     pub complaint_ms: u64,
+    /// A directory fragment with more entries than this splits in eight.
+    pub dir_split_entries: usize,
 }
 
 impl MdsConfig {
@@ -80,6 +82,7 @@ impl MdsConfig {
             recall_timeout_ms: RECALL_TIMEOUT_MS_DEFAULT,
             cache_bytes_max: CACHE_BYTES_DEFAULT,
             complaint_ms: COMPLAINT_MS_DEFAULT,
+            dir_split_entries: namespace::DIR_SPLIT_ENTRIES_DEFAULT,
         }
     }
 }
@@ -172,6 +175,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         "journal replayed"
     );
     let mut ns = Namespace::new(replayed.head.ino_reserved, replayed.head.ino_reserved);
+    ns.set_split_entries(config.dir_split_entries);
     ensure_root(&pools, &mut ns).await?;
     let (entries_tx, entries_rx) = mpsc::channel(JOURNAL_QUEUE_MAX);
     let (durable_tx, durable_rx) = watch::channel(replayed.seq);
@@ -297,7 +301,7 @@ async fn ensure_root(pools: &Pools, ns: &mut Namespace) -> Result<(), MdsStop> {
     };
     journal::write_back(pools, &[entry]).await?;
     ns.insert_inode(root);
-    ns.insert_dir(ROOT_INO, DirCache::default());
+    ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
     Ok(())
 }
 
@@ -318,14 +322,26 @@ async fn load_inode(pools: &Pools, ino: u64) -> Result<Option<InodeRec>, ClientE
     };
     match found.get(&key) {
         None => Ok(None),
-        Some(bytes) => format::decode(bytes)
-            .map(Some)
-            .map_err(|e| ClientError::Unexpected(format!("inode {ino}: {e}"))),
+        Some(bytes) => {
+            let rec: InodeRec = format::decode(bytes)
+                .map_err(|e| ClientError::Unexpected(format!("inode {ino:x}: {e}")))?;
+            if !format::valid_tree(&rec.frags) {
+                return Err(ClientError::Unexpected(format!(
+                    "inode {ino:x}: its fragments do not cover the directory"
+                )));
+            }
+            Ok(Some(rec))
+        }
     }
 }
 
-async fn load_dir(pools: &Pools, ino: u64) -> Result<DirCache, ClientError> {
-    let object = dir_object(ino);
+/// The stored entries of fragment `frag` of directory `ino`.
+async fn load_frag(
+    pools: &Pools,
+    ino: u64,
+    frag: Frag,
+) -> Result<Vec<(ByteBuf, Dentry)>, ClientError> {
+    let object = dir_object(ino, frag);
     let mut entries = Vec::new();
     let mut after: Option<Bytes> = None;
     loop {
@@ -354,7 +370,7 @@ async fn load_dir(pools: &Pools, ino: u64) -> Result<DirCache, ClientError> {
             break;
         }
     }
-    Ok(DirCache::from_entries(entries))
+    Ok(entries)
 }
 
 /// Keeps the file system's space figures for `statfs` (every 5 s).
@@ -693,7 +709,7 @@ impl Actor {
         if trimmed.inodes + trimmed.dirs > 0 {
             tracing::debug!(
                 inodes = trimmed.inodes,
-                dirs = trimmed.dirs,
+                fragments = trimmed.dirs,
                 target = self.cache_target,
                 "cache trimmed"
             );
@@ -1428,9 +1444,17 @@ impl Actor {
                     self.ns.insert_inode(rec);
                 }
             }
-            Need::Dir(ino) => {
-                let dir = load_dir(&self.pools, ino).await.map_err(io)?;
-                self.ns.insert_dir(ino, dir);
+            Need::Frag(ino, frag) => {
+                let entries = load_frag(&self.pools, ino, frag).await.map_err(io)?;
+                let strays = self.ns.insert_frag(ino, frag, entries);
+                if strays > 0 {
+                    tracing::warn!(
+                        dir = format_args!("{ino:x}"),
+                        object = dir_object(ino, frag),
+                        strays,
+                        "directory object holds names of another fragment; left out"
+                    );
+                }
             }
         }
         Ok(())

@@ -4,7 +4,7 @@
 //! ([`Need`]); the server loads it from the metadata pool and runs the
 //! operation again. Nothing here reads a clock: `now` comes with the call.
 
-use crate::format::{Delta, Dentry, InodeRec};
+use crate::format::{Delta, Dentry, Frag, InodeRec, frag_of, name_hash};
 use crate::mds::quota::{self, Usage};
 use cairn_proto::mds::{
     Attr, Caller, DirEntry, Errno, Layout, MdsAnswer, MdsOp, NAME_BYTES_MAX, RENAME_EXCHANGE,
@@ -12,7 +12,7 @@ use cairn_proto::mds::{
     XATTR_NAME_BYTES_MAX, XATTR_REPLACE, XATTR_VALUE_BYTES_MAX,
 };
 use serde_bytes::ByteBuf;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 const S_IFMT: u32 = libc::S_IFMT;
 const S_IFDIR: u32 = libc::S_IFDIR;
@@ -32,7 +32,8 @@ pub const LAYOUT_XATTR: &[u8] = b"cairn.layout";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Need {
     Inode(u64),
-    Dir(u64),
+    /// A fragment of a directory.
+    Frag(u64, Frag),
 }
 
 /// Why an operation did not answer.
@@ -54,23 +55,35 @@ fn errno(e: i32) -> Stop {
     Stop::Errno(e)
 }
 
-/// A directory's entries, ordered by cookie (a hash of the name, stable
-/// for the entry's life).
-#[derive(Clone, Debug, Default)]
-pub struct DirCache {
+/// The loaded entries of one directory fragment, ordered by cookie (the
+/// name hash shifted, so fragments follow one another in cookie order;
+/// stable for the entry's life, across splits and merges).
+#[derive(Clone, Debug)]
+pub struct FragCache {
+    frag: Frag,
     by_cookie: BTreeMap<u64, (ByteBuf, Dentry)>,
     cookies: HashMap<Vec<u8>, u64>,
+    /// When last used (the namespace's clock).
+    pub(crate) last_used: u64,
+    /// The journal sequence of its last change (0: none since loaded).
+    pub(crate) changed_at: u64,
 }
 
-impl DirCache {
-    /// A directory from its stored entries.
+impl FragCache {
+    /// Fragment `frag` with `entries` (those whose names belong to it).
     #[must_use]
-    pub fn from_entries(entries: impl IntoIterator<Item = (ByteBuf, Dentry)>) -> DirCache {
-        let mut dir = DirCache::default();
+    pub fn new(frag: Frag, entries: impl IntoIterator<Item = (ByteBuf, Dentry)>) -> FragCache {
+        let mut cache = FragCache {
+            frag,
+            by_cookie: BTreeMap::new(),
+            cookies: HashMap::new(),
+            last_used: 0,
+            changed_at: 0,
+        };
         for (name, dentry) in entries {
-            dir.insert(name, dentry);
+            cache.insert(name, dentry);
         }
-        dir
+        cache
     }
 
     fn get(&self, name: &[u8]) -> Option<Dentry> {
@@ -83,10 +96,12 @@ impl DirCache {
             self.by_cookie.insert(*cookie, (name, dentry));
             return;
         }
+        let (low, high) = cookie_range(self.frag);
         let mut cookie = name_cookie(&name);
-        // A hash collision (one in 2^61) takes the next free cookie.
+        // A hash collision (one in 2^61) takes the next free cookie of
+        // this fragment, so cookies stay in fragment order.
         while self.by_cookie.contains_key(&cookie) {
-            cookie += 1;
+            cookie = if cookie >= high { low } else { cookie + 1 };
         }
         self.cookies.insert(name.to_vec(), cookie);
         self.by_cookie.insert(cookie, (name, dentry));
@@ -97,9 +112,18 @@ impl DirCache {
         self.by_cookie.remove(&cookie).map(|(_, d)| d)
     }
 
+    fn into_entries(self) -> impl Iterator<Item = (ByteBuf, Dentry)> {
+        self.by_cookie.into_values()
+    }
+
     #[must_use]
     pub fn len(&self) -> usize {
         self.by_cookie.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.by_cookie.is_empty()
     }
 
     /// Estimated bytes: names twice, and `per_entry` for each entry.
@@ -110,18 +134,48 @@ impl DirCache {
             .map(|(name, _)| 2 * name.len() + per_entry)
             .sum()
     }
+}
 
+/// A directory's loaded fragments.
+#[derive(Clone, Debug, Default)]
+pub struct DirCache {
+    pub(crate) frags: BTreeMap<Frag, FragCache>,
+}
+
+impl DirCache {
+    /// Estimated bytes of every loaded fragment.
     #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.by_cookie.is_empty()
+    pub fn bytes(&self, per_entry: usize) -> usize {
+        self.frags.values().map(|f| f.bytes(per_entry)).sum()
     }
 }
 
 /// A readdir cookie: at least 3 (FUSE offsets 1 and 2 are `.` and `..`),
 /// below 2^62 (offsets are signed).
 fn name_cookie(name: &[u8]) -> u64 {
-    (xxhash_rust::xxh3::xxh3_64(name) >> 2).max(3)
+    (name_hash(name) >> 2).max(3)
 }
+
+/// The cookies of a fragment's names.
+fn cookie_range(frag: Frag) -> (u64, u64) {
+    ((frag.first_hash() >> 2).max(3), frag.last_hash() >> 2)
+}
+
+/// A directory's fragments in hash order (one, whole, if not split).
+fn tree_of(rec: &InodeRec) -> Vec<Frag> {
+    if rec.frags.is_empty() {
+        vec![Frag::WHOLE]
+    } else {
+        rec.frags.clone()
+    }
+}
+
+/// Entries past which a fragment splits, by default (CephFS's
+/// `mds_bal_split_size`).
+pub const DIR_SPLIT_ENTRIES_DEFAULT: usize = 10_000;
+
+/// A split makes `2^SPLIT_BITS` fragments (CephFS's `mds_bal_split_bits`).
+pub const SPLIT_BITS: u8 = 3;
 
 /// The result of one operation: its answer and the changes to journal.
 #[derive(Debug)]
@@ -146,6 +200,8 @@ pub struct Namespace {
     next_ino: u64,
     /// Inode numbers below this are reserved in the journal.
     ino_reserved: u64,
+    /// A fragment with more entries than this splits.
+    split_entries: usize,
 }
 
 fn is_dir(rec: &InodeRec) -> bool {
@@ -218,6 +274,7 @@ impl Namespace {
         Namespace {
             next_ino: next_ino.max(ROOT_INO + 1),
             ino_reserved,
+            split_entries: DIR_SPLIT_ENTRIES_DEFAULT,
             ..Namespace::default()
         }
     }
@@ -257,15 +314,47 @@ impl Namespace {
         self.inodes.insert(rec.attr.ino, rec);
     }
 
-    pub fn insert_dir(&mut self, ino: u64, dir: DirCache) {
-        self.touch(ino);
-        self.dirs.insert(ino, dir);
+    /// Sets the entries past which a directory fragment splits (it
+    /// merges with its siblings when they hold a quarter of that
+    /// together).
+    pub fn set_split_entries(&mut self, entries: usize) {
+        self.split_entries = entries.max(1);
     }
 
-    /// The number of cached inodes and directories.
+    /// Caches fragment `frag` of directory `ino` as loaded: its stored
+    /// entries that belong to it (a name of another fragment, which a
+    /// sound store never holds, is left out). A fragment already cached
+    /// is kept (it may hold changes not yet written back).
+    pub fn insert_frag(
+        &mut self,
+        ino: u64,
+        frag: Frag,
+        entries: impl IntoIterator<Item = (ByteBuf, Dentry)>,
+    ) -> usize {
+        self.clock += 1;
+        let clock = self.clock;
+        let dir = self.dirs.entry(ino).or_default();
+        if let Some(cached) = dir.frags.get_mut(&frag) {
+            cached.last_used = clock;
+            return 0;
+        }
+        let mut strays = 0;
+        let mine = entries.into_iter().filter(|(name, _)| {
+            let ok = frag.contains(name_hash(name));
+            strays += usize::from(!ok);
+            ok
+        });
+        let mut cache = FragCache::new(frag, mine);
+        cache.last_used = clock;
+        dir.frags.insert(frag, cache);
+        strays
+    }
+
+    /// The number of cached inodes, directories and directory fragments.
     #[must_use]
-    pub fn cached(&self) -> (usize, usize) {
-        (self.inodes.len(), self.dirs.len())
+    pub fn cached(&self) -> (usize, usize, usize) {
+        let frags = self.dirs.values().map(|d| d.frags.len()).sum();
+        (self.inodes.len(), self.dirs.len(), frags)
     }
 
     /// Hands out `count` fresh inode numbers at once (a delegation to a
@@ -314,31 +403,116 @@ impl Namespace {
     /// The inode `name` of `parent` names, if cached.
     #[must_use]
     pub fn peek(&self, parent: u64, name: &[u8]) -> Option<u64> {
-        self.dirs.get(&parent)?.get(name).map(|d| d.ino)
-    }
-
-    /// The cached entries of directory `ino`, if loaded.
-    pub(crate) fn dir_entries(&self, ino: u64) -> Option<Vec<Dentry>> {
+        let frag = frag_of(&self.inodes.get(&parent)?.frags, name_hash(name));
         self.dirs
-            .get(&ino)
-            .map(|d| d.by_cookie.values().map(|(_, dentry)| *dentry).collect())
+            .get(&parent)?
+            .frags
+            .get(&frag)?
+            .get(name)
+            .map(|d| d.ino)
     }
 
-    fn dir(&self, ino: u64) -> Result<&DirCache, Stop> {
+    /// Every entry of directory `ino`, or what must be loaded first.
+    pub(crate) fn dir_entries(&self, ino: u64) -> Result<Vec<Dentry>, Vec<Need>> {
+        let rec = self.inode(ino).map_err(|_| vec![Need::Inode(ino)])?;
+        let mut entries = Vec::new();
+        let mut missing = Vec::new();
+        for frag in tree_of(rec) {
+            match self.dirs.get(&ino).and_then(|d| d.frags.get(&frag)) {
+                Some(f) => entries.extend(f.by_cookie.values().map(|(_, d)| *d)),
+                None => missing.push(Need::Frag(ino, frag)),
+            }
+        }
+        if missing.is_empty() {
+            Ok(entries)
+        } else {
+            Err(missing)
+        }
+    }
+
+    /// The fragment of directory `dir` that holds `name`, loaded.
+    fn frag_for(&self, dir: u64, name: &[u8]) -> Result<&FragCache, Stop> {
+        let rec = self.inode(dir)?;
+        if !is_dir(rec) {
+            return Err(errno(libc::ENOTDIR));
+        }
+        let frag = frag_of(&rec.frags, name_hash(name));
+        self.dirs
+            .get(&dir)
+            .and_then(|d| d.frags.get(&frag))
+            .ok_or(Stop::Need(Need::Frag(dir, frag)))
+    }
+
+    /// Whether directory `ino` has no entries (every fragment is read).
+    fn dir_is_empty(&self, ino: u64) -> Result<bool, Stop> {
         let rec = self.inode(ino)?;
         if !is_dir(rec) {
             return Err(errno(libc::ENOTDIR));
         }
-        self.dirs.get(&ino).ok_or(Stop::Need(Need::Dir(ino)))
+        let mut missing = Vec::new();
+        for frag in tree_of(rec) {
+            match self.dirs.get(&ino).and_then(|d| d.frags.get(&frag)) {
+                Some(f) if !f.is_empty() => return Ok(false),
+                Some(_) => {}
+                None => missing.push(Need::Frag(ino, frag)),
+            }
+        }
+        match missing.len() {
+            0 => Ok(true),
+            1 => Err(Stop::Need(missing[0])),
+            _ => Err(Stop::NeedMany(missing)),
+        }
     }
 
     /// The entry `name` of `parent` and its inode.
     fn child(&self, parent: u64, name: &[u8]) -> Result<Option<(Dentry, &InodeRec)>, Stop> {
-        let dir = self.dir(parent)?;
-        match dir.get(name) {
+        match self.frag_for(parent, name)?.get(name) {
             None => Ok(None),
             Some(d) => Ok(Some((d, self.inode(d.ino)?))),
         }
+    }
+
+    /// Puts entry `name` in directory `dir` (whose fragment for it is
+    /// loaded: the caller looked the name up).
+    fn put_entry(&mut self, dir: u64, name: &ByteBuf, dentry: Dentry, deltas: &mut Vec<Delta>) {
+        let frag = frag_of(
+            self.inodes.get(&dir).map_or(&[][..], |r| &r.frags),
+            name_hash(name),
+        );
+        self.dirs
+            .get_mut(&dir)
+            .and_then(|d| d.frags.get_mut(&frag))
+            .expect("the caller looked the name up, so its fragment is loaded")
+            .insert(name.clone(), dentry);
+        deltas.push(Delta::PutDentry {
+            dir,
+            frag,
+            name: name.clone(),
+            dentry,
+        });
+    }
+
+    /// Takes entry `name` out of directory `dir`'s cache (no delta: the
+    /// caller journals the removal or an entry in its place).
+    fn take_entry(&mut self, dir: u64, name: &[u8]) -> Frag {
+        let frag = frag_of(
+            self.inodes.get(&dir).map_or(&[][..], |r| &r.frags),
+            name_hash(name),
+        );
+        if let Some(f) = self.dirs.get_mut(&dir).and_then(|d| d.frags.get_mut(&frag)) {
+            f.remove(name);
+        }
+        frag
+    }
+
+    /// Removes entry `name` of directory `dir`.
+    fn drop_entry(&mut self, dir: u64, name: &ByteBuf, deltas: &mut Vec<Delta>) {
+        let frag = self.take_entry(dir, name);
+        deltas.push(Delta::DropDentry {
+            dir,
+            frag,
+            name: name.clone(),
+        });
     }
 
     /// Runs one operation.
@@ -348,6 +522,12 @@ impl Namespace {
     /// caller's error.
     pub fn execute(&mut self, op: &MdsOp, caller: Caller, now: Time) -> Result<Outcome, Stop> {
         self.note_use(op);
+        let mut outcome = self.execute_op(op, caller, now)?;
+        self.refrag(&mut outcome.deltas);
+        Ok(outcome)
+    }
+
+    fn execute_op(&mut self, op: &MdsOp, caller: Caller, now: Time) -> Result<Outcome, Stop> {
         match op {
             MdsOp::Hello { .. } | MdsOp::StatFs | MdsOp::Sync => Ok(done(Vec::new())),
             // Locks are the server's, not the namespace's.
@@ -515,6 +695,7 @@ impl Namespace {
             parent,
             xattrs: Vec::new(),
             target: node.target,
+            frags: Vec::new(),
         };
         let dentry = Dentry { ino, kind };
         let mut parent_rec = parent_rec;
@@ -522,12 +703,13 @@ impl Namespace {
         parent_rec.attr.ctime = now;
         if kind == S_IFDIR {
             parent_rec.attr.nlink += 1;
-            self.dirs.insert(ino, DirCache::default());
+            self.clock += 1;
+            let mut whole = FragCache::new(Frag::WHOLE, []);
+            whole.last_used = self.clock;
+            let mut dir = DirCache::default();
+            dir.frags.insert(Frag::WHOLE, whole);
+            self.dirs.insert(ino, dir);
         }
-        self.dirs
-            .get_mut(&parent)
-            .expect("the parent's entries were checked above")
-            .insert(name.clone(), dentry);
         let attr = rec.attr.clone();
         if kind == S_IFREG && node.open {
             // The creator holds it open.
@@ -535,13 +717,9 @@ impl Namespace {
         }
         deltas.push(Delta::PutInode(rec.clone()));
         deltas.push(Delta::PutInode(parent_rec.clone()));
-        deltas.push(Delta::PutDentry {
-            dir: parent,
-            name: name.clone(),
-            dentry,
-        });
         self.inodes.insert(ino, rec);
         self.inodes.insert(parent, parent_rec);
+        self.put_entry(parent, name, dentry, &mut deltas);
         self.charge(&realms, Usage::new(1, 0), &mut deltas);
         Ok(attr_answer(attr, deltas))
     }
@@ -568,22 +746,14 @@ impl Namespace {
             ino,
             kind: rec.attr.mode & S_IFMT,
         };
-        self.dirs
-            .get_mut(&parent)
-            .expect("checked above")
-            .insert(name.clone(), dentry);
         let attr = rec.attr.clone();
-        let deltas = vec![
+        let mut deltas = vec![
             Delta::PutInode(rec.clone()),
             Delta::PutInode(parent_rec.clone()),
-            Delta::PutDentry {
-                dir: parent,
-                name: name.clone(),
-                dentry,
-            },
         ];
         self.inodes.insert(ino, rec);
         self.inodes.insert(parent, parent_rec);
+        self.put_entry(parent, name, dentry, &mut deltas);
         Ok(attr_answer(attr, deltas))
     }
 
@@ -610,8 +780,9 @@ impl Namespace {
             return;
         };
         if is_dir(rec) {
+            let frags = tree_of(rec);
             self.dirs.remove(&ino);
-            deltas.push(Delta::DropDir(ino));
+            deltas.push(Delta::DropDir { ino, frags });
         }
         if self.opens.get(&ino).copied().unwrap_or(0) > 0 {
             // Open somewhere: the data stays until the last release.
@@ -662,7 +833,7 @@ impl Namespace {
             (false, true) => return Err(errno(libc::EISDIR)),
             (true, false) => return Err(errno(libc::ENOTDIR)),
             (true, true) => {
-                if !self.dir(dentry.ino)?.is_empty() {
+                if !self.dir_is_empty(dentry.ino)? {
                     return Err(errno(libc::ENOTEMPTY));
                 }
             }
@@ -676,19 +847,12 @@ impl Namespace {
         gone.ctime = now;
         let mut deltas = Vec::new();
         let mut parent_rec = self.inode(parent)?.clone();
-        self.dirs
-            .get_mut(&parent)
-            .expect("checked above")
-            .remove(name);
+        self.drop_entry(parent, name, &mut deltas);
         parent_rec.attr.mtime = now;
         parent_rec.attr.ctime = now;
         if dir {
             parent_rec.attr.nlink = parent_rec.attr.nlink.saturating_sub(1);
         }
-        deltas.push(Delta::DropDentry {
-            dir: parent,
-            name: name.clone(),
-        });
         deltas.push(Delta::PutInode(parent_rec.clone()));
         self.inodes.insert(parent, parent_rec);
         self.drop_link(dentry.ino, now, &realms, &mut deltas);
@@ -758,7 +922,7 @@ impl Namespace {
             match (src_is_dir, dst_is_dir) {
                 (true, false) => return Err(errno(libc::ENOTDIR)),
                 (false, true) => return Err(errno(libc::EISDIR)),
-                (true, true) if !self.dir(dst.ino)?.is_empty() => {
+                (true, true) if !self.dir_is_empty(dst.ino)? => {
                     return Err(errno(libc::ENOTEMPTY));
                 }
                 _ => {}
@@ -778,30 +942,16 @@ impl Namespace {
         // Everything that can be missing from the cache has been touched.
         let mut deltas = Vec::new();
         if let Some((dst, dst_is_dir)) = target {
-            self.dirs
-                .get_mut(&new_parent)
-                .expect("checked")
-                .remove(new_name);
+            // The entry put below replaces it.
+            self.take_entry(new_parent, new_name);
             if dst_is_dir {
                 let p = self.inodes.get_mut(&new_parent).expect("checked");
                 p.attr.nlink = p.attr.nlink.saturating_sub(1);
             }
             self.drop_link(dst.ino, now, &victim_realms, &mut deltas);
         }
-        self.dirs.get_mut(&parent).expect("checked").remove(name);
-        self.dirs
-            .get_mut(&new_parent)
-            .expect("checked")
-            .insert(new_name.clone(), src);
-        deltas.push(Delta::DropDentry {
-            dir: parent,
-            name: name.clone(),
-        });
-        deltas.push(Delta::PutDentry {
-            dir: new_parent,
-            name: new_name.clone(),
-            dentry: src,
-        });
+        self.drop_entry(parent, name, &mut deltas);
+        self.put_entry(new_parent, new_name, src, &mut deltas);
         if src_is_dir && parent != new_parent {
             let from = &mut self.inodes.get_mut(&parent).expect("checked").attr;
             from.nlink = from.nlink.saturating_sub(1);
@@ -839,24 +989,8 @@ impl Namespace {
         let moving_src = self.moving_usage(src.ino, new_parent)?;
         let moving_dst = self.moving_usage(dst.ino, parent)?;
         let mut deltas = Vec::new();
-        self.dirs
-            .get_mut(&parent)
-            .expect("checked")
-            .insert(name.clone(), dst);
-        self.dirs
-            .get_mut(&new_parent)
-            .expect("checked")
-            .insert(new_name.clone(), src);
-        deltas.push(Delta::PutDentry {
-            dir: parent,
-            name: name.clone(),
-            dentry: dst,
-        });
-        deltas.push(Delta::PutDentry {
-            dir: new_parent,
-            name: new_name.clone(),
-            dentry: src,
-        });
+        self.put_entry(parent, name, dst, &mut deltas);
+        self.put_entry(new_parent, new_name, src, &mut deltas);
         if parent != new_parent && src_is_dir != dst_is_dir {
             let (gains, loses) = if src_is_dir {
                 (new_parent, parent)
@@ -899,21 +1033,164 @@ impl Namespace {
         }
     }
 
+    /// Entries after `cookie`, in cookie order: from the fragment that
+    /// holds the cookie's names on, one fragment after another.
     fn read_dir(&self, ino: u64, cookie: u64, max: u32) -> Result<Outcome, Stop> {
-        let dir = self.dir(ino)?;
+        let rec = self.inode(ino)?;
+        if !is_dir(rec) {
+            return Err(errno(libc::ENOTDIR));
+        }
         let max = max.clamp(1, cairn_proto::mds::READDIR_ENTRIES_MAX) as usize;
         let mut entries = Vec::new();
-        let mut range = dir.by_cookie.range(cookie.saturating_add(1)..);
-        for (c, (name, dentry)) in range.by_ref().take(max) {
-            entries.push(DirEntry {
-                name: name.clone(),
-                ino: dentry.ino,
-                kind: dentry.kind,
-                cookie: *c,
-            });
+        let start = cookie.saturating_add(1);
+        let tree = tree_of(rec);
+        // Cookies are below 2^62: past that there is nothing.
+        let Some(start_hash) = start.checked_mul(4) else {
+            return Ok(done_with(MdsAnswer::Entries { entries, eof: true }, vec![]));
+        };
+        let first = tree
+            .iter()
+            .position(|f| f.last_hash() >= start_hash)
+            .unwrap_or(tree.len());
+        for (i, frag) in tree.iter().enumerate().skip(first) {
+            let cached = self
+                .dirs
+                .get(&ino)
+                .and_then(|d| d.frags.get(frag))
+                .ok_or(Stop::Need(Need::Frag(ino, *frag)))?;
+            let mut range = cached.by_cookie.range(start..);
+            for (c, (name, dentry)) in range.by_ref().take(max - entries.len()) {
+                entries.push(DirEntry {
+                    name: name.clone(),
+                    ino: dentry.ino,
+                    kind: dentry.kind,
+                    cookie: *c,
+                });
+            }
+            if entries.len() == max {
+                // Past the last fragment's last entry is the end; else
+                // the next call says.
+                let eof = i + 1 == tree.len() && range.next().is_none();
+                return Ok(done_with(MdsAnswer::Entries { entries, eof }, vec![]));
+            }
         }
-        let eof = range.next().is_none();
-        Ok(done_with(MdsAnswer::Entries { entries, eof }, vec![]))
+        Ok(done_with(MdsAnswer::Entries { entries, eof: true }, vec![]))
+    }
+
+    /// Splits the fragments `deltas` grew past the split size, and merges
+    /// those they shrank with their siblings when all are small (CephFS's
+    /// `mds_bal_merge_size`, here a quarter of the split size).
+    fn refrag(&mut self, deltas: &mut Vec<Delta>) {
+        let mut grown = BTreeSet::new();
+        let mut shrunk = BTreeSet::new();
+        for d in deltas.iter() {
+            match d {
+                Delta::PutDentry { dir, frag, .. } => {
+                    grown.insert((*dir, *frag));
+                }
+                Delta::DropDentry { dir, frag, .. } => {
+                    shrunk.insert((*dir, *frag));
+                }
+                _ => {}
+            }
+        }
+        for (dir, frag) in grown {
+            let big = self
+                .dirs
+                .get(&dir)
+                .and_then(|d| d.frags.get(&frag))
+                .is_some_and(|f| f.len() > self.split_entries);
+            if big && frag.bits + SPLIT_BITS <= Frag::BITS_MAX {
+                self.replace_frags(dir, &[frag], &frag.split(SPLIT_BITS), deltas);
+            }
+        }
+        for (dir, frag) in shrunk {
+            let mut frag = frag;
+            // A merge may leave the merged fragment small among small
+            // siblings: up the tree while it does.
+            while self.merge_siblings(dir, frag, deltas) {
+                frag = frag.parent(SPLIT_BITS);
+            }
+        }
+    }
+
+    /// Merges `frag` with its siblings into their parent fragment if all
+    /// are leaves, loaded, and hold a quarter of the split size together.
+    fn merge_siblings(&mut self, dir: u64, frag: Frag, deltas: &mut Vec<Delta>) -> bool {
+        if frag.bits < SPLIT_BITS {
+            return false;
+        }
+        let parent = frag.parent(SPLIT_BITS);
+        let siblings = parent.split(SPLIT_BITS);
+        let (Some(rec), Some(cached)) = (self.inodes.get(&dir), self.dirs.get(&dir)) else {
+            return false;
+        };
+        // A sibling gone already, or split further, stops it.
+        let mut total = 0;
+        for s in &siblings {
+            match cached.frags.get(s) {
+                Some(f) if rec.frags.contains(s) => total += f.len(),
+                _ => return false,
+            }
+        }
+        if total > self.split_entries / 4 {
+            return false;
+        }
+        self.replace_frags(dir, &siblings, &[parent], deltas);
+        true
+    }
+
+    /// Replaces loaded fragments `from` of `dir` by `to` (covering the
+    /// same hashes), moving their entries, with the deltas that store it.
+    fn replace_frags(&mut self, dir: u64, from: &[Frag], to: &[Frag], deltas: &mut Vec<Delta>) {
+        self.clock += 1;
+        let clock = self.clock;
+        let (Some(rec), Some(cached)) = (self.inodes.get_mut(&dir), self.dirs.get_mut(&dir)) else {
+            return;
+        };
+        let mut entries = Vec::new();
+        for f in from {
+            if let Some(old) = cached.frags.remove(f) {
+                entries.extend(old.into_entries());
+            }
+        }
+        let mut fresh: BTreeMap<Frag, FragCache> =
+            to.iter().map(|f| (*f, FragCache::new(*f, []))).collect();
+        for (name, dentry) in &entries {
+            let f = frag_of(to, name_hash(name));
+            if let Some(c) = fresh.get_mut(&f) {
+                c.insert(name.clone(), *dentry);
+            }
+        }
+        for (f, mut c) in fresh {
+            c.last_used = clock;
+            cached.frags.insert(f, c);
+        }
+        let mut tree: Vec<Frag> = tree_of(rec)
+            .into_iter()
+            .filter(|f| !from.contains(f))
+            .chain(to.iter().copied())
+            .collect();
+        tree.sort_by_key(|f| f.first_hash());
+        rec.frags = if tree == [Frag::WHOLE] {
+            Vec::new()
+        } else {
+            tree
+        };
+        tracing::info!(
+            dir = format_args!("{dir:x}"),
+            entries = entries.len(),
+            from = from.len(),
+            to = to.len(),
+            "directory refragmented"
+        );
+        deltas.push(Delta::Refrag {
+            dir,
+            from: from.to_vec(),
+            to: to.to_vec(),
+            entries,
+        });
+        deltas.push(Delta::PutInode(rec.clone()));
     }
 
     fn set_attr(&mut self, ino: u64, set: &SetAttr, now: Time) -> Result<Outcome, Stop> {

@@ -195,9 +195,12 @@ impl Namespace {
         let mut missing = Vec::new();
         let mut stack = vec![dir];
         while let Some(d) = stack.pop() {
-            let Some(entries) = self.dir_entries(d) else {
-                missing.push(Need::Dir(d));
-                continue;
+            let entries = match self.dir_entries(d) {
+                Ok(entries) => entries,
+                Err(needs) => {
+                    missing.extend(needs);
+                    continue;
+                }
             };
             for dentry in entries {
                 usage.files += 1;

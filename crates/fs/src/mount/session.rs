@@ -10,7 +10,7 @@ use crate::mds::namespace;
 use crate::mount::limits::{
     BATCH_OPS_MAX, DELEGATION_MARGIN_MS, INOS_PER_TAKE, LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS,
     MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, OUTBOX_MAX, POLL_WAIT_MS, REASSERT_BATCH,
-    REINVALIDATE_MS,
+    RECALL_ACK_WAIT_MS, REINVALIDATE_MS,
 };
 use bytes::Bytes;
 use cairn_client::Client;
@@ -75,7 +75,7 @@ struct Inner {
     /// Told of every inode another mount changed (recalled).
     inode_hook: OnceLock<Hook>,
     /// Where recalls go to be done in the kernel.
-    invalidator: OnceLock<std::sync::mpsc::Sender<Vec<Inval>>>,
+    invalidator: OnceLock<std::sync::mpsc::Sender<Invalidation>>,
     /// Set once evicted: calls fail until the leases have run out, then
     /// the session opens afresh.
     evicted_until: Mutex<Option<Instant>>,
@@ -372,9 +372,10 @@ impl MdsSession {
     }
 
     /// Where recalls are done: the kernel's invalidation notices, sent
-    /// from a thread of their own (a notice may wait on a directory lock
-    /// that a request of this mount holds, so it never blocks the
-    /// acknowledgement, which goes as soon as the recall is queued).
+    /// from a thread of their own. The acknowledgement waits for them,
+    /// but at most [`RECALL_ACK_WAIT_MS`]: a notice may wait on a
+    /// directory lock that a request of this mount holds while that
+    /// request waits for the change this recall holds back.
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
         let (tx, rx) = std::sync::mpsc::channel();
         if self.inner.invalidator.set(tx).is_ok() {
@@ -1251,13 +1252,15 @@ impl MdsSession {
         Ok(())
     }
 
-    /// Hands recalls to the invalidation thread; returns once queued.
-    fn recall(&self, recalls: Vec<cairn_proto::mds::Recall>) {
+    /// Hands recalls to the invalidation thread; returns what says they
+    /// were done in the kernel.
+    fn recall(
+        &self,
+        recalls: Vec<cairn_proto::mds::Recall>,
+    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
         let done = self.inner.recalled.load(Ordering::Relaxed);
         let fresh: Vec<_> = recalls.into_iter().filter(|r| r.id > done).collect();
-        let Some(last) = fresh.iter().map(|r| r.id).max() else {
-            return;
-        };
+        let last = fresh.iter().map(|r| r.id).max()?;
         self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
         {
             // Another mount changed these directories: no longer complete.
@@ -1305,10 +1308,13 @@ impl MdsSession {
                 }
             }
         }
-        if let Some(tx) = self.inner.invalidator.get() {
-            drop(tx.send(invals));
-        }
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let waited = match self.inner.invalidator.get() {
+            Some(tx) => tx.send((invals, done_tx)).is_ok().then_some(done_rx),
+            None => None,
+        };
         self.inner.recalled.fetch_max(last, Ordering::Relaxed);
+        waited
     }
 
     async fn replay(&self, conn: &Connection) -> Result<(), ()> {
@@ -1398,7 +1404,13 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
                 _,
             )) => {
                 session.saw_durable(seq);
-                session.recall(recalls);
+                if let Some(done) = session.recall(recalls) {
+                    // Acknowledged by the next poll, once the kernel has
+                    // dropped what was recalled (or a bounded wait ends).
+                    drop(
+                        tokio::time::timeout(Duration::from_millis(RECALL_ACK_WAIT_MS), done).await,
+                    );
+                }
             }
             Ok((
                 MdsPollReply {
@@ -1482,7 +1494,10 @@ impl NamesChange {
 /// Does recalls in the kernel: each batch at once and again a moment
 /// later, for an answer that was on its way to the kernel when the recall
 /// came (it was checked against the recall count just before).
-fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Vec<Inval>>) {
+/// Invalidations for the kernel, and who waits for them to be done.
+type Invalidation = (Vec<Inval>, tokio::sync::oneshot::Sender<()>);
+
+fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Invalidation>) {
     use std::sync::mpsc::RecvTimeoutError;
     let mut again: VecDeque<(Instant, Vec<Inval>)> = VecDeque::new();
     loop {
@@ -1491,8 +1506,10 @@ fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Ve
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match got {
-            Ok(invals) => {
+            Ok((invals, done)) => {
                 invalidate(notifier, &invals);
+                // The poller may have stopped waiting.
+                let _ = done.send(());
                 again.push_back((
                     Instant::now() + Duration::from_millis(REINVALIDATE_MS),
                     invals,
