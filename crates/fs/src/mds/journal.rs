@@ -101,7 +101,11 @@ pub struct Replayed {
     /// `(session, tid)` of every replayed entry, so replays of them from
     /// clients are recognised.
     pub completed: BTreeSet<(u64, u64)>,
+    /// Entries written back at takeover (the old active had not).
     pub entries: usize,
+    /// Entries in the journal's live segments (a takeover without a
+    /// follower would have read and written back all of them).
+    pub live_entries: usize,
 }
 
 async fn read_head(pools: &Pools) -> Result<Head, JournalError> {
@@ -177,40 +181,113 @@ async fn seal(pools: &Pools, seq: u64) -> Result<bool, JournalError> {
     }
 }
 
-/// Takes the journal over: fences every segment from the head on, applies
-/// them all to the namespace objects, trims them, and opens a new segment
-/// under our generation.
+/// A standby's copy of the journal, kept by reading what the active
+/// appends (each segment from where the last read ended): the entries
+/// not yet written back, and who made every entry of the live segments
+/// (for recognising client replays). At takeover only the tail appended
+/// since the last read is read, and only entries past the head's
+/// written-back sequence are written back again.
+#[derive(Debug, Default)]
+pub struct Follower {
+    head: Head,
+    /// Live segment → `(session, tid)` of its entries.
+    made: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Entries past `head.seq`, in order.
+    unwritten: Vec<Entry>,
+    /// The segment being read and the bytes of it read so far.
+    segment: u64,
+    offset: u64,
+    /// The newest segment found to exist.
+    newest: Option<u64>,
+}
+
+impl Follower {
+    /// The newest journal sequence read.
+    #[must_use]
+    pub fn seq(&self) -> u64 {
+        self.unwritten.last().map_or(self.head.seq, |e| e.seq)
+    }
+
+    /// Entries read that the active had not written back.
+    #[must_use]
+    pub fn unwritten(&self) -> usize {
+        self.unwritten.len()
+    }
+
+    /// Reads the head and whatever was appended since the last call.
+    ///
+    /// # Errors
+    /// A pool error, or a damaged segment.
+    pub async fn follow(&mut self, pools: &Pools) -> Result<(), JournalError> {
+        let head = read_head(pools).await?;
+        if head.first_segment > self.segment {
+            // The segments being read were written back and removed.
+            self.segment = head.first_segment;
+            self.offset = 0;
+        }
+        self.made.retain(|s, _| *s >= head.first_segment);
+        self.head = head;
+        self.unwritten.retain(|e| e.seq > head.seq);
+        loop {
+            let name = segment_object(self.segment);
+            let range = cairn_client::ReadRange {
+                offset_bytes: self.offset,
+                length_bytes: None,
+            };
+            let bytes = match pools
+                .client
+                .read(&pools.meta_pool, name.as_bytes(), range)
+                .await
+            {
+                Ok(b) => Some(b),
+                Err(ClientError::NotFound) => None,
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(bytes) = &bytes {
+                self.newest = Some(self.segment);
+                let entries = format::decode_segment(bytes)
+                    .map_err(|e| JournalError::Damaged(format!("{name}: {e}")))?;
+                self.offset += bytes.len() as u64;
+                let made = self.made.entry(self.segment).or_default();
+                for e in entries {
+                    made.push((e.session, e.tid));
+                    if e.seq > self.head.seq {
+                        self.unwritten.push(e);
+                    }
+                }
+            }
+            // A later segment means this one is closed: go on to it.
+            let next = segment_object(self.segment + 1);
+            match pools.client.stat(&pools.meta_pool, next.as_bytes()).await {
+                Ok(_) => {
+                    self.segment += 1;
+                    self.offset = 0;
+                }
+                Err(ClientError::NotFound) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Takes the journal over: fences every segment from the head on, reads
+/// what `follower` has not read yet, writes back what the old active had
+/// not, and opens a new segment under our generation.
 ///
 /// # Errors
 /// [`JournalError::Fenced`] if a newer MDS owns it, or the pool's error.
-pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
-    let mut head = read_head(pools).await?;
+pub async fn take_over(pools: &Pools, follower: &mut Follower) -> Result<Replayed, JournalError> {
+    let head = read_head(pools).await?;
     let mut seq_in = head.first_segment;
-    let mut all = Vec::new();
-    loop {
-        if !seal(pools, seq_in).await? {
-            break;
-        }
-        let name = segment_object(seq_in);
-        let bytes = match pools
-            .client
-            .read(
-                &pools.meta_pool,
-                name.as_bytes(),
-                cairn_client::ReadRange::default(),
-            )
-            .await
-        {
-            Ok(b) => b,
-            Err(ClientError::NotFound) => Bytes::new(),
-            Err(e) => return Err(e.into()),
-        };
-        let entries = format::decode_segment(&bytes)
-            .map_err(|e| JournalError::Damaged(format!("{name}: {e}")))?;
-        all.extend(entries);
+    while seal(pools, seq_in).await? {
         seq_in += 1;
     }
-    let completed = all.iter().map(|e| (e.session, e.tid)).collect();
+    // Sealed: nothing more is appended, so this reads the journal's end.
+    follower.follow(pools).await?;
+    let head = follower.head;
+    let completed: BTreeSet<(u64, u64)> = follower.made.values().flatten().copied().collect();
+    let live_entries = follower.made.values().map(Vec::len).sum();
+    let all = std::mem::take(&mut follower.unwritten);
     let last_seq = all.last().map_or(head.seq, |e| e.seq).max(head.seq);
     let ino_reserved = all
         .iter()
@@ -224,10 +301,15 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
     write_back(pools, &all).await?;
     // A new segment under our generation; creating it exclusively fails if
     // an old active raced one in after we looked, and then we go round.
+    if follower.newest.is_some_and(|s| s >= seq_in) {
+        // A segment made after the sealing: its maker (an old active)
+        // may append to it still. Start over.
+        return Err(JournalError::Fenced(pools.generation));
+    }
     let segment = seq_in;
     create_segment(pools, segment).await?;
     let old_first = head.first_segment;
-    head = Head {
+    let head = Head {
         first_segment: segment,
         ino_reserved,
         seq: last_seq,
@@ -242,6 +324,7 @@ pub async fn take_over(pools: &Pools) -> Result<Replayed, JournalError> {
         seq: last_seq,
         completed,
         entries: count,
+        live_entries,
     })
 }
 

@@ -151,10 +151,38 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         }
     };
     tracing::info!(fs = config.fs, name = config.name, %addr, "MDS standing by");
+    // While standing by, it follows the active's journal, so a takeover
+    // reads only the tail and writes back only what the active had not.
+    let mut follower = journal::Follower::default();
+    let mut following = false;
     let (generation, status) = loop {
         match beacon(&client, &config, &addr).await {
             Ok((MdsRole::Active { generation }, status)) => break (generation, status),
-            Ok((MdsRole::Standby, _)) => {}
+            Ok((MdsRole::Standby, status)) => {
+                let pools = Pools {
+                    client: client.clone(),
+                    meta_pool: status.meta_pool.clone(),
+                    data_pool: status.data_pool.clone(),
+                    generation: 0,
+                };
+                match follower.follow(&pools).await {
+                    Ok(()) if !following => {
+                        following = true;
+                        tracing::info!(
+                            seq = follower.seq(),
+                            unwritten = follower.unwritten(),
+                            "following the journal"
+                        );
+                    }
+                    Ok(()) => {}
+                    Err(error) => {
+                        // Read afresh next time (a takeover reads all).
+                        tracing::warn!(%error, "following the journal failed");
+                        follower = journal::Follower::default();
+                        following = false;
+                    }
+                }
+            }
             Err(error) => tracing::warn!(%error, "beacon failed"),
         }
         tokio::time::sleep(Duration::from_millis(BEACON_MS)).await;
@@ -167,9 +195,10 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         data_pool: status.data_pool.clone(),
         generation,
     };
-    let replayed = journal::take_over(&pools).await?;
+    let replayed = journal::take_over(&pools, &mut follower).await?;
     tracing::info!(
         entries = replayed.entries,
+        live_entries = replayed.live_entries,
         seq = replayed.seq,
         ms = started.elapsed().as_millis(),
         "journal replayed"
