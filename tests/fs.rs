@@ -310,6 +310,32 @@ fn two_mounts_see_each_others_changes() {
         "b does not see a's create"
     );
     assert!(!b.path.join("deleg/f100").exists(), "b still sees f100");
+    // a answers "no xattrs" for files it made itself (the kernel asks
+    // before every write); an xattr b sets is then seen by a.
+    std::fs::create_dir(a.path.join("deleg2")).expect("mkdir deleg2");
+    for rel in ["made-by-a", "deleg2/made-by-a"] {
+        std::fs::write(a.path.join(rel), b"x").expect("create in a");
+        let xattr = |mount: &Mount, set: Option<&str>| -> String {
+            let path = mount.path.join(rel).display().to_string();
+            let code = match set {
+                Some(v) => format!("import os\nos.setxattr({path:?},'user.k',b{v:?})\n"),
+                None => format!(
+                    "import os\ntry:\n  print(os.getxattr({path:?},'user.k').decode())\n\
+                     except OSError as e:\n  print('errno', e.errno)\n"
+                ),
+            };
+            let out = python(&["-c", &code]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        assert_eq!(xattr(&a, None), format!("errno {}", libc::ENODATA), "{rel}");
+        xattr(&b, Some("from-b"));
+        assert_eq!(xattr(&a, None), "from-b", "a sees b's xattr on {rel}");
+    }
     let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(a.path.join("big"), &big).expect("big write");
     assert!(

@@ -661,12 +661,10 @@ impl Core {
                 .await?;
             s = state.lock().await;
             s.readahead.clear();
+            self.note_written(h.ino, &mut s, end);
         } else {
-            s.dirty.insert(offset, &data);
+            self.buffer(h.ino, &mut s, offset, &data);
         }
-        s.written_end = s.written_end.max(end).max(s.mds_size);
-        s.written_mtime = Some(now());
-        self.note_unreported(h.ino, &s);
         if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
             self.send_behind(h.ino, &mut s).await?;
         }
@@ -676,6 +674,41 @@ impl Core {
             self.call(MdsOp::Sync, Caller::default()).await?;
         }
         u32::try_from(length).map_err(|_| libc::EINVAL)
+    }
+
+    /// Notes a write that ends at `end`.
+    fn note_written(&self, ino: u64, s: &mut FileState, end: u64) {
+        s.written_end = s.written_end.max(end).max(s.mds_size);
+        s.written_mtime = Some(now());
+        self.note_unreported(ino, s);
+    }
+
+    /// Puts a write in the file's buffer.
+    fn buffer(&self, ino: u64, s: &mut FileState, offset: u64, data: &[u8]) {
+        s.readahead.clear();
+        s.dirty.insert(offset, data);
+        self.note_written(ino, s, offset + data.len() as u64);
+    }
+
+    /// A buffered write done at once, on the kernel's thread, when it
+    /// needs no wait (the file is free and its buffer has room); `None`
+    /// leaves it to [`write`](Self::write).
+    fn write_now(&self, h: Handle, offset: u64, data: &[u8]) -> Option<Result<u32, Errno>> {
+        if h.write_through || h.sync || h.sgid_watch {
+            return None;
+        }
+        let length = u32::try_from(data.len()).ok()?;
+        let Some(end) = offset.checked_add(u64::from(length)) else {
+            return Some(Err(libc::EFBIG));
+        };
+        let state = self.file(h.ino)?;
+        let mut s = state.try_lock().ok()?;
+        if s.dirty.bytes() + u64::from(length) > DIRTY_BYTES_PER_FILE_MAX {
+            return None;
+        }
+        self.buffer(h.ino, &mut s, offset, data);
+        debug_assert!(s.written_end >= end);
+        Some(Ok(length))
     }
 
     async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
@@ -1478,6 +1511,15 @@ impl Filesystem for CairnFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if let Some(h) = self.core.handle(fh.0)
+            && let Some(done) = self.core.write_now(h, offset, data)
+        {
+            match done {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(fe(e)),
+            }
+            return;
+        }
         let data = data.to_vec();
         let (who, pid) = (caller(req), req.pid());
         self.spawn(|core| async move {
@@ -1693,6 +1735,12 @@ impl Filesystem for CairnFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if self.core.session.no_xattrs_here(ino.0) {
+            // A file this mount made, unchanged since (the kernel asks
+            // for `security.capability` before each write).
+            reply.error(FuseErrno::ENODATA);
+            return;
+        }
         let (who, name) = (caller(req), name_buf(name));
         self.spawn(|core| async move {
             match core.call(MdsOp::GetXattr { ino: ino.0, name }, who).await {
@@ -1704,6 +1752,10 @@ impl Filesystem for CairnFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if self.core.session.no_xattrs_here(ino.0) {
+            xattr_reply(reply, &[], size);
+            return;
+        }
         let who = caller(req);
         self.spawn(|core| async move {
             match core.call(MdsOp::ListXattr { ino: ino.0 }, who).await {

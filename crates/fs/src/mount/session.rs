@@ -122,6 +122,10 @@ struct AttrCache {
     /// order than the MDS applied them).
     changing: u32,
     overlapped: bool,
+    /// Cached inodes known to have no xattrs (made by this mount, and
+    /// neither changed nor recalled since): `getxattr` is answered here.
+    /// The kernel asks `security.capability` before every write to a file.
+    bare: HashSet<u64>,
 }
 
 /// Invalidations [`AttrCache::stale_at`] remembers before it starts over.
@@ -131,6 +135,7 @@ impl AttrCache {
     fn invalidate(&mut self, ino: u64) {
         self.epoch += 1;
         self.map.remove(&ino);
+        self.bare.remove(&ino);
         if self.stale_at.len() >= STALE_KEPT {
             self.stale_at.clear();
             self.floor = self.epoch;
@@ -141,6 +146,7 @@ impl AttrCache {
     fn clear(&mut self) {
         self.epoch += 1;
         self.map.clear();
+        self.bare.clear();
         self.stale_at.clear();
         self.floor = self.epoch;
     }
@@ -164,24 +170,27 @@ impl AttrCache {
         }
     }
 
-    /// A change answered with `attr` (if any): kept only if no other
-    /// change was in flight meanwhile.
-    fn end_change(&mut self, attr: Option<&Attr>, sent_epoch: u64) {
+    /// A change answered with `attr` (if any; of a new inode if `made`):
+    /// kept only if no other change was in flight meanwhile.
+    fn end_change(&mut self, attr: Option<&Attr>, made: bool, sent_epoch: u64) {
         let alone = !self.overlapped;
         self.changing = self.changing.saturating_sub(1);
         if self.changing == 0 {
             self.overlapped = false;
         }
         match attr {
-            Some(a) if alone => self.fill(a, sent_epoch),
+            Some(a) if alone && made => self.fill_new(a, sent_epoch),
+            Some(a) if alone => {
+                self.fill(a, sent_epoch);
+            }
             Some(a) => self.invalidate(a.ino),
             None => {}
         }
     }
 
     /// Keeps `attr`, answered to a request sent at `sent_epoch`, unless
-    /// its inode went stale since.
-    fn fill(&mut self, attr: &Attr, sent_epoch: u64) {
+    /// its inode went stale since; `true` if kept.
+    fn fill(&mut self, attr: &Attr, sent_epoch: u64) -> bool {
         let stale = sent_epoch < self.floor
             || self
                 .stale_at
@@ -189,6 +198,14 @@ impl AttrCache {
                 .is_some_and(|at| *at > sent_epoch);
         if !stale {
             self.map.insert(attr.ino, attr.clone());
+        }
+        !stale
+    }
+
+    /// As [`fill`](Self::fill), for an inode just made (so without xattrs).
+    fn fill_new(&mut self, attr: &Attr, sent_epoch: u64) {
+        if self.fill(attr, sent_epoch) {
+            self.bare.insert(attr.ino);
         }
     }
 }
@@ -469,7 +486,7 @@ impl MdsSession {
         lock(&self.inner.buffers).insert(attr.ino);
         let mut cache = lock(&self.inner.attrs);
         let epoch = cache.epoch;
-        cache.fill(&attr, epoch);
+        cache.fill_new(&attr, epoch);
         drop(cache);
         Here::Done((attr, left))
     }
@@ -556,6 +573,20 @@ impl MdsSession {
         }
         let attr = lock(&self.inner.attrs).map.get(&ino)?.clone();
         Some((attr, left))
+    }
+
+    /// Whether inode `ino` is known to have no xattrs: this mount made it
+    /// and leases its attributes, and nothing changed or recalled them
+    /// since (an xattr change at the MDS recalls the attributes).
+    pub fn no_xattrs_here(&self, ino: u64) -> bool {
+        let Some(until) = lock(&self.inner.held).attrs.get(&ino).copied() else {
+            return false;
+        };
+        if until <= Instant::now() || lock(&self.inner.evicted_until).is_some() {
+            return false;
+        }
+        let cache = lock(&self.inner.attrs);
+        cache.bare.contains(&ino) && cache.map.contains_key(&ino)
     }
 
     /// What is left of delegation `d` to use, if enough (a batch sent now
@@ -763,6 +794,9 @@ impl MdsSession {
         }
         let change = op.is_change();
         let removes_dir = matches!(op, MdsOp::Rmdir { .. });
+        // A create that succeeds made a new inode (an existing name is
+        // `EEXIST`).
+        let makes_inode = matches!(op, MdsOp::Create { .. } | MdsOp::Symlink { .. });
         let (attr_epoch, quiet) = {
             let mut cache = lock(&self.inner.attrs);
             if change {
@@ -809,7 +843,7 @@ impl MdsSession {
             };
             let mut cache = lock(&self.inner.attrs);
             if change {
-                cache.end_change(answered, attr_epoch);
+                cache.end_change(answered, makes_inode, attr_epoch);
             } else if let Some(a) = answered
                 && quiet
             {
@@ -1569,7 +1603,7 @@ mod tests {
         let sent = cache.epoch;
         cache.begin_change(&set_attr(7));
         let change_sent = cache.epoch;
-        cache.end_change(Some(&attr(7, 9)), change_sent);
+        cache.end_change(Some(&attr(7, 9)), false, change_sent);
         assert_eq!(cache.map.get(&7).map(|a| a.size), Some(9));
         cache.fill(&attr(7, 1), sent);
         assert_eq!(
@@ -1590,14 +1624,44 @@ mod tests {
         cache.begin_change(&set_attr(7));
         let second = cache.epoch;
         // The MDS may have applied them in either order.
-        cache.end_change(Some(&attr(7, 2)), second);
-        cache.end_change(Some(&attr(7, 1)), first);
+        cache.end_change(Some(&attr(7, 2)), false, second);
+        cache.end_change(Some(&attr(7, 1)), false, first);
         assert!(!cache.map.contains_key(&7));
         // Once none is in flight, a lone change's answer is kept again.
         cache.begin_change(&set_attr(7));
         let lone = cache.epoch;
-        cache.end_change(Some(&attr(7, 5)), lone);
+        cache.end_change(Some(&attr(7, 5)), false, lone);
         assert_eq!(cache.map.get(&7).map(|a| a.size), Some(5));
+    }
+
+    #[test]
+    fn a_new_inode_has_no_xattrs_until_changed_or_recalled() {
+        let mut cache = AttrCache::default();
+        let sent = cache.epoch;
+        cache.fill_new(&attr(7, 0), sent);
+        cache.fill(&attr(8, 0), sent);
+        assert!(cache.bare.contains(&7) && !cache.bare.contains(&8));
+        // A getattr answer keeps it; its own xattr change drops it.
+        cache.fill(&attr(7, 3), sent);
+        assert!(cache.bare.contains(&7));
+        cache.begin_change(&MdsOp::SetXattr {
+            ino: 7,
+            name: ByteBuf::from(b"user.a".to_vec()),
+            value: ByteBuf::from(b"1".to_vec()),
+            flags: 0,
+        });
+        assert!(!cache.bare.contains(&7));
+        cache.end_change(Some(&attr(7, 3)), false, cache.epoch);
+        assert!(!cache.bare.contains(&7), "a change's answer is not new");
+        // A recall drops it too.
+        cache.fill_new(&attr(9, 0), cache.epoch);
+        cache.invalidate(9);
+        assert!(!cache.bare.contains(&9));
+        // A create's answer, alone, is new.
+        cache.begin_change(&set_attr(10));
+        let epoch = cache.epoch;
+        cache.end_change(Some(&attr(10, 0)), true, epoch);
+        assert!(cache.bare.contains(&10));
     }
 
     #[test]
@@ -1611,7 +1675,7 @@ mod tests {
             time: None,
         });
         assert!(cache.map.is_empty());
-        cache.end_change(None, cache.epoch);
+        cache.end_change(None, false, cache.epoch);
         cache.fill(&attr(7, 1), sent);
         assert!(cache.map.is_empty(), "an answer from before the unlink");
     }
