@@ -7,8 +7,11 @@
 #   cairn mount --conf /var/tmp/cairn-vs/cairn.toml /mnt/cairn &
 #   scripts/bench-vs-cephfs.sh /mnt/cairn /mnt/cephfs
 #
-# env: ROUNDS (3), FILES (10000 files for 1 process), PROCS (8), RT (20 s per
-# timed fio job), FIO_SIZE (1G), OUT (/var/tmp/bench-vs-cephfs).
+# env: ROUNDS (3), FILES (10000 files for 1 process), PROCS (8),
+# FILES_PER_PROC (FILES / PROCS, for the PROCS run), RT (20 s per
+# timed fio job), FIO_SIZE (1G), OUT (/var/tmp/bench-vs-cephfs), PARTS
+# (mdtest,fio: the mdtest phases, then every fio job; fio-buffered runs only
+# the buffered sequential ones).
 # Both sides: data pools replicated size 3, default durability; the page
 # cache is dropped before each read phase, and ceph-fuse (whose own object
 # cache drop_caches does not reach) is remounted before each read phase.
@@ -21,6 +24,9 @@ PROCS=${PROCS:-8}
 RT=${RT:-20}
 FIO_SIZE=${FIO_SIZE:-1G}
 OUT=${OUT:-/var/tmp/bench-vs-cephfs}
+PARTS=${PARTS:-mdtest,fio}
+FILES_PER_PROC=${FILES_PER_PROC:-$((FILES / PROCS))}
+has_part() { case ",$PARTS," in *",$1,"*) return 0;; *) return 1;; esac; }
 CAIRN=${CAIRN:-$(dirname "$0")/../target/release/cairn}
 CEPH_CONF_DIR=${CEPH_ANCHOR:-/var/tmp/ceph-anchor}
 mkdir -p "$OUT"
@@ -85,6 +91,7 @@ fio_all() {  # system dir round
   before_read "$s"
   fio_job "$s" "$r" seqread-4M-buffered "$d" --ioengine=psync --direct=0 --rw=read --bs=4M
   rm -f "$d"/fio-*.dat
+  if ! has_part fio; then rm -rf "$d"; return; fi
   fio_job "$s" "$r" seqwrite-4M-direct "$d" --ioengine=libaio --direct=1 --iodepth=16 --rw=write --bs=4M --end_fsync=1
   before_read "$s"
   fio_job "$s" "$r" seqread-4M-direct "$d" --ioengine=libaio --direct=1 --iodepth=16 --rw=read --bs=4M
@@ -101,9 +108,11 @@ for round in $(seq 1 "$ROUNDS"); do
   for system in cairn cephfs; do
     if [ "$system" = cairn ]; then dir=$CAIRN_DIR; else dir=$CEPH_DIR_MNT; fi
     echo "== round $round: $system ($(cut -d' ' -f1-3 /proc/loadavg))"
-    mdtest "$system" "$dir" "$round" 1 "$FILES"
-    mdtest "$system" "$dir" "$round" "$PROCS" $((FILES / PROCS))
-    fio_all "$system" "$dir" "$round"
+    if has_part mdtest; then
+      mdtest "$system" "$dir" "$round" 1 "$FILES"
+      mdtest "$system" "$dir" "$round" "$PROCS" "$FILES_PER_PROC"
+    fi
+    if has_part fio || has_part fio-buffered; then fio_all "$system" "$dir" "$round"; fi
   done
 done
 

@@ -602,6 +602,11 @@ pub struct MountArgs {
     /// Threads reading the kernel's requests.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Written data the mount may hold across files (buffered, kept past
+    /// close, on its way to the OSDs; suffixes K, M, G); past it a writer
+    /// sends its own data at once and waits for it.
+    #[arg(long = "write-buffer", default_value = "256M", value_parser = crate::units::parse_size)]
+    write_buffer: u64,
 }
 
 pub fn run_mount(args: MountArgs) -> CliResult {
@@ -613,6 +618,7 @@ pub fn run_mount(args: MountArgs) -> CliResult {
         mountpoint: args.mountpoint,
         allow_other: args.allow_other,
         threads: args.threads,
+        write_buffer_bytes: args.write_buffer,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

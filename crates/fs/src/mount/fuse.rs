@@ -151,6 +151,8 @@ struct FileState {
     /// next (write-behind), oldest first; settled before anything that
     /// reads, cuts or reports the file's data.
     sending: VecDeque<Sending>,
+    /// Its bytes counted in [`Core::buffered`].
+    counted: u64,
 }
 
 /// Dirty ranges on their way to the OSDs, and the size and time of the
@@ -158,12 +160,18 @@ struct FileState {
 #[derive(Debug)]
 struct Sending {
     ranges: Vec<(u64, Bytes)>,
+    bytes: u64,
     end: u64,
     mtime: Time,
     task: tokio::task::JoinHandle<Result<(), Errno>>,
 }
 
 impl FileState {
+    /// Bytes of written data it holds: buffered and on their way.
+    fn held(&self) -> u64 {
+        self.dirty.bytes() + self.sending.iter().map(|p| p.bytes).sum::<u64>()
+    }
+
     fn clean(&self) -> bool {
         self.dirty.is_empty() && self.written_mtime.is_none()
     }
@@ -231,6 +239,10 @@ struct Core {
     /// The last directories this mount removed, with no links: a process
     /// may still have one as its cwd, and Linux shows it so.
     removed_dirs: Mutex<std::collections::VecDeque<Attr>>,
+    /// Written bytes held across files (buffered or on their way), and
+    /// the most a writer may add to before it sends its own first.
+    buffered: AtomicU64,
+    buffer_cap: u64,
 }
 
 /// How many removed directories [`Core::removed_dirs`] remembers.
@@ -245,7 +257,9 @@ pub struct CairnFs {
 
 impl CairnFs {
     #[must_use]
-    pub fn new(rt: tokio::runtime::Handle, session: MdsSession) -> CairnFs {
+    /// A file system over `session`, holding at most about `buffer_cap`
+    /// bytes of written data across files.
+    pub fn new(rt: tokio::runtime::Handle, session: MdsSession, buffer_cap: u64) -> CairnFs {
         let data = DataPath {
             client: session.client().clone(),
             pool: session.data_pool(),
@@ -261,6 +275,8 @@ impl CairnFs {
                 lockers: Mutex::new(std::collections::HashSet::new()),
                 unreported: Mutex::new(HashMap::new()),
                 removed_dirs: Mutex::new(std::collections::VecDeque::new()),
+                buffered: AtomicU64::new(0),
+                buffer_cap,
             }),
         };
         let weak = Arc::downgrade(&fs.core);
@@ -445,6 +461,7 @@ impl Core {
                 kept_since: None,
                 deferred_releases: 0,
                 sending: VecDeque::new(),
+                counted: 0,
             }))
         });
         if let Ok(mut s) = state.try_lock() {
@@ -471,6 +488,12 @@ impl Core {
     /// Sends the file's dirty bytes to the OSDs. What could not be sent
     /// (a full cluster, say) stays dirty for the next flush.
     async fn flush_data(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        let sent = self.send_dirty(ino, s).await;
+        self.recount(s);
+        sent
+    }
+
+    async fn send_dirty(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
         self.settle(s).await?;
         let mut ranges = s.dirty.take().into_iter();
         while let Some((offset, bytes)) = ranges.next() {
@@ -485,13 +508,31 @@ impl Core {
         Ok(())
     }
 
+    /// Brings [`Core::buffered`] up to date with what `s` holds now.
+    fn recount(&self, s: &mut FileState) {
+        let held = s.held();
+        if held >= s.counted {
+            self.buffered.fetch_add(held - s.counted, Ordering::Relaxed);
+        } else {
+            self.buffered.fetch_sub(s.counted - held, Ordering::Relaxed);
+        }
+        s.counted = held;
+    }
+
+    /// Whether the mount holds more written data than it may.
+    fn over_buffer_cap(&self) -> bool {
+        self.buffered.load(Ordering::Relaxed) > self.buffer_cap
+    }
+
     /// Waits for every buffer sent in the background. A failed send puts
     /// the bytes of every buffer back, oldest first and the newer dirty
     /// ones on top (a later buffer that went out is not undone by an
     /// earlier one sent again), and returns the error.
     async fn settle(&self, s: &mut FileState) -> Result<(), Errno> {
         while !s.sending.is_empty() {
-            self.settle_oldest(s).await?;
+            let settled = self.settle_oldest(s).await;
+            self.recount(s);
+            settled?;
         }
         Ok(())
     }
@@ -570,6 +611,7 @@ impl Core {
             Ok(())
         });
         s.sending.push_back(Sending {
+            bytes: ranges.iter().map(|(_, b)| b.len() as u64).sum(),
             ranges,
             end: s.written_end,
             mtime: s.written_mtime.unwrap_or_else(now),
@@ -611,6 +653,7 @@ impl Core {
     ) -> Result<(), Errno> {
         let keep = s.mds_size;
         s.dirty.cut(keep);
+        self.recount(s);
         s.written_end = 0;
         s.written_mtime = None;
         self.forget_unreported(ino);
@@ -668,6 +711,16 @@ impl Core {
         if s.dirty.bytes() > DIRTY_BYTES_PER_FILE_MAX {
             self.send_behind(h.ino, &mut s).await?;
         }
+        if self.over_buffer_cap() && s.held() > 0 {
+            // The mount holds all the written data it may: this writer
+            // sends its own and waits for it (so memory stays near the
+            // cap whatever the number of files written at once).
+            if !s.dirty.is_empty() {
+                self.send_behind(h.ino, &mut s).await?;
+            }
+            self.settle(&mut s).await?;
+        }
+        self.recount(&mut s);
         drop(s);
         if h.sync {
             self.flush(h.ino, Caller::default()).await?;
@@ -694,7 +747,7 @@ impl Core {
     /// needs no wait (the file is free and its buffer has room); `None`
     /// leaves it to [`write`](Self::write).
     fn write_now(&self, h: Handle, offset: u64, data: &[u8]) -> Option<Result<u32, Errno>> {
-        if h.write_through || h.sync || h.sgid_watch {
+        if h.write_through || h.sync || h.sgid_watch || self.over_buffer_cap() {
             return None;
         }
         let length = u32::try_from(data.len()).ok()?;
@@ -707,6 +760,7 @@ impl Core {
             return None;
         }
         self.buffer(h.ino, &mut s, offset, data);
+        self.recount(&mut s);
         debug_assert!(s.written_end >= end);
         Some(Ok(length))
     }
@@ -785,6 +839,7 @@ impl Core {
             if let Some(mut s) = guard {
                 self.settle_keeping(ino, &mut s).await;
                 s.dirty.cut(size);
+                self.recount(&mut s);
                 s.written_end = s.written_end.min(size);
                 self.note_unreported(ino, &s);
                 s.readahead.clear();
@@ -862,6 +917,7 @@ impl Core {
         s.opens = s.opens.saturating_sub(1);
         let last = s.opens == 0;
         if last {
+            self.recount(&mut s);
             forget_state(&mut files, h.ino, &state);
         }
         drop(s);
@@ -889,6 +945,7 @@ impl Core {
                 return flushed;
             }
             if s.opens == 0 {
+                self.recount(&mut s);
                 forget_state(&mut lock(&self.files), h.ino, &state);
                 self.session.unbuffered(h.ino);
             }
@@ -934,6 +991,7 @@ impl Core {
             s.buffered_until = None;
             let releases = std::mem::take(&mut s.deferred_releases);
             if s.opens == 0 {
+                self.recount(&mut s);
                 forget_state(&mut lock(&self.files), ino, &state);
             }
             drop(s);

@@ -36,11 +36,6 @@ pub const MAX_WRITE_BYTES: u32 = 4 << 20;
 /// kernel's clock starts a little after the MDS's).
 pub const LEASE_MARGIN_MS: u64 = 500;
 
-/// A recall is acknowledged once the kernel has dropped what it names, or
-/// after this long (the kernel may wait on a directory lock that a request
-/// of this mount holds while it waits on the change the recall is for).
-pub const RECALL_ACK_WAIT_MS: u64 = 200;
-
 /// A recall is done in the kernel again this long after the first time
 /// (for an answer that was on its way to the kernel meanwhile).
 pub const REINVALIDATE_MS: u64 = 20;

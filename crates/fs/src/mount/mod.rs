@@ -27,6 +27,10 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// Kernel threads reading FUSE requests.
     pub threads: usize,
+    /// Written data the mount holds across files (buffered, kept past
+    /// close, on its way to the OSDs) before writers send their own at
+    /// once and wait for it.
+    pub write_buffer_bytes: u64,
 }
 
 /// Why a mount failed.
@@ -132,7 +136,7 @@ pub async fn mount(
         tracing::info!(fs = config.fs, data_pool, "session open");
     }
     allow_whole_object_requests();
-    let fs = fuse::CairnFs::new(rt, mds_session.clone());
+    let fs = fuse::CairnFs::new(rt, mds_session.clone(), config.write_buffer_bytes);
     let mut fuse_config = Config::default();
     fuse_config.mount_options = vec![
         MountOption::FSName(format!("cairn:{}", config.fs)),

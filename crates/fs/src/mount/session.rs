@@ -10,7 +10,7 @@ use crate::mds::namespace;
 use crate::mount::limits::{
     BATCH_OPS_MAX, DELEGATION_MARGIN_MS, INOS_PER_TAKE, LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS,
     MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, OUTBOX_MAX, POLL_WAIT_MS, REASSERT_BATCH,
-    RECALL_ACK_WAIT_MS, REINVALIDATE_MS,
+    REINVALIDATE_MS,
 };
 use bytes::Bytes;
 use cairn_client::Client;
@@ -75,7 +75,7 @@ struct Inner {
     /// Told of every inode another mount changed (recalled).
     inode_hook: OnceLock<Hook>,
     /// Where recalls go to be done in the kernel.
-    invalidator: OnceLock<std::sync::mpsc::Sender<Invalidation>>,
+    invalidator: OnceLock<std::sync::mpsc::Sender<Vec<Inval>>>,
     /// Set once evicted: calls fail until the leases have run out, then
     /// the session opens afresh.
     evicted_until: Mutex<Option<Instant>>,
@@ -389,10 +389,9 @@ impl MdsSession {
     }
 
     /// Where recalls are done: the kernel's invalidation notices, sent
-    /// from a thread of their own. The acknowledgement waits for them,
-    /// but at most [`RECALL_ACK_WAIT_MS`]: a notice may wait on a
-    /// directory lock that a request of this mount holds while that
-    /// request waits for the change this recall holds back.
+    /// from a thread of their own (a notice may wait on a directory lock
+    /// that a request of this mount holds, so it never blocks the
+    /// acknowledgement, which goes as soon as the recall is queued).
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
         let (tx, rx) = std::sync::mpsc::channel();
         if self.inner.invalidator.set(tx).is_ok() {
@@ -1286,15 +1285,13 @@ impl MdsSession {
         Ok(())
     }
 
-    /// Hands recalls to the invalidation thread; returns what says they
-    /// were done in the kernel.
-    fn recall(
-        &self,
-        recalls: Vec<cairn_proto::mds::Recall>,
-    ) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    /// Hands recalls to the invalidation thread; returns once queued.
+    fn recall(&self, recalls: Vec<cairn_proto::mds::Recall>) {
         let done = self.inner.recalled.load(Ordering::Relaxed);
         let fresh: Vec<_> = recalls.into_iter().filter(|r| r.id > done).collect();
-        let last = fresh.iter().map(|r| r.id).max()?;
+        let Some(last) = fresh.iter().map(|r| r.id).max() else {
+            return;
+        };
         self.inner.recall_epoch.fetch_add(1, Ordering::AcqRel);
         {
             // Another mount changed these directories: no longer complete.
@@ -1342,13 +1339,10 @@ impl MdsSession {
                 }
             }
         }
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let waited = match self.inner.invalidator.get() {
-            Some(tx) => tx.send((invals, done_tx)).is_ok().then_some(done_rx),
-            None => None,
-        };
+        if let Some(tx) = self.inner.invalidator.get() {
+            drop(tx.send(invals));
+        }
         self.inner.recalled.fetch_max(last, Ordering::Relaxed);
-        waited
     }
 
     async fn replay(&self, conn: &Connection) -> Result<(), ()> {
@@ -1438,13 +1432,7 @@ async fn poll_forever(inner: std::sync::Weak<Inner>) {
                 _,
             )) => {
                 session.saw_durable(seq);
-                if let Some(done) = session.recall(recalls) {
-                    // Acknowledged by the next poll, once the kernel has
-                    // dropped what was recalled (or a bounded wait ends).
-                    drop(
-                        tokio::time::timeout(Duration::from_millis(RECALL_ACK_WAIT_MS), done).await,
-                    );
-                }
+                session.recall(recalls);
             }
             Ok((
                 MdsPollReply {
@@ -1528,10 +1516,7 @@ impl NamesChange {
 /// Does recalls in the kernel: each batch at once and again a moment
 /// later, for an answer that was on its way to the kernel when the recall
 /// came (it was checked against the recall count just before).
-/// Invalidations for the kernel, and who waits for them to be done.
-type Invalidation = (Vec<Inval>, tokio::sync::oneshot::Sender<()>);
-
-fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Invalidation>) {
+fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<Vec<Inval>>) {
     use std::sync::mpsc::RecvTimeoutError;
     let mut again: VecDeque<(Instant, Vec<Inval>)> = VecDeque::new();
     loop {
@@ -1540,10 +1525,8 @@ fn run_invalidator(notifier: &fuser::Notifier, rx: &std::sync::mpsc::Receiver<In
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match got {
-            Ok((invals, done)) => {
+            Ok(invals) => {
                 invalidate(notifier, &invals);
-                // The poller may have stopped waiting.
-                let _ = done.send(());
                 again.push_back((
                     Instant::now() + Duration::from_millis(REINVALIDATE_MS),
                     invals,
