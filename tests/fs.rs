@@ -635,20 +635,7 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
     let (mut own_a, own_log_a) = own(&a, "a");
     let (mut own_b, own_log_b) = own(&b, "b");
     std::thread::sleep(Duration::from_secs(3));
-    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
-    let active = status["active"]["name"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no active MDS: {status}"))
-        .to_owned();
-    let pid = cluster.daemon_pid(&format!("mds.{active}"));
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    kill_active_mds(&cluster);
     for writer in [&mut writer_a, &mut writer_b, &mut own_a.0, &mut own_b.0] {
         let status = writer.wait().expect("storm ends");
         assert!(
@@ -1283,6 +1270,25 @@ fn a_full_cluster_answers_enospc_and_still_removes_files() {
     assert_namespace_sound(&cluster);
 }
 
+/// SIGKILLs the file system's active MDS (the standby or the restarted
+/// daemon takes over).
+fn kill_active_mds(cluster: &Cluster) {
+    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
+    let active = status["active"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no active MDS: {status}"))
+        .to_owned();
+    let pid = cluster.daemon_pid(&format!("mds.{active}"));
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+}
+
 /// Waits up to 2 s for `check` to hold: a recall is acknowledged once the
 /// other mount has queued it, and its kernel drops what it names a moment
 /// later (docs/filesystem.md, "Leases").
@@ -1364,20 +1370,7 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
     eprintln!("{} fragment objects", split.len());
     assert_namespace_sound(&cluster);
     // A new MDS loads the directory from its fragments.
-    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
-    let active = status["active"]["name"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no active MDS: {status}"))
-        .to_owned();
-    let pid = cluster.daemon_pid(&format!("mds.{active}"));
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    kill_active_mds(&cluster);
     let c = Mount::new(&cluster, &cluster.dir.join("c"));
     assert_eq!(
         listing(&c.path.join("big")),
@@ -1437,20 +1430,7 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
         std::fs::remove_file(b.path.join("big").join(name)).expect("rm");
     }
     std::fs::remove_dir(b.path.join("big")).expect("rmdir");
-    let out = cluster.cairn(&["fs", "status", "cairnfs", "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status json");
-    let active = status["active"]["name"]
-        .as_str()
-        .expect("active")
-        .to_owned();
-    let pid = cluster.daemon_pid(&format!("mds.{active}"));
-    assert!(
-        Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .expect("kill")
-            .success()
-    );
+    kill_active_mds(&cluster);
     assert!(!a.path.join("big").exists());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

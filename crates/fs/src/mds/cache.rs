@@ -229,16 +229,7 @@ mod tests {
     use serde_bytes::ByteBuf;
 
     fn create(ns: &mut Namespace, name: &str) -> (u64, Vec<Delta>) {
-        let op = MdsOp::Create {
-            parent: ROOT_INO,
-            name: ByteBuf::from(name.as_bytes().to_vec()),
-            mode: libc::S_IFREG | 0o644,
-            umask: 0,
-            rdev: 0,
-            open: false,
-            ino: None,
-            time: None,
-        };
+        let op = crate::mds::namespace::create_op(ROOT_INO, name, libc::S_IFREG | 0o644);
         let out = ns
             .execute(&op, Caller::default(), Time::default())
             .expect("create");

@@ -759,7 +759,7 @@ mod fragment_tests {
 
     use super::*;
     use crate::format::InodeRec;
-    use crate::mds::namespace::{Namespace, Stop};
+    use crate::mds::namespace::{Namespace, Stop, create_op};
     use cairn_proto::mds::{Caller, MdsAnswer, MdsOp, ROOT_INO, Time};
     use serde_bytes::ByteBuf;
 
@@ -795,8 +795,21 @@ mod fragment_tests {
         }
     }
 
+    fn entry(i: u64) -> String {
+        format!("entry-{i}")
+    }
+
     fn name(i: u64) -> ByteBuf {
-        ByteBuf::from(format!("entry-{i}").into_bytes())
+        ByteBuf::from(entry(i).into_bytes())
+    }
+
+    /// An empty file system whose fragments split past 8 entries.
+    fn small_fragments() -> Namespace {
+        let mut ns = Namespace::new(2, 2);
+        ns.set_split_entries(8);
+        ns.insert_inode(Namespace::root_inode(Time::default()));
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        ns
     }
 
     /// Runs a create-heavy, then unlink-heavy, then mixed storm over two
@@ -823,16 +836,7 @@ mod fragment_tests {
             Err(Stop::Errno(_)) => None,
             Err(other) => panic!("everything is cached, yet {other:?}"),
         };
-        let mkdir = MdsOp::Create {
-            parent: ROOT_INO,
-            name: ByteBuf::from(b"d".to_vec()),
-            mode: libc::S_IFDIR | 0o755,
-            umask: 0,
-            rdev: 0,
-            open: false,
-            ino: None,
-            time: None,
-        };
+        let mkdir = create_op(ROOT_INO, "d", libc::S_IFDIR | 0o755);
         let Some(MdsAnswer::Attr(d)) = run(ns, mkdir, &mut entries) else {
             panic!("mkdir")
         };
@@ -843,18 +847,10 @@ mod fragment_tests {
                 _ => 5,
             };
             let dir = if rng.below(2) == 0 { ROOT_INO } else { d.ino };
-            let n = name(rng.below(100));
+            let i = rng.below(100);
+            let n = name(i);
             let op = match rng.below(10) {
-                r if r < create_odds => MdsOp::Create {
-                    parent: dir,
-                    name: n,
-                    mode: libc::S_IFREG | 0o644,
-                    umask: 0,
-                    rdev: 0,
-                    open: false,
-                    ino: None,
-                    time: None,
-                },
+                r if r < create_odds => create_op(dir, &entry(i), libc::S_IFREG | 0o644),
                 _ if rng.below(4) == 0 => MdsOp::Rename {
                     parent: dir,
                     name: n,
@@ -961,10 +957,7 @@ mod fragment_tests {
     #[test]
     fn stored_fragments_hold_the_cached_directory_in_any_grouping_and_after_a_cut() {
         for seed in [1u64, 7, 1234, 99_991] {
-            let mut ns = Namespace::new(2, 2);
-            ns.set_split_entries(8);
-            ns.insert_inode(Namespace::root_inode(Time::default()));
-            ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+            let mut ns = small_fragments();
             let root = Entry {
                 seq: 0,
                 session: 0,
@@ -1023,10 +1016,7 @@ mod fragment_tests {
 
     #[test]
     fn a_split_and_merge_in_one_round_leave_no_removed_name_behind() {
-        let mut ns = Namespace::new(2, 2);
-        ns.set_split_entries(8);
-        ns.insert_inode(Namespace::root_inode(Time::default()));
-        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        let mut ns = small_fragments();
         let mut entries = vec![Entry {
             seq: 0,
             session: 0,
@@ -1044,16 +1034,7 @@ mod fragment_tests {
                 deltas: out.deltas,
             });
         };
-        let create = |i| MdsOp::Create {
-            parent: ROOT_INO,
-            name: name(i),
-            mode: libc::S_IFREG | 0o644,
-            umask: 0,
-            rdev: 0,
-            open: false,
-            ino: None,
-            time: None,
-        };
+        let create = |i| create_op(ROOT_INO, &entry(i), libc::S_IFREG | 0o644);
         let unlink = |i| MdsOp::Unlink {
             parent: ROOT_INO,
             name: name(i),
@@ -1079,21 +1060,9 @@ mod fragment_tests {
 
     #[test]
     fn cookies_stay_through_splits_and_merges() {
-        let mut ns = Namespace::new(2, 2);
-        ns.set_split_entries(8);
-        ns.insert_inode(Namespace::root_inode(Time::default()));
-        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        let mut ns = small_fragments();
         let create = |ns: &mut Namespace, i| {
-            let op = MdsOp::Create {
-                parent: ROOT_INO,
-                name: name(i),
-                mode: libc::S_IFREG | 0o644,
-                umask: 0,
-                rdev: 0,
-                open: false,
-                ino: None,
-                time: None,
-            };
+            let op = create_op(ROOT_INO, &entry(i), libc::S_IFREG | 0o644);
             ns.execute(&op, Caller::default(), Time::default())
                 .expect("create");
         };

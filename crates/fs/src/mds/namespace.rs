@@ -1577,3 +1577,18 @@ fn attr_answer(attr: Attr, deltas: Vec<Delta>) -> Outcome {
         deltas,
     }
 }
+
+/// A `Create` of `name` in `parent` with `mode` (tests).
+#[cfg(test)]
+pub(crate) fn create_op(parent: u64, name: &str, mode: u32) -> MdsOp {
+    MdsOp::Create {
+        parent,
+        name: ByteBuf::from(name.as_bytes().to_vec()),
+        mode,
+        umask: 0,
+        rdev: 0,
+        open: false,
+        ino: None,
+        time: None,
+    }
+}
