@@ -1289,15 +1289,34 @@ fn kill_active_mds(cluster: &Cluster) {
     );
 }
 
+/// Polls `check` every `pause` until it gives `Ok`; fails with its last
+/// `Err` once `limit` has passed.
+fn wait_for<T>(
+    limit: Duration,
+    pause: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match check() {
+            Ok(done) => return done,
+            Err(why) => assert!(Instant::now() < deadline, "{why}"),
+        }
+        std::thread::sleep(pause);
+    }
+}
+
 /// Waits up to 2 s for `check` to hold: a recall is acknowledged once the
 /// other mount has queued it, and its kernel drops what it names a moment
 /// later (docs/filesystem.md, "Leases").
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(Duration::from_secs(2), Duration::from_millis(20), || {
+        if check() {
+            Ok(())
+        } else {
+            Err(what.to_owned())
+        }
+    });
 }
 
 /// The names in directory `dir`, checking none is listed twice.
@@ -1355,18 +1374,15 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
         "another mount's listing"
     );
     // Written back (100 ms after the journal): fragments, no whole object.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let split = loop {
+    let pause = Duration::from_millis(200);
+    let split = wait_for(Duration::from_secs(20), pause, || {
         let objects = fragment_objects(&cluster, ino);
         if objects.len() >= 8 && !objects.contains(&format!("dir.{ino:x}")) {
-            break objects;
+            Ok(objects)
+        } else {
+            Err(format!("the directory was not stored split: {objects:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the directory was not stored split: {objects:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    });
     eprintln!("{} fragment objects", split.len());
     assert_namespace_sound(&cluster);
     // A new MDS loads the directory from its fragments.
@@ -1393,18 +1409,14 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
     );
     let left: BTreeSet<String> = (FILES - 5..FILES).map(|i| format!("f{i:05}")).collect();
     assert_eq!(listing(&a.path.join("big")), left, "after the removes");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_for(Duration::from_secs(20), pause, || {
         let objects = fragment_objects(&cluster, ino);
         if objects.iter().all(|o| *o == format!("dir.{ino:x}")) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("the fragments did not merge: {objects:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the fragments did not merge: {objects:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     assert_namespace_sound(&cluster);
     // The last files get data, then go with the directory; the MDS is
     // SIGKILLed at once, and their data objects are deleted all the same
@@ -1432,17 +1444,13 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
     std::fs::remove_dir(b.path.join("big")).expect("rmdir");
     kill_active_mds(&cluster);
     assert!(!a.path.join("big").exists());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_for(Duration::from_secs(30), pause, || {
         let objects = data_objects();
         if objects.is_empty() {
-            break;
+            Ok(())
+        } else {
+            Err(format!("removed files' data not purged: {objects:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "removed files' data not purged: {objects:?}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    });
     assert_namespace_sound(&cluster);
 }

@@ -106,7 +106,13 @@ impl Frag {
     /// Whether a name of hash `hash` belongs here.
     #[must_use]
     pub fn contains(self, hash: u64) -> bool {
-        self.bits == 0 || hash >> (64 - u32::from(self.bits)) == u64::from(self.value)
+        self.bits == 0 || hash.checked_shr(self.shift()) == Some(u64::from(self.value))
+    }
+
+    /// How far a hash is shifted to leave its top `bits` (checked shifts
+    /// below: a fragment read from a damaged record must not panic).
+    fn shift(self) -> u32 {
+        64u32.saturating_sub(u32::from(self.bits))
     }
 
     /// The lowest hash this fragment holds.
@@ -115,7 +121,7 @@ impl Frag {
         if self.bits == 0 {
             0
         } else {
-            u64::from(self.value) << (64 - u32::from(self.bits))
+            u64::from(self.value).checked_shl(self.shift()).unwrap_or(0)
         }
     }
 
@@ -125,7 +131,7 @@ impl Frag {
         if self.bits == 0 {
             u64::MAX
         } else {
-            self.first_hash() | (u64::MAX >> u32::from(self.bits))
+            self.first_hash() | u64::MAX.checked_shr(u32::from(self.bits)).unwrap_or(0)
         }
     }
 
