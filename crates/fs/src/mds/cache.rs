@@ -226,7 +226,6 @@ mod tests {
     use super::*;
     use crate::mds::namespace::{Need, Stop};
     use cairn_proto::mds::{Caller, MdsAnswer, Time};
-    use serde_bytes::ByteBuf;
 
     fn create(ns: &mut Namespace, name: &str) -> (u64, Vec<Delta>) {
         let op = crate::mds::namespace::create_op(ROOT_INO, name, libc::S_IFREG | 0o644);
