@@ -535,6 +535,23 @@ pub struct MdsArgs {
     /// together merge again.
     #[arg(long = "dir-split-size", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(8..))]
     dir_split_size: u64,
+    /// New regular files keep their data in the MDS (inline data: in the
+    /// journal and the inode record, no object write on every replica)
+    /// until they outgrow this many bytes (suffixes K, M; at most 64K; 0
+    /// keeps every file's data in the data pool).
+    #[arg(long = "inline-max", default_value = "4K", value_parser = parse_inline_max)]
+    inline_max: u64,
+}
+
+fn parse_inline_max(text: &str) -> Result<u64, String> {
+    let bytes = crate::units::parse_size(text)?;
+    let limit = cairn_fs::mds::limits::INLINE_MAX_LIMIT;
+    if bytes > limit {
+        return Err(format!(
+            "{bytes} bytes is past the limit of {limit}: inline data lives in the MDS's memory and journal"
+        ));
+    }
+    Ok(bytes)
 }
 
 fn init_logging() {
@@ -562,6 +579,7 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     config.cache_bytes_max = usize::try_from(args.cache_memory).unwrap_or(usize::MAX);
     config.complaint_ms = u64::try_from(args.complaint_time.as_millis()).unwrap_or(u64::MAX);
     config.dir_split_entries = usize::try_from(args.dir_split_size).unwrap_or(usize::MAX);
+    config.inline_max = args.inline_max;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

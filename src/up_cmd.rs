@@ -102,6 +102,10 @@ pub struct UpArgs {
     /// --dir-split-size`); the MDS's default (10000) when absent.
     #[arg(long = "mds-dir-split-size", value_name = "ENTRIES")]
     mds_dir_split_size: Option<u64>,
+    /// Files up to this size keep their data in the MDS (`cairn mds
+    /// --inline-max`); the MDS's default (4K) when absent.
+    #[arg(long = "mds-inline-max", value_name = "BYTES")]
+    mds_inline_max: Option<String>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -409,6 +413,9 @@ fn detach(args: &UpArgs) -> CliResult {
     if let Some(size) = args.mds_dir_split_size {
         command.arg("--mds-dir-split-size").arg(size.to_string());
     }
+    if let Some(size) = &args.mds_inline_max {
+        command.arg("--mds-inline-max").arg(size);
+    }
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -606,6 +613,9 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             ]));
             if let Some(size) = args.mds_dir_split_size {
                 command.extend(["--dir-split-size".into(), size.to_string()]);
+            }
+            if let Some(size) = &args.mds_inline_max {
+                command.extend(["--inline-max".into(), size.clone()]);
             }
             command
         }

@@ -1454,3 +1454,149 @@ fn a_large_directory_splits_into_fragments_and_merges_back() {
     });
     assert_namespace_sound(&cluster);
 }
+
+/// The data pool's objects of file `ino`.
+fn data_objects(cluster: &Cluster, ino: u64) -> Vec<String> {
+    let out = cluster.cairn(&["object", "ls", "--pool", "cairnfs.data"]);
+    assert!(out.status.success(), "object ls");
+    let prefix = format!("{ino:x}.");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Small files keep their data in the MDS (inline data): written through
+/// one mount they read back through another and after an MDS SIGKILL,
+/// with no data object; two mounts writing disjoint bytes of one keep
+/// both; grown past the limit, a file's data moves to objects whole and
+/// stays there; removed, nothing is left.
+#[test]
+fn small_files_keep_their_data_in_the_mds() {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let cluster = up("fs-inline", 19400, &["--mds", "2"]);
+    let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    let b = Mount::new(&cluster, &cluster.dir.join("b"));
+    let dir = a.path.join("small");
+    std::fs::create_dir(&dir).expect("mkdir");
+    // Many small files made under the directory's delegation, one with a
+    // hole, one empty.
+    let body = |i: usize| format!("file {i} ").repeat(1 + i % 300).into_bytes();
+    for i in 0..200 {
+        std::fs::write(dir.join(format!("f{i}")), body(i)).expect("write");
+    }
+    let holed = dir.join("holed");
+    let f = std::fs::File::create(&holed).expect("create");
+    f.write_all_at(b"end", 3000).expect("write past a hole");
+    drop(f);
+    std::fs::File::create(dir.join("empty")).expect("create");
+    let bdir = b.path.join("small");
+    for i in (0..200).step_by(7) {
+        assert_eq!(
+            std::fs::read(bdir.join(format!("f{i}"))).expect("read"),
+            body(i),
+            "f{i} through the other mount"
+        );
+    }
+    let mut want = vec![0u8; 3003];
+    want[3000..].copy_from_slice(b"end");
+    assert_eq!(std::fs::read(bdir.join("holed")).expect("read"), want);
+    assert_eq!(std::fs::read(bdir.join("empty")).expect("read"), b"");
+    let inos: Vec<u64> = (0..200)
+        .map(|i| {
+            std::fs::metadata(dir.join(format!("f{i}")))
+                .expect("stat")
+                .ino()
+        })
+        .collect();
+    for ino in inos.iter().step_by(20) {
+        assert_eq!(data_objects(&cluster, *ino), Vec::<String>::new());
+    }
+
+    // Two mounts write disjoint bytes of one small file, both open.
+    let shared = a.path.join("shared");
+    std::fs::write(&shared, vec![b'.'; 100]).expect("write");
+    let fa = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&shared)
+        .expect("open a");
+    let fb = std::fs::OpenOptions::new()
+        .write(true)
+        .open(b.path.join("shared"))
+        .expect("open b");
+    fa.write_all_at(b"AAAA", 10).expect("write a");
+    fb.write_all_at(b"BBBB", 50).expect("write b");
+    drop(fa);
+    drop(fb);
+    let mut want = vec![b'.'; 100];
+    want[10..14].copy_from_slice(b"AAAA");
+    want[50..54].copy_from_slice(b"BBBB");
+    eventually("both writes in the shared file", || {
+        std::fs::read(&shared).ok() == Some(want.clone())
+    });
+
+    // Appends past the limit: the data moves to objects, whole.
+    let grown = a.path.join("grown");
+    std::fs::write(&grown, b"head:").expect("write");
+    let mut expected = b"head:".to_vec();
+    let mut g = std::fs::OpenOptions::new()
+        .append(true)
+        .open(b.path.join("grown"))
+        .expect("open");
+    let chunk = vec![b'x'; 3000];
+    for _ in 0..3 {
+        g.write_all(&chunk).expect("append");
+        g.sync_all().expect("fsync");
+        expected.extend_from_slice(&chunk);
+    }
+    g.seek(SeekFrom::Start(0)).expect("seek");
+    drop(g);
+    assert_eq!(std::fs::read(&grown).expect("read"), expected);
+    let grown_ino = std::fs::metadata(&grown).expect("stat").ino();
+    assert!(
+        !data_objects(&cluster, grown_ino).is_empty(),
+        "a file past the limit has its data in objects"
+    );
+    // Cut back below the limit, it stays in objects and reads right.
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&grown)
+        .expect("open");
+    cut.set_len(10).expect("truncate");
+    drop(cut);
+    assert_eq!(
+        std::fs::read(b.path.join("grown")).expect("read"),
+        &expected[..10]
+    );
+
+    // Synced, the MDS killed: a new mount reads every byte from the
+    // standby, and the namespace check finds nothing wrong.
+    Command::new("sync").status().expect("sync");
+    kill_active_mds(&cluster);
+    let c = Mount::new(&cluster, &cluster.dir.join("c"));
+    let cdir = c.path.join("small");
+    for i in 0..200 {
+        assert_eq!(
+            std::fs::read(cdir.join(format!("f{i}"))).expect("read"),
+            body(i),
+            "f{i} after the failover"
+        );
+    }
+    assert_eq!(std::fs::read(c.path.join("shared")).expect("read"), want);
+    let report = assert_namespace_sound(&cluster);
+    assert!(report["inodes"].as_u64().unwrap_or(0) > 200, "{report}");
+
+    // Removed, they leave nothing behind.
+    std::fs::remove_dir_all(&cdir).expect("rm -r");
+    std::fs::remove_file(c.path.join("grown")).expect("rm");
+    wait_for(Duration::from_secs(30), Duration::from_millis(200), || {
+        if data_objects(&cluster, grown_ino).is_empty() {
+            Ok(())
+        } else {
+            Err("the removed file's objects were never purged".to_owned())
+        }
+    });
+}

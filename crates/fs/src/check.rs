@@ -286,6 +286,19 @@ impl Stored {
             }
         }
         for (ino, rec) in &self.inodes {
+            if let Some(data) = &rec.inline {
+                if rec.attr.mode & libc::S_IFMT != libc::S_IFREG {
+                    problems.push(format!("inode {ino:x} keeps inline data but is no file"));
+                } else if data.len() as u64 != rec.attr.size {
+                    problems.push(format!(
+                        "inode {ino:x} keeps {} bytes of inline data but its size is {}",
+                        data.len(),
+                        rec.attr.size
+                    ));
+                }
+            }
+        }
+        for (ino, rec) in &self.inodes {
             if is_dir(rec) && !format::valid_tree(&rec.frags) {
                 problems.push(format!(
                     "directory {ino:x}: its fragments do not cover its hashes"
@@ -392,6 +405,12 @@ mod tests {
         s.dentries
             .insert((1, b"gone".to_vec()), whole(9, libc::S_IFREG));
         s.inodes.insert(7, rec(7, libc::S_IFREG | 0o644, 1, 1));
+        let mut small = rec(8, libc::S_IFREG | 0o644, 1, 1);
+        small.attr.size = 5;
+        small.inline = Some(serde_bytes::ByteBuf::from(b"abc".to_vec()));
+        s.inodes.insert(8, small);
+        s.dentries
+            .insert((1, b"small".to_vec()), whole(8, libc::S_IFREG));
         s.apply(&Delta::DropDentry {
             dir: 1,
             frag: Frag::WHOLE,
@@ -415,5 +434,9 @@ mod tests {
             "{problems}"
         );
         assert!(problems.contains("not its fragment's"), "{problems}");
+        assert!(
+            problems.contains("inode 8 keeps 3 bytes of inline data but its size is 5"),
+            "{problems}"
+        );
     }
 }

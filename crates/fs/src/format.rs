@@ -23,8 +23,9 @@ pub const GEN_XATTR: &[u8] = b"gen";
 pub const INODES_PER_OBJECT_SHIFT: u32 = 12;
 
 /// 2: directories carry their fragment tree ([`InodeRec::frags`]) and
-/// entry deltas name their fragment.
-const VERSION: u8 = 2;
+/// entry deltas name their fragment. 3: small files keep their data in
+/// their record ([`InodeRec::inline`]).
+const VERSION: u8 = 3;
 
 /// Why stored bytes could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -201,8 +202,8 @@ pub fn inode_key(ino: u64) -> [u8; 8] {
 }
 
 /// An inode as stored: attributes, xattrs, a symlink's target, its
-/// parent (for a directory, which has one link, the only one), and a
-/// directory's fragments.
+/// parent (for a directory, which has one link, the only one), a
+/// directory's fragments, and a small file's data.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InodeRec {
     pub attr: Attr,
@@ -211,6 +212,11 @@ pub struct InodeRec {
     pub target: Option<ByteBuf>,
     /// A directory's fragments in hash order; empty while it is one.
     pub frags: Vec<Frag>,
+    /// A regular file's data while the MDS keeps it (inline data: its
+    /// length is the file's size, and the file has no data objects);
+    /// `None` once it is in data objects. Files start inline when the MDS
+    /// keeps small files, and leave for good when they outgrow the limit.
+    pub inline: Option<ByteBuf>,
 }
 
 /// A directory entry as stored.

@@ -362,6 +362,29 @@ pub enum MdsOp {
     Batch {
         ops: Vec<BatchOp>,
     },
+    /// Writes `ranges` (offset, bytes) of a file whose data the MDS keeps
+    /// (inline data, for small files), growing it to at least `size`, at
+    /// `mtime`; answered with the new attributes. The MDS moves the data
+    /// to the file's objects first when the file would outgrow its inline
+    /// limit, and writes the ranges there when it is not inline (then the
+    /// answer waits until that is durable).
+    WriteInline {
+        ino: u64,
+        ranges: Vec<(u64, ByteBuf)>,
+        size: u64,
+        mtime: Time,
+    },
+    /// Moves an inline file's data to its objects in the data pool, so the
+    /// client may write there itself; answered with the attributes once
+    /// that is durable.
+    Uninline {
+        ino: u64,
+    },
+    /// A file's attributes and, while it is inline, its data: answered
+    /// with [`MdsAnswer::Opened`].
+    ReadInline {
+        ino: u64,
+    },
 }
 
 /// One op of a [`MdsOp::Batch`].
@@ -416,6 +439,9 @@ impl MdsOp {
             MdsOp::Open { .. } => "Open",
             MdsOp::Release { .. } => "Release",
             MdsOp::Written { .. } => "Written",
+            MdsOp::WriteInline { .. } => "WriteInline",
+            MdsOp::Uninline { .. } => "Uninline",
+            MdsOp::ReadInline { .. } => "ReadInline",
             MdsOp::SetXattr { .. } => "SetXattr",
             MdsOp::GetXattr { .. } => "GetXattr",
             MdsOp::ListXattr { .. } => "ListXattr",
@@ -456,6 +482,9 @@ impl MdsOp {
             | MdsOp::SetAttr { ino, .. }
             | MdsOp::Open { ino, .. }
             | MdsOp::Written { ino, .. }
+            | MdsOp::WriteInline { ino, .. }
+            | MdsOp::Uninline { ino }
+            | MdsOp::ReadInline { ino }
             | MdsOp::ReadDir { ino, .. }
             | MdsOp::SetXattr { ino, .. }
             | MdsOp::GetXattr { ino, .. }
@@ -488,6 +517,8 @@ impl MdsOp {
                 | MdsOp::Rename { .. }
                 | MdsOp::Open { truncate: true, .. }
                 | MdsOp::Written { .. }
+                | MdsOp::WriteInline { .. }
+                | MdsOp::Uninline { .. }
                 | MdsOp::SetXattr { .. }
                 | MdsOp::RemoveXattr { .. }
         )
@@ -531,6 +562,9 @@ pub enum MdsAnswer {
         replaying: bool,
         /// How long a lease lasts from when its request was sent.
         lease_ms: u32,
+        /// Files up to this size keep their data in the MDS (inline
+        /// data); 0: none do.
+        inline_max: u32,
     },
     Attr(Attr),
     /// A regular file made open (`Create { open: true }`): its attributes,
@@ -561,6 +595,12 @@ pub enum MdsAnswer {
         count: u32,
     },
     Batch(Vec<BatchResult>),
+    /// A file opened (or its inline data asked for): its attributes, and
+    /// its data while the MDS keeps it (`None`: the data is in objects).
+    Opened {
+        attr: Attr,
+        inline: Option<ByteBuf>,
+    },
 }
 
 /// The MDS's own state, for `cairn status` and `cairn health`.

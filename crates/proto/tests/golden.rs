@@ -1010,6 +1010,17 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 ],
             },
         ),
+        (
+            "WriteInline",
+            MdsOp::WriteInline {
+                ino: 7,
+                ranges: vec![(3, b("ab"))],
+                size: 5,
+                mtime: t,
+            },
+        ),
+        ("Uninline", MdsOp::Uninline { ino: 7 }),
+        ("ReadInline", MdsOp::ReadInline { ino: 7 }),
     ];
     for (label, op) in ops {
         let request = MdsRequest {
@@ -1046,6 +1057,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 root: attr.clone(),
                 replaying: false,
                 lease_ms: 60_000,
+                inline_max: 4096,
             },
         ),
         (
@@ -1055,7 +1067,7 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 buffer: true,
             },
         ),
-        ("Attr", MdsAnswer::Attr(attr)),
+        ("Attr", MdsAnswer::Attr(attr.clone())),
         (
             "Entries",
             MdsAnswer::Entries {
@@ -1139,6 +1151,13 @@ fn fs_samples(out: &mut Vec<Sample>) {
                     journal_seq: None,
                 },
             ]),
+        ),
+        (
+            "Opened",
+            MdsAnswer::Opened {
+                attr: attr.clone(),
+                inline: Some(b("hi")),
+            },
         ),
     ];
     for (label, answer) in answers {
@@ -1614,9 +1633,16 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         "bc1505e80764001d02060102070101660180c49fd50c050700000d07",
     ),
     (
+        "MdsRequest/WriteInline",
+        0x0300,
+        "bc1505e80764001e0701030261620580c49fd50c05",
+    ),
+    ("MdsRequest/Uninline", 0x0300, "bc1505e80764001f07"),
+    ("MdsRequest/ReadInline", 0x0300, "bc1505e80764002007"),
+    (
         "MdsReply/Session",
         0x0301,
-        "000001640709a483020101020080c49fd50c0580c49fd50c0580c49fd50c0580c49fd50c0580808002808080020100e0d403010b0a",
+        "000001640709a483020101020080c49fd50c0580c49fd50c0580c49fd50c0580c49fd50c0580808002808080020100e0d4038020010b0a",
     ),
     (
         "MdsReply/Created",
@@ -1650,6 +1676,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ),
     ("MdsReply/Inos", 0x0301, "000b80208020010b0a"),
     ("MdsReply/Batch", 0x0301, "000c020007010c01000400010b0a"),
+    (
+        "MdsReply/Opened",
+        0x0301,
+        "000d0709a483020101020080c49fd50c0580c49fd50c0580c49fd50c0580c49fd50c0580808002808080020101026869010b0a",
+    ),
     ("MdsReply/Err/Errno", 0x0301, "010004000a"),
     ("MdsReply/Err/NotActive", 0x0301, "0101000a"),
     ("MdsReply/Err/Busy", 0x0301, "0102000a"),

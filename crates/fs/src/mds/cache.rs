@@ -3,7 +3,7 @@
 //! every change is written back to the metadata pool (so loading them
 //! again reads what the cache held). Open inodes and the root stay.
 
-use crate::format::{Delta, Frag, frag_of, name_hash};
+use crate::format::{Delta, Frag, InodeRec, frag_of, name_hash};
 use crate::mds::namespace::Namespace;
 use cairn_proto::mds::{MdsOp, ROOT_INO};
 
@@ -14,6 +14,15 @@ pub const INODE_BYTES: usize = 320;
 /// Estimated bytes of one cached directory entry beyond its name (kept
 /// twice: by cookie and by name).
 pub const DENTRY_BYTES: usize = 160;
+
+/// Estimated bytes of one cached inode: its record with its xattrs,
+/// symlink target and inline data.
+fn inode_bytes(rec: &InodeRec) -> usize {
+    let xattrs: usize = rec.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
+    let target = rec.target.as_ref().map_or(0, |t| t.len());
+    let inline = rec.inline.as_ref().map_or(0, |d| d.capacity());
+    INODE_BYTES + xattrs + target + inline
+}
 
 /// What trimming did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,6 +75,9 @@ impl Namespace {
             | MdsOp::Open { ino, .. }
             | MdsOp::Release { ino }
             | MdsOp::Written { ino, .. }
+            | MdsOp::WriteInline { ino, .. }
+            | MdsOp::Uninline { ino }
+            | MdsOp::ReadInline { ino }
             | MdsOp::SetXattr { ino, .. }
             | MdsOp::GetXattr { ino, .. }
             | MdsOp::ListXattr { ino }
@@ -134,17 +146,7 @@ impl Namespace {
     /// The cache's estimated size in bytes.
     #[must_use]
     pub fn cache_bytes(&self) -> usize {
-        let inodes: usize = self
-            .inodes
-            .values()
-            .map(|r| {
-                INODE_BYTES
-                    + r.xattrs
-                        .iter()
-                        .map(|(n, v)| n.len() + v.len())
-                        .sum::<usize>()
-            })
-            .sum();
+        let inodes: usize = self.inodes.values().map(inode_bytes).sum();
         let dentries: usize = self.dirs.values().map(|d| d.bytes(DENTRY_BYTES)).sum();
         inodes + dentries
     }
@@ -202,8 +204,7 @@ impl Namespace {
                 }
                 Held::Inode(ino) => {
                     if let Some(rec) = self.inodes.remove(&ino) {
-                        let xattrs: usize = rec.xattrs.iter().map(|(n, v)| n.len() + v.len()).sum();
-                        size = size.saturating_sub(INODE_BYTES + xattrs);
+                        size = size.saturating_sub(inode_bytes(&rec));
                         trimmed.inodes += 1;
                     }
                     self.last_used.remove(&ino);

@@ -70,3 +70,13 @@ pub const EVICTED_KEPT: usize = 1024;
 /// listed by `cairn status`, a `cairn health` warning meanwhile), as
 /// Ceph's `mds_op_complaint_time`.
 pub const COMPLAINT_MS_DEFAULT: u64 = 30_000;
+
+/// Regular files up to this size keep their data in the MDS (inline
+/// data) by default: a small file costs one journaled record rather than
+/// an object write on every replica (CephFS's `max_inline_data` had the
+/// same 4 KiB).
+pub const INLINE_MAX_DEFAULT: u64 = 4096;
+
+/// The most `cairn mds --inline-max` may be: inline data lives in the MDS
+/// cache and journal, so it is for small files only.
+pub const INLINE_MAX_LIMIT: u64 = 64 << 10;

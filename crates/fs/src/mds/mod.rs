@@ -22,9 +22,9 @@ use crate::mds::journal::{JournalError, Pools};
 use crate::mds::leases::{Evicted, Leases, SharedState, shared};
 use crate::mds::limits::{
     BEACON_MS, CACHE_BYTES_DEFAULT, COMPLAINT_MS_DEFAULT, COMPLETED_KEPT, DIR_PAGE_ENTRIES,
-    EVICTED_KEPT, JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT, LOADS_PER_REQUEST_MAX,
-    RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT, REQUEST_QUEUE_MAX,
-    SESSION_TIMEOUT_MS_DEFAULT,
+    EVICTED_KEPT, INLINE_MAX_DEFAULT, INLINE_MAX_LIMIT, JOURNAL_QUEUE_MAX, LEASE_MS_DEFAULT,
+    LOADS_PER_REQUEST_MAX, RECALL_TIMEOUT_MS_DEFAULT, RECONNECT_WINDOW_MS_DEFAULT,
+    REQUEST_QUEUE_MAX, SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::mds::namespace::{Namespace, Need, Stop};
 use bytes::Bytes;
@@ -66,6 +66,9 @@ pub struct MdsConfig {
     pub complaint_ms: u64,
     /// A directory fragment with more entries than this splits in eight.
     pub dir_split_entries: usize,
+    /// New regular files keep their data in the MDS until they outgrow
+    /// this many bytes (0: never).
+    pub inline_max: u64,
 }
 
 impl MdsConfig {
@@ -83,6 +86,7 @@ impl MdsConfig {
             cache_bytes_max: CACHE_BYTES_DEFAULT,
             complaint_ms: COMPLAINT_MS_DEFAULT,
             dir_split_entries: namespace::DIR_SPLIT_ENTRIES_DEFAULT,
+            inline_max: INLINE_MAX_DEFAULT,
         }
     }
 }
@@ -205,6 +209,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     );
     let mut ns = Namespace::new(replayed.head.ino_reserved, replayed.head.ino_reserved);
     ns.set_split_entries(config.dir_split_entries);
+    ns.set_inline_max(config.inline_max.min(INLINE_MAX_LIMIT));
     ensure_root(&pools, &mut ns).await?;
     let (entries_tx, entries_rx) = mpsc::channel(JOURNAL_QUEUE_MAX);
     let (durable_tx, durable_rx) = watch::channel(replayed.seq);
@@ -258,6 +263,8 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         replaying_until: Instant::now() + Duration::from_millis(config.reconnect_window_ms),
         session_timeout: Duration::from_millis(config.session_timeout_ms),
         stat: Arc::new(std::sync::Mutex::new(FsStat::default())),
+        nearfull: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        in_batch: false,
         leases: Leases::new(Duration::from_millis(config.lease_ms)),
         shared: Arc::clone(&shared_state),
         recall_timeout: Duration::from_millis(config.recall_timeout_ms),
@@ -269,10 +276,13 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         buffer_waiters: HashMap::new(),
         complaint: Duration::from_millis(config.complaint_ms),
         takeover_reserved: replayed.head.ino_reserved,
+        moved: Vec::new(),
+        answer_durable: false,
     };
     let stat = Arc::clone(&actor.stat);
+    let nearfull = Arc::clone(&actor.nearfull);
     let actor_task = tokio::spawn(actor.run(requests_rx));
-    tokio::spawn(refresh_stat(pools.clone(), stat));
+    tokio::spawn(refresh_stat(pools.clone(), stat, nearfull));
     let shell = Shell {
         requests: requests_tx.clone(),
         durable: durable_rx,
@@ -403,7 +413,12 @@ async fn load_frag(
 }
 
 /// Keeps the file system's space figures for `statfs` (every 5 s).
-async fn refresh_stat(pools: Pools, stat: Arc<std::sync::Mutex<FsStat>>) {
+async fn refresh_stat(
+    pools: Pools,
+    stat: Arc<std::sync::Mutex<FsStat>>,
+    nearfull_flag: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut nearfull = false;
     loop {
         if let Ok(reports) = pools.client.osd_stats().await {
             let copies = match pools.client.map().await {
@@ -427,8 +442,11 @@ async fn refresh_stat(pools: Pools, stat: Arc<std::sync::Mutex<FsStat>>) {
                 s.total_bytes = total / copies;
                 s.free_bytes = free / copies;
             }
+            nearfull = reports.iter().any(|r| r.stats.nearfull);
+            nearfull_flag.store(nearfull, std::sync::atomic::Ordering::Relaxed);
         }
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        let pause = if nearfull { 1 } else { 5 };
+        tokio::time::sleep(Duration::from_secs(pause)).await;
     }
 }
 
@@ -471,6 +489,7 @@ fn batchable(op: &MdsOp) -> bool {
             | MdsOp::Unlink { .. }
             | MdsOp::Release { .. }
             | MdsOp::Written { .. }
+            | MdsOp::WriteInline { .. }
             | MdsOp::Returned { .. }
     )
 }
@@ -544,6 +563,15 @@ struct Actor {
     replaying_until: Instant,
     session_timeout: Duration,
     stat: Arc<std::sync::Mutex<FsStat>>,
+    /// An OSD is past its nearfull ratio (as last reported): small files'
+    /// data written by a client waiting for the answer goes to objects,
+    /// where the OSDs refuse it once full (`ENOSPC`), rather than into the
+    /// journal, which passes the full ratio. What a mount sends in the
+    /// background for closed files stays inline (nobody could hear an
+    /// error; like creates, it lands in the headroom past the full ratio).
+    nearfull: Arc<std::sync::atomic::AtomicBool>,
+    /// Answering the ops of a batch.
+    in_batch: bool,
     leases: Leases,
     shared: SharedState,
     recall_timeout: Duration,
@@ -563,6 +591,12 @@ struct Actor {
     /// Inode numbers below this may have been handed out before this MDS
     /// took over.
     takeover_reserved: u64,
+    /// Records of files whose inline data the request being answered
+    /// moved to objects, journaled with it.
+    moved: Vec<format::Delta>,
+    /// The request being answered moved inline data: its answer waits
+    /// until its journal entry is durable.
+    answer_durable: bool,
 }
 
 impl Actor {
@@ -894,6 +928,9 @@ impl Actor {
                     self.leases.grant_entries(a.ino, session, now);
                 }
             }
+            Some(MdsAnswer::Opened { attr, .. }) => {
+                self.leases.grant_attrs(attr.ino, session, now);
+            }
             Some(MdsAnswer::Session { root, .. }) => {
                 self.leases.grant_attrs(root.ino, session, now)
             }
@@ -1197,6 +1234,8 @@ impl Actor {
         }
         if let MdsOp::Batch { ops } = request.op {
             let mut results = Vec::with_capacity(ops.len());
+            let mut durable = false;
+            self.in_batch = true;
             for op in ops {
                 if !batchable(&op.op) {
                     results.push(BatchResult {
@@ -1227,11 +1266,20 @@ impl Actor {
                         result: r.result,
                         journal_seq: r.journal_seq,
                     },
-                    Answer::WhenDurable(_) => BatchResult {
-                        result: Err(MdsError::BadRequest("not batchable".into())),
-                        journal_seq: None,
-                    },
+                    // One that moved inline data to objects: the whole
+                    // answer waits until that is durable.
+                    Answer::WhenDurable(answer) => {
+                        durable = true;
+                        BatchResult {
+                            result: Ok(answer),
+                            journal_seq: None,
+                        }
+                    }
                 });
+            }
+            self.in_batch = false;
+            if durable {
+                return Answer::WhenDurable(MdsAnswer::Batch(results));
             }
             return reply(Ok(MdsAnswer::Batch(results)), None);
         }
@@ -1339,6 +1387,9 @@ impl Actor {
                 if let Some(seq) = seq {
                     self.remember(key, seq);
                 }
+                if std::mem::take(&mut self.answer_durable) {
+                    return Answer::WhenDurable(outcome.answer);
+                }
                 reply(Ok(outcome.answer), seq)
             }
         }
@@ -1357,6 +1408,7 @@ impl Actor {
             root,
             replaying: Instant::now() < self.replaying_until,
             lease_ms: u32::try_from(self.leases.lease().as_millis()).unwrap_or(u32::MAX),
+            inline_max: u32::try_from(self.ns.inline_max()).unwrap_or(u32::MAX),
         })
     }
 
@@ -1406,9 +1458,11 @@ impl Actor {
                 parent: *parent,
                 name: name.clone(),
             }),
-            MdsOp::SetAttr { ino, .. } | MdsOp::Written { ino, .. } | MdsOp::Open { ino, .. } => {
-                Some(MdsOp::GetAttr { ino: *ino })
-            }
+            MdsOp::SetAttr { ino, .. }
+            | MdsOp::Written { ino, .. }
+            | MdsOp::WriteInline { ino, .. }
+            | MdsOp::Uninline { ino }
+            | MdsOp::Open { ino, .. } => Some(MdsOp::GetAttr { ino: *ino }),
             _ => None,
         };
         match lookup {
@@ -1418,7 +1472,26 @@ impl Actor {
     }
 
     async fn execute(&mut self, request: &MdsRequest) -> Result<namespace::Outcome, MdsError> {
-        let outcome = self.run_loaded(&request.op, request.caller).await?;
+        let outcome = self.run_loaded(&request.op, request.caller).await;
+        let moved = std::mem::take(&mut self.moved);
+        let outcome = match outcome {
+            Ok(mut outcome) if !moved.is_empty() => {
+                // Journaled with the request, answered once durable.
+                self.answer_durable = true;
+                let mut deltas = moved;
+                deltas.append(&mut outcome.deltas);
+                outcome.deltas = deltas;
+                outcome
+            }
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if !moved.is_empty() {
+                    self.journal_deltas(request.session, request.tid, moved)
+                        .await;
+                }
+                return Err(e);
+            }
+        };
         if let (MdsOp::Create { open: true, .. }, MdsAnswer::Attr(attr)) =
             (&request.op, &outcome.answer)
             && attr.mode & libc::S_IFMT == libc::S_IFREG
@@ -1435,8 +1508,25 @@ impl Actor {
         caller: cairn_proto::mds::Caller,
     ) -> Result<namespace::Outcome, MdsError> {
         let mut missing = HashSet::new();
+        let mut op = std::borrow::Cow::Borrowed(op);
         for _ in 0..LOADS_PER_REQUEST_MAX {
-            match self.ns.execute(op, caller, now()) {
+            let paused = match op.as_ref() {
+                MdsOp::WriteInline { ino, .. }
+                    if !self.in_batch
+                        && self.nearfull.load(std::sync::atomic::Ordering::Relaxed)
+                        && self.ns.inode_rec(*ino).is_ok() =>
+                {
+                    Some((*ino, true))
+                }
+                _ => None,
+            };
+            if let Some((ino, write)) = self.ns.needs_objects(&op).or(paused) {
+                self.move_to_objects(ino).await?;
+                if write {
+                    op = std::borrow::Cow::Owned(self.write_objects(&op).await?);
+                }
+            }
+            match self.ns.execute(&op, caller, now()) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Stop::Errno(e)) => return Err(MdsError::Errno(e)),
                 Err(Stop::Need(need)) => {
@@ -1459,6 +1549,67 @@ impl Actor {
             }
         }
         Err(MdsError::Errno(libc::EIO))
+    }
+
+    /// Moves an inline file's data to its data objects (written and
+    /// acknowledged by the OSDs first); the record without it is
+    /// journaled with the request ([`Actor::moved`]), whose answer then
+    /// waits until that is durable (a client writes the objects itself
+    /// after it, and must never see the data moved again).
+    async fn move_to_objects(&mut self, ino: u64) -> Result<(), MdsError> {
+        let Ok(rec) = self.ns.inode_rec(ino) else {
+            return Ok(());
+        };
+        let Some(data) = rec.inline.clone() else {
+            return Ok(());
+        };
+        if !data.is_empty() {
+            let layout = rec.attr.layout;
+            self.data_path()
+                .write(ino, &layout, 0, Bytes::from(data.into_vec()))
+                .await
+                .map_err(MdsError::Errno)?;
+        }
+        let deltas = self.ns.uninlined(ino);
+        self.moved.extend(deltas);
+        Ok(())
+    }
+
+    /// Writes the ranges of a `WriteInline` of a file whose data is in
+    /// objects there; the size report to apply instead.
+    async fn write_objects(&mut self, op: &MdsOp) -> Result<MdsOp, MdsError> {
+        let MdsOp::WriteInline {
+            ino,
+            ranges,
+            size,
+            mtime,
+        } = op
+        else {
+            return Ok(op.clone());
+        };
+        let layout = self
+            .ns
+            .inode_rec(*ino)
+            .map_err(|_| MdsError::Errno(libc::ENOENT))?
+            .attr
+            .layout;
+        let path = self.data_path();
+        let mut end = *size;
+        for (offset, bytes) in ranges {
+            end = end.max(offset.saturating_add(bytes.len() as u64));
+            path.write(*ino, &layout, *offset, Bytes::from(bytes.to_vec()))
+                .await
+                .map_err(MdsError::Errno)?;
+        }
+        Ok(MdsOp::Written {
+            ino: *ino,
+            size: end,
+            mtime: *mtime,
+        })
+    }
+
+    fn data_path(&self) -> crate::mount::data::DataPath {
+        crate::mount::data::DataPath::new(self.pools.client.clone(), self.pools.data_pool.clone())
     }
 
     async fn load(&mut self, need: Need) -> Result<(), MdsError> {

@@ -202,6 +202,9 @@ pub struct Namespace {
     ino_reserved: u64,
     /// A fragment with more entries than this splits.
     split_entries: usize,
+    /// Regular files up to this size keep their data in their record
+    /// (0: none do).
+    inline_max: u64,
 }
 
 fn is_dir(rec: &InodeRec) -> bool {
@@ -319,6 +322,35 @@ impl Namespace {
     /// together).
     pub fn set_split_entries(&mut self, entries: usize) {
         self.split_entries = entries.max(1);
+    }
+
+    /// Sets the size up to which regular files keep their data in the MDS
+    /// (0: new files start in data objects).
+    pub fn set_inline_max(&mut self, bytes: u64) {
+        self.inline_max = bytes;
+    }
+
+    #[must_use]
+    pub fn inline_max(&self) -> u64 {
+        self.inline_max
+    }
+
+    /// The data an inline file holds (`None`: not inline, or not cached).
+    #[must_use]
+    pub fn inline_data(&self, ino: u64) -> Option<&ByteBuf> {
+        self.inodes.get(&ino)?.inline.as_ref()
+    }
+
+    /// Marks a file's data as moved to its data objects (the caller wrote
+    /// them): its record without inline data, to journal.
+    pub fn uninlined(&mut self, ino: u64) -> Vec<Delta> {
+        match self.inodes.get_mut(&ino) {
+            Some(rec) if rec.inline.is_some() => {
+                rec.inline = None;
+                vec![Delta::PutInode(rec.clone())]
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Caches fragment `frag` of directory `ino` as loaded: its stored
@@ -603,6 +635,21 @@ impl Namespace {
             MdsOp::Open { ino, truncate } => self.open(*ino, *truncate, now),
             MdsOp::Release { ino } => Ok(self.release(*ino)),
             MdsOp::Written { ino, size, mtime } => self.written(*ino, *size, *mtime),
+            MdsOp::WriteInline {
+                ino,
+                ranges,
+                size,
+                mtime,
+            } => self.write_inline(*ino, ranges, *size, *mtime),
+            MdsOp::Uninline { ino } => Ok(attr_answer(self.inode(*ino)?.attr.clone(), vec![])),
+            MdsOp::ReadInline { ino } => {
+                let rec = self.inode(*ino)?;
+                let answer = MdsAnswer::Opened {
+                    attr: rec.attr.clone(),
+                    inline: rec.inline.clone(),
+                };
+                Ok(done_with(answer, vec![]))
+            }
             MdsOp::SetXattr {
                 ino,
                 name,
@@ -690,12 +737,15 @@ impl Namespace {
         let mut attr = new_attr(ino, kind, node.mode, caller, &parent_rec.attr, now);
         attr.size = node.target.as_ref().map_or(0, |t| t.len() as u64);
         attr.rdev = node.rdev;
+        // A new regular file starts inline when small files are kept here.
+        let inline = (kind == S_IFREG && self.inline_max > 0).then(ByteBuf::new);
         let rec = InodeRec {
             attr,
             parent,
             xattrs: Vec::new(),
             target: node.target,
             frags: Vec::new(),
+            inline,
         };
         let dentry = Dentry { ino, kind };
         let mut parent_rec = parent_rec;
@@ -800,7 +850,8 @@ impl Namespace {
         };
         self.opens.remove(&ino);
         let mut deltas = vec![Delta::DropInode(ino)];
-        if rec.attr.mode & S_IFMT == S_IFREG {
+        // An inline file has no data objects.
+        if rec.attr.mode & S_IFMT == S_IFREG && rec.inline.is_none() {
             deltas.push(Delta::Purge {
                 ino,
                 size: rec.attr.size,
@@ -1226,6 +1277,7 @@ impl Namespace {
             // (Linux's `O_TRUNC` of an empty file, `truncate` to the same
             // size).
             rec.attr.size = size;
+            resize_inline(&mut rec, self.inline_max)?;
             rec.attr.mtime = now;
         }
         if let Some(t) = set.atime {
@@ -1257,13 +1309,17 @@ impl Namespace {
             rec.attr.size = 0;
             rec.attr.mtime = now;
             rec.attr.ctime = now;
+            if let Some(data) = &mut rec.inline {
+                data.clear();
+            }
             attr = rec.attr.clone();
             deltas.push(Delta::PutInode(rec.clone()));
             self.inodes.insert(ino, rec);
             self.charge(&realms, freed, &mut deltas);
         }
         *self.opens.entry(ino).or_default() += 1;
-        Ok(attr_answer(attr, deltas))
+        let inline = self.inode(ino)?.inline.clone();
+        Ok(done_with(MdsAnswer::Opened { attr, inline }, deltas))
     }
 
     fn release(&mut self, ino: u64) -> Outcome {
@@ -1313,11 +1369,91 @@ impl Namespace {
         rec.attr.size = rec.attr.size.max(size);
         rec.attr.mtime = rec.attr.mtime.max(mtime);
         rec.attr.ctime = rec.attr.ctime.max(mtime);
+        // The data is in objects now. A file still inline here had none
+        // (its maker wrote them under its buffer lease); the server moved
+        // any it had first ([`needs_objects`]).
+        if rec.inline.as_ref().is_some_and(|d| !d.is_empty()) {
+            return Err(errno(libc::EIO));
+        }
+        rec.inline = None;
         let attr = rec.attr.clone();
         let mut deltas = vec![Delta::PutInode(rec.clone())];
         self.inodes.insert(ino, rec);
         self.charge(&realms, added, &mut deltas);
         Ok(attr_answer(attr, deltas))
+    }
+
+    /// Writes `ranges` into an inline file's data (the server moved it to
+    /// objects first if it would outgrow the limit: [`needs_objects`]).
+    fn write_inline(
+        &mut self,
+        ino: u64,
+        ranges: &[(u64, ByteBuf)],
+        size: u64,
+        mtime: Time,
+    ) -> Result<Outcome, Stop> {
+        let rec = self.inode(ino)?;
+        if rec.attr.mode & S_IFMT != S_IFREG {
+            return Err(errno(libc::EINVAL));
+        }
+        let end = inline_end(rec, ranges, size).ok_or(errno(libc::EFBIG))?;
+        if rec.inline.is_none() || end > self.inline_max {
+            // The server writes these to the objects instead
+            // ([`needs_objects`]).
+            return Err(errno(libc::EIO));
+        }
+        let mut rec = rec.clone();
+        let added = Usage::new(0, to_i64(end) - to_i64(rec.attr.size));
+        let realms = if end > rec.attr.size {
+            self.realms(rec.parent)?
+        } else {
+            Vec::new()
+        };
+        self.check_room(&realms, added)?;
+        rec.attr.size = end;
+        let data = rec.inline.get_or_insert_with(ByteBuf::new);
+        data.resize(usize::try_from(end).unwrap_or(usize::MAX), 0);
+        for (offset, bytes) in ranges {
+            let at = usize::try_from(*offset).unwrap_or(usize::MAX);
+            data[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        rec.attr.mtime = rec.attr.mtime.max(mtime);
+        rec.attr.ctime = rec.attr.ctime.max(mtime);
+        let attr = rec.attr.clone();
+        let mut deltas = vec![Delta::PutInode(rec.clone())];
+        self.inodes.insert(ino, rec);
+        self.charge(&realms, added, &mut deltas);
+        Ok(attr_answer(attr, deltas))
+    }
+
+    /// Whether `op` needs an inline file's data moved to its objects
+    /// before it runs (the file's number), or, for a `WriteInline`, its
+    /// ranges written to the objects (`Some` with `true`).
+    #[must_use]
+    pub fn needs_objects(&self, op: &MdsOp) -> Option<(u64, bool)> {
+        let rec_of = |ino: &u64| self.inodes.get(ino);
+        match op {
+            MdsOp::Uninline { ino } => rec_of(ino)?.inline.as_ref().map(|_| (*ino, false)),
+            MdsOp::WriteInline {
+                ino, ranges, size, ..
+            } => {
+                let rec = rec_of(ino)?;
+                let fits = rec.inline.is_some()
+                    && inline_end(rec, ranges, *size).is_some_and(|e| e <= self.inline_max);
+                (!fits).then_some((*ino, true))
+            }
+            MdsOp::SetAttr { ino, set } => {
+                let rec = rec_of(ino)?;
+                let data = rec.inline.as_ref()?;
+                let size = set.size?;
+                (size > self.inline_max && !data.is_empty()).then_some((*ino, false))
+            }
+            MdsOp::Written { ino, .. } => {
+                let data = rec_of(ino)?.inline.as_ref()?;
+                (!data.is_empty()).then_some((*ino, false))
+            }
+            _ => None,
+        }
     }
 
     fn set_xattr(
@@ -1511,6 +1647,35 @@ fn regular_bytes(rec: &InodeRec) -> i64 {
     }
 }
 
+/// The size an inline file would have after `ranges` and a size report of
+/// `size`; `None` past what memory can hold.
+fn inline_end(rec: &InodeRec, ranges: &[(u64, ByteBuf)], size: u64) -> Option<u64> {
+    let mut end = rec.attr.size.max(size);
+    for (offset, bytes) in ranges {
+        end = end.max(offset.checked_add(bytes.len() as u64)?);
+    }
+    usize::try_from(end).ok().map(|_| end)
+}
+
+/// Cuts or zero-extends an inline file's data to its size. A size past
+/// the limit leaves only an empty file's data behind (a non-empty one was
+/// moved to objects first: [`Namespace::needs_objects`]).
+fn resize_inline(rec: &mut InodeRec, inline_max: u64) -> Result<(), Stop> {
+    let size = rec.attr.size;
+    let Some(data) = &mut rec.inline else {
+        return Ok(());
+    };
+    if size > inline_max {
+        if !data.is_empty() {
+            return Err(errno(libc::EIO));
+        }
+        rec.inline = None;
+        return Ok(());
+    }
+    data.resize(usize::try_from(size).map_err(|_| errno(libc::EFBIG))?, 0);
+    Ok(())
+}
+
 fn xattr_absent(rec: &InodeRec, name: &[u8]) -> bool {
     !rec.xattrs.iter().any(|(n, _)| n.as_slice() == name)
 }
@@ -1590,5 +1755,130 @@ pub(crate) fn create_op(parent: u64, name: &str, mode: u32) -> MdsOp {
         open: false,
         ino: None,
         time: None,
+    }
+}
+
+#[cfg(test)]
+mod inline_tests {
+    use super::*;
+
+    fn root_with_frag(ns: &mut Namespace) {
+        ns.insert_inode(Namespace::root_inode(Time::default()));
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+    }
+
+    fn run(ns: &mut Namespace, op: &MdsOp) -> Result<Outcome, Stop> {
+        ns.execute(op, Caller::default(), Time { sec: 5, nsec: 0 })
+    }
+
+    fn write(ino: u64, offset: u64, bytes: &[u8]) -> MdsOp {
+        MdsOp::WriteInline {
+            ino,
+            ranges: vec![(offset, ByteBuf::from(bytes.to_vec()))],
+            size: 0,
+            mtime: Time { sec: 6, nsec: 0 },
+        }
+    }
+
+    fn data(ns: &Namespace, ino: u64) -> Option<Vec<u8>> {
+        ns.inline_data(ino).map(|d| d.to_vec())
+    }
+
+    #[test]
+    fn small_files_keep_their_data_until_they_outgrow_the_limit() {
+        let mut ns = Namespace::new(2, 2);
+        root_with_frag(&mut ns);
+        ns.set_inline_max(16);
+        let made = run(&mut ns, &create_op(ROOT_INO, "f", S_IFREG | 0o644)).expect("create");
+        let MdsAnswer::Attr(attr) = made.answer else {
+            panic!("no attr")
+        };
+        let ino = attr.ino;
+        assert_eq!(data(&ns, ino), Some(Vec::new()));
+        // Writes land in the record, holes read as zeros.
+        let out = run(&mut ns, &write(ino, 2, b"abc")).expect("write");
+        assert!(matches!(&out.deltas[0], Delta::PutInode(r) if r.inline.is_some()));
+        assert_eq!(data(&ns, ino), Some(b"\0\0abc".to_vec()));
+        assert_eq!(ns.inode_rec(ino).expect("rec").attr.size, 5);
+        run(&mut ns, &write(ino, 0, b"xy")).expect("write");
+        assert_eq!(data(&ns, ino), Some(b"xyabc".to_vec()));
+        // A truncate cuts or zero-extends the kept bytes.
+        let cut = MdsOp::SetAttr {
+            ino,
+            set: SetAttr {
+                size: Some(3),
+                ..SetAttr::default()
+            },
+        };
+        run(&mut ns, &cut).expect("truncate");
+        assert_eq!(data(&ns, ino), Some(b"xya".to_vec()));
+        // Past the limit the server must move the data first.
+        assert_eq!(
+            ns.needs_objects(&write(ino, 10, b"0123456789")),
+            Some((ino, true))
+        );
+        assert_eq!(ns.needs_objects(&write(ino, 3, b"z")), None);
+        assert_eq!(
+            ns.needs_objects(&MdsOp::Uninline { ino }),
+            Some((ino, false))
+        );
+        let grow = MdsOp::SetAttr {
+            ino,
+            set: SetAttr {
+                size: Some(100),
+                ..SetAttr::default()
+            },
+        };
+        assert_eq!(ns.needs_objects(&grow), Some((ino, false)));
+        let moved = ns.uninlined(ino);
+        assert!(matches!(&moved[..], [Delta::PutInode(r)] if r.inline.is_none()));
+        assert_eq!(ns.needs_objects(&MdsOp::Uninline { ino }), None);
+        // Out of the MDS for good: writes go to objects, and its removal
+        // purges them.
+        assert_eq!(ns.needs_objects(&write(ino, 0, b"q")), Some((ino, true)));
+        let unlink = MdsOp::Unlink {
+            parent: ROOT_INO,
+            name: ByteBuf::from(b"f".to_vec()),
+            time: None,
+        };
+        let gone = run(&mut ns, &unlink).expect("unlink");
+        assert!(gone.deltas.iter().any(|d| matches!(d, Delta::Purge { .. })));
+    }
+
+    #[test]
+    fn an_inline_file_removed_has_no_objects_to_purge() {
+        let mut ns = Namespace::new(2, 2);
+        root_with_frag(&mut ns);
+        ns.set_inline_max(4096);
+        let made = run(&mut ns, &create_op(ROOT_INO, "g", S_IFREG | 0o644)).expect("create");
+        let MdsAnswer::Attr(attr) = made.answer else {
+            panic!("no attr")
+        };
+        run(&mut ns, &write(attr.ino, 0, b"hello")).expect("write");
+        let open = MdsOp::Open {
+            ino: attr.ino,
+            truncate: false,
+        };
+        let opened = run(&mut ns, &open).expect("open");
+        assert!(matches!(
+            opened.answer,
+            MdsAnswer::Opened { inline: Some(ref d), .. } if d.as_slice() == b"hello"
+        ));
+        run(&mut ns, &MdsOp::Release { ino: attr.ino }).expect("release");
+        let unlink = MdsOp::Unlink {
+            parent: ROOT_INO,
+            name: ByteBuf::from(b"g".to_vec()),
+            time: None,
+        };
+        let gone = run(&mut ns, &unlink).expect("unlink");
+        assert!(gone.deltas.iter().any(|d| matches!(d, Delta::DropInode(_))));
+        assert!(!gone.deltas.iter().any(|d| matches!(d, Delta::Purge { .. })));
+        // With inline data off, new files start in objects.
+        ns.set_inline_max(0);
+        let made = run(&mut ns, &create_op(ROOT_INO, "h", S_IFREG | 0o644)).expect("create");
+        let MdsAnswer::Attr(attr) = made.answer else {
+            panic!("no attr")
+        };
+        assert_eq!(data(&ns, attr.ino), None);
     }
 }

@@ -9,6 +9,8 @@ use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, ReadRange, WriteOp};
 use cairn_proto::mds::{Errno, Layout};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An OSD error as the caller's errno.
 #[must_use]
@@ -28,9 +30,45 @@ pub fn errno_of(error: &ClientError) -> Errno {
 pub struct DataPath {
     pub client: Client,
     pub pool: String,
+    /// When an OSD last refused a write of this path for a full cluster
+    /// (milliseconds since the Unix epoch; 0: never).
+    pub full_at_ms: Arc<AtomicU64>,
+}
+
+/// How long after an OSD refused a write for a full cluster the cluster
+/// counts as full here.
+const FULL_REMEMBERED_MS: u64 = 10_000;
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl DataPath {
+    #[must_use]
+    pub fn new(client: Client, pool: String) -> DataPath {
+        DataPath {
+            client,
+            pool,
+            full_at_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Whether an OSD refused a write for a full cluster moments ago.
+    #[must_use]
+    pub fn recently_full(&self) -> bool {
+        let at = self.full_at_ms.load(Ordering::Relaxed);
+        at != 0 && unix_ms().saturating_sub(at) < FULL_REMEMBERED_MS
+    }
+
+    fn note(&self, errno: Errno) -> Errno {
+        if errno == libc::ENOSPC {
+            self.full_at_ms.store(unix_ms(), Ordering::Relaxed);
+        }
+        errno
+    }
+
     /// Writes `data` at file offset `offset_bytes`, every object piece in
     /// parallel (bounded).
     ///
@@ -64,7 +102,7 @@ impl DataPath {
                     )
                     .await
                     .map(drop)
-                    .map_err(|e| errno_of(&e))
+                    .map_err(|e| path.note(errno_of(&e)))
             });
         }
         while !tasks.is_empty() {

@@ -127,10 +127,32 @@ fn fe(e: Errno) -> FuseErrno {
 /// when it heard of them (kept a moment after).
 type Unreported = (u64, Time, Option<Instant>);
 
+/// Where a file's data is, as this mount knows it.
+#[derive(Clone, Debug)]
+enum Home {
+    /// In data objects of the data pool.
+    Objects,
+    /// Kept by the MDS (inline data): these bytes, as the MDS last said
+    /// or as this mount last wrote them. Read from here while this mount
+    /// leases the file's attributes (a change elsewhere recalls them).
+    Inline(Bytes),
+    /// Not known: the MDS is asked (`ReadInline`) before data is read or
+    /// written.
+    Ask,
+}
+
+impl Home {
+    fn of(inline: Option<ByteBuf>) -> Home {
+        inline.map_or(Home::Objects, |d| Home::Inline(Bytes::from(d.into_vec())))
+    }
+}
+
 /// What this mount knows of one file it has open.
 #[derive(Debug)]
 struct FileState {
     layout: Layout,
+    /// Where its data is.
+    home: Home,
     /// The size as the MDS last said.
     mds_size: u64,
     /// The end of local writes not yet reported to the MDS.
@@ -260,10 +282,7 @@ impl CairnFs {
     /// A file system over `session`, holding at most about `buffer_cap`
     /// bytes of written data across files.
     pub fn new(rt: tokio::runtime::Handle, session: MdsSession, buffer_cap: u64) -> CairnFs {
-        let data = DataPath {
-            client: session.client().clone(),
-            pool: session.data_pool(),
-        };
+        let data = DataPath::new(session.client().clone(), session.data_pool());
         let fs = CairnFs {
             rt,
             core: Arc::new(Core {
@@ -437,8 +456,9 @@ impl Core {
         lock(&self.handles).get(&fh).copied()
     }
 
-    /// Registers an open of `attr`'s file; returns its handle number.
-    fn opened(&self, attr: &Attr, flags: i32) -> u64 {
+    /// Registers an open of `attr`'s file whose data is at `home`; returns
+    /// its handle number.
+    fn opened(&self, attr: &Attr, flags: i32, home: Home) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let handle = Handle {
             ino: attr.ino,
@@ -451,6 +471,7 @@ impl Core {
         let state = files.entry(attr.ino).or_insert_with(|| {
             Arc::new(tokio::sync::Mutex::new(FileState {
                 layout: attr.layout,
+                home: home.clone(),
                 mds_size: attr.size,
                 written_end: 0,
                 written_mtime: None,
@@ -470,6 +491,11 @@ impl Core {
             s.layout = attr.layout;
             // Close-to-open: what another mount wrote is read afresh.
             s.readahead.clear();
+            // Data once in objects never moves back (what this mount wrote
+            // there may not be reported yet).
+            if !matches!(s.home, Home::Objects) {
+                s.home = home;
+            }
         } else {
             let state = Arc::clone(state);
             drop(files);
@@ -479,6 +505,10 @@ impl Core {
                 s.opens += 1;
                 s.mds_size = s.mds_size.max(attr.size);
                 s.readahead.clear();
+                // What the open said may be older than a write since.
+                if !matches!(s.home, Home::Objects) {
+                    s.home = Home::Ask;
+                }
             });
         }
         fh
@@ -488,13 +518,32 @@ impl Core {
     /// Sends the file's dirty bytes to the OSDs. What could not be sent
     /// (a full cluster, say) stays dirty for the next flush.
     async fn flush_data(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
-        let sent = self.send_dirty(ino, s).await;
+        let sent = self.send_dirty(ino, s, false).await;
         self.recount(s);
         sent
     }
 
-    async fn send_dirty(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+    /// As [`flush_data`](Self::flush_data), for data kept past its close:
+    /// an inline file's under a buffer lease goes in the next batch
+    /// (nobody waits for it; a refusal is logged).
+    async fn flush_kept(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        let sent = self.send_dirty(ino, s, true).await;
+        self.recount(s);
+        sent
+    }
+
+    async fn send_dirty(&self, ino: u64, s: &mut FileState, later: bool) -> Result<(), Errno> {
         self.settle(s).await?;
+        if s.dirty.is_empty() && s.written_mtime.is_none() {
+            return Ok(());
+        }
+        if self.send_inline(ino, s, later).await? {
+            return Ok(());
+        }
+        if s.dirty.is_empty() {
+            return Ok(());
+        }
+        self.to_objects(ino, s).await?;
         let mut ranges = s.dirty.take().into_iter();
         while let Some((offset, bytes)) = ranges.next() {
             if let Err(e) = self.data.write(ino, &s.layout, offset, bytes.clone()).await {
@@ -505,6 +554,126 @@ impl Core {
                 return Err(e);
             }
         }
+        Ok(())
+    }
+
+    /// Learns where the file's data is, if not known.
+    async fn find_home(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        if !matches!(s.home, Home::Ask) {
+            return Ok(());
+        }
+        match self
+            .call(MdsOp::ReadInline { ino }, Caller::default())
+            .await?
+        {
+            MdsAnswer::Opened { attr, inline } => {
+                s.mds_size = attr.size;
+                s.home = Home::of(inline);
+                Ok(())
+            }
+            _ => Err(libc::EIO),
+        }
+    }
+
+    /// The data of an inline file as the MDS keeps it (asked again unless
+    /// this mount leases the file's attributes); `None` for a file whose
+    /// data is in objects.
+    async fn inline_data(&self, ino: u64, s: &mut FileState) -> Result<Option<Bytes>, Errno> {
+        if matches!(s.home, Home::Inline(_)) && self.session.attr_here(ino).is_none() {
+            s.home = Home::Ask;
+        }
+        self.find_home(ino, s).await?;
+        Ok(match &s.home {
+            Home::Inline(data) => Some(data.clone()),
+            _ => None,
+        })
+    }
+
+    /// Sends what was written to a file the MDS keeps the data of, to the
+    /// MDS: with `later`, in the next batch for a file this mount holds
+    /// the buffer lease of; at once otherwise (so a full cluster's
+    /// `ENOSPC` reaches the caller). `false`: the data goes to objects
+    /// (the file is not inline, or would outgrow the limit).
+    async fn send_inline(&self, ino: u64, s: &mut FileState, later: bool) -> Result<bool, Errno> {
+        if matches!(s.home, Home::Objects) {
+            return Ok(false);
+        }
+        self.find_home(ino, s).await?;
+        let Home::Inline(current) = s.home.clone() else {
+            return Ok(false);
+        };
+        let size = s.size().max(s.dirty.end());
+        // Past the limit; or an OSD just refused data for a full cluster,
+        // and a caller waits: its bytes go where the OSDs refuse them too
+        // (the journal passes the full ratio).
+        if size > self.session.inline_max() || (!later && self.data.recently_full()) {
+            return Ok(false);
+        }
+        let mtime = s.written_mtime.unwrap_or_else(now);
+        let taken = s.dirty.take();
+        let ranges: Vec<(u64, ByteBuf)> = taken
+            .iter()
+            .map(|(offset, bytes)| (*offset, ByteBuf::from(bytes.to_vec())))
+            .collect();
+        let op = MdsOp::WriteInline {
+            ino,
+            ranges,
+            size,
+            mtime,
+        };
+        if later && s.may_keep() {
+            // Nobody else may see the file before the MDS has the batch.
+            self.session.send_later(op, Caller::default());
+            let mut data = current.to_vec();
+            data.resize(usize::try_from(size).map_err(|_| libc::EFBIG)?, 0);
+            for (offset, bytes) in &taken {
+                let at = usize::try_from(*offset).map_err(|_| libc::EFBIG)?;
+                data[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            s.home = Home::Inline(Bytes::from(data));
+            s.mds_size = size;
+        } else {
+            match self.call(op, Caller::default()).await {
+                Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
+                Ok(_) => s.mds_size = s.mds_size.max(size),
+                Err(e) => {
+                    for (offset, bytes) in &taken {
+                        s.dirty.insert(*offset, bytes);
+                    }
+                    if e == libc::EDQUOT {
+                        return self.refused_past_quota(ino, s, size).await.map(|()| true);
+                    }
+                    return Err(e);
+                }
+            }
+            // Others may write it too: read back from the MDS.
+            s.home = Home::Ask;
+        }
+        s.written_end = 0;
+        s.written_mtime = None;
+        self.note_unreported(ino, s);
+        Ok(true)
+    }
+
+    /// Makes sure the file's data is in objects before this mount writes
+    /// there: the MDS moves an inline file's data first. A file this mount
+    /// made and holds the buffer lease of, with nothing written yet, needs
+    /// no move (its size report says the data is in objects).
+    async fn to_objects(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        match &s.home {
+            Home::Objects => return Ok(()),
+            Home::Inline(data) if data.is_empty() && s.may_keep() => {}
+            Home::Inline(_) | Home::Ask => {
+                match self
+                    .call(MdsOp::Uninline { ino }, Caller::default())
+                    .await?
+                {
+                    MdsAnswer::Attr(a) => s.mds_size = s.mds_size.max(a.size),
+                    _ => return Err(libc::EIO),
+                }
+            }
+        }
+        s.home = Home::Objects;
         Ok(())
     }
 
@@ -577,6 +746,7 @@ impl Core {
     /// the oldest is settled first and its size reported (so a quota stops
     /// a growing file within that many buffers and the one filling).
     async fn send_behind(&self, ino: u64, s: &mut FileState) -> Result<(), Errno> {
+        self.to_objects(ino, s).await?;
         while s.sending.len() >= WRITE_BEHIND_BUFFERS {
             let Some((end, mtime)) = s.sending.front().map(|p| (p.end, p.mtime)) else {
                 break;
@@ -672,6 +842,9 @@ impl Core {
             return Ok(());
         };
         let size = s.written_end;
+        // A size report says the data is in objects (an inline file's is
+        // moved there first).
+        self.to_objects(ino, s).await?;
         match self.call(MdsOp::Written { ino, size, mtime }, who).await {
             Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
             Ok(_) => s.mds_size = s.mds_size.max(size),
@@ -694,6 +867,7 @@ impl Core {
         s.readahead.clear();
         if h.write_through {
             self.flush_data(h.ino, &mut s).await?;
+            self.to_objects(h.ino, &mut s).await?;
             // Straight to the OSDs without holding the file: direct writes
             // of one file (an `io_submit` of many) go at once, as on a
             // disk, where concurrent overlapping writes land in any order.
@@ -770,11 +944,24 @@ impl Core {
         let mut s = state.lock().await;
         // What is on its way to the OSDs is read from there once it is.
         self.settle_keeping(ino, &mut s).await;
+        let inline = self.inline_data(ino, &mut s).await?;
         let file_size = s.size();
         if offset >= file_size {
             return Ok(Vec::new());
         }
         let length = u64::from(size).min(file_size - offset);
+        if let Some(data) = inline {
+            // Past the kept bytes, up to the size, is written data or a
+            // hole.
+            let mut buf = vec![0u8; usize::try_from(length).unwrap_or(0)];
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let end = start.saturating_add(buf.len()).min(data.len());
+            buf[..end - start].copy_from_slice(&data[start..end]);
+            s.dirty.overlay(offset, &mut buf);
+            return Ok(buf);
+        }
         let mut buf = if let Some(bytes) = s.readahead.get(offset, length) {
             bytes.to_vec()
         } else {
@@ -843,7 +1030,12 @@ impl Core {
                 s.written_end = s.written_end.min(size);
                 self.note_unreported(ino, &s);
                 s.readahead.clear();
-                self.data.truncate(ino, &current.layout, old, size).await?;
+                if matches!(s.home, Home::Objects) {
+                    self.data.truncate(ino, &current.layout, old, size).await?;
+                } else {
+                    // The MDS cuts or moves inline data with the size.
+                    s.home = Home::Ask;
+                }
                 let (attr, ttl) = self
                     .leased_attr(
                         MdsOp::SetAttr {
@@ -869,7 +1061,7 @@ impl Core {
 
     /// Answers a create made here (under a directory delegation).
     fn created_here(&self, (a, ttl): (Attr, Duration), flags: i32, reply: ReplyCreate) {
-        let fh = self.opened(&a, flags);
+        let fh = self.opened(&a, flags, self.new_home());
         if let Some(state) = self.file(a.ino)
             && let Ok(mut s) = state.try_lock()
         {
@@ -884,6 +1076,16 @@ impl Core {
             FileHandle(fh),
             fopen_flags(flags),
         );
+    }
+
+    /// Where a new regular file's data is: kept by the MDS when it keeps
+    /// small files.
+    fn new_home(&self) -> Home {
+        if self.session.inline_max() > 0 {
+            Home::Inline(Bytes::new())
+        } else {
+            Home::Objects
+        }
     }
 
     /// Whether `ino` has nothing to flush (checked without waiting).
@@ -980,7 +1182,7 @@ impl Core {
             if !due || (s.clean() && s.deferred_releases == 0 && !recalled) {
                 continue;
             }
-            if let Err(errno) = self.flush_data(ino, &mut s).await {
+            if let Err(errno) = self.flush_kept(ino, &mut s).await {
                 tracing::warn!(ino, errno, "data kept past close not sent yet");
                 continue;
             }
@@ -996,8 +1198,10 @@ impl Core {
             }
             drop(s);
             self.session.unbuffered(ino);
+            // In order with what was just sent in the next batch (an
+            // inline file's data); their answers change nothing.
             for _ in 0..releases {
-                drop(self.call(MdsOp::Release { ino }, Caller::default()).await);
+                self.session.release_later(ino);
             }
             // Recalled: the lease ends now, even while the file stays open
             // here (the releases above end it only with the last open).
@@ -1051,6 +1255,9 @@ impl Core {
                 return Err(libc::EOPNOTSUPP);
             }
             self.flush(ino, who).await?;
+            if let Some(state) = self.file(ino) {
+                self.to_objects(ino, &mut *state.lock().await).await?;
+            }
             let layout = match self.call(MdsOp::GetAttr { ino }, who).await? {
                 MdsAnswer::Attr(a) => a.layout,
                 _ => return Err(libc::EIO),
@@ -1447,9 +1654,17 @@ impl Filesystem for CairnFs {
                 ino: ino.0,
                 truncate: false,
             };
-            match core.attr(op, who).await {
-                Ok(a) => {
-                    let fh = core.opened(&a, flags.0);
+            let opened = match core.call(op, who).await {
+                Ok(MdsAnswer::Opened { attr, inline }) => Ok((attr, Home::of(inline))),
+                // A resend answered from the namespace as it stands.
+                Ok(MdsAnswer::Attr(attr)) => Ok((attr, Home::Ask)),
+                Ok(_) => Err(libc::EIO),
+                Err(e) => Err(e),
+            };
+            match opened {
+                Ok((a, home)) => {
+                    let a = core.merge(a);
+                    let fh = core.opened(&a, flags.0, home);
                     reply.opened(FileHandle(fh), fopen_flags(flags.0));
                 }
                 Err(e) => reply.error(fe(e)),
@@ -1505,16 +1720,18 @@ impl Filesystem for CairnFs {
                 time: None,
             };
             let made = match core.session.call_leased(op, who).await {
-                (Ok(MdsAnswer::Created { attr, buffer }), ttl) => Ok((attr, buffer, ttl)),
+                (Ok(MdsAnswer::Created { attr, buffer }), ttl) => {
+                    Ok((attr, buffer, ttl, core.new_home()))
+                }
                 // A resend answered from the namespace as it stands.
-                (Ok(MdsAnswer::Attr(attr)), ttl) => Ok((attr, false, ttl)),
+                (Ok(MdsAnswer::Attr(attr)), ttl) => Ok((attr, false, ttl, Home::Ask)),
                 (Ok(_), _) => Err(libc::EIO),
                 (Err(e), _) => Err(e),
             };
             match made {
-                Ok((attr, buffer, ttl)) => {
+                Ok((attr, buffer, ttl, home)) => {
                     let a = core.merge(attr);
-                    let fh = core.opened(&a, flags);
+                    let fh = core.opened(&a, flags, home);
                     if buffer
                         && !ttl.is_zero()
                         && let Some(state) = core.file(a.ino)

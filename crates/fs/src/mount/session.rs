@@ -53,6 +53,8 @@ struct Inner {
     data_pool: Mutex<String>,
     /// The MDS's lease time, in milliseconds (0 before the first hello).
     lease_ms: AtomicU64,
+    /// Files up to this size keep their data in the MDS (as it said).
+    inline_max: AtomicU64,
     /// Bumped at each batch of recalls received: an answer to a request
     /// sent before a bump may predate the change recalled, so it is not
     /// cached.
@@ -331,6 +333,7 @@ impl MdsSession {
                 durable: AtomicU64::new(0),
                 data_pool: Mutex::new(String::new()),
                 lease_ms: AtomicU64::new(0),
+                inline_max: AtomicU64::new(0),
                 recall_epoch: AtomicU64::new(0),
                 recalled: AtomicU64::new(0),
                 held: Mutex::new(Held::default()),
@@ -407,6 +410,18 @@ impl MdsSession {
     /// Sets what is told of each inode recalled (once).
     pub fn on_inode_recall(&self, hook: InodeHook) {
         drop(self.inner.inode_hook.set(Hook(hook)));
+    }
+
+    /// Files up to this size keep their data in the MDS (0: none do).
+    pub fn inline_max(&self) -> u64 {
+        self.inner.inline_max.load(Ordering::Relaxed)
+    }
+
+    /// Sends `op` to the MDS in the next batch, in order with the changes
+    /// answered here (for a file this mount holds the buffer lease of:
+    /// nobody else can see it before the batch is applied).
+    pub fn send_later(&self, op: MdsOp, caller: Caller) {
+        self.queue(op, caller);
     }
 
     /// Notes a buffer lease on `ino`.
@@ -833,11 +848,11 @@ impl MdsSession {
             // What the answer tells of an inode's attributes is kept while
             // leased, unless it may be older than a change of this mount.
             let answered = match &result {
-                Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. })
-                    if !ttl.is_zero() && !removes_dir =>
-                {
-                    Some(a)
-                }
+                Ok(
+                    MdsAnswer::Attr(a)
+                    | MdsAnswer::Created { attr: a, .. }
+                    | MdsAnswer::Opened { attr: a, .. },
+                ) if !ttl.is_zero() && !removes_dir => Some(a),
                 _ => None,
             };
             let mut cache = lock(&self.inner.attrs);
@@ -882,7 +897,12 @@ impl MdsSession {
             lock(&self.inner.buffers).insert(attr.ino);
         }
         let mut held = lock(&self.inner.held);
-        if let Ok(MdsAnswer::Attr(a) | MdsAnswer::Created { attr: a, .. }) = &result {
+        if let Ok(
+            MdsAnswer::Attr(a)
+            | MdsAnswer::Created { attr: a, .. }
+            | MdsAnswer::Opened { attr: a, .. },
+        ) = &result
+        {
             held.attrs.insert(a.ino, until);
             if a.mode & libc::S_IFMT == libc::S_IFDIR && makes {
                 held.dirs.insert(a.ino, until);
@@ -985,10 +1005,17 @@ impl MdsSession {
             },
         };
         match self.send(hello).await? {
-            MdsAnswer::Session { lease_ms, .. } => {
+            MdsAnswer::Session {
+                lease_ms,
+                inline_max,
+                ..
+            } => {
                 self.inner
                     .lease_ms
                     .store(u64::from(lease_ms), Ordering::Relaxed);
+                self.inner
+                    .inline_max
+                    .store(u64::from(inline_max), Ordering::Relaxed);
                 *lock(&self.inner.evicted_until) = None;
                 tracing::warn!("session opened again after its eviction");
                 Ok(())
@@ -1208,12 +1235,16 @@ impl MdsSession {
             Ok(MdsAnswer::Session {
                 data_pool,
                 lease_ms,
+                inline_max,
                 ..
             }) => {
                 *lock(&self.inner.data_pool) = data_pool;
                 self.inner
                     .lease_ms
                     .store(u64::from(lease_ms), Ordering::Relaxed);
+                self.inner
+                    .inline_max
+                    .store(u64::from(inline_max), Ordering::Relaxed);
             }
             Err(MdsError::Evicted(why)) => return Err(Some(why)),
             _ => return Err(None),
