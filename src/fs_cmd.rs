@@ -544,6 +544,9 @@ pub struct MdsArgs {
 }
 
 fn parse_inline_max(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" {
+        return Ok(0);
+    }
     let bytes = crate::units::parse_size(text)?;
     let limit = cairn_fs::mds::limits::INLINE_MAX_LIMIT;
     if bytes > limit {

@@ -217,10 +217,14 @@ fn cli_rejects_bad_input_clearly_and_the_cluster_keeps_serving() {
         rejected(&["osd", "out", "99"], &["osd.99 does not exist"]),
         rejected(&["osd", "out", "abc"], &["\"abc\" is not an OSD id"]),
     ];
-    let usage_errors: [(&[&str], &str); 3] = [
+    let usage_errors: [(&[&str], &str); 4] = [
         (
             &["pool", "create", "x", "--pg-num", "abc"],
             "invalid value 'abc' for '--pg-num <PG_NUM>'",
+        ),
+        (
+            &["mds", "--inline-max", "1M"],
+            "1048576 bytes is past the limit of 65536",
         ),
         (&["pool", "create", "x", "--pg-num", "-1"], "'-1'"),
         (

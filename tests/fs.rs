@@ -1482,10 +1482,12 @@ fn small_files_keep_their_data_in_the_mds() {
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     let dir = a.path.join("small");
     std::fs::create_dir(&dir).expect("mkdir");
-    // Many small files made under the directory's delegation, one with a
-    // hole, one empty.
-    let body = |i: usize| format!("file {i} ").repeat(1 + i % 300).into_bytes();
-    for i in 0..200 {
+    // Many small files made under the directory's delegation (1.5 MB in
+    // all: more than one request or write-back write may carry), one with
+    // a hole, one empty.
+    const FILES: usize = 500;
+    let body = |i: usize| format!("file {i:04} ").repeat(200 + i % 200).into_bytes();
+    for i in 0..FILES {
         std::fs::write(dir.join(format!("f{i}")), body(i)).expect("write");
     }
     let holed = dir.join("holed");
@@ -1494,7 +1496,7 @@ fn small_files_keep_their_data_in_the_mds() {
     drop(f);
     std::fs::File::create(dir.join("empty")).expect("create");
     let bdir = b.path.join("small");
-    for i in (0..200).step_by(7) {
+    for i in (0..FILES).step_by(7) {
         assert_eq!(
             std::fs::read(bdir.join(format!("f{i}"))).expect("read"),
             body(i),
@@ -1505,7 +1507,7 @@ fn small_files_keep_their_data_in_the_mds() {
     want[3000..].copy_from_slice(b"end");
     assert_eq!(std::fs::read(bdir.join("holed")).expect("read"), want);
     assert_eq!(std::fs::read(bdir.join("empty")).expect("read"), b"");
-    let inos: Vec<u64> = (0..200)
+    let inos: Vec<u64> = (0..FILES)
         .map(|i| {
             std::fs::metadata(dir.join(format!("f{i}")))
                 .expect("stat")
@@ -1578,7 +1580,7 @@ fn small_files_keep_their_data_in_the_mds() {
     kill_active_mds(&cluster);
     let c = Mount::new(&cluster, &cluster.dir.join("c"));
     let cdir = c.path.join("small");
-    for i in 0..200 {
+    for i in 0..FILES {
         assert_eq!(
             std::fs::read(cdir.join(format!("f{i}"))).expect("read"),
             body(i),
@@ -1587,7 +1589,10 @@ fn small_files_keep_their_data_in_the_mds() {
     }
     assert_eq!(std::fs::read(c.path.join("shared")).expect("read"), want);
     let report = assert_namespace_sound(&cluster);
-    assert!(report["inodes"].as_u64().unwrap_or(0) > 200, "{report}");
+    assert!(
+        report["inodes"].as_u64().unwrap_or(0) > FILES as u64,
+        "{report}"
+    );
 
     // Removed, they leave nothing behind.
     std::fs::remove_dir_all(&cdir).expect("rm -r");

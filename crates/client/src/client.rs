@@ -701,6 +701,9 @@ impl Client {
     }
 
     /// At most `limit` omap entries with keys after `after`, in key order.
+    /// A page also ends once its keys and values pass 512 KiB (the OSD's
+    /// `OMAP_RANGE_BYTES_MAX`), so a short page is not the end: the end is
+    /// an empty page (or, for entries known to be small, a short one).
     ///
     /// # Errors
     /// [`ClientError::NotFound`], or another [`ClientError`].

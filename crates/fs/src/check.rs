@@ -70,12 +70,13 @@ async fn omap_all(
         let page = client
             .omap_range(pool, object, after.as_deref(), PAGE_ENTRIES)
             .await?;
-        let full = page.len() >= PAGE_ENTRIES as usize;
-        after = page.last().map(|(k, _)| k.clone());
-        out.extend(page);
-        if !full {
+        // Inode records with inline data fill a page by bytes before
+        // entries: the end is an empty page.
+        let Some((last, _)) = page.last() else {
             return Ok(out);
-        }
+        };
+        after = Some(last.clone());
+        out.extend(page);
     }
 }
 

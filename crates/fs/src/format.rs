@@ -284,6 +284,30 @@ pub enum Delta {
     PutUsage(InodeRec),
 }
 
+impl Delta {
+    /// About how many bytes the delta takes encoded (for sizing journal
+    /// batches).
+    #[must_use]
+    pub fn approx_bytes(&self) -> usize {
+        let names = |v: &[(ByteBuf, Dentry)]| v.iter().map(|(n, _)| n.len() + 24).sum::<usize>();
+        match self {
+            Delta::PutInode(rec) | Delta::PutUsage(rec) => {
+                96 + rec
+                    .xattrs
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len())
+                    .sum::<usize>()
+                    + rec.target.as_ref().map_or(0, |t| t.len())
+                    + rec.inline.as_ref().map_or(0, |d| d.len())
+                    + rec.frags.len() * 8
+            }
+            Delta::PutDentry { name, .. } | Delta::DropDentry { name, .. } => 48 + name.len(),
+            Delta::Refrag { entries, .. } => 96 + names(entries),
+            _ => 96,
+        }
+    }
+}
+
 /// One client request's changes, journaled together.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

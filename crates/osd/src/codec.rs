@@ -538,10 +538,20 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
                 exists: push.state.is_some(),
                 version: state.version,
                 xattrs: bufs(&state.xattrs),
-                omap: bufs(&state.omap),
+                data_bytes: state.data.len() as u64,
+                omap_entries: u32::try_from(state.omap.len()).unwrap_or(u32::MAX),
                 as_of: push.as_of.into(),
             };
-            return Ok((body, state.data.into()));
+            if state.omap.is_empty() {
+                return Ok((body, state.data.into()));
+            }
+            // The omap after the data (objects with an omap are metadata:
+            // their data is small, so the copy is too).
+            let (omap, _, _) = records(&[], state.omap.iter().flat_map(|(k, v)| [k, v]));
+            let mut segment = BytesMut::with_capacity(state.data.len() + omap.len());
+            segment.extend_from_slice(&state.data);
+            segment.extend_from_slice(&omap);
+            return Ok((body, segment.freeze().into()));
         }
     };
     let mut payloads: Vec<CheckedBytes> = Vec::new();
@@ -957,13 +967,25 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             exists,
             version,
             xattrs,
-            omap,
+            data_bytes,
+            omap_entries,
             as_of,
         } => {
+            let bad = || PeerDecodeError::DataLength(data.len());
+            let data_len = usize::try_from(data_bytes)
+                .ok()
+                .filter(|n| *n <= data.len())
+                .ok_or_else(bad)?;
+            let names = omap_entries.checked_mul(2).ok_or_else(bad)?;
+            let (_, items, _) = unrecords_with_dups(&data.slice(data_len..), 0, names, 0)?;
+            let omap = items
+                .chunks_exact(2)
+                .map(|kv| (kv[0].clone(), kv[1].clone()))
+                .collect();
             let state = exists.then(|| ObjectState {
-                data: data.clone(),
+                data: data.slice(..data_len),
                 xattrs: unbufs(xattrs),
-                omap: unbufs(omap),
+                omap,
                 version,
             });
             if !exists {
@@ -1078,6 +1100,58 @@ mod tests {
     use super::*;
     use crate::log::{LogKind, LogResult};
     use cairn_types::PoolId;
+
+    /// An object's omap travels in the data segment: an inode table of
+    /// kilobyte records is far past a body's 1 MiB.
+    #[test]
+    fn a_push_carries_a_large_omap_outside_the_body() {
+        let pg = PgId::new(PoolId(2), 1);
+        let omap: BTreeMap<Bytes, Bytes> = (0..1000u32)
+            .map(|i| {
+                (
+                    Bytes::from(i.to_be_bytes().to_vec()),
+                    Bytes::from(vec![u8::try_from(i % 251).unwrap_or(0); 4000]),
+                )
+            })
+            .collect();
+        for (data, omap) in [
+            (Bytes::from_static(b"head"), omap.clone()),
+            (Bytes::from(vec![9u8; 5000]), BTreeMap::new()),
+        ] {
+            let push = Push {
+                from: OsdId(1),
+                interval_epoch: Epoch(4),
+                object: Bytes::from_static(b"inode.0"),
+                state: Some(ObjectState {
+                    data,
+                    xattrs: BTreeMap::new(),
+                    omap,
+                    version: 7,
+                }),
+                as_of: Version::new(4, 2),
+            };
+            let (body, segment) = encode_pg_msg(pg, &PgMsg::Push(push.clone())).expect("encodes");
+            let body_bytes = postcard::to_allocvec(&body).expect("body").len();
+            assert!(body_bytes < 1024, "{body_bytes}-byte body");
+            let (back_pg, back) = decode_pg_msg(body, &segment).expect("decodes");
+            assert_eq!(back_pg, pg);
+            assert_eq!(back, PgMsg::Push(push));
+        }
+        // A data length past the segment is refused, not trusted.
+        let bad = PeerMsg::Push {
+            pg,
+            from: OsdId(1),
+            interval_epoch: Epoch(4),
+            object: ByteBuf::from(b"o".to_vec()),
+            exists: true,
+            version: 1,
+            xattrs: Vec::new(),
+            data_bytes: 100,
+            omap_entries: 1,
+            as_of: Version::new(4, 2).into(),
+        };
+        assert!(decode_pg_msg(bad, &Bytes::from_static(b"short").into()).is_err());
+    }
 
     #[test]
     fn sub_write_round_trips_with_data_outside_the_body() {

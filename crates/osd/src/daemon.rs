@@ -40,8 +40,8 @@ use crate::limits::{
 use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, FULL_TRY_RATIO, HEARTBEAT_INTERVAL,
     LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
-    OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX, PEER_PING_INTERVAL,
-    PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
+    OMAP_RANGE_BYTES_MAX, OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
+    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
 };
 use crate::log::{
     DUP_KEY_PREFIX, DupEntry, LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code,
@@ -2925,9 +2925,19 @@ fn read_op(
         }
         OpKind::OmapGetRange { after, limit } => {
             let limit = usize::try_from(limit.min(OMAP_RANGE_ENTRIES_MAX)).unwrap_or(usize::MAX);
-            let entries = store
+            let mut entries = store
                 .omap_range(collection, key, after.as_deref().map(|a| &a[..]), limit)
                 .map_err(op_error)?;
+            let mut bytes = 0;
+            let fit = entries
+                .iter()
+                .take_while(|(k, v)| {
+                    bytes += k.len() + v.len();
+                    bytes <= OMAP_RANGE_BYTES_MAX
+                })
+                .count()
+                .max(1);
+            entries.truncate(fit);
             OpOutput::Omap(to_bufs(entries))
         }
         OpKind::OmapGet { keys } => {

@@ -179,10 +179,10 @@ mod tests {
         ));
         assert!(wrong_source.expect_err("refused").map_may_be_stale());
         let mut future = hello(1, "127.0.0.1:6801");
-        future.version = 2;
+        future.version = HELLO_VERSION + 1;
         assert_eq!(
             check_hello(&map, &future, from("127.0.0.1")),
-            Err(HelloRefused::Version(2))
+            Err(HelloRefused::Version(HELLO_VERSION + 1))
         );
         let mut long = hello(1, "127.0.0.1:6801");
         long.auth = ByteBuf::from(vec![0; HELLO_AUTH_BYTES_MAX + 1]);

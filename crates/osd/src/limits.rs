@@ -160,6 +160,10 @@ pub const EARLY_MSGS_MAX: usize = 1024;
 /// Omap entries one `OmapGetRange` returns at most, whatever the client asks.
 pub const OMAP_RANGE_ENTRIES_MAX: u32 = 4096;
 
+/// Bytes of keys and values one `OmapGetRange` returns at most (one entry
+/// past it alone): a reply's body holds at most 1 MiB.
+pub const OMAP_RANGE_BYTES_MAX: usize = 512 << 10;
+
 /// Object names one `List` page returns at most: names are up to 2 KiB, so
 /// a full page stays under half the wire's 1 MiB body limit.
 pub const LIST_NAMES_MAX: u32 = 256;

@@ -503,6 +503,17 @@ impl MdsOp {
         }
     }
 
+    /// Bytes of file data the op carries (inline writes), for keeping
+    /// batches inside a request body.
+    #[must_use]
+    pub fn data_bytes(&self) -> usize {
+        match self {
+            MdsOp::WriteInline { ranges, .. } => ranges.iter().map(|(_, b)| b.len() + 16).sum(),
+            MdsOp::Batch { ops } => ops.iter().map(|b| b.op.data_bytes()).sum(),
+            _ => 0,
+        }
+    }
+
     /// Whether the op changes the namespace (and so is journaled).
     #[must_use]
     pub fn is_change(&self) -> bool {

@@ -37,9 +37,10 @@ impl Message for PeerPong {
     const KIND: u16 = KIND_PEER_PONG;
 }
 
-/// The hello's own format version: a receiver refuses versions it does
-/// not know rather than guess at their meaning.
-pub const HELLO_VERSION: u16 = 1;
+/// The peer protocol's version, in the hello: a receiver refuses versions
+/// it does not know rather than guess at their meaning. 2: `Push` carries
+/// the object's omap in its data segment.
+pub const HELLO_VERSION: u16 = 2;
 
 /// Request `KIND_PEER_HELLO`: the first message on an OSD → OSD connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +179,10 @@ pub enum PeerMsg {
         /// segment, each with its length like them.
         dups: u32,
     },
-    /// An object's whole state; its data is the data segment.
+    /// An object's whole state: the data segment holds its `data_bytes`
+    /// of data, then its `omap_entries` omap entries, each key and value
+    /// as a u32 little-endian length and the bytes (an object's omap may
+    /// be far larger than a message body).
     Push {
         pg: PgId,
         from: OsdId,
@@ -187,7 +191,8 @@ pub enum PeerMsg {
         exists: bool,
         version: u64,
         xattrs: Vec<(ByteBuf, ByteBuf)>,
-        omap: Vec<(ByteBuf, ByteBuf)>,
+        data_bytes: u64,
+        omap_entries: u32,
         /// The sender's last update when it read the object.
         as_of: VersionWire,
     },

@@ -690,7 +690,8 @@ fn peer_samples(out: &mut Vec<Sample>) {
                 exists: true,
                 version: 3,
                 xattrs: vec![(b("a"), b("b"))],
-                omap: vec![(b("k"), b("v"))],
+                data_bytes: 5,
+                omap_entries: 1,
                 as_of: v(6, 3),
             },
         ),
@@ -1507,7 +1508,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "PeerHello",
         0x0207,
-        "01010e3132372e302e302e323a363830300500",
+        "02010e3132372e302e302e323a363830300500",
     ),
     ("PeerHelloReply/Ok", 0x0208, "0002"),
     ("PeerHelloReply/Err", 0x0208, "01026e6f"),
@@ -1528,7 +1529,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "PeerMsg/Push",
         0x0202,
-        "05032a0106016f0103010161016201016b01760603",
+        "05032a0106016f0103010161016205010603",
     ),
     ("PeerMsg/ObjectSignal", 0x0202, "06032a0106016f02"),
     ("PeerMsg/Lease", 0x0202, "07032a01060401"),

@@ -20,7 +20,7 @@ use crate::format::{
 use crate::layout;
 use crate::mds::limits::{
     JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, SEGMENT_BYTES_MAX, WRITEBACK_DELAY_MS,
-    WRITEBACK_OPS_IN_FLIGHT,
+    WRITEBACK_OP_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT,
 };
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, WriteOp};
@@ -499,6 +499,52 @@ fn plan(entries: &[Entry]) -> Plan {
     plan
 }
 
+/// One object's omap change as writes of at most
+/// [`WRITEBACK_OP_BYTES_MAX`] of keys and values each (a request's body
+/// is bounded; inode records with inline data are kilobytes). Each key
+/// appears once in a change, so the writes may land in any order.
+fn omap_ops(set: &[(Vec<u8>, Vec<u8>)], remove: &[Vec<u8>]) -> Vec<WriteOp> {
+    /// Splits `items` into runs of at most the bound in bytes (one item
+    /// past it alone).
+    fn runs<T>(items: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
+        let mut out = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, item) in items.iter().enumerate() {
+            let n = size(item) + 16;
+            if i > start && bytes + n > WRITEBACK_OP_BYTES_MAX {
+                out.push(&items[start..i]);
+                (start, bytes) = (i, 0);
+            }
+            bytes += n;
+        }
+        if start < items.len() {
+            out.push(&items[start..]);
+        }
+        out
+    }
+    let sets = runs(set, |(k, v)| k.len() + v.len());
+    let removes = runs(remove, Vec::len);
+    if sets.len() + removes.len() <= 1 {
+        // One write, sets first (they create the object the removes need).
+        return vec![
+            WriteOp::new()
+                .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
+                .omap_remove(remove.iter().map(|k| &k[..])),
+        ];
+    }
+    let mut ops: Vec<WriteOp> = sets
+        .into_iter()
+        .map(|run| WriteOp::new().omap_set(run.iter().map(|(k, v)| (&k[..], &v[..]))))
+        .collect();
+    // These may land before the sets: each makes sure the object is there.
+    ops.extend(removes.into_iter().map(|run| {
+        WriteOp::new()
+            .create(false)
+            .omap_remove(run.iter().map(|k| &k[..]))
+    }));
+    ops
+}
+
 /// Applies `entries` to the namespace objects (and purges data), with
 /// bounded concurrency.
 ///
@@ -509,11 +555,10 @@ pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalE
     let ops: Vec<(String, String, WriteOp)> = plan
         .changes
         .iter()
-        .map(|(object, (set, remove))| {
-            let op = WriteOp::new()
-                .omap_set(set.iter().map(|(k, v)| (&k[..], &v[..])))
-                .omap_remove(remove.iter().map(|k| &k[..]));
-            (pools.meta_pool.clone(), object.clone(), op)
+        .flat_map(|(object, (set, remove))| {
+            omap_ops(set, remove)
+                .into_iter()
+                .map(|op| (pools.meta_pool.clone(), object.clone(), op))
         })
         .collect();
     run_ops(pools, ops).await?;
@@ -627,7 +672,7 @@ pub async fn run_writer(
 /// durability (`flush_now`) or the batch is full.
 async fn gather(first: Entry, queue: &mut mpsc::Receiver<Entry>, flush_now: &Notify) -> Vec<Entry> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(JOURNAL_FLUSH_DELAY_MS);
-    let weight = |e: &Entry| 64 + e.deltas.len() * 96;
+    let weight = |e: &Entry| 64 + e.deltas.iter().map(Delta::approx_bytes).sum::<usize>();
     let mut bytes = weight(&first);
     let mut batch = vec![first];
     while bytes < JOURNAL_BATCH_BYTES_MAX {

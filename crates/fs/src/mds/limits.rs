@@ -80,3 +80,8 @@ pub const INLINE_MAX_DEFAULT: u64 = 4096;
 /// The most `cairn mds --inline-max` may be: inline data lives in the MDS
 /// cache and journal, so it is for small files only.
 pub const INLINE_MAX_LIMIT: u64 = 64 << 10;
+
+/// The most keys and values one write-back write carries (a request's
+/// body holds at most 1 MiB; inode records with inline data are
+/// kilobytes each, 4,096 to an inode object).
+pub const WRITEBACK_OP_BYTES_MAX: usize = 512 << 10;

@@ -398,6 +398,8 @@ async fn load_frag(
             Err(ClientError::NotFound) => break,
             Err(e) => return Err(e),
         };
+        // Entries are small (a name of at most 255 bytes and a dentry): a
+        // page is never cut by bytes, so a short one is the end.
         let full = page.len() >= DIR_PAGE_ENTRIES as usize;
         for (name, value) in page {
             let dentry: Dentry = format::decode(&value)

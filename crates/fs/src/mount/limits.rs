@@ -66,6 +66,10 @@ pub const OUTBOX_MAX: u64 = 8192;
 /// The most changes sent in one `Batch`.
 pub const BATCH_OPS_MAX: usize = 1024;
 
+/// The most file data (inline writes) one `Batch` carries: a request's
+/// body holds at most 1 MiB (`cairn_wire`'s `BODY_SIZE_BYTES_MAX`).
+pub const BATCH_DATA_BYTES_MAX: usize = 512 << 10;
+
 /// A delegation is used only while this much of it is left, so a batch
 /// sent now reaches the MDS before it ends.
 pub const DELEGATION_MARGIN_MS: u64 = 10_000;

@@ -8,9 +8,9 @@
 use crate::mds::locks::{self, LockRange, Locks};
 use crate::mds::namespace;
 use crate::mount::limits::{
-    BATCH_OPS_MAX, DELEGATION_MARGIN_MS, INOS_PER_TAKE, LEASE_MARGIN_MS, MDS_DISCOVER_PAUSE_MS,
-    MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, OUTBOX_MAX, POLL_WAIT_MS, REASSERT_BATCH,
-    REINVALIDATE_MS,
+    BATCH_DATA_BYTES_MAX, BATCH_OPS_MAX, DELEGATION_MARGIN_MS, INOS_PER_TAKE, LEASE_MARGIN_MS,
+    MDS_DISCOVER_PAUSE_MS, MDS_REQUEST_DEADLINE_MS, MDS_REQUEST_TIMEOUT_MS, OUTBOX_MAX,
+    POLL_WAIT_MS, REASSERT_BATCH, REINVALIDATE_MS,
 };
 use bytes::Bytes;
 use cairn_client::Client;
@@ -706,7 +706,18 @@ impl MdsSession {
     async fn send_batch(&self) -> bool {
         let ops: Vec<BatchOp> = {
             let mut outbox = lock(&self.inner.outbox);
-            let n = outbox.len().min(BATCH_OPS_MAX);
+            // At least one op; inline data kept well inside a body.
+            let mut data = 0;
+            let n = outbox
+                .iter()
+                .take(BATCH_OPS_MAX)
+                .take_while(|b| {
+                    data += b.op.data_bytes();
+                    data <= BATCH_DATA_BYTES_MAX
+                })
+                .count()
+                .max(1)
+                .min(outbox.len());
             outbox.drain(..n).collect()
         };
         if ops.is_empty() {
