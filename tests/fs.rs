@@ -1495,6 +1495,24 @@ fn small_files_keep_their_data_in_the_mds() {
     f.write_all_at(b"end", 3000).expect("write past a hole");
     drop(f);
     std::fs::File::create(dir.join("empty")).expect("create");
+    // Through the writing mount: while it still keeps the data, and once
+    // it has sent it in its batches (2 s after the close), sizes and bytes
+    // stay right.
+    for i in (0..FILES).step_by(5) {
+        assert_eq!(std::fs::read(dir.join(format!("f{i}"))).expect("read"), body(i));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    for i in 0..FILES {
+        let path = dir.join(format!("f{i}"));
+        assert_eq!(
+            std::fs::metadata(&path).expect("stat").len(),
+            body(i).len() as u64,
+            "size of f{i} once sent"
+        );
+        if i % 3 == 0 {
+            assert_eq!(std::fs::read(&path).expect("read"), body(i), "f{i} once sent");
+        }
+    }
     let bdir = b.path.join("small");
     for i in (0..FILES).step_by(7) {
         assert_eq!(

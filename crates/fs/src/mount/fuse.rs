@@ -632,6 +632,7 @@ impl Core {
             }
             s.home = Home::Inline(Bytes::from(data));
             s.mds_size = size;
+            self.session.written_here(ino, size, mtime);
         } else {
             match self.call(op, Caller::default()).await {
                 Ok(MdsAnswer::Attr(a)) => s.mds_size = a.size,
@@ -1654,7 +1655,18 @@ impl Filesystem for CairnFs {
                 ino: ino.0,
                 truncate: false,
             };
-            let opened = match core.call(op, who).await {
+            // Inline writes of a file go in this mount's next batch, queued
+            // under its state: held while the MDS answers, none is queued
+            // meanwhile, so the answer has every one queued before (the
+            // call waits for them), and no newer one is missing from it.
+            let state = core.file(ino.0);
+            let held = match &state {
+                Some(st) => Some(st.lock().await),
+                None => None,
+            };
+            let answer = core.call(op, who).await;
+            drop(held);
+            let opened = match answer {
                 Ok(MdsAnswer::Opened { attr, inline }) => Ok((attr, Home::of(inline))),
                 // A resend answered from the namespace as it stands.
                 Ok(MdsAnswer::Attr(attr)) => Ok((attr, Home::Ask)),

@@ -424,6 +424,18 @@ impl MdsSession {
         self.queue(op, caller);
     }
 
+    /// Notes an inline write of `ino` sent in the next batch (a file this
+    /// mount holds the buffer lease of): its cached attributes take the
+    /// size and times the MDS will give it.
+    pub fn written_here(&self, ino: u64, size: u64, mtime: Time) {
+        let mut cache = lock(&self.inner.attrs);
+        if let Some(a) = cache.map.get_mut(&ino) {
+            a.size = size;
+            a.mtime = a.mtime.max(mtime);
+            a.ctime = a.ctime.max(mtime);
+        }
+    }
+
     /// Notes a buffer lease on `ino`.
     pub fn buffered(&self, ino: u64) {
         lock(&self.inner.buffers).insert(ino);
