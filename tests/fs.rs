@@ -1499,7 +1499,10 @@ fn small_files_keep_their_data_in_the_mds() {
     // it has sent it in its batches (2 s after the close), sizes and bytes
     // stay right.
     for i in (0..FILES).step_by(5) {
-        assert_eq!(std::fs::read(dir.join(format!("f{i}"))).expect("read"), body(i));
+        assert_eq!(
+            std::fs::read(dir.join(format!("f{i}"))).expect("read"),
+            body(i)
+        );
     }
     std::thread::sleep(Duration::from_secs(3));
     for i in 0..FILES {
@@ -1510,7 +1513,11 @@ fn small_files_keep_their_data_in_the_mds() {
             "size of f{i} once sent"
         );
         if i % 3 == 0 {
-            assert_eq!(std::fs::read(&path).expect("read"), body(i), "f{i} once sent");
+            assert_eq!(
+                std::fs::read(&path).expect("read"),
+                body(i),
+                "f{i} once sent"
+            );
         }
     }
     let bdir = b.path.join("small");
