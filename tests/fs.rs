@@ -1630,3 +1630,49 @@ fn small_files_keep_their_data_in_the_mds() {
         }
     });
 }
+
+/// Removed files' data objects are deleted by the purge queue in the
+/// background: an `rm` storm waits for no OSD delete, and what was queued
+/// when the active MDS dies is purged by its successor.
+#[test]
+fn removed_files_are_purged_in_the_background_across_a_failover() {
+    use std::os::unix::fs::MetadataExt;
+    let cluster = up("fs-purge", 19440, &["--mds", "2"]);
+    let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    let dir = a.path.join("big");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let mut inos = Vec::new();
+    for i in 0..40 {
+        let path = dir.join(format!("f{i}"));
+        std::fs::write(&path, vec![u8::try_from(i).unwrap_or(0); 300_000]).expect("write");
+        std::fs::File::open(&path)
+            .expect("open")
+            .sync_all()
+            .expect("fsync");
+        inos.push(std::fs::metadata(&path).expect("stat").ino());
+    }
+    for ino in &inos {
+        assert_eq!(data_objects(&cluster, *ino).len(), 1, "inode {ino:x}");
+    }
+    for i in 0..40 {
+        std::fs::remove_file(dir.join(format!("f{i}"))).expect("rm");
+    }
+    Command::new("sync").status().expect("sync");
+    kill_active_mds(&cluster);
+    wait_for(Duration::from_secs(60), Duration::from_millis(500), || {
+        let left: Vec<u64> = inos
+            .iter()
+            .copied()
+            .filter(|ino| !data_objects(&cluster, *ino).is_empty())
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "data objects of {} removed files never purged",
+                left.len()
+            ))
+        }
+    });
+    assert_namespace_sound(&cluster);
+}

@@ -10,12 +10,15 @@
 //! | `dir.<ino:x>` | omap: entry name → [`Dentry`] (a directory of one fragment) |
 //! | `dir.<ino:x>.<bits>.<value:x>` | omap: the entries of one [`Frag`] of a fragmented directory |
 //! | `inode.<ino >> 12:x>` | omap: inode number (8 bytes, big-endian) → [`InodeRec`] |
+//! | `mds.purge` | omap: inode number (8 bytes, big-endian) → [`PurgeRec`]: removed files whose data objects are still to delete |
 
 use cairn_proto::mds::{Attr, Layout};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
 pub const HEAD_OBJECT: &str = "mds.head";
+/// The purge queue's object.
+pub const PURGE_OBJECT: &str = "mds.purge";
 pub const HEAD_XATTR: &[u8] = b"head";
 pub const GEN_XATTR: &[u8] = b"gen";
 
@@ -217,6 +220,14 @@ pub struct InodeRec {
     /// `None` once it is in data objects. Files start inline when the MDS
     /// keeps small files, and leave for good when they outgrow the limit.
     pub inline: Option<ByteBuf>,
+}
+
+/// A removed file whose data objects the purge queue deletes: those of a
+/// file of at most `size` bytes laid out as `layout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeRec {
+    pub size: u64,
+    pub layout: Layout,
 }
 
 /// A directory entry as stored.

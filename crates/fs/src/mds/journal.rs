@@ -19,8 +19,8 @@ use crate::format::{
 };
 use crate::layout;
 use crate::mds::limits::{
-    JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, SEGMENT_BYTES_MAX, WRITEBACK_DELAY_MS,
-    WRITEBACK_OP_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT,
+    JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, PURGE_PAGE_FILES, SEGMENT_BYTES_MAX,
+    WRITEBACK_DELAY_MS, WRITEBACK_OP_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT,
 };
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, WriteOp};
@@ -545,13 +545,30 @@ fn omap_ops(set: &[(Vec<u8>, Vec<u8>)], remove: &[Vec<u8>]) -> Vec<WriteOp> {
     ops
 }
 
-/// Applies `entries` to the namespace objects (and purges data), with
-/// bounded concurrency.
+/// Applies `entries` to the namespace objects, with bounded concurrency.
+/// Removed files' data objects go to the purge queue (`mds.purge`, in
+/// the same writes), which [`run_purger`] empties in the background: an
+/// unlink storm waits for no OSD delete.
 ///
 /// # Errors
 /// The first pool error.
 pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalError> {
-    let plan = plan(entries);
+    let mut plan = plan(entries);
+    if !plan.purges.is_empty() {
+        let queued = plan
+            .purges
+            .iter()
+            .map(|(ino, size, layout)| {
+                let rec = format::PurgeRec {
+                    size: *size,
+                    layout: *layout,
+                };
+                (inode_key(*ino).to_vec(), format::encode(&rec))
+            })
+            .collect();
+        plan.changes
+            .push((format::PURGE_OBJECT.to_owned(), (queued, Vec::new())));
+    }
     let ops: Vec<(String, String, WriteOp)> = plan
         .changes
         .iter()
@@ -565,11 +582,6 @@ pub async fn write_back(pools: &Pools, entries: &[Entry]) -> Result<(), JournalE
     let mut removals = Vec::new();
     for object in plan.removals {
         removals.push((pools.meta_pool.clone(), object));
-    }
-    for (ino, size, l) in &plan.purges {
-        for index in 0..layout::object_count(l, *size).max(1) {
-            removals.push((pools.data_pool.clone(), layout::object_name(*ino, index)));
-        }
     }
     let pools_arc = Arc::new(pools.clone());
     let mut tasks = tokio::task::JoinSet::new();
@@ -706,6 +718,7 @@ pub async fn run_writeback(
     mut head: Head,
     mut queue: mpsc::UnboundedReceiver<(u64, Vec<Entry>)>,
     written: tokio::sync::watch::Sender<u64>,
+    purge_wake: Arc<tokio::sync::Notify>,
 ) -> JournalError {
     while let Some(first) = queue.recv().await {
         // A moment's wait lets many batches coalesce into one write per
@@ -727,6 +740,13 @@ pub async fn run_writeback(
         let last_seq = entries.last().map_or(head.seq, |e| e.seq);
         // The namespace cache may now drop what these entries changed.
         written.send_replace(last_seq);
+        if entries
+            .iter()
+            .flat_map(|e| &e.deltas)
+            .any(|d| matches!(d, Delta::Purge { .. }))
+        {
+            purge_wake.notify_one();
+        }
         let reserved = entries
             .iter()
             .flat_map(|e| &e.deltas)
@@ -757,6 +777,81 @@ pub async fn run_writeback(
         }
     }
     JournalError::Damaged("write-back queue closed".into())
+}
+
+/// Purges removed files' data objects from the purge queue, oldest
+/// inode numbers first, and takes them off it; wakes on `wake` (a
+/// write-back that queued some) or every second. Never stops the MDS: a
+/// failed delete is tried again later.
+pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>) {
+    let mut purged = 0u64;
+    loop {
+        match purge_some(&pools).await {
+            Ok(0) => {
+                if purged > 0 {
+                    tracing::info!(files = purged, "purge queue empty");
+                    purged = 0;
+                }
+                drop(tokio::time::timeout(Duration::from_secs(1), wake.notified()).await);
+            }
+            Ok(n) => purged += n,
+            Err(error) => {
+                tracing::warn!(%error, "purging removed files' data failed; trying again");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+}
+
+/// Purges one page of the queue; how many files it purged.
+async fn purge_some(pools: &Pools) -> Result<u64, JournalError> {
+    let queue = format::PURGE_OBJECT.as_bytes();
+    let page = match pools
+        .client
+        .omap_range(&pools.meta_pool, queue, None, PURGE_PAGE_FILES)
+        .await
+    {
+        Ok(page) => page,
+        Err(ClientError::NotFound) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    if page.is_empty() {
+        return Ok(0);
+    }
+    let mut objects = Vec::new();
+    for (key, value) in &page {
+        let ino = <[u8; 8]>::try_from(&key[..]).map(u64::from_be_bytes);
+        match (ino, format::decode::<format::PurgeRec>(value)) {
+            (Ok(ino), Ok(rec)) => {
+                for index in 0..layout::object_count(&rec.layout, rec.size).max(1) {
+                    objects.push(layout::object_name(ino, index));
+                }
+            }
+            // Damaged: dropped from the queue (its objects, if any, are
+            // left to `cairn fs check`'s successors), never retried for ever.
+            _ => tracing::warn!(key = ?key, "a damaged purge queue entry is dropped"),
+        }
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for name in objects {
+        while tasks.len() >= WRITEBACK_OPS_IN_FLIGHT {
+            if let Some(r) = tasks.join_next().await {
+                r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+            }
+        }
+        let pools = pools.clone();
+        tasks.spawn(async move { remove_ignoring_missing(&pools, &pools.data_pool, &name).await });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.map_err(|e| JournalError::Damaged(e.to_string()))??;
+    }
+    let keys: Vec<Vec<u8>> = page.iter().map(|(k, _)| k.to_vec()).collect();
+    let ops = omap_ops(&[], &keys)
+        .into_iter()
+        .map(|op| (pools.meta_pool.clone(), format::PURGE_OBJECT.to_owned(), op))
+        .collect();
+    run_ops(pools, ops).await?;
+    Ok(page.len() as u64)
 }
 
 #[cfg(test)]

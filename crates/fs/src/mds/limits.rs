@@ -85,3 +85,6 @@ pub const INLINE_MAX_LIMIT: u64 = 64 << 10;
 /// body holds at most 1 MiB; inode records with inline data are
 /// kilobytes each, 4,096 to an inode object).
 pub const WRITEBACK_OP_BYTES_MAX: usize = 512 << 10;
+
+/// Removed files the purger takes from the purge queue at a time.
+pub const PURGE_PAGE_FILES: u32 = 256;

@@ -233,8 +233,18 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
             stop
         }
     });
+    // Removed files' data objects, deleted in the background (what an
+    // earlier active MDS queued too).
+    let purge_wake = Arc::new(tokio::sync::Notify::new());
+    let purger = tokio::spawn(journal::run_purger(pools.clone(), Arc::clone(&purge_wake)));
     let writeback = tokio::spawn({
-        let run = journal::run_writeback(pools.clone(), replayed.head, writeback_rx, written_tx);
+        let run = journal::run_writeback(
+            pools.clone(),
+            replayed.head,
+            writeback_rx,
+            written_tx,
+            purge_wake,
+        );
         async move {
             let stop = run.await;
             tracing::error!(error = %stop, "the journal write-back stopped");
@@ -306,6 +316,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         _ = actor_task => Err(MdsStop::Journal(JournalError::Damaged("namespace actor ended".into()))),
     };
     serving.abort();
+    purger.abort();
     result
 }
 

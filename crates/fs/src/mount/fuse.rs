@@ -1119,8 +1119,13 @@ impl Core {
         }
         s.opens = s.opens.saturating_sub(1);
         let last = s.opens == 0;
+        let mut deferred = 0;
         if last {
             self.recount(&mut s);
+            // Closes held back while data was kept (sent since, by a
+            // flush of another handle): the MDS hears of them now, or it
+            // keeps the file open, and a removed one's data, for ever.
+            deferred = std::mem::take(&mut s.deferred_releases);
             forget_state(&mut files, h.ino, &state);
         }
         drop(s);
@@ -1129,6 +1134,9 @@ impl Core {
         if last {
             // Its last close here ends the buffer lease at the MDS.
             self.session.unbuffered(h.ino);
+        }
+        for _ in 0..deferred {
+            self.session.release_later(h.ino);
         }
         true
     }
@@ -1149,6 +1157,10 @@ impl Core {
             }
             if s.opens == 0 {
                 self.recount(&mut s);
+                // As in `release_clean`: closes held back go now too.
+                for _ in 0..std::mem::take(&mut s.deferred_releases) {
+                    self.session.release_later(h.ino);
+                }
                 forget_state(&mut lock(&self.files), h.ino, &state);
                 self.session.unbuffered(h.ino);
             }
