@@ -536,10 +536,11 @@ pub struct MdsArgs {
     #[arg(long = "dir-split-size", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(8..))]
     dir_split_size: u64,
     /// New regular files keep their data in the MDS (inline data: in the
-    /// journal and the inode record, no object write on every replica)
-    /// until they outgrow this many bytes (suffixes K, M; at most 64K; 0
-    /// keeps every file's data in the data pool).
-    #[arg(long = "inline-max", default_value = "4K", value_parser = parse_inline_max)]
+    /// journal and the inode record, read with the open) until they
+    /// outgrow this many bytes (suffixes K, M; at most 64K). 0, the
+    /// default, keeps every file's data in the data pool: inline bytes
+    /// live in the MDS cache, so size `--cache-memory` for them.
+    #[arg(long = "inline-max", default_value = "0", value_parser = parse_inline_max)]
     inline_max: u64,
 }
 

@@ -103,7 +103,7 @@ pub struct UpArgs {
     #[arg(long = "mds-dir-split-size", value_name = "ENTRIES")]
     mds_dir_split_size: Option<u64>,
     /// Files up to this size keep their data in the MDS (`cairn mds
-    /// --inline-max`); the MDS's default (4K) when absent.
+    /// --inline-max`); the MDS's default (0: none) when absent.
     #[arg(long = "mds-inline-max", value_name = "BYTES")]
     mds_inline_max: Option<String>,
     /// Internal: this process is the background supervisor of `--detach`.

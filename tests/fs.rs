@@ -136,9 +136,12 @@ fn up(name: &str, base_port: u16, extra: &[&str]) -> Cluster {
     cluster
 }
 
+/// Small files inline (`--mds-inline-max 4K`, not the default): the
+/// suite and fsx then cover both homes of a file's data, and the moves
+/// between them.
 #[test]
 fn a_mount_agrees_with_a_local_directory() {
-    let cluster = up("fs-posix", 19100, &[]);
+    let cluster = up("fs-posix", 19100, &["--mds-inline-max", "4K"]);
     let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
     let reference = cluster.dir.join("reference");
     std::fs::create_dir_all(&reference).expect("reference dir");
@@ -1183,7 +1186,9 @@ impl Drop for Tmpfs {
 /// files: the write that does not fit fails with `ENOSPC`, every file
 /// fsynced before reads back byte-exact, and the MDS's metadata writes
 /// still pass the full OSDs (up to their failsafe ratio), so `mkdir` and
-/// `rm` work; the removes free room and writes pass again.
+/// `rm` work; the removes free room and writes pass again. Small files
+/// inline here: a nearly full cluster sends their data to the OSDs, which
+/// refuse it, rather than into the journal.
 #[test]
 fn a_full_cluster_answers_enospc_and_still_removes_files() {
     let dir = common::test_dir("fs-full");
@@ -1195,7 +1200,7 @@ fn a_full_cluster_answers_enospc_and_still_removes_files() {
     assert!(mounted, "mounting a tmpfs needs root");
     let _disk = Tmpfs(dir.clone());
     drop(Command::new("chmod").arg("755").arg(&dir).status());
-    let cluster = Cluster::up_at(dir, 3, 19340, &["--mds", "1"]);
+    let cluster = Cluster::up_at(dir, 3, 19340, &["--mds", "1", "--mds-inline-max", "4K"]);
     let mount = Mount::new(&cluster, &cluster.dir.join("mnt"));
     let files = mount.path.join("fill");
     std::fs::create_dir(&files).expect("mkdir");
@@ -1477,7 +1482,11 @@ fn data_objects(cluster: &Cluster, ino: u64) -> Vec<String> {
 fn small_files_keep_their_data_in_the_mds() {
     use std::io::{Seek, SeekFrom, Write};
     use std::os::unix::fs::{FileExt, MetadataExt};
-    let cluster = up("fs-inline", 19400, &["--mds", "2"]);
+    let cluster = up(
+        "fs-inline",
+        19400,
+        &["--mds", "2", "--mds-inline-max", "4K"],
+    );
     let a = Mount::new(&cluster, &cluster.dir.join("a"));
     let b = Mount::new(&cluster, &cluster.dir.join("b"));
     let dir = a.path.join("small");

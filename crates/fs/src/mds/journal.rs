@@ -789,7 +789,7 @@ pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>) {
         match purge_some(&pools).await {
             Ok(0) => {
                 if purged > 0 {
-                    tracing::info!(files = purged, "purge queue empty");
+                    tracing::debug!(files = purged, "purge queue empty");
                     purged = 0;
                 }
                 drop(tokio::time::timeout(Duration::from_secs(1), wake.notified()).await);

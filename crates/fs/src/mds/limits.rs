@@ -72,10 +72,13 @@ pub const EVICTED_KEPT: usize = 1024;
 pub const COMPLAINT_MS_DEFAULT: u64 = 30_000;
 
 /// Regular files up to this size keep their data in the MDS (inline
-/// data) by default: a small file costs one journaled record rather than
-/// an object write on every replica (CephFS's `max_inline_data` had the
-/// same 4 KiB).
-pub const INLINE_MAX_DEFAULT: u64 = 4096;
+/// data): none by default. Kept inline, a small file reads with its open
+/// (2.8× faster with one process here), but its bytes live in the MDS
+/// cache and are written twice in the metadata pool: with 80,000 files of
+/// 3,901 bytes the 256 MiB cache overflowed and stats and unlinks fell
+/// three- to fivefold (docs/performance.md). As CephFS, off unless asked
+/// (`cairn mds --inline-max 4K`).
+pub const INLINE_MAX_DEFAULT: u64 = 0;
 
 /// The most `cairn mds --inline-max` may be: inline data lives in the MDS
 /// cache and journal, so it is for small files only.

@@ -1174,10 +1174,25 @@ impl Core {
     /// `KEEP_AFTER_CLOSE_MS`, near the end of their lease, or recalled
     /// (`wanted`), or all of them (`all`).
     async fn send_kept(&self, wanted: &[u64], all: bool) {
-        let states: Vec<(u64, Arc<tokio::sync::Mutex<FileState>>)> = lock(&self.files)
+        // What the MDS waits for goes first: a recall of a file this
+        // mount no longer knows (nothing is kept) or of a directory's
+        // delegation (the outbox is sent first), then recalled files, then
+        // the rest (thousands of small files may be due at once, and a
+        // recall must not wait behind them past its timeout).
+        for ino in wanted {
+            if self.file(*ino).is_none() {
+                self.session.unbuffered(*ino);
+                drop(
+                    self.call(MdsOp::Returned { ino: *ino }, Caller::default())
+                        .await,
+                );
+            }
+        }
+        let mut states: Vec<(u64, Arc<tokio::sync::Mutex<FileState>>)> = lock(&self.files)
             .iter()
             .map(|(ino, s)| (*ino, Arc::clone(s)))
             .collect();
+        states.sort_by_key(|(ino, _)| !wanted.contains(ino));
         let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
         for (ino, state) in states {
             let recalled = wanted.contains(&ino);
@@ -1220,17 +1235,6 @@ impl Core {
             // here (the releases above end it only with the last open).
             if recalled {
                 drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
-            }
-        }
-        // A recall of a file this mount no longer knows (nothing is
-        // kept), or of a directory's delegation (the outbox is sent first).
-        for ino in wanted {
-            if self.file(*ino).is_none() {
-                self.session.unbuffered(*ino);
-                drop(
-                    self.call(MdsOp::Returned { ino: *ino }, Caller::default())
-                        .await,
-                );
             }
         }
     }
