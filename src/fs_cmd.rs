@@ -199,6 +199,10 @@ pub enum FsCommand {
         name: String,
         #[arg(long)]
         json: bool,
+        /// Also list the data pool and report data objects of no file
+        /// (space leaked); reads every object name in the pool.
+        #[arg(long)]
+        data: bool,
     },
     /// Directory quotas, through a mounted directory: a limit on the bytes
     /// of the files below it and on the inodes below it (`EDQUOT` past
@@ -432,12 +436,13 @@ pub fn run_fs(args: FsArgs) -> CliResult {
                 println!("session {session:x} evicted");
                 Ok(())
             }
-            FsCommand::Check { name, json } => {
+            FsCommand::Check { name, json, data } => {
                 let list = fs_list(&client).await?;
                 let Some(fs) = list.into_iter().find(|f| f.name == name) else {
                     return Err(format!("file system {name:?} does not exist").into());
                 };
-                let report = cairn_fs::check::check(&client, &fs.meta_pool).await?;
+                let data_pool = data.then_some(fs.data_pool.as_str());
+                let report = cairn_fs::check::check(&client, &fs.meta_pool, data_pool).await?;
                 if json {
                     print_json(&serde_json::json!({
                         "inodes": report.inodes,

@@ -95,6 +95,27 @@ impl Drop for Mount {
     }
 }
 
+/// The eviction messages in the logs of the cluster's mounts.
+fn evictions(cluster: &Cluster) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&cluster.dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("mount-") && name.ends_with(".log") {
+            let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            found.extend(
+                log.lines()
+                    .filter(|l| l.contains("was evicted"))
+                    .map(|l| format!("{name}: {l}")),
+            );
+        }
+    }
+    found
+}
+
 fn is_fuse_mount(path: &Path) -> bool {
     let target = path.canonicalize().unwrap_or_else(|_| path.to_owned());
     std::fs::read_to_string("/proc/self/mounts")
@@ -185,10 +206,10 @@ fn a_mount_agrees_with_a_local_directory() {
     assert_namespace_sound(&cluster);
 }
 
-/// `cairn fs check` finds no dangling entry, orphan or wrong link count;
-/// returns its report.
+/// `cairn fs check --data` finds no dangling entry, orphan inode, wrong
+/// link count or data object of no file; returns its report.
 fn assert_namespace_sound(cluster: &Cluster) -> serde_json::Value {
-    let out = cluster.cairn(&["fs", "check", "cairnfs", "--json"]);
+    let out = cluster.cairn(&["fs", "check", "cairnfs", "--json", "--data"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -687,7 +708,10 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
             assert_eq!(
                 std::fs::read_to_string(dir.join(name)).expect("read"),
                 number,
-                "{name} content"
+                "{name} content in {} (size {:?}; evictions: {:?})",
+                mount.path.display(),
+                std::fs::metadata(dir.join(name)).map(|m| m.len()),
+                evictions(&cluster)
             );
         }
         // No renamed file left under its old name too, nothing unlogged
@@ -749,6 +773,10 @@ fn mds_sigkill_during_a_create_storm_from_two_clients_loses_nothing_acknowledged
     }
     drop(a);
     drop(b);
+    // Busy, not dead: neither mount was evicted (an evicted mount's kept
+    // data is not seen by others).
+    let evicted = evictions(&cluster);
+    assert!(evicted.is_empty(), "a mount was evicted: {evicted:?}");
     let report = assert_namespace_sound(&cluster);
     // The root, the storm directory and every file the clients saw made.
     let inodes = report["inodes"].as_u64().unwrap_or(0);

@@ -2,8 +2,8 @@
 //! and inode objects, with the journal's not yet written-back changes laid
 //! over them in order) and reports every inconsistency: a dangling entry,
 //! an inode no entry reaches, a link count that differs from the entries,
-//! a directory whose parent or kind is wrong, a stale directory object.
-//! It only reads; run it on a quiet file system (a change written back
+//! a directory whose parent or kind is wrong, a stale directory object,
+//! and on request a data object of no file (an orphan). It only reads; run it on a quiet file system (a change written back
 //! while it reads is caught by comparing the journal head before and after,
 //! and the check is redone).
 
@@ -320,15 +320,89 @@ impl Stored {
     }
 }
 
-/// Checks the namespace in metadata pool `meta_pool`.
+/// Orphan data objects named in a report before the rest are counted.
+const ORPHANS_NAMED_MAX: usize = 20;
+
+/// The inode numbers whose data objects the purge queue still holds.
+async fn purging(client: &Client, meta_pool: &str) -> Result<BTreeSet<u64>, ClientError> {
+    let entries = match omap_all(client, meta_pool, format::PURGE_OBJECT.as_bytes()).await {
+        Ok(entries) => entries,
+        Err(ClientError::NotFound) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    Ok(entries
+        .iter()
+        .filter_map(|(k, _)| <[u8; 8]>::try_from(&k[..]).ok())
+        .map(u64::from_be_bytes)
+        .collect())
+}
+
+/// Data objects (`<ino>.<index>`, hexadecimal) in `data_pool` of no inode
+/// in `known` and not queued for purging: space no file holds.
+async fn orphan_data(
+    client: &Client,
+    data_pool: &str,
+    known: &BTreeMap<u64, InodeRec>,
+    purging: &BTreeSet<u64>,
+) -> Result<Vec<String>, ClientError> {
+    let mut orphans = Vec::new();
+    let mut count = 0usize;
+    let mut cursor = None;
+    loop {
+        let page = client.list(data_pool, cursor, 1024).await?;
+        for name in &page.names {
+            let text = String::from_utf8_lossy(name);
+            let Some(ino) = text
+                .split_once('.')
+                .and_then(|(ino, _)| u64::from_str_radix(ino, 16).ok())
+            else {
+                continue;
+            };
+            if known.contains_key(&ino) || purging.contains(&ino) {
+                continue;
+            }
+            count += 1;
+            if orphans.len() < ORPHANS_NAMED_MAX {
+                orphans.push(format!(
+                    "orphan data object {text} (inode {ino} does not exist and is not being purged)"
+                ));
+            }
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    if count > orphans.len() {
+        orphans.push(format!(
+            "{} more orphan data objects",
+            count - orphans.len()
+        ));
+    }
+    Ok(orphans)
+}
+
+/// Checks the namespace in metadata pool `meta_pool`, and with
+/// `data_pool` also that every data object there belongs to a file (or
+/// waits in the purge queue): that scan lists the whole pool.
 ///
 /// # Errors
 /// A read error, damaged records, or a namespace that kept changing for
 /// [`ATTEMPTS_MAX`] attempts.
-pub async fn check(client: &Client, meta_pool: &str) -> Result<CheckReport, ClientError> {
+pub async fn check(
+    client: &Client,
+    meta_pool: &str,
+    data_pool: Option<&str>,
+) -> Result<CheckReport, ClientError> {
     for _ in 0..ATTEMPTS_MAX {
         let before = head(client, meta_pool).await?;
-        let mut stored = load(client, meta_pool).await?;
+        let mut stored = match load(client, meta_pool).await {
+            Ok(stored) => stored,
+            // An object listed was removed before it was read (a fragment
+            // merged or a directory removed by the write-back meanwhile).
+            Err(ClientError::NotFound) => continue,
+            Err(e) => return Err(e),
+        };
         let entries = journal(client, meta_pool, before.first_segment).await?;
         if head(client, meta_pool).await?.first_segment != before.first_segment {
             // Segments were written back and trimmed while we read.
@@ -344,12 +418,28 @@ pub async fn check(client: &Client, meta_pool: &str) -> Result<CheckReport, Clie
             .values()
             .filter(|r| r.attr.mode & libc::S_IFMT == libc::S_IFDIR)
             .count() as u64;
+        let mut problems = stored.check();
+        if let Some(data_pool) = data_pool {
+            // The queue before the listing: an entry gone from it by then
+            // had its objects deleted first.
+            let mut queued = purging(client, meta_pool).await?;
+            queued.extend(
+                entries
+                    .iter()
+                    .flat_map(|e| &e.deltas)
+                    .filter_map(|d| match d {
+                        Delta::Purge { ino, .. } => Some(*ino),
+                        _ => None,
+                    }),
+            );
+            problems.extend(orphan_data(client, data_pool, &stored.inodes, &queued).await?);
+        }
         return Ok(CheckReport {
             inodes: stored.inodes.len() as u64,
             dentries: stored.dentries.len() as u64,
             directories,
             journal_entries: entries.len() as u64,
-            problems: stored.check(),
+            problems,
         });
     }
     Err(ClientError::Unexpected(

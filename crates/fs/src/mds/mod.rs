@@ -288,6 +288,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         takeover_reserved: replayed.head.ino_reserved,
         moved: Vec::new(),
         answer_durable: false,
+        ino_marks: VecDeque::new(),
     };
     let stat = Arc::clone(&actor.stat);
     let nearfull = Arc::clone(&actor.nearfull);
@@ -610,6 +611,9 @@ struct Actor {
     /// The request being answered moved inline data: its answer waits
     /// until its journal entry is durable.
     answer_durable: bool,
+    /// Inode-number reservations journaled and not known durable yet:
+    /// (journal sequence, mark), oldest first.
+    ino_marks: VecDeque<(u64, u64)>,
 }
 
 impl Actor {
@@ -695,7 +699,7 @@ impl Actor {
         match answer {
             Answer::Now(answer) if waits.is_empty() => drop(reply.send(answer)),
             Answer::Now(answer) => self.reply_after_recalls(waits, answer, reply),
-            Answer::WhenDurable(answer) => self.reply_when_durable(answer, reply),
+            Answer::WhenDurable(answer) => self.reply_when_durable(waits, answer, reply),
         }
     }
 
@@ -890,9 +894,19 @@ impl Actor {
         answer: MdsReply,
         reply: oneshot::Sender<MdsReply>,
     ) {
+        let recalls = self.recalls_acked(waits);
+        tokio::spawn(async move {
+            recalls.await;
+            drop(reply.send(answer));
+        });
+    }
+
+    /// Returns once every holder in `waits` acknowledged its recall or its
+    /// lease ran out; evicts a holder silent past the recall timeout.
+    fn recalls_acked(&self, waits: Vec<RecallWait>) -> impl Future<Output = ()> + use<> {
         let timeout = self.recall_timeout;
         let queue = self.queue.clone();
-        tokio::spawn(async move {
+        async move {
             let started = Instant::now();
             let give_up = started + timeout;
             for (holder, mut acked, id, until) in waits {
@@ -912,8 +926,7 @@ impl Actor {
                     drop(queue.send(ActorMsg::Evict(holder, reason)).await);
                 }
             }
-            drop(reply.send(answer));
-        });
+        }
     }
 
     /// Lets `session` cache what `answer` told it.
@@ -1083,12 +1096,21 @@ impl Actor {
         }
     }
 
-    /// Sends `answer` once everything handed out so far is durable.
-    fn reply_when_durable(&self, answer: MdsAnswer, reply: oneshot::Sender<MdsReply>) {
+    /// Sends `answer` once everything handed out so far is durable and
+    /// the recalls in `waits` are acknowledged (as
+    /// [`reply_after_recalls`](Self::reply_after_recalls)).
+    fn reply_when_durable(
+        &self,
+        waits: Vec<RecallWait>,
+        answer: MdsAnswer,
+        reply: oneshot::Sender<MdsReply>,
+    ) {
         let target = self.seq;
         self.flush_now.notify_one();
         let mut durable = self.durable.clone();
+        let recalls = self.recalls_acked(waits);
         tokio::spawn(async move {
+            recalls.await;
             let reached = durable.wait_for(|d| *d >= target).await.map(|d| *d);
             let answer = match reached {
                 Ok(d) => MdsReply {
@@ -1116,6 +1138,11 @@ impl Actor {
             return None;
         }
         self.seq += 1;
+        for delta in &deltas {
+            if let format::Delta::InoReserved(mark) = delta {
+                self.ino_marks.push_back((self.seq, *mark));
+            }
+        }
         let entry = format::Entry {
             seq: self.seq,
             session,
@@ -1152,6 +1179,14 @@ impl Actor {
     /// Answers a request, now or (`Sync`, `TakeInos`) once durable.
     async fn request(&mut self, request: MdsRequest) -> Answer {
         let durable_seq = *self.durable.borrow();
+        while let Some(&(seq, mark)) = self.ino_marks.front()
+            && seq <= durable_seq
+        {
+            self.ns.set_ino_durable(mark);
+            self.ino_marks.pop_front();
+        }
+        // (A flag a failed change left.)
+        self.ns.take_ino_undurable();
         let reply = |result, journal_seq| {
             Answer::Now(MdsReply {
                 result,
@@ -1400,7 +1435,10 @@ impl Actor {
                 if let Some(seq) = seq {
                     self.remember(key, seq);
                 }
-                if std::mem::take(&mut self.answer_durable) {
+                // A new inode number past the durable reservation: kept
+                // from the client until the reservation is durable.
+                let undurable = self.ns.take_ino_undurable();
+                if std::mem::take(&mut self.answer_durable) || undurable {
                     return Answer::WhenDurable(outcome.answer);
                 }
                 reply(Ok(outcome.answer), seq)

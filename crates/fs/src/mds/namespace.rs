@@ -200,6 +200,13 @@ pub struct Namespace {
     next_ino: u64,
     /// Inode numbers below this are reserved in the journal.
     ino_reserved: u64,
+    /// Inode numbers below this are reserved in durable journal entries:
+    /// a number at or past it is answered only once its reservation is
+    /// durable, or a new active MDS, starting from the durable mark, could
+    /// hand it out a second time.
+    ino_durable: u64,
+    /// The change being made handed out a number past `ino_durable`.
+    ino_undurable: bool,
     /// A fragment with more entries than this splits.
     split_entries: usize,
     /// Regular files up to this size keep their data in their record
@@ -277,6 +284,7 @@ impl Namespace {
         Namespace {
             next_ino: next_ino.max(ROOT_INO + 1),
             ino_reserved,
+            ino_durable: ino_reserved,
             split_entries: DIR_SPLIT_ENTRIES_DEFAULT,
             ..Namespace::default()
         }
@@ -399,12 +407,25 @@ impl Namespace {
         (first, deltas)
     }
 
-    /// Moves the reserved mark past the next number to hand out.
+    /// Moves the reserved mark ahead of the next number to hand out, half
+    /// a step early, so its entry is durable before the numbers are
+    /// reached (and creates seldom wait for it).
     fn reserve_to_next(&mut self, deltas: &mut Vec<Delta>) {
-        if self.next_ino > self.ino_reserved {
+        if self.next_ino + INO_RESERVE_STEP / 2 > self.ino_reserved {
             self.ino_reserved = self.next_ino + INO_RESERVE_STEP;
             deltas.push(Delta::InoReserved(self.ino_reserved));
         }
+    }
+
+    /// Numbers below `mark` are reserved in durable journal entries.
+    pub fn set_ino_durable(&mut self, mark: u64) {
+        self.ino_durable = self.ino_durable.max(mark);
+    }
+
+    /// Whether the change just made handed out a number whose reservation
+    /// is not durable yet (its answer must wait until it is); clears it.
+    pub fn take_ino_undurable(&mut self) -> bool {
+        std::mem::take(&mut self.ino_undurable)
     }
 
     /// Inode numbers below this may have been handed out (by this MDS or
@@ -704,10 +725,17 @@ impl Namespace {
             // A replay keeps the number its first answer gave, unless
             // that number is taken (then the client's view is lost anyway).
             Some(ino) if ino > ROOT_INO && !self.inodes.contains_key(&ino) => ino,
-            _ => self.next_ino,
+            Some(ino) => {
+                tracing::warn!(ino, "a replayed create's inode number is taken");
+                self.next_ino
+            }
+            None => self.next_ino,
         };
         self.next_ino = self.next_ino.max(ino + 1);
         self.reserve_to_next(deltas);
+        if ino >= self.ino_durable {
+            self.ino_undurable = true;
+        }
         Ok(ino)
     }
 
@@ -1880,5 +1908,73 @@ mod inline_tests {
             panic!("no attr")
         };
         assert_eq!(data(&ns, attr.ino), None);
+    }
+}
+
+#[cfg(test)]
+mod ino_reservation_tests {
+    use super::*;
+
+    fn create(ns: &mut Namespace, name: &str) -> (u64, bool) {
+        let out = ns
+            .execute(
+                &create_op(ROOT_INO, name, S_IFREG | 0o644),
+                Caller::default(),
+                Time::default(),
+            )
+            .expect("create");
+        let MdsAnswer::Attr(attr) = out.answer else {
+            panic!("no attr")
+        };
+        (attr.ino, ns.take_ino_undurable())
+    }
+
+    #[test]
+    fn no_number_is_answered_before_its_reservation_is_durable() {
+        // A new MDS starts from the durable mark: anything it could hand
+        // out again must wait for the entry reserving it.
+        let mut ns = Namespace::new(100, 100);
+        ns.insert_inode(Namespace::root_inode(Time::default()));
+        ns.insert_frag(ROOT_INO, Frag::WHOLE, []);
+        let (ino, undurable) = create(&mut ns, "a");
+        assert_eq!(ino, 100);
+        assert!(undurable, "past the durable mark");
+        let reserved = ns.ino_reserved();
+        assert!(reserved >= 100 + INO_RESERVE_STEP);
+        // The reservation is durable now: the next numbers need not wait,
+        // and the mark moves on half a step before it is reached.
+        ns.set_ino_durable(reserved);
+        let (ino, undurable) = create(&mut ns, "b");
+        assert_eq!(ino, 101);
+        assert!(!undurable);
+        let mut n = 0;
+        while ns.ino_reserved() == reserved {
+            let (ino, undurable) = create(&mut ns, &format!("c{n}"));
+            assert!(!undurable, "{ino} waited");
+            n += 1;
+        }
+        assert!(ns.ino_reserved() > reserved);
+        assert!(
+            ns.next_ino + INO_RESERVE_STEP / 2 <= reserved + 1,
+            "renewed half a step before the mark"
+        );
+        // A replay keeps its number; a number taken gets a fresh one.
+        let replay = MdsOp::Create {
+            parent: ROOT_INO,
+            name: ByteBuf::from(b"r".to_vec()),
+            mode: S_IFREG | 0o644,
+            umask: 0,
+            rdev: 0,
+            open: false,
+            ino: Some(101),
+            time: None,
+        };
+        let out = ns
+            .execute(&replay, Caller::default(), Time::default())
+            .expect("replay");
+        let MdsAnswer::Attr(attr) = out.answer else {
+            panic!("no attr")
+        };
+        assert_ne!(attr.ino, 101);
     }
 }

@@ -12,8 +12,8 @@
 
 use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{
-    DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, READDIR_PAGE_ENTRIES,
-    REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
+    DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, KEPT_SENDS_IN_FLIGHT,
+    READDIR_PAGE_ENTRIES, REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
 };
 use crate::mount::session::{Here, MdsSession};
 use bytes::Bytes;
@@ -1172,70 +1172,142 @@ impl Core {
 
     /// Sends what closed files kept: those kept longer than
     /// `KEEP_AFTER_CLOSE_MS`, near the end of their lease, or recalled
-    /// (`wanted`), or all of them (`all`).
-    async fn send_kept(&self, wanted: &[u64], all: bool) {
-        // What the MDS waits for goes first: a recall of a file this
-        // mount no longer knows (nothing is kept) or of a directory's
-        // delegation (the outbox is sent first), then recalled files, then
-        // the rest (thousands of small files may be due at once, and a
-        // recall must not wait behind them past its timeout).
-        for ino in wanted {
-            if self.file(*ino).is_none() {
-                self.session.unbuffered(*ino);
-                drop(
-                    self.call(MdsOp::Returned { ino: *ino }, Caller::default())
-                        .await,
-                );
-            }
-        }
+    /// (`wanted`), or all of them (`all`), up to `KEPT_SENDS_IN_FLIGHT`
+    /// files at once.
+    ///
+    /// What the MDS waits for never waits behind the rest (thousands of
+    /// small files may be due at once, and a recall must be answered
+    /// within its timeout, or the MDS evicts this mount): the files
+    /// recalled go first, and a recall arriving while the others are
+    /// being sent is taken up at once.
+    async fn send_kept(self: &Arc<Self>, wanted: &[u64], all: bool) {
+        let mut sends = tokio::task::JoinSet::new();
+        self.send_recalled(wanted, &mut sends).await;
         let mut states: Vec<(u64, Arc<tokio::sync::Mutex<FileState>>)> = lock(&self.files)
             .iter()
+            .filter(|(ino, _)| !wanted.contains(ino))
             .map(|(ino, s)| (*ino, Arc::clone(s)))
             .collect();
-        states.sort_by_key(|(ino, _)| !wanted.contains(ino));
+        // Oldest first.
+        states.sort_by_key(|(ino, _)| *ino);
+        let mut states = states.into_iter();
+        loop {
+            let fresh = self.session.take_flushes();
+            if !fresh.is_empty() {
+                self.send_recalled(&fresh, &mut sends).await;
+                continue;
+            }
+            if sends.len() < KEPT_SENDS_IN_FLIGHT
+                && let Some((ino, state)) = states.next()
+            {
+                let core = Arc::clone(self);
+                sends.spawn(async move { core.send_one_kept(ino, state, false, all).await });
+                continue;
+            }
+            if sends.is_empty() {
+                return;
+            }
+            tokio::select! {
+                done = sends.join_next() => {
+                    if let Some(Err(e)) = done {
+                        tracing::error!(error = %e, "sending a kept file failed");
+                    }
+                }
+                () = self.session.flush_asked() => {}
+            }
+        }
+    }
+
+    /// Starts the sends of recalled files; a recall of a file this mount
+    /// no longer knows (nothing is kept) or of a directory's delegation
+    /// (the outbox is sent first) is answered at once.
+    async fn send_recalled(self: &Arc<Self>, wanted: &[u64], sends: &mut tokio::task::JoinSet<()>) {
+        for ino in wanted {
+            match self.file(*ino) {
+                None => {
+                    self.session.unbuffered(*ino);
+                    drop(
+                        self.call(MdsOp::Returned { ino: *ino }, Caller::default())
+                            .await,
+                    );
+                }
+                Some(state) => {
+                    let core = Arc::clone(self);
+                    let ino = *ino;
+                    sends.spawn(async move { core.send_one_kept(ino, state, true, false).await });
+                }
+            }
+        }
+    }
+
+    /// Sends what file `ino` kept, if due (always when `recalled` or
+    /// `all`); a recall ends with `Returned`.
+    async fn send_one_kept(
+        &self,
+        ino: u64,
+        state: Arc<tokio::sync::Mutex<FileState>>,
+        recalled: bool,
+        all: bool,
+    ) {
         let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
-        for (ino, state) in states {
-            let recalled = wanted.contains(&ino);
-            // A file busy with a write is looked at next round, unless the
-            // MDS waits for it.
-            let mut s = match state.try_lock() {
-                Ok(s) => s,
-                Err(_) if recalled || all => state.lock().await,
-                Err(_) => continue,
-            };
-            let due = all
-                || recalled
-                || s.kept_since.is_some_and(|t| t.elapsed() >= old)
-                || (s.buffered_until.is_some() && !s.may_keep());
-            if !due || (s.clean() && s.deferred_releases == 0 && !recalled) {
-                continue;
+        // A file busy with a write is looked at next round, unless the
+        // MDS waits for it.
+        let mut s = match state.try_lock() {
+            Ok(s) => s,
+            Err(_) if recalled || all => state.lock().await,
+            Err(_) => return,
+        };
+        let due = all
+            || recalled
+            || s.kept_since.is_some_and(|t| t.elapsed() >= old)
+            || (s.buffered_until.is_some() && !s.may_keep());
+        if !due || (s.clean() && s.deferred_releases == 0 && !recalled) {
+            return;
+        }
+        if let Err(errno) = self.flush_kept(ino, &mut s).await {
+            tracing::warn!(ino, errno, "data kept past close not sent yet");
+            return;
+        }
+        let written_end = s.size();
+        match self.report_size(ino, &mut s, Caller::default()).await {
+            Ok(()) => {}
+            Err(libc::ENOENT) => {
+                // Its last link was removed meanwhile (its objects may be
+                // purged already): what was just written would be left
+                // behind for good. Numbers are never used again.
+                if let Err(errno) = self.data.truncate(ino, &s.layout, written_end, 0).await {
+                    tracing::warn!(ino, errno, "data of a removed file left in objects");
+                }
+                s.written_end = 0;
+                s.written_mtime = None;
+                self.note_unreported(ino, &s);
             }
-            if let Err(errno) = self.flush_kept(ino, &mut s).await {
-                tracing::warn!(ino, errno, "data kept past close not sent yet");
-                continue;
+            Err(errno) => {
+                // Sent to the OSDs but not visible yet: kept, and tried
+                // again next round (after an eviction, once the session
+                // is open again).
+                tracing::warn!(ino, errno, "size of data kept past close not reported yet");
+                return;
             }
-            if let Err(errno) = self.report_size(ino, &mut s, Caller::default()).await {
-                tracing::warn!(ino, errno, "size of data kept past close refused");
-            }
-            s.kept_since = None;
-            s.buffered_until = None;
-            let releases = std::mem::take(&mut s.deferred_releases);
-            if s.opens == 0 {
-                self.recount(&mut s);
-                forget_state(&mut lock(&self.files), ino, &state);
-            }
-            drop(s);
-            self.session.unbuffered(ino);
-            // In order with what was just sent in the next batch (an
-            // inline file's data); their answers change nothing.
-            for _ in 0..releases {
-                self.session.release_later(ino);
-            }
-            // Recalled: the lease ends now, even while the file stays open
-            // here (the releases above end it only with the last open).
-            if recalled {
-                drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
-            }
+        }
+        s.kept_since = None;
+        s.buffered_until = None;
+        let releases = std::mem::take(&mut s.deferred_releases);
+        if s.opens == 0 {
+            self.recount(&mut s);
+            forget_state(&mut lock(&self.files), ino, &state);
+        }
+        drop(s);
+        self.session.unbuffered(ino);
+        // In order with what was just sent in the next batch (an inline
+        // file's data); their answers change nothing.
+        for _ in 0..releases {
+            self.session.release_later(ino);
+        }
+        // Recalled: the lease ends now, even while the file stays open
+        // here (the releases above end it only with the last open).
+        if recalled {
+            drop(self.call(MdsOp::Returned { ino }, Caller::default()).await);
         }
     }
 

@@ -48,6 +48,11 @@ pub const REASSERT_BATCH: usize = 65_536;
 /// `client_oc_max_dirty_age`, 5 s).
 pub const KEEP_AFTER_CLOSE_MS: u64 = 2_000;
 
+/// Kept files sent at once (each an object write and a size report):
+/// the files a storm of small writes left are sent well inside the
+/// recall timeout.
+pub const KEPT_SENDS_IN_FLIGHT: usize = 16;
+
 /// A close keeps data only while the buffer lease has this long left.
 pub const KEEP_LEASE_MARGIN_MS: u64 = 10_000;
 

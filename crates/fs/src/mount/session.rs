@@ -800,12 +800,23 @@ impl MdsSession {
 
     /// Files the MDS wants flushed, waiting up to `wait` for one.
     pub async fn flushes_wanted(&self, wait: Duration) -> Vec<u64> {
-        let asked = std::mem::take(&mut *lock(&self.inner.flushes));
+        let asked = self.take_flushes();
         if !asked.is_empty() {
             return asked;
         }
-        drop(tokio::time::timeout(wait, self.inner.flush_wake.notified()).await);
+        drop(tokio::time::timeout(wait, self.flush_asked()).await);
+        self.take_flushes()
+    }
+
+    /// Files the MDS wants flushed that no call has taken yet.
+    pub fn take_flushes(&self) -> Vec<u64> {
         std::mem::take(&mut *lock(&self.inner.flushes))
+    }
+
+    /// Returns once the MDS asks for a flush (or at once if it asked
+    /// since the last wait).
+    pub async fn flush_asked(&self) {
+        self.inner.flush_wake.notified().await;
     }
 
     /// Sends `op` and waits for its answer, across MDS failovers.
@@ -1423,7 +1434,7 @@ impl MdsSession {
                 (Err(MdsError::Busy | MdsError::NotActive), _) => return Err(()),
                 (result, _) => {
                     if let Err(e) = result {
-                        tracing::warn!(tid = u.request.tid, error = ?e, "a replayed change failed");
+                        tracing::warn!(tid = u.request.tid, op = u.request.op.kind(), error = ?e, "a replayed change failed");
                     }
                     changes.remove(&u.request.tid);
                 }
