@@ -13,7 +13,7 @@
 use crate::mount::data::{DataPath, Dirty, Readahead};
 use crate::mount::limits::{
     DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, KEPT_SENDS_IN_FLIGHT,
-    READDIR_PAGE_ENTRIES, REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
+    READ_UNHELD_ATTEMPTS, READDIR_PAGE_ENTRIES, REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
 };
 use crate::mount::session::{Here, MdsSession};
 use bytes::Bytes;
@@ -208,6 +208,14 @@ impl FileState {
 impl FileState {
     fn size(&self) -> u64 {
         self.mds_size.max(self.written_end)
+    }
+
+    /// Takes the written bytes to send them. The read-ahead window goes
+    /// too: it showed them only laid over it, and a read fetching
+    /// meanwhile sees its ticket change and reads again.
+    fn take_dirty(&mut self) -> Vec<(u64, Bytes)> {
+        self.readahead.clear();
+        self.dirty.take()
     }
 }
 
@@ -544,7 +552,7 @@ impl Core {
             return Ok(());
         }
         self.to_objects(ino, s).await?;
-        let mut ranges = s.dirty.take().into_iter();
+        let mut ranges = s.take_dirty().into_iter();
         while let Some((offset, bytes)) = ranges.next() {
             if let Err(e) = self.data.write(ino, &s.layout, offset, bytes.clone()).await {
                 s.dirty.insert(offset, &bytes);
@@ -610,7 +618,7 @@ impl Core {
             return Ok(false);
         }
         let mtime = s.written_mtime.unwrap_or_else(now);
-        let taken = s.dirty.take();
+        let taken = s.take_dirty();
         let ranges: Vec<(u64, ByteBuf)> = taken
             .iter()
             .map(|(offset, bytes)| (*offset, ByteBuf::from(bytes.to_vec())))
@@ -735,7 +743,7 @@ impl Core {
             drop(rest.task.await);
             batches.push(rest.ranges);
         }
-        let newer = s.dirty.take();
+        let newer = s.take_dirty();
         for (offset, bytes) in batches.iter().flatten().chain(newer.iter()) {
             s.dirty.insert(*offset, bytes);
         }
@@ -771,7 +779,7 @@ impl Core {
                 Err(e) => return Err(e),
             }
         }
-        let ranges = s.dirty.take();
+        let ranges = s.take_dirty();
         let data = self.data.clone();
         let layout = s.layout;
         let sent = ranges.clone();
@@ -941,6 +949,16 @@ impl Core {
     }
 
     async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        self.read_attempt(ino, offset, size, 0).await
+    }
+
+    async fn read_attempt(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        attempt: u32,
+    ) -> Result<Vec<u8>, Errno> {
         let state = self.file(ino).ok_or(libc::EBADF)?;
         let mut s = state.lock().await;
         // What is on its way to the OSDs is read from there once it is.
@@ -970,19 +988,31 @@ impl Core {
                 .readahead
                 .fetch_length(offset, length)
                 .min(file_size - offset);
-            // Fetched without holding the file, so reads of one file (an
-            // `io_submit` of many, several readers) go at once; what was
-            // written meanwhile is laid over below.
             let (layout, ticket) = (s.layout, s.readahead.ticket());
-            drop(s);
-            let fetched = self.data.read(ino, &layout, offset, fetch).await?;
-            s = state.lock().await;
-            let fetched = Bytes::from(fetched);
-            let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
-            if fetch > length {
-                s.readahead.keep(ticket, offset, fetched);
+            if attempt >= READ_UNHELD_ATTEMPTS {
+                // Written to all the while: fetched holding the file.
+                Bytes::from(self.data.read(ino, &layout, offset, length).await?).to_vec()
+            } else {
+                // Fetched without holding the file, so reads of one file
+                // (an `io_submit` of many, several readers) go at once.
+                // What was written meanwhile is laid over below; if
+                // written bytes were sent to the OSDs meanwhile (they are
+                // no longer there to lay over, and the fetch may predate
+                // them), the read starts again.
+                drop(s);
+                let fetched = self.data.read(ino, &layout, offset, fetch).await?;
+                s = state.lock().await;
+                if s.readahead.ticket() != ticket {
+                    drop(s);
+                    return Box::pin(self.read_attempt(ino, offset, size, attempt + 1)).await;
+                }
+                let fetched = Bytes::from(fetched);
+                let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
+                if fetch > length {
+                    s.readahead.keep(ticket, offset, fetched);
+                }
+                head.to_vec()
             }
-            head.to_vec()
         };
         s.readahead.read_to(offset + length);
         s.dirty.overlay(offset, &mut buf);

@@ -48,6 +48,10 @@ pub const REASSERT_BATCH: usize = 65_536;
 /// `client_oc_max_dirty_age`, 5 s).
 pub const KEEP_AFTER_CLOSE_MS: u64 = 2_000;
 
+/// Reads of a file fetched without holding it before one holds it (each
+/// starts again when written bytes went to the OSDs meanwhile).
+pub const READ_UNHELD_ATTEMPTS: u32 = 3;
+
 /// Kept files sent at once (each an object write and a size report):
 /// the files a storm of small writes left are sent well inside the
 /// recall timeout.
