@@ -21,6 +21,9 @@ pub enum BenchCommand {
     /// process, one shared file) and mdtest-style metadata rates, from
     /// worker processes started together.
     Fs(crate::bench_fs::FsArgs),
+    /// The erasure code on one core, no I/O: encode, rebuild with m shards
+    /// lost, and parity-delta updates, in GB/s of data.
+    Ec(crate::bench_ec::EcArgs),
     /// One worker process of `cairn bench fs` (it starts them).
     #[command(hide = true)]
     FsWorker(crate::bench_fs::FsWorkerArgs),
@@ -76,6 +79,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Store(args) => store(&args),
         BenchCommand::Object(args) => crate::bench_object::run(&args),
         BenchCommand::Fs(args) => crate::bench_fs::run(&args),
+        BenchCommand::Ec(args) => crate::bench_ec::run(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),
     }
 }

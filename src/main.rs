@@ -2,6 +2,7 @@
 //! library crates; logic lives there, not here.
 
 mod bench_cmd;
+mod bench_ec;
 mod bench_fs;
 mod bench_object;
 mod config_cmd;
