@@ -198,6 +198,17 @@ impl FileState {
         self.dirty.is_empty() && self.written_mtime.is_none()
     }
 
+    /// Whether what this file kept past close is to be sent now: kept
+    /// longer than `KEEP_AFTER_CLOSE_MS` or near its lease's end (or
+    /// `all`), and something is kept (data, a size, held-back closes).
+    fn kept_due(&self, all: bool) -> bool {
+        let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
+        let due = all
+            || self.kept_since.is_some_and(|t| t.elapsed() >= old)
+            || (self.buffered_until.is_some() && !self.may_keep());
+        due && !(self.clean() && self.deferred_releases == 0)
+    }
+
     /// Whether a close may keep this file's written data.
     fn may_keep(&self) -> bool {
         self.buffered_until
@@ -1230,6 +1241,12 @@ impl Core {
             if sends.len() < KEPT_SENDS_IN_FLIGHT
                 && let Some((ino, state)) = states.next()
             {
+                // Most files are not due: looked at here, without a task
+                // (one busy with a write is looked at next round; at
+                // unmount every one is waited for).
+                if !all && !state.try_lock().is_ok_and(|s| s.kept_due(false)) {
+                    continue;
+                }
                 let core = Arc::clone(self);
                 sends.spawn(async move { core.send_one_kept(ino, state, false, all).await });
                 continue;
@@ -1279,7 +1296,6 @@ impl Core {
         recalled: bool,
         all: bool,
     ) {
-        let old = Duration::from_millis(KEEP_AFTER_CLOSE_MS);
         // A file busy with a write is looked at next round, unless the
         // MDS waits for it.
         let mut s = match state.try_lock() {
@@ -1287,11 +1303,7 @@ impl Core {
             Err(_) if recalled || all => state.lock().await,
             Err(_) => return,
         };
-        let due = all
-            || recalled
-            || s.kept_since.is_some_and(|t| t.elapsed() >= old)
-            || (s.buffered_until.is_some() && !s.may_keep());
-        if !due || (s.clean() && s.deferred_releases == 0 && !recalled) {
+        if !recalled && !s.kept_due(all) {
             return;
         }
         if let Err(errno) = self.flush_kept(ino, &mut s).await {
