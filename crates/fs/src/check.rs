@@ -3,9 +3,10 @@
 //! over them in order) and reports every inconsistency: a dangling entry,
 //! an inode no entry reaches, a link count that differs from the entries,
 //! a directory whose parent or kind is wrong, a stale directory object,
-//! and on request a data object of no file (an orphan). It only reads; run it on a quiet file system (a change written back
-//! while it reads is caught by comparing the journal head before and after,
-//! and the check is redone).
+//! and on request a data object of no file (an orphan). It only reads;
+//! run it on a quiet file system (a change written back while it reads is
+//! caught by comparing the journal head before and after, and the check is
+//! redone).
 
 use crate::format::{
     self, Delta, Dentry, Entry, Frag, HEAD_OBJECT, HEAD_XATTR, Head, INODES_PER_OBJECT_SHIFT,
@@ -108,8 +109,7 @@ async fn load(client: &Client, pool: &str) -> Result<Stored, ClientError> {
                 let shard = u64::from_str_radix(shard_hex, 16).map_err(bad)?;
                 for (k, v) in omap_all(client, pool, name).await? {
                     let rec: InodeRec = format::decode(&v).map_err(bad)?;
-                    let key: [u8; 8] = k[..].try_into().map_err(bad)?;
-                    if u64::from_be_bytes(key) != rec.attr.ino
+                    if format::ino_of_key(&k) != Some(rec.attr.ino)
                         || rec.attr.ino >> INODES_PER_OBJECT_SHIFT != shard
                     {
                         return Err(bad(format!(
@@ -332,8 +332,7 @@ async fn purging(client: &Client, meta_pool: &str) -> Result<BTreeSet<u64>, Clie
     };
     Ok(entries
         .iter()
-        .filter_map(|(k, _)| <[u8; 8]>::try_from(&k[..]).ok())
-        .map(u64::from_be_bytes)
+        .filter_map(|(k, _)| format::ino_of_key(k))
         .collect())
 }
 

@@ -204,6 +204,13 @@ pub fn inode_key(ino: u64) -> [u8; 8] {
     ino.to_be_bytes()
 }
 
+/// The inode number an [`inode_key`] (of an inode or purge-queue entry)
+/// holds; `None` for a key of another length.
+#[must_use]
+pub fn ino_of_key(key: &[u8]) -> Option<u64> {
+    <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
+}
+
 /// An inode as stored: attributes, xattrs, a symlink's target, its
 /// parent (for a directory, which has one link, the only one), a
 /// directory's fragments, and a small file's data.

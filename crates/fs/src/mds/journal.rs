@@ -820,9 +820,11 @@ async fn purge_some(pools: &Pools) -> Result<u64, JournalError> {
     }
     let mut objects = Vec::new();
     for (key, value) in &page {
-        let ino = <[u8; 8]>::try_from(&key[..]).map(u64::from_be_bytes);
-        match (ino, format::decode::<format::PurgeRec>(value)) {
-            (Ok(ino), Ok(rec)) => {
+        match (
+            format::ino_of_key(key),
+            format::decode::<format::PurgeRec>(value),
+        ) {
+            (Some(ino), Ok(rec)) => {
                 for index in 0..layout::object_count(&rec.layout, rec.size).max(1) {
                     objects.push(layout::object_name(ino, index));
                 }

@@ -1243,9 +1243,25 @@ impl Core {
             {
                 // Most files are not due: looked at here, without a task
                 // (one busy with a write is looked at next round; at
-                // unmount every one is waited for).
-                if !all && !state.try_lock().is_ok_and(|s| s.kept_due(false)) {
-                    continue;
+                // unmount every one is waited for). One closed with
+                // nothing left, whose state another send held when it was
+                // done with it, is forgotten now.
+                if !all {
+                    match state.try_lock() {
+                        Ok(s) if s.kept_due(false) => {}
+                        Ok(mut s) => {
+                            if s.opens == 0
+                                && s.clean()
+                                && s.deferred_releases == 0
+                                && s.sending.is_empty()
+                            {
+                                self.recount(&mut s);
+                                forget_state(&mut lock(&self.files), ino, &state);
+                            }
+                            continue;
+                        }
+                        Err(_) => continue,
+                    }
                 }
                 let core = Arc::clone(self);
                 sends.spawn(async move { core.send_one_kept(ino, state, false, all).await });
