@@ -439,6 +439,27 @@ fn two_mounts_see_each_others_changes() {
             assert!(chunk.iter().all(|b| *b == want), "w{i} chunk {step}");
         }
     }
+    // Sequential reads come from the mount's read-ahead (chunks fetched
+    // ahead of the reader): they still show a write buffered meanwhile,
+    // one sent to the OSDs meanwhile, and, at the next open, another
+    // mount's. The kernel's cached pages are dropped before each pass so
+    // the reads reach the mount.
+    let run = |mount: &Mount, mode: &str| {
+        let out = python(&[
+            &script("readahead.py"),
+            mode,
+            &mount.path.join("ra").display().to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "read-ahead {mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&a, "write");
+    run(&a, "same");
+    run(&b, "other");
+    run(&a, "reopened");
 }
 
 /// A mount that stops answering recalls (SIGSTOP) holds another mount's

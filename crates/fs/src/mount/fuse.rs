@@ -10,7 +10,7 @@
 //! once. File data goes through the page cache, dropped at each open
 //! (close-to-open) and by a recall of the inode.
 
-use crate::mount::data::{DataPath, Dirty, Readahead};
+use crate::mount::data::{DataPath, Dirty, Readahead, ReadaheadBudget};
 use crate::mount::limits::{
     DIRTY_BYTES_PER_FILE_MAX, KEEP_AFTER_CLOSE_MS, KEEP_LEASE_MARGIN_MS, KEPT_SENDS_IN_FLIGHT,
     READ_UNHELD_ATTEMPTS, READDIR_PAGE_ENTRIES, REPORTED_KEPT_MS, WRITE_BEHIND_BUFFERS,
@@ -230,6 +230,21 @@ impl FileState {
     }
 }
 
+/// The bytes of a chunk read ahead, fetched by the first caller (the
+/// others wait for it).
+async fn fetch_chunk(
+    data: &DataPath,
+    ino: u64,
+    layout: &Layout,
+    chunk: &crate::mount::data::Chunk,
+) -> Result<Bytes, Errno> {
+    chunk
+        .bytes
+        .get_or_init(|| async { data.read(ino, layout, chunk.offset, chunk.length).await })
+        .await
+        .clone()
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Handle {
     ino: u64,
@@ -284,6 +299,8 @@ struct Core {
     /// the most a writer may add to before it sends its own first.
     buffered: AtomicU64,
     buffer_cap: u64,
+    /// Bytes read ahead across files.
+    readahead: Arc<ReadaheadBudget>,
 }
 
 /// How many removed directories [`Core::removed_dirs`] remembers.
@@ -315,6 +332,7 @@ impl CairnFs {
                 removed_dirs: Mutex::new(std::collections::VecDeque::new()),
                 buffered: AtomicU64::new(0),
                 buffer_cap,
+                readahead: ReadaheadBudget::new(crate::mount::limits::READAHEAD_BUDGET_BYTES),
             }),
         };
         let weak = Arc::downgrade(&fs.core);
@@ -959,7 +977,7 @@ impl Core {
         Some(Ok(length))
     }
 
-    async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+    async fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
         self.read_attempt(ino, offset, size, 0).await
     }
 
@@ -969,7 +987,7 @@ impl Core {
         offset: u64,
         size: u32,
         attempt: u32,
-    ) -> Result<Vec<u8>, Errno> {
+    ) -> Result<Bytes, Errno> {
         let state = self.file(ino).ok_or(libc::EBADF)?;
         let mut s = state.lock().await;
         // What is on its way to the OSDs is read from there once it is.
@@ -977,7 +995,7 @@ impl Core {
         let inline = self.inline_data(ino, &mut s).await?;
         let file_size = s.size();
         if offset >= file_size {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         let length = u64::from(size).min(file_size - offset);
         if let Some(data) = inline {
@@ -990,44 +1008,68 @@ impl Core {
             let end = start.saturating_add(buf.len()).min(data.len());
             buf[..end - start].copy_from_slice(&data[start..end]);
             s.dirty.overlay(offset, &mut buf);
-            return Ok(buf);
+            return Ok(Bytes::from(buf));
         }
-        let mut buf = if let Some(bytes) = s.readahead.get(offset, length) {
-            bytes.to_vec()
+        let layout = s.layout;
+        let fetched = if attempt >= READ_UNHELD_ATTEMPTS {
+            // Written to all the while: fetched holding the file.
+            self.data.read(ino, &layout, offset, length).await?
         } else {
-            let fetch = s
-                .readahead
-                .fetch_length(offset, length)
-                .min(file_size - offset);
-            let (layout, ticket) = (s.layout, s.readahead.ticket());
-            if attempt >= READ_UNHELD_ATTEMPTS {
-                // Written to all the while: fetched holding the file.
-                Bytes::from(self.data.read(ino, &layout, offset, length).await?).to_vec()
-            } else {
-                // Fetched without holding the file, so reads of one file
-                // (an `io_submit` of many, several readers) go at once.
-                // What was written meanwhile is laid over below; if
-                // written bytes were sent to the OSDs meanwhile (they are
-                // no longer there to lay over, and the fetch may predate
-                // them), the read starts again.
-                drop(s);
-                let fetched = self.data.read(ino, &layout, offset, fetch).await?;
-                s = state.lock().await;
-                if s.readahead.ticket() != ticket {
-                    drop(s);
-                    return Box::pin(self.read_attempt(ino, offset, size, attempt + 1)).await;
-                }
-                let fetched = Bytes::from(fetched);
-                let head = fetched.slice(..usize::try_from(length).unwrap_or(0));
-                if fetch > length {
-                    s.readahead.keep(ticket, offset, fetched);
-                }
-                head.to_vec()
+            // Fetched without holding the file, so reads of one file (an
+            // `io_submit` of many, the kernel's read-ahead, several
+            // readers) go at once. What was written meanwhile is laid
+            // over below; if written bytes were sent to the OSDs meanwhile
+            // (they are no longer there to lay over, and the fetch may
+            // predate them), the read starts again.
+            let ticket = s.readahead.ticket();
+            let plan = s.readahead.plan(offset, length, file_size, &self.readahead);
+            for chunk in plan.start {
+                let data = self.data.clone();
+                // A failure is met by the read that needs the chunk.
+                tokio::spawn(async move {
+                    let _ = fetch_chunk(&data, ino, &layout, &chunk).await;
+                });
             }
+            drop(s);
+            let mut got = None;
+            let ahead = !plan.covering.is_empty();
+            if ahead {
+                let mut chunks = Vec::with_capacity(plan.covering.len());
+                for chunk in plan.covering {
+                    match fetch_chunk(&self.data, ino, &layout, &chunk).await {
+                        Ok(bytes) => chunks.push((chunk, bytes)),
+                        Err(_) => {
+                            state.lock().await.readahead.forget(&chunk);
+                            break;
+                        }
+                    }
+                }
+                got = crate::mount::data::assemble(&chunks, offset, length);
+            }
+            let got_ahead = got.is_some();
+            let fetched = match got {
+                Some(bytes) => bytes,
+                None => {
+                    tracing::debug!(ino, offset, length, "read not from read-ahead");
+                    self.data.read(ino, &layout, offset, length).await?
+                }
+            };
+            s = state.lock().await;
+            if s.readahead.ticket() != ticket {
+                drop(s);
+                return Box::pin(self.read_attempt(ino, offset, size, attempt + 1)).await;
+            }
+            if got_ahead {
+                s.readahead.served(offset, length);
+            }
+            fetched
         };
-        s.readahead.read_to(offset + length);
+        if s.dirty.is_empty() {
+            return Ok(fetched);
+        }
+        let mut buf = fetched.to_vec();
         s.dirty.overlay(offset, &mut buf);
-        Ok(buf)
+        Ok(Bytes::from(buf))
     }
 
     async fn set_attr(

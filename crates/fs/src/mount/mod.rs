@@ -94,11 +94,10 @@ fn allow_whole_object_requests() {
 }
 
 /// Widens the kernel's readahead on this mount to
-/// [`limits::READAHEAD_BYTES`], as CephFS's kernel client does with its
-/// `rasize` (8 MiB): a FUSE connection starts with the kernel's default
-/// (128 KiB), which keeps a buffered sequential read to a few requests in
-/// flight. The mount's backing device info is named after the mount's
-/// device number; written by root (logged), else left as is.
+/// [`limits::KERNEL_READAHEAD_BYTES`]: a FUSE connection starts with the
+/// kernel's default (128 KiB), in requests too small for the mount's own
+/// read-ahead to start on. The mount's backing device info is named after
+/// the mount's device number; written by root (logged), else left as is.
 fn widen_kernel_readahead(mountpoint: &std::path::Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::metadata(mountpoint) else {
@@ -107,7 +106,7 @@ fn widen_kernel_readahead(mountpoint: &std::path::Path) {
     let dev = meta.dev();
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let path = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
-    let want = limits::READAHEAD_BYTES / 1024;
+    let want = limits::KERNEL_READAHEAD_BYTES / 1024;
     match std::fs::write(&path, want.to_string()) {
         Ok(()) => tracing::info!(kib = want, path, "kernel readahead widened"),
         Err(error) => tracing::info!(%error, path, "kernel readahead stays at its default"),
