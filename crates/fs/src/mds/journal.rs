@@ -19,8 +19,8 @@ use crate::format::{
 };
 use crate::layout;
 use crate::mds::limits::{
-    JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, PURGE_PAGE_FILES, SEGMENT_BYTES_MAX,
-    WRITEBACK_DELAY_MS, WRITEBACK_OP_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT,
+    JOURNAL_BATCH_BYTES_MAX, JOURNAL_FLUSH_DELAY_MS, PURGE_OPS_IN_FLIGHT, PURGE_PAGE_FILES,
+    SEGMENT_BYTES_MAX, WRITEBACK_DELAY_MS, WRITEBACK_OP_BYTES_MAX, WRITEBACK_OPS_IN_FLIGHT,
 };
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, WriteOp};
@@ -836,7 +836,7 @@ async fn purge_some(pools: &Pools) -> Result<u64, JournalError> {
     }
     let mut tasks = tokio::task::JoinSet::new();
     for name in objects {
-        while tasks.len() >= WRITEBACK_OPS_IN_FLIGHT {
+        while tasks.len() >= PURGE_OPS_IN_FLIGHT {
             if let Some(r) = tasks.join_next().await {
                 r.map_err(|e| JournalError::Damaged(e.to_string()))??;
             }

@@ -91,3 +91,9 @@ pub const WRITEBACK_OP_BYTES_MAX: usize = 512 << 10;
 
 /// Removed files the purger takes from the purge queue at a time.
 pub const PURGE_PAGE_FILES: u32 = 256;
+
+/// Data objects the purge queue deletes at once: few, so removed files'
+/// data trickles out behind client requests rather than competing with
+/// them for the OSDs (CephFS bounds its purge queue the same way,
+/// `mds_max_purge_ops`).
+pub const PURGE_OPS_IN_FLIGHT: usize = 4;
