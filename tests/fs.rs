@@ -1734,3 +1734,47 @@ fn removed_files_are_purged_in_the_background_across_a_failover() {
     });
     assert_namespace_sound(&cluster);
 }
+
+/// A mount whose cluster is gone still exits on SIGTERM: it tries to send
+/// what closed files kept for a bounded time, logs what it could not, and
+/// unmounts.
+#[test]
+fn a_mount_exits_on_sigterm_when_its_cluster_is_gone() {
+    let cluster = up("fs-gone", 19470, &[]);
+    let mut mount = Mount::new(&cluster, &cluster.dir.join("m"));
+    std::fs::create_dir(mount.path.join("d")).expect("mkdir");
+    // Kept past close under the buffer lease of a file this mount made.
+    std::fs::write(mount.path.join("d/kept"), b"not sent yet").expect("write");
+    let pids = common::recorded_pids(&cluster.dir);
+    assert!(!pids.is_empty(), "no daemon pids recorded");
+    for pid in pids {
+        // The supervisor first, so nothing is restarted.
+        drop(
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status(),
+        );
+    }
+    let started = Instant::now();
+    assert!(
+        Command::new("kill")
+            .arg(mount.child.id().to_string())
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = wait_for(Duration::from_secs(60), Duration::from_millis(100), || {
+        mount
+            .child
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the mount is still running 60 s after SIGTERM".to_owned())
+    });
+    eprintln!("the mount exited after {:?}: {status}", started.elapsed());
+    assert!(!is_fuse_mount(&mount.path), "still mounted");
+    let log = std::fs::read_to_string(cluster.dir.join("mount-m.log")).unwrap_or_default();
+    assert!(
+        log.contains("not sent yet") || log.contains("did not answer"),
+        "the mount does not say what it could not send:\n{log}"
+    );
+}

@@ -1556,11 +1556,24 @@ fn from_kernel_time(t: SystemTime) -> Time {
 }
 
 impl Filesystem for CairnFs {
-    /// At unmount: what closed files kept goes to the OSDs first.
+    /// At unmount: what closed files kept goes to the OSDs first, for at
+    /// most [`UNMOUNT_SEND_DEADLINE_MS`](crate::mount::limits::UNMOUNT_SEND_DEADLINE_MS)
+    /// (a cluster that does not answer does not hold the unmount for
+    /// ever; what could not be sent is logged).
     fn destroy(&mut self) {
         let core = Arc::clone(&self.core);
-        self.rt
-            .block_on(async move { core.send_kept(&[], true).await });
+        let deadline = Duration::from_millis(crate::mount::limits::UNMOUNT_SEND_DEADLINE_MS);
+        let sent = self.rt.block_on(async move {
+            tokio::time::timeout(deadline, core.send_kept(&[], true)).await
+        });
+        if sent.is_err() {
+            let left = lock(&self.core.files).len();
+            tracing::error!(
+                files = left,
+                seconds = deadline.as_secs(),
+                "unmounted before what closed files kept reached the cluster: it did not answer"
+            );
+        }
     }
 
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {

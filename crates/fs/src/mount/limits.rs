@@ -30,6 +30,10 @@ pub const DIRTY_BYTES_PER_FILE_MAX: u64 = 32 << 20;
 /// objects in flight, and a file's buffered data at most 128 MiB.
 pub const WRITE_BEHIND_BUFFERS: usize = 3;
 
+/// At unmount, how long the mount tries to send what closed files kept
+/// before it lets go (and logs what was not sent).
+pub const UNMOUNT_SEND_DEADLINE_MS: u64 = 30_000;
+
 /// An MDS request gives up (`EIO`) after this long without an answer from
 /// any MDS (failovers included).
 pub const MDS_REQUEST_DEADLINE_MS: u64 = 120_000;
