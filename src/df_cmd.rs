@@ -25,7 +25,10 @@ struct DfPool {
     id: u32,
     pg_num: u32,
     redundancy: String,
-    /// Raw capacity of up+in OSDs over the pool's raw-bytes-per-byte.
+    /// The share of raw space that holds object data: 1 / size, or
+    /// k / (k + m).
+    space_efficiency: f64,
+    /// Raw capacity of up+in OSDs times the space efficiency.
     usable_bytes_max: u64,
 }
 
@@ -56,13 +59,8 @@ fn df(
         .pools
         .iter()
         .map(|pool| {
-            // Raw bytes per stored byte: `size` copies, or (k + m) / k.
-            let (numerator, denominator) = match pool.redundancy {
-                cairn_placement::Redundancy::Replicated { size, .. } => (1, u64::from(size)),
-                cairn_placement::Redundancy::Erasure { k, m } => {
-                    (u64::from(k), u64::from(k) + u64::from(m))
-                }
-            };
+            // The share of raw space that holds data: 1 / size, or k / (k + m).
+            let (numerator, denominator) = pool.redundancy.usable_fraction();
             let usable = u128::from(capacity_bytes_up_in) * u128::from(numerator)
                 / u128::from(denominator.max(1));
             DfPool {
@@ -70,6 +68,7 @@ fn df(
                 id: pool.id.0,
                 pg_num: pool.pg_num,
                 redundancy: pool.redundancy.to_string(),
+                space_efficiency: numerator as f64 / denominator.max(1) as f64,
                 usable_bytes_max: u64::try_from(usable).unwrap_or(u64::MAX),
             }
         })
@@ -128,6 +127,7 @@ pub fn run_df(args: DfArgs) -> CliResult {
                 p.id.to_string(),
                 p.pg_num.to_string(),
                 p.redundancy.clone(),
+                format!("{:.0}%", p.space_efficiency * 100.0),
                 "-".to_owned(),
                 gib(p.usable_bytes_max),
             ]
@@ -141,6 +141,7 @@ pub fn run_df(args: DfArgs) -> CliResult {
                 "id",
                 "pg_num",
                 "redundancy",
+                "space efficiency",
                 "objects",
                 "max avail GiB"
             ],

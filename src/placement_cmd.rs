@@ -186,11 +186,8 @@ fn define_pool(map: &mut ClusterMap, args: &PoolArgs) -> CliResult<PoolId> {
     let name = args.pool.clone().unwrap_or_else(|| "sim".to_owned());
     let redundancy = match &args.ec {
         Some(text) => {
-            let (k, m) = text
-                .split_once('+')
-                .and_then(|(k, m)| Some((k.trim().parse().ok()?, m.trim().parse().ok()?)))
-                .ok_or_else(|| format!("--ec {text:?}: expected K+M, e.g. 4+2"))?;
-            Redundancy::Erasure { k, m }
+            let (k, m) = crate::pool_cmd::parse_k_plus_m(text)?;
+            Redundancy::erasure(k, m)
         }
         None => {
             let size = args.size.unwrap_or(3);

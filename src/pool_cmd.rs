@@ -21,13 +21,23 @@ pub struct PoolArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
-    /// Create a replicated pool.
+    /// Create a pool: replicated (`--size`, 3 by default) or erasure-coded
+    /// (`--erasure K+M`).
     Create {
         name: String,
         /// Copies of each object.
-        #[arg(long, default_value_t = 3)]
-        size: u32,
-        /// Copies that must be up to accept writes (default: size - 1, at least 1).
+        #[arg(long, conflicts_with = "erasure")]
+        size: Option<u32>,
+        /// Reed–Solomon with K data and M parity shards, e.g. `4+2`, each
+        /// on a different failure domain (k + m of them are needed).
+        #[arg(long)]
+        erasure: Option<String>,
+        /// Bytes of one stripe unit of an erasure-coded pool: a power of
+        /// two from 4K to 1M (default 16K).
+        #[arg(long = "stripe-unit", requires = "erasure", value_parser = crate::units::parse_size)]
+        stripe_unit: Option<u64>,
+        /// Copies (shards) that must be up to accept writes (default:
+        /// size - 1, at least 1; erasure: k + 1).
         #[arg(long = "min-size")]
         min_size: Option<u32>,
         #[arg(long = "pg-num", default_value_t = 32)]
@@ -74,6 +84,9 @@ pub struct PoolSummary {
     pg_num: u32,
     pgp_num: u32,
     failure_domain: String,
+    /// The share of raw space that holds object data: 1 / size, or
+    /// k / (k + m).
+    space_efficiency: f64,
 }
 
 pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
@@ -86,8 +99,19 @@ pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
             pg_num: p.pg_num,
             pgp_num: p.pgp_num,
             failure_domain: p.failure_domain.to_string(),
+            space_efficiency: {
+                let (num, den) = p.redundancy.usable_fraction();
+                num as f64 / den.max(1) as f64
+            },
         })
         .collect()
+}
+
+/// `K+M` as in `--erasure 4+2`.
+pub fn parse_k_plus_m(text: &str) -> CliResult<(u32, u32)> {
+    text.split_once('+')
+        .and_then(|(k, m)| Some((k.trim().parse().ok()?, m.trim().parse().ok()?)))
+        .ok_or_else(|| format!("--erasure {text:?}: expected K+M, e.g. 4+2").into())
 }
 
 fn failure_domain(text: &str) -> CliResult<FailureDomainSpec> {
@@ -106,22 +130,45 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
             PoolCommand::Create {
                 name,
                 size,
+                erasure,
+                stripe_unit,
                 min_size,
                 pg_num,
                 failure_domain: domain,
             } => {
+                let redundancy = match erasure {
+                    Some(text) => {
+                        let (k, m) = parse_k_plus_m(&text)?;
+                        // Too large for the map: refused by the pool's check.
+                        let stripe_unit = stripe_unit.map(|b| u32::try_from(b).unwrap_or(u32::MAX));
+                        RedundancySpec::Erasure {
+                            k,
+                            m,
+                            min_size,
+                            stripe_unit,
+                        }
+                    }
+                    None => {
+                        let size = size.unwrap_or(3);
+                        RedundancySpec::Replicated {
+                            size,
+                            min_size: min_size.unwrap_or_else(|| size.saturating_sub(1).max(1)),
+                        }
+                    }
+                };
                 let command = MonCommand::PoolCreate {
                     name: name.clone(),
                     pg_num,
-                    redundancy: RedundancySpec::Replicated {
-                        size,
-                        min_size: min_size.unwrap_or_else(|| size.saturating_sub(1).max(1)),
-                    },
+                    redundancy,
                     failure_domain: failure_domain(&domain)?,
                     device_class: None,
                 };
                 client.mon_command(command).await?;
-                println!("pool {name} created");
+                let map = client.refresh_map().await?;
+                match map.pool_by_name(&name) {
+                    Some(pool) => println!("pool {name} created: {}", pool.redundancy),
+                    None => println!("pool {name} created"),
+                }
                 Ok(())
             }
             PoolCommand::Rm { name, confirmed } => {
@@ -197,6 +244,7 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                             p.id.to_string(),
                             p.pg_num.to_string(),
                             p.redundancy.clone(),
+                            format!("{:.0}%", p.space_efficiency * 100.0),
                             p.failure_domain.clone(),
                         ]
                     })
@@ -204,7 +252,14 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                 println!(
                     "{}",
                     table(
-                        &["pool", "id", "pg_num", "redundancy", "failure domain"],
+                        &[
+                            "pool",
+                            "id",
+                            "pg_num",
+                            "redundancy",
+                            "space efficiency",
+                            "failure domain"
+                        ],
                         rows
                     )
                 );

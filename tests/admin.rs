@@ -1,8 +1,9 @@
 //! The administration commands against a real `cairn up` cluster:
 //! `osd tree` shows three up, in OSDs with weights; `osd out`/`osd in`
 //! flip an OSD's in flag; `df` reports the OSDs' capacity and each pool;
-//! `pool set` grows PGs and lowers min_size; `pool rm` needs confirming
-//! and then deletes the pool.
+//! `pool set` grows PGs and lowers min_size; erasure-coded pools are
+//! created (or refused, with the reason) and listed with their space
+//! efficiency; `pool rm` needs confirming and then deletes the pool.
 
 mod common;
 
@@ -106,6 +107,87 @@ fn osd_tree_out_in_df_and_pool_set_rm() {
         "object get",
     );
     assert_eq!(kept, b"still here");
+
+    // Erasure-coded pools: k + m failure domains needed (3 OSDs here),
+    // k, m >= 1, a power-of-two stripe unit from 4K to 1M, min_size from k
+    // to k + m (k + 1 by default, settable later); shown with their space
+    // efficiency by `pool ls` and `df`.
+    for (args, says) in [
+        (&["--erasure", "4+2"][..], "needs 6"),
+        (&["--erasure", "2+0"], "m >= 1"),
+        (
+            &["--erasure", "2+1", "--stripe-unit", "3000"],
+            "power of two",
+        ),
+        (&["--erasure", "2+1", "--stripe-unit", "2M"], "stripe unit"),
+        (&["--erasure", "2+1", "--min-size", "1"], "min_size 1"),
+        (&["--erasure", "two+1"], "expected K+M"),
+        (&["--erasure", "2+1", "--size", "3"], "cannot be used with"),
+    ] {
+        let mut full = vec!["pool", "create", "bad-ec", "--pg-num", "4"];
+        full.extend_from_slice(args);
+        let out = cluster.cairn(&full);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "pool create {args:?}: want an error saying {says:?}, got: {err}"
+        );
+    }
+    let created = ok(
+        cluster.cairn(&[
+            "pool",
+            "create",
+            "ec",
+            "--erasure",
+            "2+1",
+            "--stripe-unit",
+            "64K",
+            "--pg-num",
+            "4",
+        ]),
+        "pool create --erasure",
+    );
+    assert!(
+        String::from_utf8_lossy(&created).contains("erasure 2+1 min_size 3 stripe_unit 64K"),
+        "{}",
+        String::from_utf8_lossy(&created)
+    );
+    ok(
+        cluster.cairn(&["pool", "set", "ec", "--min-size", "2"]),
+        "pool set --min-size on an erasure-coded pool",
+    );
+    assert!(
+        !cluster
+            .cairn(&["pool", "set", "ec", "--min-size", "4"])
+            .status
+            .success(),
+        "min_size above k + m is refused"
+    );
+    let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
+    let ec = pool(&pools, "ec").expect("ec");
+    assert_eq!(
+        ec["redundancy"], "erasure 2+1 min_size 2 stripe_unit 64K",
+        "{ec}"
+    );
+    let efficiency = |p: &serde_json::Value| p["space_efficiency"].as_f64().unwrap_or(0.0);
+    assert!((efficiency(ec) - 2.0 / 3.0).abs() < 1e-9, "{ec}");
+    let data = pool(&pools, "data").expect("data");
+    assert!((efficiency(data) - 1.0 / 3.0).abs() < 1e-9, "{data}");
+    let df = ok_json(cluster.cairn(&["df", "--json"]), "df");
+    let ec = pool(&df["pools"], "ec").expect("ec in df");
+    assert_eq!(
+        ec["usable_bytes_max"].as_u64(),
+        Some(capacity * 2 / 3),
+        "{df}"
+    );
+    assert!(
+        String::from_utf8_lossy(&ok(cluster.cairn(&["pool", "ls"]), "pool ls")).contains("67%"),
+        "pool ls shows the space efficiency"
+    );
+    ok(
+        cluster.cairn(&["pool", "rm", "ec", "--yes-i-really-mean-it"]),
+        "pool rm ec",
+    );
 
     let unconfirmed = cluster.cairn(&["pool", "rm", "scratch"]);
     assert!(!unconfirmed.status.success(), "pool rm needs confirming");

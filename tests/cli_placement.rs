@@ -123,7 +123,10 @@ fn simulate_mixed_weights_classes_and_erasure_coding() {
         "--json",
     ]);
     let pool = &report["pools"][0];
-    assert_eq!(pool["pool"]["rule"], "erasure k=4 m=2");
+    assert_eq!(
+        pool["pool"]["rule"],
+        "erasure 4+2 min_size 5 stripe_unit 16K"
+    );
     assert_eq!(pool["pool"]["size"], 6);
     assert_eq!(
         pool["distribution"]["per_osd"]["items"], 36,

@@ -803,9 +803,9 @@ fn pool_set(
     }
     if let Some(min_size) = min_size {
         match &mut next.redundancy {
-            Redundancy::Replicated { min_size: m, .. } => *m = min_size,
-            Redundancy::Erasure { .. } => {
-                return fail("min_size is fixed at k + 1 for erasure-coded pools".into());
+            Redundancy::Replicated { min_size: m, .. }
+            | Redundancy::Erasure { min_size: m, .. } => {
+                *m = min_size;
             }
         }
     }

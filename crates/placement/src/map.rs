@@ -11,7 +11,7 @@ use std::fmt;
 /// Envelope kind of an encoded cluster map.
 pub const MAP_MAGIC: [u8; 4] = *b"CMAP";
 /// Current binary format version of the cluster map.
-pub const MAP_FORMAT_VERSION: u16 = 1;
+pub const MAP_FORMAT_VERSION: u16 = 2;
 
 /// An OSD weight in 16.16 fixed point, as Ceph's CRUSH weights are: 1.0 is
 /// conventionally 1 TiB of capacity. Fixed point keeps placement exact and
@@ -114,8 +114,26 @@ fn default_true() -> bool {
 pub enum Redundancy {
     /// `size` full copies; writes need `min_size` of them up.
     Replicated { size: u32, min_size: u32 },
-    /// Reed–Solomon: `k` data chunks plus `m` parity chunks.
-    Erasure { k: u32, m: u32 },
+    /// Reed–Solomon: `k` data shards plus `m` parity shards; objects are
+    /// cut into stripes of `k` units of `stripe_unit` bytes (a power of
+    /// two, 4 KiB to 1 MiB); writes need `min_size` shards up (`k` to
+    /// `k + m`; 0 in the human form means the default, `k + 1`).
+    Erasure {
+        k: u32,
+        m: u32,
+        #[serde(default)]
+        min_size: u32,
+        #[serde(default = "default_stripe_unit")]
+        stripe_unit: u32,
+    },
+}
+
+/// The stripe unit of an erasure-coded pool that names none: a 4 KiB read
+/// touches one shard, a 4 MiB object of a 4+2 pool is 64 full stripes.
+pub const DEFAULT_STRIPE_UNIT_BYTES: u32 = 16 << 10;
+
+fn default_stripe_unit() -> u32 {
+    DEFAULT_STRIPE_UNIT_BYTES
 }
 
 impl Redundancy {
@@ -124,17 +142,44 @@ impl Redundancy {
     pub fn shard_count(self) -> u32 {
         match self {
             Redundancy::Replicated { size, .. } => size,
-            Redundancy::Erasure { k, m } => k + m,
+            Redundancy::Erasure { k, m, .. } => k + m,
         }
     }
 
-    /// Fewest up shards with which the PG accepts writes (erasure: `k + 1`,
-    /// so one more failure still loses nothing acknowledged).
+    /// Fewest up shards with which the PG accepts writes (erasure: `k + 1`
+    /// unless the pool says otherwise, so one more failure still loses
+    /// nothing acknowledged).
     #[must_use]
     pub fn min_size(self) -> u32 {
         match self {
             Redundancy::Replicated { min_size, .. } => min_size,
-            Redundancy::Erasure { k, m } => (k + 1).min(k + m),
+            Redundancy::Erasure {
+                k, m, min_size: 0, ..
+            } => (k + 1).min(k + m),
+            Redundancy::Erasure { min_size, .. } => min_size,
+        }
+    }
+
+    /// An erasure-coded pool: `k` data shards and `m` parity shards, the
+    /// default `min_size` and stripe unit.
+    #[must_use]
+    pub fn erasure(k: u32, m: u32) -> Redundancy {
+        Redundancy::Erasure {
+            k,
+            m,
+            min_size: (k + 1).min(k.saturating_add(m)),
+            stripe_unit: DEFAULT_STRIPE_UNIT_BYTES,
+        }
+    }
+
+    /// The share of raw capacity that holds object data, as `(numerator,
+    /// denominator)`: `1 / size` for replication, `k / (k + m)` for
+    /// erasure coding (the pool's space efficiency).
+    #[must_use]
+    pub fn usable_fraction(self) -> (u64, u64) {
+        match self {
+            Redundancy::Replicated { size, .. } => (1, u64::from(size.max(1))),
+            Redundancy::Erasure { k, m, .. } => (u64::from(k), u64::from(k) + u64::from(m)),
         }
     }
 
@@ -152,7 +197,14 @@ impl fmt::Display for Redundancy {
             Redundancy::Replicated { size, min_size } => {
                 write!(f, "replicated size {size} min_size {min_size}")
             }
-            Redundancy::Erasure { k, m } => write!(f, "erasure k={k} m={m}"),
+            Redundancy::Erasure {
+                k, m, stripe_unit, ..
+            } => write!(
+                f,
+                "erasure {k}+{m} min_size {} stripe_unit {}K",
+                self.min_size(),
+                stripe_unit >> 10
+            ),
         }
     }
 }
@@ -365,12 +417,26 @@ impl Pool {
                     ));
                 }
             }
-            Redundancy::Erasure { k, m } => {
+            Redundancy::Erasure {
+                k,
+                m,
+                min_size,
+                stripe_unit,
+            } => {
                 if k == 0 || m == 0 || k.saturating_add(m) > limits::SHARD_COUNT_MAX {
                     return fail(format!(
                         "erasure k={k} m={m}: need k >= 1, m >= 1 and k + m <= {}",
                         limits::SHARD_COUNT_MAX
                     ));
+                }
+                if min_size != 0 && (min_size < k || min_size > k + m) {
+                    return fail(format!(
+                        "erasure {k}+{m}: min_size {min_size} must be between k ({k}) and k + m ({})",
+                        k + m
+                    ));
+                }
+                if let Err(e) = cairn_ec::StripeLayout::new(k, m, u64::from(stripe_unit)) {
+                    return fail(format!("erasure {k}+{m}: {e}"));
                 }
             }
         }
@@ -453,6 +519,11 @@ impl ClusterMap {
         for pool in &mut self.pools {
             if pool.pgp_num == 0 {
                 pool.pgp_num = pool.pg_num;
+            }
+            if let Redundancy::Erasure { k, m, min_size, .. } = &mut pool.redundancy
+                && *min_size == 0
+            {
+                *min_size = (*k + 1).min(k.saturating_add(*m));
             }
         }
         self.osds.sort_by_key(|o| o.id);
@@ -562,7 +633,7 @@ impl ClusterMap {
         Ok(())
     }
 
-    /// The binary form: a `CMAP` envelope, format version 1.
+    /// The binary form: a `CMAP` envelope, format version 2.
     ///
     /// # Errors
     /// [`MapError::Envelope`] if the map is too large to encode.
@@ -570,17 +641,21 @@ impl ClusterMap {
         Ok(envelope::encode(
             MAP_MAGIC,
             MAP_FORMAT_VERSION,
-            &v1::MapV1::from(self),
+            &v1::MapBin::<v1::PoolV2>::from(self),
         )?)
     }
 
-    /// Reads the binary form and validates the map.
+    /// Reads the binary form (format version 1 or 2) and validates the map.
     ///
     /// # Errors
     /// [`MapError::Envelope`] for damaged bytes, or any validation error.
     pub fn decode(bytes: &[u8]) -> Result<ClusterMap, MapError> {
-        let record: v1::MapV1 = envelope::decode(bytes, MAP_MAGIC, MAP_FORMAT_VERSION)?;
-        let map = ClusterMap::from(record);
+        let (header, body) = envelope::check(bytes, MAP_MAGIC, &[1, MAP_FORMAT_VERSION])?;
+        let map = if header.version == 1 {
+            ClusterMap::from(envelope::decode_body::<v1::MapBin<v1::PoolV1>>(body)?)
+        } else {
+            ClusterMap::from(envelope::decode_body::<v1::MapBin<v1::PoolV2>>(body)?)
+        };
         map.validate()?;
         Ok(map)
     }
@@ -610,28 +685,31 @@ impl ClusterMap {
     }
 }
 
-/// Binary format version 1 of the cluster map and of its OSD and pool
-/// records, field by field. Kept apart from the in-memory types so the serde
+/// Binary formats of the cluster map and of its OSD and pool records,
+/// field by field. Kept apart from the in-memory types so the serde
 /// attributes of the human form (defaults, an internally tagged enum that
-/// postcard cannot read, skipped fields) can never change the bytes; a
-/// golden test freezes them. Other binary records that carry OSDs or pools
-/// (the monitor's incrementals) use these same types. See
+/// postcard cannot read, skipped fields) can never change the bytes;
+/// golden tests freeze them. Other binary records that carry OSDs or pools
+/// (the monitor's incrementals) use these same types. Version 2 (written
+/// now) differs from version 1 (still read) only in the redundancy rule:
+/// an erasure-coded pool carries its `min_size` and stripe unit. See
 /// `docs/placement.md`.
 pub mod v1 {
     use super::{ClusterMap, FailureDomain, OsdInfo, Pool, Redundancy, Weight};
     use cairn_types::{Epoch, OsdId, PgId, PoolId};
     use serde::{Deserialize, Serialize};
 
+    /// The map, binary, with pools of form `P`.
     #[derive(Serialize, Deserialize)]
-    pub(super) struct MapV1 {
+    pub(super) struct MapBin<P> {
         epoch: u64,
         osds: Vec<OsdV1>,
-        pools: Vec<PoolV1>,
+        pools: Vec<P>,
         pg_temp: Vec<(PgId, Vec<u32>)>,
         pg_upmap_items: Vec<(PgId, Vec<(u32, u32)>)>,
     }
 
-    /// One OSD, binary v1.
+    /// One OSD, binary v1 (and v2).
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub struct OsdV1 {
         pub id: u32,
@@ -643,31 +721,102 @@ pub mod v1 {
         pub is_in: bool,
     }
 
-    /// One pool, binary v1.
+    /// One pool, binary, with a redundancy rule of form `R`.
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct PoolV1 {
+    pub struct PoolBin<R> {
         pub id: u32,
         pub name: String,
         pub pg_num: u32,
         pub pgp_num: u32,
-        pub redundancy: RedundancyV1,
+        pub redundancy: R,
         pub failure_domain: FailureDomainV1,
         pub device_class: Option<String>,
     }
 
-    /// A redundancy rule, binary v1 (externally tagged).
+    /// One pool, binary v1 (read only).
+    pub type PoolV1 = PoolBin<RedundancyV1>;
+    /// One pool, binary v2.
+    pub type PoolV2 = PoolBin<RedundancyV2>;
+
+    /// A redundancy rule, binary v1 (externally tagged): an erasure-coded
+    /// pool reads back with the default `min_size` and stripe unit.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum RedundancyV1 {
         Replicated { size: u32, min_size: u32 },
         Erasure { k: u32, m: u32 },
     }
 
-    /// A failure domain, binary v1.
+    /// A redundancy rule, binary v2 (externally tagged).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum RedundancyV2 {
+        Replicated {
+            size: u32,
+            min_size: u32,
+        },
+        Erasure {
+            k: u32,
+            m: u32,
+            min_size: u32,
+            stripe_unit: u32,
+        },
+    }
+
+    /// A failure domain, binary v1 (and v2).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum FailureDomainV1 {
         Osd,
         Host,
         Rack,
+    }
+
+    impl From<RedundancyV1> for Redundancy {
+        fn from(r: RedundancyV1) -> Redundancy {
+            match r {
+                RedundancyV1::Replicated { size, min_size } => {
+                    Redundancy::Replicated { size, min_size }
+                }
+                RedundancyV1::Erasure { k, m } => Redundancy::erasure(k, m),
+            }
+        }
+    }
+
+    impl From<RedundancyV2> for Redundancy {
+        fn from(r: RedundancyV2) -> Redundancy {
+            match r {
+                RedundancyV2::Replicated { size, min_size } => {
+                    Redundancy::Replicated { size, min_size }
+                }
+                RedundancyV2::Erasure {
+                    k,
+                    m,
+                    min_size,
+                    stripe_unit,
+                } => Redundancy::Erasure {
+                    k,
+                    m,
+                    min_size,
+                    stripe_unit,
+                },
+            }
+        }
+    }
+
+    impl From<Redundancy> for RedundancyV2 {
+        fn from(r: Redundancy) -> RedundancyV2 {
+            match r {
+                Redundancy::Replicated { size, min_size } => {
+                    RedundancyV2::Replicated { size, min_size }
+                }
+                Redundancy::Erasure {
+                    k, m, stripe_unit, ..
+                } => RedundancyV2::Erasure {
+                    k,
+                    m,
+                    min_size: r.min_size(),
+                    stripe_unit,
+                },
+            }
+        }
     }
 
     impl From<&OsdInfo> for OsdV1 {
@@ -698,19 +847,14 @@ pub mod v1 {
         }
     }
 
-    impl From<PoolV1> for Pool {
-        fn from(p: PoolV1) -> Pool {
+    impl<R: Into<Redundancy>> From<PoolBin<R>> for Pool {
+        fn from(p: PoolBin<R>) -> Pool {
             Pool {
                 id: PoolId(p.id),
                 name: p.name,
                 pg_num: p.pg_num,
                 pgp_num: p.pgp_num,
-                redundancy: match p.redundancy {
-                    RedundancyV1::Replicated { size, min_size } => {
-                        Redundancy::Replicated { size, min_size }
-                    }
-                    RedundancyV1::Erasure { k, m } => Redundancy::Erasure { k, m },
-                },
+                redundancy: p.redundancy.into(),
                 failure_domain: match p.failure_domain {
                     FailureDomainV1::Osd => FailureDomain::Osd,
                     FailureDomainV1::Host => FailureDomain::Host,
@@ -721,12 +865,30 @@ pub mod v1 {
         }
     }
 
-    impl From<&ClusterMap> for MapV1 {
-        fn from(map: &ClusterMap) -> MapV1 {
-            MapV1 {
+    impl From<&Pool> for PoolV2 {
+        fn from(p: &Pool) -> PoolV2 {
+            PoolBin {
+                id: p.id.0,
+                name: p.name.clone(),
+                pg_num: p.pg_num,
+                pgp_num: p.pgp_num,
+                redundancy: p.redundancy.into(),
+                failure_domain: match p.failure_domain {
+                    FailureDomain::Osd => FailureDomainV1::Osd,
+                    FailureDomain::Host => FailureDomainV1::Host,
+                    FailureDomain::Rack => FailureDomainV1::Rack,
+                },
+                device_class: p.device_class.clone(),
+            }
+        }
+    }
+
+    impl From<&ClusterMap> for MapBin<PoolV2> {
+        fn from(map: &ClusterMap) -> MapBin<PoolV2> {
+            MapBin {
                 epoch: map.epoch.0,
                 osds: map.osds.iter().map(OsdV1::from).collect(),
-                pools: map.pools.iter().map(PoolV1::from).collect(),
+                pools: map.pools.iter().map(PoolV2::from).collect(),
                 pg_temp: map
                     .pg_temp
                     .iter()
@@ -741,35 +903,12 @@ pub mod v1 {
         }
     }
 
-    impl From<&Pool> for PoolV1 {
-        fn from(p: &Pool) -> PoolV1 {
-            PoolV1 {
-                id: p.id.0,
-                name: p.name.clone(),
-                pg_num: p.pg_num,
-                pgp_num: p.pgp_num,
-                redundancy: match p.redundancy {
-                    Redundancy::Replicated { size, min_size } => {
-                        RedundancyV1::Replicated { size, min_size }
-                    }
-                    Redundancy::Erasure { k, m } => RedundancyV1::Erasure { k, m },
-                },
-                failure_domain: match p.failure_domain {
-                    FailureDomain::Osd => FailureDomainV1::Osd,
-                    FailureDomain::Host => FailureDomainV1::Host,
-                    FailureDomain::Rack => FailureDomainV1::Rack,
-                },
-                device_class: p.device_class.clone(),
-            }
-        }
-    }
-
-    impl From<MapV1> for ClusterMap {
-        fn from(m: MapV1) -> ClusterMap {
+    impl<P: Into<Pool>> From<MapBin<P>> for ClusterMap {
+        fn from(m: MapBin<P>) -> ClusterMap {
             ClusterMap {
                 epoch: Epoch(m.epoch),
                 osds: m.osds.into_iter().map(OsdInfo::from).collect(),
-                pools: m.pools.into_iter().map(Pool::from).collect(),
+                pools: m.pools.into_iter().map(Into::into).collect(),
                 pg_temp: m
                     .pg_temp
                     .into_iter()
@@ -826,7 +965,7 @@ mod tests {
             name: "rbd".into(),
             pg_num: 8,
             pgp_num: 8,
-            redundancy: Redundancy::Erasure { k: 1, m: 1 },
+            redundancy: Redundancy::erasure(1, 1),
             failure_domain: FailureDomain::Host,
             device_class: None,
         });
@@ -838,16 +977,35 @@ mod tests {
         map
     }
 
-    /// Format version 1, frozen: a change here breaks every stored map.
+    /// Format version 1, frozen: maps stored before version 2 still read
+    /// (an erasure-coded pool gets the default `min_size` and stripe unit).
     #[test]
     fn golden_bytes_v1() {
-        let bytes = tiny().encode().expect("encode");
+        let hex = "434d4150010000003b0000007bb9324a0702000268300272308080040373736401010102683102723080800a03686464000101010372626408080101010100010103020100010105010001";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect();
+        assert_eq!(ClusterMap::decode(&bytes).expect("decode"), tiny());
+    }
+
+    /// Format version 2, frozen: a change here breaks every stored map.
+    #[test]
+    fn golden_bytes_v2() {
+        let mut map = tiny();
+        map.pools[0].redundancy = Redundancy::Erasure {
+            k: 1,
+            m: 1,
+            min_size: 1,
+            stripe_unit: 64 << 10,
+        };
+        let bytes = map.encode().expect("encode");
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            "434d4150010000003b0000007bb9324a0702000268300272308080040373736401010102683102723080800a03686464000101010372626408080101010100010103020100010105010001"
+            "434d4150020000003f0000000e7225110702000268300272308080040373736401010102683102723080800a0368646400010101037262640808010101018080040100010103020100010105010001"
         );
-        assert_eq!(ClusterMap::decode(&bytes).expect("decode"), tiny());
+        assert_eq!(ClusterMap::decode(&bytes).expect("decode"), map);
     }
 
     #[test]

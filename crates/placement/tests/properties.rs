@@ -43,7 +43,7 @@ fn with_pool(mut map: ClusterMap, pool: Pool) -> ClusterMap {
 fn redundancy() -> impl Strategy<Value = Redundancy> {
     prop_oneof![
         (1u32..=4).prop_map(|size| Redundancy::Replicated { size, min_size: 1 }),
-        (1u32..=4, 1u32..=2).prop_map(|(k, m)| Redundancy::Erasure { k, m }),
+        (1u32..=4, 1u32..=2).prop_map(|(k, m)| Redundancy::erasure(k, m)),
     ]
 }
 
@@ -191,7 +191,7 @@ fn large() -> impl Strategy<Value = ClusterMap> {
                 size: 2,
                 min_size: 1
             }),
-            Just(Redundancy::Erasure { k: 4, m: 2 })
+            Just(Redundancy::erasure(4, 2))
         ],
         prop_oneof![
             Just(FailureDomain::Host),
@@ -408,11 +408,7 @@ fn golden_mappings() {
         [vec![11, 7, 2], vec![11, 0, 6], vec![7, 10, 4]]
     );
     let mut ec = replicated.clone();
-    ec.upsert_pool(pool(
-        Redundancy::Erasure { k: 2, m: 2 },
-        64,
-        FailureDomain::Osd,
-    ));
+    ec.upsert_pool(pool(Redundancy::erasure(2, 2), 64, FailureDomain::Osd));
     let placement = Placement::new(&ec);
     let positions = |pg: u32| -> Vec<u32> {
         placement
@@ -444,7 +440,7 @@ fn up_and_acting_sets() {
             FailureDomain::Host,
         ),
     );
-    let mut ec = pool(Redundancy::Erasure { k: 2, m: 1 }, 16, FailureDomain::Host);
+    let mut ec = pool(Redundancy::erasure(2, 1), 16, FailureDomain::Host);
     ec.id = PoolId(2);
     ec.name = "ec".into();
     map.upsert_pool(ec);
@@ -567,11 +563,7 @@ fn balancer_reaches_its_target_with_the_fewest_moves() {
             FailureDomain::Host,
             2048,
         ),
-        (
-            Redundancy::Erasure { k: 4, m: 2 },
-            FailureDomain::Host,
-            1024,
-        ),
+        (Redundancy::erasure(4, 2), FailureDomain::Host, 1024),
         (
             Redundancy::Replicated {
                 size: 2,

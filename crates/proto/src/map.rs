@@ -1,7 +1,7 @@
 //! [`Incremental`]: the change from epoch `e - 1` to epoch `e`, and
 //! [`MonState`]: the map plus the monitor-only OSD endpoints it applies to.
 
-use cairn_placement::map::v1::{OsdV1, PoolV1};
+use cairn_placement::map::v1::{OsdV1, PoolV1, PoolV2};
 use cairn_placement::{ClusterMap, OsdInfo, Pool};
 use cairn_types::envelope::{self, EnvelopeError};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// Envelope kind of a stored incremental.
 pub const INCREMENTAL_MAGIC: [u8; 4] = *b"CINC";
 /// Current binary format version of an incremental.
-pub const INCREMENTAL_FORMAT_VERSION: u16 = 1;
+pub const INCREMENTAL_FORMAT_VERSION: u16 = 2;
 
 /// Where an OSD listens and how much it holds. Kept by the monitor beside
 /// the cluster map (not inside it, whose binary format is frozen).
@@ -45,7 +45,7 @@ pub type UpmapItems = Vec<(OsdId, OsdId)>;
 /// mirror, so the human-form attributes of placement's types never reach
 /// these bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "IncrementalV1", from = "IncrementalV1")]
+#[serde(into = "IncrementalV2", from = "IncrementalV2")]
 pub struct Incremental {
     /// The epoch this incremental produces.
     pub epoch: Epoch,
@@ -85,7 +85,7 @@ impl Incremental {
             && self.pg_upmap_items.is_empty()
     }
 
-    /// The on-disk form: a `CINC` envelope, format version 1.
+    /// The on-disk form: a `CINC` envelope, format version 2.
     ///
     /// # Errors
     /// If the incremental is too large for an envelope.
@@ -93,12 +93,18 @@ impl Incremental {
         envelope::encode(INCREMENTAL_MAGIC, INCREMENTAL_FORMAT_VERSION, self)
     }
 
-    /// Reads the on-disk form.
+    /// Reads the on-disk form, format version 1 or 2.
     ///
     /// # Errors
     /// [`EnvelopeError`] for damaged bytes.
     pub fn decode(bytes: &[u8]) -> Result<Incremental, EnvelopeError> {
-        envelope::decode(bytes, INCREMENTAL_MAGIC, INCREMENTAL_FORMAT_VERSION)
+        let (header, body) =
+            envelope::check(bytes, INCREMENTAL_MAGIC, &[1, INCREMENTAL_FORMAT_VERSION])?;
+        if header.version == 1 {
+            Ok(envelope::decode_body::<IncrementalV1>(body)?.into())
+        } else {
+            envelope::decode_body(body)
+        }
     }
 }
 
@@ -155,22 +161,27 @@ impl MonState {
 type PgTempV1 = Vec<(PgId, Option<Vec<u32>>)>;
 type UpmapV1 = Vec<(PgId, Option<Vec<(u32, u32)>>)>;
 
-/// Binary format version 1 of [`Incremental`].
+/// Binary formats of [`Incremental`], with pools of form `P`: version 1
+/// (read only) and version 2 (an erasure-coded pool carries its `min_size`
+/// and stripe unit).
 #[derive(Clone, Serialize, Deserialize)]
-struct IncrementalV1 {
+struct IncrementalBin<P> {
     epoch: u64,
     osd_upserts: Vec<OsdV1>,
     osd_removals: Vec<u32>,
     endpoint_upserts: Vec<(u32, String, u64)>,
-    pool_upserts: Vec<PoolV1>,
+    pool_upserts: Vec<P>,
     pool_removals: Vec<u32>,
     pg_temp: PgTempV1,
     pg_upmap_items: UpmapV1,
 }
 
-impl From<Incremental> for IncrementalV1 {
-    fn from(i: Incremental) -> IncrementalV1 {
-        IncrementalV1 {
+type IncrementalV1 = IncrementalBin<PoolV1>;
+type IncrementalV2 = IncrementalBin<PoolV2>;
+
+impl From<Incremental> for IncrementalV2 {
+    fn from(i: Incremental) -> IncrementalV2 {
+        IncrementalBin {
             epoch: i.epoch.0,
             osd_upserts: i.osd_upserts.iter().map(OsdV1::from).collect(),
             osd_removals: i.osd_removals.iter().map(|o| o.0).collect(),
@@ -179,7 +190,7 @@ impl From<Incremental> for IncrementalV1 {
                 .into_iter()
                 .map(|(id, e)| (id.0, e.addr, e.capacity_bytes))
                 .collect(),
-            pool_upserts: i.pool_upserts.iter().map(PoolV1::from).collect(),
+            pool_upserts: i.pool_upserts.iter().map(PoolV2::from).collect(),
             pool_removals: i.pool_removals.iter().map(|p| p.0).collect(),
             pg_temp: i
                 .pg_temp
@@ -200,8 +211,8 @@ impl From<Incremental> for IncrementalV1 {
     }
 }
 
-impl From<IncrementalV1> for Incremental {
-    fn from(i: IncrementalV1) -> Incremental {
+impl<P: Into<Pool>> From<IncrementalBin<P>> for Incremental {
+    fn from(i: IncrementalBin<P>) -> Incremental {
         Incremental {
             epoch: Epoch(i.epoch),
             osd_upserts: i.osd_upserts.into_iter().map(OsdInfo::from).collect(),
@@ -211,7 +222,7 @@ impl From<IncrementalV1> for Incremental {
                 .into_iter()
                 .map(OsdEndpoint::from_v1)
                 .collect(),
-            pool_upserts: i.pool_upserts.into_iter().map(Pool::from).collect(),
+            pool_upserts: i.pool_upserts.into_iter().map(Into::into).collect(),
             pool_removals: i.pool_removals.into_iter().map(PoolId).collect(),
             pg_temp: i
                 .pg_temp
@@ -262,7 +273,7 @@ mod tests {
                 name: "p".into(),
                 pg_num: 4,
                 pgp_num: 4,
-                redundancy: Redundancy::Erasure { k: 2, m: 1 },
+                redundancy: Redundancy::erasure(2, 1),
                 failure_domain: FailureDomain::Osd,
                 device_class: None,
             }],
@@ -272,15 +283,28 @@ mod tests {
         }
     }
 
-    /// Format version 1, frozen: a change here breaks every stored monitor.
+    /// Format version 1, frozen: incrementals stored before version 2
+    /// still read.
     #[test]
     fn golden_bytes_v1() {
+        let hex = "43494e43010000003b000000c44c6a190201000268300272308080040373736401010001000e\
+3132372e302e302e313a373030308080808004010101700404010201000001030101020000";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect();
+        assert_eq!(Incremental::decode(&bytes).expect("decode"), sample());
+    }
+
+    /// Format version 2, frozen: a change here breaks every stored monitor.
+    #[test]
+    fn golden_bytes_v2() {
         let bytes = sample().encode().expect("encode");
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            "43494e43010000003b000000c44c6a190201000268300272308080040373736401010001000e\
-3132372e302e302e313a373030308080808004010101700404010201000001030101020000"
+            "43494e43020000003f00000050fbe9ce0201000268300272308080040373736401010001000e\
+3132372e302e302e313a37303030808080800401010170040401020103808001000001030101020000"
         );
         assert_eq!(Incremental::decode(&bytes).expect("decode"), sample());
     }

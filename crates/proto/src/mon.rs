@@ -151,8 +151,17 @@ pub enum MdsRole {
 /// [`Redundancy`] on the wire (externally tagged, which postcard can read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RedundancySpec {
-    Replicated { size: u32, min_size: u32 },
-    Erasure { k: u32, m: u32 },
+    Replicated {
+        size: u32,
+        min_size: u32,
+    },
+    /// `None`: the default (`min_size` `k + 1`, a 16 KiB stripe unit).
+    Erasure {
+        k: u32,
+        m: u32,
+        min_size: Option<u32>,
+        stripe_unit: Option<u32>,
+    },
 }
 
 impl From<RedundancySpec> for Redundancy {
@@ -161,7 +170,21 @@ impl From<RedundancySpec> for Redundancy {
             RedundancySpec::Replicated { size, min_size } => {
                 Redundancy::Replicated { size, min_size }
             }
-            RedundancySpec::Erasure { k, m } => Redundancy::Erasure { k, m },
+            RedundancySpec::Erasure {
+                k,
+                m,
+                min_size,
+                stripe_unit,
+            } => {
+                let default = Redundancy::erasure(k, m);
+                Redundancy::Erasure {
+                    k,
+                    m,
+                    min_size: min_size.unwrap_or_else(|| default.min_size()),
+                    stripe_unit: stripe_unit
+                        .unwrap_or(cairn_placement::map::DEFAULT_STRIPE_UNIT_BYTES),
+                }
+            }
         }
     }
 }

@@ -119,7 +119,12 @@ fn mon_samples(out: &mut Vec<Sample>) {
             MonCommand::PoolCreate {
                 name: "ec".into(),
                 pg_num: 32,
-                redundancy: RedundancySpec::Erasure { k: 4, m: 2 },
+                redundancy: RedundancySpec::Erasure {
+                    k: 4,
+                    m: 2,
+                    min_size: None,
+                    stripe_unit: Some(65536),
+                },
                 failure_domain: FailureDomainSpec::Rack,
                 device_class: None,
             },
@@ -1296,7 +1301,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "CommandRequest/PoolCreate/ec",
         0x0102,
-        "04026563200104020200",
+        "040265632001040200018080040200",
     ),
     ("CommandRequest/PoolDelete", 0x0102, "050464617461"),
     ("CommandRequest/PoolSet", 0x0102, "060464617461018001000101"),

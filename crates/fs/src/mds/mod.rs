@@ -435,26 +435,24 @@ async fn refresh_stat(
     let mut nearfull = false;
     loop {
         if let Ok(reports) = pools.client.osd_stats().await {
-            let copies = match pools.client.map().await {
+            // The data pool's share of raw space: 1 / size, or k / (k + m).
+            let (num, den) = match pools.client.map().await {
                 Ok(map) => map
                     .pools
                     .iter()
                     .find(|p| p.name == pools.data_pool)
-                    .map_or(1, |p| match p.redundancy {
-                        cairn_placement::Redundancy::Replicated { size, .. } => {
-                            u64::from(size.max(1))
-                        }
-                        cairn_placement::Redundancy::Erasure { k, m } => {
-                            u64::from(k + m) / u64::from(k.max(1))
-                        }
-                    }),
-                Err(_) => 1,
+                    .map_or((1, 1), |p| p.redundancy.usable_fraction()),
+                Err(_) => (1, 1),
+            };
+            let share = |raw: u64| {
+                u64::try_from(u128::from(raw) * u128::from(num) / u128::from(den.max(1)))
+                    .unwrap_or(u64::MAX)
             };
             let total: u64 = reports.iter().map(|r| r.stats.total_bytes).sum();
             let free: u64 = reports.iter().map(|r| r.stats.available_bytes).sum();
             if let Ok(mut s) = stat.lock() {
-                s.total_bytes = total / copies;
-                s.free_bytes = free / copies;
+                s.total_bytes = share(total);
+                s.free_bytes = share(free);
             }
             nearfull = reports.iter().any(|r| r.stats.nearfull);
             nearfull_flag.store(nearfull, std::sync::atomic::Ordering::Relaxed);
