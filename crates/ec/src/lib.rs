@@ -1,7 +1,8 @@
 //! Erasure coding for Cairn's erasure-coded pools: a Reed–Solomon code
 //! behind the [`Codec`] trait ([`ReedSolomon`], on `reed-solomon-simd`'s
-//! SIMD engine), and the [`StripeLayout`] that maps an object's bytes onto
-//! `k` data shards and `m` parity shards.
+//! SIMD engine), the [`StripeLayout`] that maps an object's bytes onto
+//! `k` data shards and `m` parity shards, and whole objects to shards and
+//! back ([`object`]: split, join, rebuild, gather).
 //!
 //! Pure: no I/O, no async, no clock. The OSD's EC backend decides what to
 //! read and write; this crate computes what the bytes are.
@@ -21,6 +22,8 @@
 
 pub mod codec;
 pub mod layout;
+pub mod object;
 
 pub use codec::{Codec, CodecError, ReedSolomon};
 pub use layout::{CHUNK_ALIGN, Extent, LayoutError, StripeLayout};
+pub use object::{ObjectError, Shards};
