@@ -567,6 +567,12 @@ fn print_status(s: &Status) {
                 m.slow_now,
                 m.slow_total
             );
+            println!(
+                "         purge queue: {}{} removed files' data to delete, {} deleted since start",
+                m.purge_waiting,
+                if m.purge_waiting_more { "+" } else { "" },
+                m.purged_total
+            );
         }
     }
     println!();

@@ -1697,6 +1697,27 @@ fn removed_files_are_purged_in_the_background_across_a_failover() {
     use std::os::unix::fs::MetadataExt;
     let cluster = up("fs-purge", 19440, &["--mds", "2"]);
     let a = Mount::new(&cluster, &cluster.dir.join("a"));
+    // `cairn status` counts what the queue deleted and what waits.
+    let first = a.path.join("first");
+    std::fs::create_dir(&first).expect("mkdir");
+    for i in 0..5 {
+        let path = first.join(format!("f{i}"));
+        std::fs::write(&path, vec![7u8; 100_000]).expect("write");
+        std::fs::File::open(&path)
+            .expect("open")
+            .sync_all()
+            .expect("fsync");
+    }
+    for i in 0..5 {
+        std::fs::remove_file(first.join(format!("f{i}"))).expect("rm");
+    }
+    Command::new("sync").status().expect("sync");
+    assert_eq!(purged_once_drained(&cluster, 5), 5);
+    let human = String::from_utf8_lossy(&cluster.cairn(&["status"]).stdout).into_owned();
+    assert!(
+        human.contains("purge queue: 0 removed files' data to delete, 5 deleted since start"),
+        "{human}"
+    );
     let dir = a.path.join("big");
     std::fs::create_dir(&dir).expect("mkdir");
     let mut inos = Vec::new();
@@ -1733,6 +1754,19 @@ fn removed_files_are_purged_in_the_background_across_a_failover() {
         }
     });
     assert_namespace_sound(&cluster);
+}
+
+/// What the active MDS's purge queue has deleted, once it shows nothing
+/// waiting, from `cairn status --json`.
+fn purged_once_drained(cluster: &Cluster, at_least: u64) -> u64 {
+    wait_for(Duration::from_secs(30), Duration::from_millis(300), || {
+        let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let mds = &status["fs"][0]["mds"];
+        match (mds["purge_waiting"].as_u64(), mds["purged_total"].as_u64()) {
+            (Some(0), Some(n)) if n >= at_least => Ok(n),
+            _ => Err(format!("the purge queue in status: {mds}")),
+        }
+    })
 }
 
 /// A mount whose cluster is gone still exits on SIGTERM: it tries to send

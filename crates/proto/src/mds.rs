@@ -636,6 +636,13 @@ pub struct MdsStatus {
     /// Requests answered late (past `complaint_ms`) since the MDS started.
     pub slow_total: u64,
     pub complaint_ms: u64,
+    /// Removed files whose data objects the purge queue still deletes, as
+    /// the purger last read a page of it; `purge_waiting_more`: that page
+    /// was full, so there may be more.
+    pub purge_waiting: u64,
+    pub purge_waiting_more: bool,
+    /// Files the purge queue emptied since this MDS started.
+    pub purged_total: u64,
 }
 
 /// A request the MDS has been answering for long.

@@ -1136,6 +1136,9 @@ fn fs_samples(out: &mut Vec<Sample>) {
                 slow_now: 1,
                 slow_total: 9,
                 complaint_ms: 10,
+                purge_waiting: 11,
+                purge_waiting_more: false,
+                purged_total: 12,
             }),
         ),
         (
@@ -1678,7 +1681,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "MdsReply/Status",
         0x0301,
-        "000a0102030405060701bc15064372656174650801090a010b0a",
+        "000a0102030405060701bc15064372656174650801090a0b000c010b0a",
     ),
     ("MdsReply/Inos", 0x0301, "000b80208020010b0a"),
     ("MdsReply/Batch", 0x0301, "000c020007010c01000400010b0a"),

@@ -783,10 +783,10 @@ pub async fn run_writeback(
 /// inode numbers first, and takes them off it; wakes on `wake` (a
 /// write-back that queued some) or every second. Never stops the MDS: a
 /// failed delete is tried again later.
-pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>) {
+pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>, stats: Arc<PurgeStats>) {
     let mut purged = 0u64;
     loop {
-        match purge_some(&pools).await {
+        match purge_some(&pools, &stats).await {
             Ok(0) => {
                 if purged > 0 {
                     tracing::debug!(files = purged, "purge queue empty");
@@ -794,7 +794,12 @@ pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>) {
                 }
                 drop(tokio::time::timeout(Duration::from_secs(1), wake.notified()).await);
             }
-            Ok(n) => purged += n,
+            Ok(n) => {
+                purged += n;
+                stats
+                    .purged
+                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
             Err(error) => {
                 tracing::warn!(%error, "purging removed files' data failed; trying again");
                 tokio::time::sleep(Duration::from_secs(5)).await;
@@ -803,8 +808,18 @@ pub async fn run_purger(pools: Pools, wake: Arc<tokio::sync::Notify>) {
     }
 }
 
+/// The purge queue as the purger last saw it, for `cairn status`.
+#[derive(Debug, Default)]
+pub struct PurgeStats {
+    /// Files in the page the purger read last (its page holds at most
+    /// [`PURGE_PAGE_FILES`]; a full page means there may be more).
+    pub waiting: std::sync::atomic::AtomicU64,
+    /// Files purged since this MDS started.
+    pub purged: std::sync::atomic::AtomicU64,
+}
+
 /// Purges one page of the queue; how many files it purged.
-async fn purge_some(pools: &Pools) -> Result<u64, JournalError> {
+async fn purge_some(pools: &Pools, stats: &PurgeStats) -> Result<u64, JournalError> {
     let queue = format::PURGE_OBJECT.as_bytes();
     let page = match pools
         .client
@@ -812,9 +827,15 @@ async fn purge_some(pools: &Pools) -> Result<u64, JournalError> {
         .await
     {
         Ok(page) => page,
-        Err(ClientError::NotFound) => return Ok(0),
+        Err(ClientError::NotFound) => {
+            stats.waiting.store(0, std::sync::atomic::Ordering::Relaxed);
+            return Ok(0);
+        }
         Err(e) => return Err(e.into()),
     };
+    stats
+        .waiting
+        .store(page.len() as u64, std::sync::atomic::Ordering::Relaxed);
     if page.is_empty() {
         return Ok(0);
     }

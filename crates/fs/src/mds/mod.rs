@@ -236,7 +236,12 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
     // Removed files' data objects, deleted in the background (what an
     // earlier active MDS queued too).
     let purge_wake = Arc::new(tokio::sync::Notify::new());
-    let purger = tokio::spawn(journal::run_purger(pools.clone(), Arc::clone(&purge_wake)));
+    let purge_stats = Arc::new(journal::PurgeStats::default());
+    let purger = tokio::spawn(journal::run_purger(
+        pools.clone(),
+        Arc::clone(&purge_wake),
+        Arc::clone(&purge_stats),
+    ));
     let writeback = tokio::spawn({
         let run = journal::run_writeback(
             pools.clone(),
@@ -289,6 +294,7 @@ pub async fn run(config: MdsConfig) -> Result<(), MdsStop> {
         moved: Vec::new(),
         answer_durable: false,
         ino_marks: VecDeque::new(),
+        purge: purge_stats,
     };
     let stat = Arc::clone(&actor.stat);
     let nearfull = Arc::clone(&actor.nearfull);
@@ -557,6 +563,8 @@ type RecallWait = (u64, watch::Receiver<u64>, u64, Instant);
 
 struct Actor {
     ns: Namespace,
+    /// The purge queue as the purger last saw it.
+    purge: Arc<journal::PurgeStats>,
     pools: Pools,
     /// The last sequence handed out.
     seq: u64,
@@ -993,6 +1001,16 @@ impl Actor {
             slow: slow.into_iter().take(10).collect(),
             slow_total: shared.slow_total,
             complaint_ms: ms(self.complaint),
+            purge_waiting: self
+                .purge
+                .waiting
+                .load(std::sync::atomic::Ordering::Relaxed),
+            purge_waiting_more: self
+                .purge
+                .waiting
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= u64::from(crate::mds::limits::PURGE_PAGE_FILES),
+            purged_total: self.purge.purged.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 
