@@ -633,16 +633,22 @@ impl ClusterMap {
         Ok(())
     }
 
-    /// The binary form: a `CMAP` envelope, format version 2.
+    /// The binary form: a `CMAP` envelope, format version 2, or version 1
+    /// when every pool has a v1 form (no erasure-coded pool with its own
+    /// `min_size` or stripe unit), so such a cluster's maps stay readable
+    /// by daemons that know only version 1.
     ///
     /// # Errors
     /// [`MapError::Envelope`] if the map is too large to encode.
     pub fn encode(&self) -> Result<Vec<u8>, MapError> {
-        Ok(envelope::encode(
-            MAP_MAGIC,
-            MAP_FORMAT_VERSION,
-            &v1::MapBin::<v1::PoolV2>::from(self),
-        )?)
+        Ok(match v1::MapBin::of(self) {
+            Some(old) => envelope::encode(MAP_MAGIC, 1, &old)?,
+            None => envelope::encode(
+                MAP_MAGIC,
+                MAP_FORMAT_VERSION,
+                &v1::MapBin::<v1::PoolV2>::from(self),
+            )?,
+        })
     }
 
     /// Reads the binary form (format version 1 or 2) and validates the map.
@@ -695,7 +701,9 @@ impl ClusterMap {
 /// an erasure-coded pool carries its `min_size` and stripe unit. See
 /// `docs/placement.md`.
 pub mod v1 {
-    use super::{ClusterMap, FailureDomain, OsdInfo, Pool, Redundancy, Weight};
+    use super::{
+        ClusterMap, DEFAULT_STRIPE_UNIT_BYTES, FailureDomain, OsdInfo, Pool, Redundancy, Weight,
+    };
     use cairn_types::{Epoch, OsdId, PgId, PoolId};
     use serde::{Deserialize, Serialize};
 
@@ -865,41 +873,83 @@ pub mod v1 {
         }
     }
 
+    /// The v1 form of a rule, if it has one: replication, or erasure
+    /// coding with the default `min_size` and stripe unit.
+    #[must_use]
+    pub fn redundancy_v1(r: Redundancy) -> Option<RedundancyV1> {
+        match r {
+            Redundancy::Replicated { size, min_size } => {
+                Some(RedundancyV1::Replicated { size, min_size })
+            }
+            Redundancy::Erasure {
+                k, m, stripe_unit, ..
+            } => (r.min_size() == Redundancy::erasure(k, m).min_size()
+                && stripe_unit == DEFAULT_STRIPE_UNIT_BYTES)
+                .then_some(RedundancyV1::Erasure { k, m }),
+        }
+    }
+
+    /// A pool in binary form with its rule as `redundancy`.
+    fn pool_bin<R>(p: &Pool, redundancy: R) -> PoolBin<R> {
+        PoolBin {
+            id: p.id.0,
+            name: p.name.clone(),
+            pg_num: p.pg_num,
+            pgp_num: p.pgp_num,
+            redundancy,
+            failure_domain: match p.failure_domain {
+                FailureDomain::Osd => FailureDomainV1::Osd,
+                FailureDomain::Host => FailureDomainV1::Host,
+                FailureDomain::Rack => FailureDomainV1::Rack,
+            },
+            device_class: p.device_class.clone(),
+        }
+    }
+
     impl From<&Pool> for PoolV2 {
         fn from(p: &Pool) -> PoolV2 {
-            PoolBin {
-                id: p.id.0,
-                name: p.name.clone(),
-                pg_num: p.pg_num,
-                pgp_num: p.pgp_num,
-                redundancy: p.redundancy.into(),
-                failure_domain: match p.failure_domain {
-                    FailureDomain::Osd => FailureDomainV1::Osd,
-                    FailureDomain::Host => FailureDomainV1::Host,
-                    FailureDomain::Rack => FailureDomainV1::Rack,
-                },
-                device_class: p.device_class.clone(),
-            }
+            pool_bin(p, p.redundancy.into())
+        }
+    }
+
+    /// The v1 form of a pool, if its rule has one ([`redundancy_v1`]):
+    /// such pools are written as version 1, so the bytes of a cluster
+    /// without customised erasure-coded pools stay those older daemons
+    /// read.
+    #[must_use]
+    pub fn pool_v1(p: &Pool) -> Option<PoolV1> {
+        redundancy_v1(p.redundancy).map(|r| pool_bin(p, r))
+    }
+
+    impl MapBin<PoolV1> {
+        /// The map as version 1, if every pool has a v1 form.
+        pub(super) fn of(map: &ClusterMap) -> Option<MapBin<PoolV1>> {
+            let pools = map.pools.iter().map(pool_v1).collect::<Option<Vec<_>>>()?;
+            Some(map_bin(map, pools))
         }
     }
 
     impl From<&ClusterMap> for MapBin<PoolV2> {
         fn from(map: &ClusterMap) -> MapBin<PoolV2> {
-            MapBin {
-                epoch: map.epoch.0,
-                osds: map.osds.iter().map(OsdV1::from).collect(),
-                pools: map.pools.iter().map(PoolV2::from).collect(),
-                pg_temp: map
-                    .pg_temp
-                    .iter()
-                    .map(|(pg, osds)| (*pg, osds.iter().map(|o| o.0).collect()))
-                    .collect(),
-                pg_upmap_items: map
-                    .pg_upmap_items
-                    .iter()
-                    .map(|(pg, items)| (*pg, items.iter().map(|(f, t)| (f.0, t.0)).collect()))
-                    .collect(),
-            }
+            map_bin(map, map.pools.iter().map(PoolV2::from).collect())
+        }
+    }
+
+    fn map_bin<P>(map: &ClusterMap, pools: Vec<P>) -> MapBin<P> {
+        MapBin {
+            epoch: map.epoch.0,
+            osds: map.osds.iter().map(OsdV1::from).collect(),
+            pools,
+            pg_temp: map
+                .pg_temp
+                .iter()
+                .map(|(pg, osds)| (*pg, osds.iter().map(|o| o.0).collect()))
+                .collect(),
+            pg_upmap_items: map
+                .pg_upmap_items
+                .iter()
+                .map(|(pg, items)| (*pg, items.iter().map(|(f, t)| (f.0, t.0)).collect()))
+                .collect(),
         }
     }
 
@@ -977,15 +1027,17 @@ mod tests {
         map
     }
 
-    /// Format version 1, frozen: maps stored before version 2 still read
-    /// (an erasure-coded pool gets the default `min_size` and stripe unit).
+    /// Format version 1, frozen: a map whose pools all have a v1 form is
+    /// still written so (an erasure-coded pool with the default `min_size`
+    /// and stripe unit reads back with them).
     #[test]
     fn golden_bytes_v1() {
-        let hex = "434d4150010000003b0000007bb9324a0702000268300272308080040373736401010102683102723080800a03686464000101010372626408080101010100010103020100010105010001";
-        let bytes: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-            .collect();
+        let bytes = tiny().encode().expect("encode");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "434d4150010000003b0000007bb9324a0702000268300272308080040373736401010102683102723080800a03686464000101010372626408080101010100010103020100010105010001"
+        );
         assert_eq!(ClusterMap::decode(&bytes).expect("decode"), tiny());
     }
 

@@ -1,7 +1,7 @@
 //! [`Incremental`]: the change from epoch `e - 1` to epoch `e`, and
 //! [`MonState`]: the map plus the monitor-only OSD endpoints it applies to.
 
-use cairn_placement::map::v1::{OsdV1, PoolV1, PoolV2};
+use cairn_placement::map::v1::{OsdV1, PoolV1, PoolV2, pool_v1};
 use cairn_placement::{ClusterMap, OsdInfo, Pool};
 use cairn_types::envelope::{self, EnvelopeError};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
@@ -85,12 +85,23 @@ impl Incremental {
             && self.pg_upmap_items.is_empty()
     }
 
-    /// The on-disk form: a `CINC` envelope, format version 2.
+    /// The on-disk form: a `CINC` envelope, format version 2, or version 1
+    /// when every pool it carries has a v1 form (as the map's).
     ///
     /// # Errors
     /// If the incremental is too large for an envelope.
     pub fn encode(&self) -> Result<Vec<u8>, EnvelopeError> {
-        envelope::encode(INCREMENTAL_MAGIC, INCREMENTAL_FORMAT_VERSION, self)
+        match self
+            .pool_upserts
+            .iter()
+            .map(pool_v1)
+            .collect::<Option<Vec<_>>>()
+        {
+            Some(pools) => {
+                envelope::encode(INCREMENTAL_MAGIC, 1, &incremental_bin(self.clone(), pools))
+            }
+            None => envelope::encode(INCREMENTAL_MAGIC, INCREMENTAL_FORMAT_VERSION, self),
+        }
     }
 
     /// Reads the on-disk form, format version 1 or 2.
@@ -181,33 +192,39 @@ type IncrementalV2 = IncrementalBin<PoolV2>;
 
 impl From<Incremental> for IncrementalV2 {
     fn from(i: Incremental) -> IncrementalV2 {
-        IncrementalBin {
-            epoch: i.epoch.0,
-            osd_upserts: i.osd_upserts.iter().map(OsdV1::from).collect(),
-            osd_removals: i.osd_removals.iter().map(|o| o.0).collect(),
-            endpoint_upserts: i
-                .endpoint_upserts
-                .into_iter()
-                .map(|(id, e)| (id.0, e.addr, e.capacity_bytes))
-                .collect(),
-            pool_upserts: i.pool_upserts.iter().map(PoolV2::from).collect(),
-            pool_removals: i.pool_removals.iter().map(|p| p.0).collect(),
-            pg_temp: i
-                .pg_temp
-                .into_iter()
-                .map(|(pg, set)| (pg, set.map(|s| s.iter().map(|o| o.0).collect())))
-                .collect(),
-            pg_upmap_items: i
-                .pg_upmap_items
-                .into_iter()
-                .map(|(pg, items)| {
-                    (
-                        pg,
-                        items.map(|s| s.iter().map(|(f, t)| (f.0, t.0)).collect()),
-                    )
-                })
-                .collect(),
-        }
+        let pools = i.pool_upserts.iter().map(PoolV2::from).collect();
+        incremental_bin(i, pools)
+    }
+}
+
+/// `i` in binary form, with its pool upserts as `pools`.
+fn incremental_bin<P>(i: Incremental, pools: Vec<P>) -> IncrementalBin<P> {
+    IncrementalBin {
+        epoch: i.epoch.0,
+        osd_upserts: i.osd_upserts.iter().map(OsdV1::from).collect(),
+        osd_removals: i.osd_removals.iter().map(|o| o.0).collect(),
+        endpoint_upserts: i
+            .endpoint_upserts
+            .into_iter()
+            .map(|(id, e)| (id.0, e.addr, e.capacity_bytes))
+            .collect(),
+        pool_upserts: pools,
+        pool_removals: i.pool_removals.iter().map(|p| p.0).collect(),
+        pg_temp: i
+            .pg_temp
+            .into_iter()
+            .map(|(pg, set)| (pg, set.map(|s| s.iter().map(|o| o.0).collect())))
+            .collect(),
+        pg_upmap_items: i
+            .pg_upmap_items
+            .into_iter()
+            .map(|(pg, items)| {
+                (
+                    pg,
+                    items.map(|s| s.iter().map(|(f, t)| (f.0, t.0)).collect()),
+                )
+            })
+            .collect(),
     }
 }
 
@@ -283,29 +300,37 @@ mod tests {
         }
     }
 
-    /// Format version 1, frozen: incrementals stored before version 2
-    /// still read.
+    /// Format version 1, frozen: an incremental whose pools all have a v1
+    /// form is still written so.
     #[test]
     fn golden_bytes_v1() {
-        let hex = "43494e43010000003b000000c44c6a190201000268300272308080040373736401010001000e\
-3132372e302e302e313a373030308080808004010101700404010201000001030101020000";
-        let bytes: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-            .collect();
+        let bytes = sample().encode().expect("encode");
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "43494e43010000003b000000c44c6a190201000268300272308080040373736401010001000e\
+3132372e302e302e313a373030308080808004010101700404010201000001030101020000"
+        );
         assert_eq!(Incremental::decode(&bytes).expect("decode"), sample());
     }
 
     /// Format version 2, frozen: a change here breaks every stored monitor.
     #[test]
     fn golden_bytes_v2() {
-        let bytes = sample().encode().expect("encode");
+        let mut sample = sample();
+        sample.pool_upserts[0].redundancy = Redundancy::Erasure {
+            k: 2,
+            m: 1,
+            min_size: 3,
+            stripe_unit: 64 << 10,
+        };
+        let bytes = sample.encode().expect("encode");
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            "43494e43020000003f00000050fbe9ce0201000268300272308080040373736401010001000e\
-3132372e302e302e313a37303030808080800401010170040401020103808001000001030101020000"
+            "43494e43020000003f00000072f5d2260201000268300272308080040373736401010001000e\
+3132372e302e302e313a37303030808080800401010170040401020103808004000001030101020000"
         );
-        assert_eq!(Incremental::decode(&bytes).expect("decode"), sample());
+        assert_eq!(Incremental::decode(&bytes).expect("decode"), sample);
     }
 }
