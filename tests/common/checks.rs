@@ -285,6 +285,112 @@ pub fn acting_sets(cluster: &Cluster) -> BTreeMap<String, Vec<u64>> {
         .collect()
 }
 
+/// Checks an erasure-coded pool's shards, store by store, after shutdown:
+/// for every PG (its acting OSDs in position order, none missing) and
+/// every object, shard `i` is on the OSD at position `i` with metadata
+/// naming `i`, every shard agrees on size, chunk, version and client
+/// xattrs, each holds exactly its `shard_len` bytes, and the parity is
+/// the code of the data. Returns each object's bytes decoded from its
+/// data shards and the shard bytes stored in all.
+#[allow(dead_code)]
+pub fn shards_match(
+    acting: &BTreeMap<String, Vec<u64>>,
+    osd_dirs: &BTreeMap<u64, std::path::PathBuf>,
+    layout: &cairn_ec::StripeLayout,
+) -> (BTreeMap<String, Vec<u8>>, u64) {
+    use cairn_osd::ec::{EC_META_XATTR, ShardMeta};
+    let codec = cairn_ec::ReedSolomon::new(layout.k as usize, layout.m as usize).expect("codec");
+    let stores: BTreeMap<u64, DiskStore> = osd_dirs
+        .iter()
+        .map(|(id, dir)| {
+            let store = DiskStore::open(&dir.join("store"), StoreConfig::default())
+                .unwrap_or_else(|e| panic!("osd.{id}'s store at {}: {e}", dir.display()));
+            (*id, store)
+        })
+        .collect();
+    let mut objects = BTreeMap::new();
+    let mut stored = 0u64;
+    for (pg, osds) in acting {
+        assert_eq!(osds.len(), layout.shards() as usize, "pg {pg}: a hole");
+        let (pool, seed) = pg.split_once('.').expect("pg id");
+        let collection = CollectionId::pg(
+            pool.parse().expect("pool"),
+            u32::from_str_radix(seed, 16).expect("seed"),
+        );
+        let copies: Vec<BTreeMap<Bytes, ObjectCopy>> = osds
+            .iter()
+            .map(|osd| copy_of(&stores[osd], collection))
+            .collect();
+        let names: Vec<&Bytes> = copies[0].keys().collect();
+        for (i, copy) in copies.iter().enumerate() {
+            assert_eq!(
+                copy.keys().collect::<Vec<_>>(),
+                names,
+                "pg {pg}: shard {i} lists other objects"
+            );
+        }
+        for name in names {
+            let shown = String::from_utf8_lossy(name).into_owned();
+            let mut shards: Vec<Vec<u8>> = Vec::new();
+            let mut first: Option<(ShardMeta, u64, BTreeMap<Bytes, Bytes>)> = None;
+            for (i, copy) in copies.iter().enumerate() {
+                let shard = &copy[name];
+                let mut client_xattrs = shard.xattrs.clone();
+                let meta = client_xattrs
+                    .remove(EC_META_XATTR)
+                    .map(|m| ShardMeta::decode(&m).expect("shard metadata decodes"));
+                let meta = meta.unwrap_or(ShardMeta {
+                    shard: i as u32,
+                    size: 0,
+                    chunk: layout.chunk_for(0),
+                    crc: None,
+                });
+                assert_eq!(meta.shard, i as u32, "{pg} {shown}: shard at position {i}");
+                let want = layout.shard_len(meta.chunk, meta.size, i as u32);
+                assert_eq!(
+                    shard.data.len() as u64,
+                    want,
+                    "{pg} {shown}: shard {i}'s length"
+                );
+                if let Some(crc) = meta.crc {
+                    assert_eq!(
+                        cairn_types::crc::crc32c(&shard.data),
+                        crc,
+                        "{shown}: shard {i} crc"
+                    );
+                }
+                match &first {
+                    None => first = Some((meta, shard.version, client_xattrs)),
+                    Some((m, version, xattrs)) => {
+                        assert_eq!(
+                            (m.size, m.chunk, *version, xattrs),
+                            (meta.size, meta.chunk, shard.version, &client_xattrs),
+                            "{pg} {shown}: shard {i} disagrees with shard 0"
+                        );
+                    }
+                }
+                stored += shard.data.len() as u64;
+                shards.push(shard.data.to_vec());
+            }
+            let (meta, _, _) = first.expect("k + m shards");
+            let data_shards: Vec<&[u8]> = shards[..layout.k as usize]
+                .iter()
+                .map(Vec::as_slice)
+                .collect();
+            let data = cairn_ec::object::join(layout, meta.chunk, meta.size, &data_shards)
+                .unwrap_or_else(|e| panic!("{shown}: {e}"));
+            let again = cairn_ec::object::split(layout, &codec, &data).expect("split");
+            assert_eq!(again.chunk, meta.chunk, "{shown}: chunk");
+            assert!(
+                again.shards == shards,
+                "{pg} {shown}: parity is not the code of the data"
+            );
+            objects.insert(shown, data);
+        }
+    }
+    (objects, stored)
+}
+
 /// Everything a copy holds of one object.
 #[derive(Debug, PartialEq, Eq)]
 struct ObjectCopy {

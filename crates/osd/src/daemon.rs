@@ -28,6 +28,7 @@ use crate::PgLimits;
 use crate::codec::{
     OMAP_HEADER_XATTR, client_xattr_name, decode_pg_msg, encode_pg_msg, plan_write,
 };
+use crate::ec;
 use crate::hello::{check_hello, source_ip};
 use crate::lease::{AliveStamp, Leases, restart_lease_bound_ms};
 use crate::limits::{ALIVE_INTERVAL_MS, LEASE_MS};
@@ -41,7 +42,7 @@ use crate::limits::{
     BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, FULL_TRY_RATIO, HEARTBEAT_INTERVAL,
     LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
     OMAP_RANGE_BYTES_MAX, OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
-    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
+    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX, SHARD_READ_TIMEOUT,
 };
 use crate::log::{
     DUP_KEY_PREFIX, DupEntry, LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code,
@@ -49,15 +50,15 @@ use crate::log::{
 use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
-    Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, MISSING_KEY_PREFIX,
-    MapContext, ObjectState, Pg, PgEvent, PgMsg, ReadAnswer, ReadId, Reply, StoreTag, StoreWrite,
-    StoredPg,
+    Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, InvalidWrite,
+    MISSING_KEY_PREFIX, MapContext, ObjectState, Pg, PgEvent, PgMsg, ReadAnswer, ReadId, Reply,
+    StoreTag, StoreWrite, StoredPg,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
     PeerAction, PeerContext, PgSync, ScrubSchedule, Turned, admit_peer_msg, admit_request,
-    due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, push_after_read, push_start, servable,
-    splits_due,
+    admit_shard_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, push_after_read,
+    push_start, servable, splits_due,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::{Bytes, BytesMut};
@@ -67,10 +68,13 @@ use cairn_proto::mon::MonCommand;
 use cairn_proto::mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
 use cairn_proto::osd::{
     ClientOp, ClientReply, GuardWire, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG,
-    KIND_PEER_PING, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction, PgCommand,
-    PgCommandReply,
+    KIND_PEER_PING, KIND_PEER_SHARD_READ, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction,
+    PgCommand, PgCommandReply,
 };
-use cairn_proto::peer::{HELLO_VERSION, PeerHello, PeerHelloReply, PeerMsg, PeerPing, PeerPong};
+use cairn_proto::peer::{
+    HELLO_VERSION, PeerHello, PeerHelloReply, PeerMsg, PeerPing, PeerPong, ShardRead,
+    ShardReadError, ShardReadOk, ShardReadReply,
+};
 use cairn_store::{
     CollectionId, DiskStore, ObjectKey, ObjectStore, Op, Prepared, ReadOptions, StoreConfig,
     StoreError, Transaction,
@@ -2059,6 +2063,26 @@ impl Osd {
                 }
                 None
             }
+            KIND_PEER_SHARD_READ => {
+                let (reply, data) = match frame.decode_body::<ShardRead>() {
+                    Ok(req) if Self::sender_checks_out(&session, req.from, "shard read") => {
+                        self.serve_shard_read(req).await
+                    }
+                    Ok(_) => (
+                        Err(ShardReadError::NotServing(
+                            "sender is not who it says".into(),
+                        )),
+                        Bytes::new(),
+                    ),
+                    Err(error) => (
+                        Err(ShardReadError::NotServing(format!(
+                            "malformed shard read: {error}"
+                        ))),
+                        Bytes::new(),
+                    ),
+                };
+                Frame::response(frame.request_id, &ShardReadReply(reply), data).ok()
+            }
             KIND_PG_COMMAND => {
                 let reply = match frame.decode_body::<PgCommand>() {
                     Ok(command) => self.pg_command(command).await,
@@ -2140,6 +2164,61 @@ impl Osd {
         }
         if !self.feed(pg, msg.into()).await {
             tracing::debug!(%pg, "message for a PG this OSD does not hold");
+        }
+    }
+
+    /// Serves a shard read of an erasure-coded PG to its primary
+    /// ([`admit_shard_read`], then [`ec::serve_shard_read`]): the reply
+    /// and its data segment, each range's bytes in order.
+    async fn serve_shard_read(
+        &self,
+        req: ShardRead,
+    ) -> (Result<ShardReadOk, ShardReadError>, Bytes) {
+        let pg = req.pg;
+        let behind = lock(&self.pgs)
+            .get(&pg)
+            .is_none_or(|s| s.pg.interval().epoch_started < req.interval_epoch);
+        if behind && let Err(error) = self.refresh_map().await {
+            tracing::warn!(%error, "map refresh for a newer shard read failed");
+        }
+        let total = req
+            .ranges
+            .iter()
+            .map(|r| r.1)
+            .fold(0u64, u64::saturating_add);
+        if req.ranges.len() > ec::SHARD_READ_RANGES_MAX
+            || total > u64::from(cairn_wire::limits::DATA_SIZE_BYTES_MAX)
+        {
+            let why = format!("{} ranges of {total} bytes", req.ranges.len());
+            return (Err(ShardReadError::NotServing(why)), Bytes::new());
+        }
+        let admitted = {
+            let pgs = lock(&self.pgs);
+            admit_shard_read(
+                pgs.get(&pg).map(|s| &s.pg),
+                req.from,
+                req.interval_epoch,
+                req.shard,
+                &req.object,
+            )
+        };
+        if let Err(why) = admitted {
+            return (Err(ShardReadError::NotServing(why)), Bytes::new());
+        }
+        let store = self.store.clone();
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let key = ObjectKey::new(Bytes::from(req.object.into_vec()));
+        let served = tokio::task::spawn_blocking(move || {
+            ec::serve_shard_read(&*store, collection, &key, req.version, &req.ranges)
+        })
+        .await
+        .unwrap_or_else(|e| Err(ShardReadError::Store(format!("read task: {e}"))));
+        match served {
+            Ok((version, parts)) => {
+                let lens = parts.iter().map(|p| p.len() as u64).collect();
+                (Ok(ShardReadOk { version, lens }), concat(parts))
+            }
+            Err(error) => (Err(error), Bytes::new()),
         }
     }
 
@@ -2411,18 +2490,166 @@ impl Osd {
         let store = self.store.clone();
         let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
         let ops = op.ops;
-        let result = match tokio::task::spawn_blocking(move || {
-            read_ops(&*store, collection, &key, guards, ops)
-        })
-        .await
-        {
-            Ok(result) => result,
-            Err(error) => Err(OpError::Store(format!("read task: {error}"))),
+        let interval = lock(&self.pgs).get(&pg).map(|s| s.pg.interval().clone());
+        let result = match interval {
+            Some(interval) if interval.ec.is_some() => {
+                self.ec_read(pg, &interval, key, guards, ops).await
+            }
+            _ => match tokio::task::spawn_blocking(move || {
+                read_ops(&*store, collection, &key, guards, ops)
+            })
+            .await
+            {
+                Ok(result) => result,
+                Err(error) => Err(OpError::Store(format!("read task: {error}"))),
+            },
         };
         let done = read_done(read, &result);
         match self.read_step(pg, read, done).await {
             Some(ReadStep::Answer(answer)) => read_reply(answer, Some(result)),
             None | Some(ReadStep::Go) => read_reply(ReadAnswer::Busy, None),
+        }
+    }
+}
+
+impl Osd {
+    /// A client read of an erasure-coded object: the local part on this
+    /// primary's shard ([`ec::plan_read`]), then the shard ranges the read
+    /// needs, from each shard's OSD at once (this one's own from its
+    /// store), every answer at the version the primary's shard holds, then
+    /// the data in object order ([`ec::assemble`]).
+    async fn ec_read(
+        &self,
+        pg: PgId,
+        interval: &Interval,
+        key: ObjectKey,
+        guards: Vec<Guard>,
+        ops: Vec<OpKind>,
+    ) -> ReadResult {
+        let Some(shape) = &interval.ec else {
+            return Err(OpError::Store("not an erasure-coded PG".into()));
+        };
+        let layout = ec::layout_of(shape).map_err(OpError::Store)?;
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let local_key = key.clone();
+        let plan = tokio::task::spawn_blocking(move || {
+            ec::plan_read(&*store, collection, &local_key, &layout, guards, ops)
+        })
+        .await
+        .map_err(|e| OpError::Store(format!("read task: {e}")))??;
+        let mut tasks: tokio::task::JoinSet<(u32, Result<Vec<Bytes>, ShardReadError>)> =
+            tokio::task::JoinSet::new();
+        for (&shard, ranges) in &plan.fetch {
+            let Some(osd) = interval.osd_at(shard) else {
+                // A hole: degraded reads come with step 3 of the plan.
+                return Err(OpError::ObjectBusy);
+            };
+            let ranges = ranges.clone();
+            if osd == self.whoami {
+                let store = self.store.clone();
+                let key = key.clone();
+                let version = plan.version;
+                tasks.spawn_blocking(move || {
+                    let served = ec::serve_shard_read(&*store, collection, &key, version, &ranges);
+                    (shard, served.map(|(_, parts)| parts))
+                });
+                continue;
+            }
+            let request = ShardRead {
+                pg,
+                from: self.whoami,
+                interval_epoch: interval.epoch_started,
+                object: ByteBuf::from(key.name.to_vec()),
+                shard,
+                version: plan.version,
+                ranges,
+            };
+            let conn = match self.peer_at(osd).await {
+                Ok(conn) => conn,
+                Err(error) => {
+                    tracing::debug!(%pg, osd = osd.0, %error, "shard read: no connection");
+                    return Err(OpError::ObjectBusy);
+                }
+            };
+            tasks.spawn(async move { (shard, fetch_shard(&conn, &request).await) });
+        }
+        let mut fetched = BTreeMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (shard, result) = joined.map_err(|e| OpError::Store(format!("read task: {e}")))?;
+            match result {
+                Ok(parts) => {
+                    fetched.insert(shard, parts);
+                }
+                Err(error) => {
+                    tracing::debug!(%pg, shard, ?error, "shard read refused");
+                    return Err(match error {
+                        ShardReadError::Corrupt(why)
+                            if interval.osd_at(shard) == Some(self.whoami) =>
+                        {
+                            OpError::Corrupt(why)
+                        }
+                        _ => OpError::ObjectBusy,
+                    });
+                }
+            }
+        }
+        ec::assemble(&layout, plan, &fetched)
+    }
+
+    /// The peer connection to `osd`, by its address in the map.
+    async fn peer_at(&self, osd: OsdId) -> Result<Connection, WireError> {
+        let addr = {
+            let view = read(&self.map);
+            view.state.endpoints.get(&osd).map(|e| e.addr.clone())
+        };
+        let Some(addr) = addr else {
+            return Err(WireError::Closed);
+        };
+        self.peer(osd, &addr).await
+    }
+}
+
+/// One shard read over a peer connection: each range's bytes, or why not.
+async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<Vec<Bytes>, ShardReadError> {
+    let lost = |why: String| ShardReadError::NotServing(why);
+    let frame = Frame::request(request, Bytes::new()).map_err(|e| lost(e.to_string()))?;
+    let reply = conn
+        .call_frame_with_timeout(frame, SHARD_READ_TIMEOUT)
+        .await
+        .map_err(|e| lost(e.to_string()))?;
+    let ShardReadReply(answer) = reply.decode_body().map_err(|e| lost(e.to_string()))?;
+    let ok = answer?;
+    if ok.version != request.version || ok.lens.len() != request.ranges.len() {
+        return Err(ShardReadError::Stale {
+            version: ok.version,
+        });
+    }
+    let data: Bytes = reply.data.into_bytes();
+    let mut parts = Vec::with_capacity(ok.lens.len());
+    let mut at = 0usize;
+    for len in ok.lens {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let Some(end) = at.checked_add(len).filter(|end| *end <= data.len()) else {
+            return Err(lost("reply shorter than its lengths".into()));
+        };
+        parts.push(data.slice(at..end));
+        at = end;
+    }
+    Ok(parts)
+}
+
+/// The parts one after another, without a copy when there is one.
+fn concat(mut parts: Vec<Bytes>) -> Bytes {
+    match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut all = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+            for part in parts {
+                all.extend_from_slice(&part);
+            }
+            all.freeze()
         }
     }
 }
@@ -2548,6 +2775,9 @@ pub fn client_reply(reply: Reply, epoch: Epoch) -> ClientReply {
             }),
             None,
         ),
+        Reply::Invalid {
+            reason: InvalidWrite::NotSupported(why),
+        } => (Err(OpError::NotSupported(why)), None),
         Reply::Invalid { reason } => (Err(OpError::Invalid(reason.to_string())), None),
     };
     ClientReply { result, version }
@@ -2879,7 +3109,7 @@ pub fn read_ops(
 }
 
 /// Serves one read-only op from the store.
-fn read_op(
+pub(crate) fn read_op(
     store: &dyn ObjectStore,
     collection: CollectionId,
     key: &ObjectKey,
@@ -3106,7 +3336,7 @@ pub fn observe(
     Ok(Some(check))
 }
 
-fn op_error(error: StoreError) -> OpError {
+pub(crate) fn op_error(error: StoreError) -> OpError {
     match error {
         StoreError::NotFound { .. } => OpError::NotFound,
         StoreError::Invalid(why) => OpError::Invalid(why),

@@ -18,6 +18,7 @@
 
 pub mod codec;
 pub mod daemon;
+pub mod ec;
 pub mod hello;
 pub mod lease;
 pub mod limits;

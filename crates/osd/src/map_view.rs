@@ -9,14 +9,14 @@
 //! monitor no longer held the incrementals) history before it is unknown.
 
 use crate::peering::PastInterval;
-use crate::pg::{Interval, MapContext};
+use crate::pg::{EcShape, Interval, MapContext};
 use cairn_placement::hash::stable_mod;
 use cairn_placement::{ClusterMap, Placement, Redundancy};
 use cairn_proto::map::{Incremental, MonState, OsdEndpoint};
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The map as an OSD follows it, with every replicated PG's interval.
+/// The map as an OSD follows it, with every PG's interval.
 /// The fields are public for reading; change them only through
 /// [`MapView::advance`] and [`MapView::jump`], which keep them consistent.
 #[derive(Debug)]
@@ -134,9 +134,7 @@ impl MapView {
         let epoch = self.epoch();
         let mut intervals = BTreeMap::new();
         for pool in &self.state.map.pools {
-            let Redundancy::Replicated { min_size, .. } = pool.redundancy else {
-                continue;
-            };
+            let min_size = pool.redundancy.min_size();
             let split_from = self
                 .pg_nums
                 .get(&pool.id)
@@ -147,6 +145,18 @@ impl MapView {
                 let Ok(mapping) = self.placement.map_pg(pg) else {
                     continue;
                 };
+                let ec = match pool.redundancy {
+                    Redundancy::Erasure {
+                        k, m, stripe_unit, ..
+                    } => Some(EcShape {
+                        k,
+                        m,
+                        stripe_unit: u64::from(stripe_unit),
+                        acting: mapping.acting.clone(),
+                        up: mapping.up.clone(),
+                    }),
+                    Redundancy::Replicated { .. } => None,
+                };
                 let now = Interval {
                     epoch_started: epoch,
                     up: mapping.up.iter().flatten().copied().collect(),
@@ -154,14 +164,18 @@ impl MapView {
                     primary: mapping.primary,
                     min_size,
                     size: pool.redundancy.shard_count(),
+                    ec,
                 };
+                // Positions are part of an erasure-coded interval: the
+                // same OSDs in another order hold other shards.
                 let interval = match self.intervals.get(&pg) {
                     Some(old)
                         if split_from.is_none()
                             && old.acting == now.acting
                             && old.up == now.up
                             && old.primary == now.primary
-                            && old.min_size == now.min_size =>
+                            && old.min_size == now.min_size
+                            && old.ec == now.ec =>
                     {
                         old.clone()
                     }

@@ -171,36 +171,75 @@ pub enum Turned {
     NotSupported(String),
 }
 
-/// The checks on a request that need only the map: its pool is known and
-/// replicated, and its object (if it names one) hashes to the PG it was
-/// sent for.
+/// The checks on a request that need only the map: its pool is known,
+/// its object (if it names one) hashes to the PG it was sent for, and on
+/// an erasure-coded pool does not start with a zero byte (names kept for
+/// the OSDs' own objects).
 ///
 /// # Errors
 /// [`Turned`], with the reason.
 pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turned> {
-    match view.redundancy(pg.pool) {
-        None => Err(Turned::Retry(format!(
+    let Some(redundancy) = view.redundancy(pg.pool) else {
+        return Err(Turned::Retry(format!(
             "pool {} not in this OSD's map",
             pg.pool.0
-        ))),
-        Some(Redundancy::Erasure { .. }) => Err(Turned::NotSupported(
-            "erasure-coded pools are not served yet".into(),
-        )),
-        Some(Redundancy::Replicated { .. }) => {
-            let pg_num = view.placement.pool(pg.pool).map_or(0, |p| p.pg_num);
-            if object.is_empty() || pg_num == 0 {
-                return Ok(());
-            }
-            let home = cairn_placement::hash::object_pg(pg.pool, pg_num, object);
-            if home == pg {
-                Ok(())
-            } else {
-                Err(Turned::Retry(format!(
-                    "object belongs to PG {home}, not {pg}"
-                )))
-            }
-        }
+        )));
+    };
+    if matches!(redundancy, Redundancy::Erasure { .. }) && object.first() == Some(&0) {
+        return Err(Turned::NotSupported(
+            "object names starting with a zero byte are reserved on erasure-coded pools".into(),
+        ));
     }
+    let pg_num = view.placement.pool(pg.pool).map_or(0, |p| p.pg_num);
+    if object.is_empty() || pg_num == 0 {
+        return Ok(());
+    }
+    let home = cairn_placement::hash::object_pg(pg.pool, pg_num, object);
+    if home == pg {
+        Ok(())
+    } else {
+        Err(Turned::Retry(format!(
+            "object belongs to PG {home}, not {pg}"
+        )))
+    }
+}
+
+/// Whether this copy serves a shard read of `object` from `from` for the
+/// interval that started at `interval_epoch`: it is an activated copy of
+/// that very interval, whose primary is `from`, at position `shard`, and
+/// it does not lack the object. A read served by the bytes of another
+/// interval, primary or shard would mix what the primary assembles.
+///
+/// # Errors
+/// Why not, for the primary's log.
+pub fn admit_shard_read(
+    core: Option<&Pg>,
+    from: OsdId,
+    interval_epoch: Epoch,
+    shard: u32,
+    object: &[u8],
+) -> Result<(), String> {
+    let Some(core) = core else {
+        return Err("PG not held here".into());
+    };
+    let interval = core.interval();
+    if interval.epoch_started != interval_epoch || interval.primary != Some(from) {
+        return Err(format!(
+            "interval {} with primary {:?}, asked for {interval_epoch} by {from}",
+            interval.epoch_started, interval.primary
+        ));
+    }
+    if !core.is_activated_replica() {
+        return Err("copy not activated".into());
+    }
+    let own = interval.shard_of(core.whoami());
+    if own != Some(shard) || interval.osd_at(shard) != Some(core.whoami()) {
+        return Err(format!("this copy holds shard {own:?}, not {shard}"));
+    }
+    if core.lacks(object) {
+        return Err("this copy lacks the object".into());
+    }
+    Ok(())
 }
 
 /// Where a push of `object` to `targets` begins (a recovery push, or the

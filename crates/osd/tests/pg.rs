@@ -32,6 +32,7 @@ fn interval(epoch: u64, acting: &[u32], min_size: u32) -> Interval {
         size: u32::try_from(acting.len()).expect("small"),
         acting,
         min_size,
+        ec: None,
     }
 }
 

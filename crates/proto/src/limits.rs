@@ -40,3 +40,8 @@ pub const SCRUB_MAP_ENTRIES_MAX: usize = 1024;
 /// Inconsistent objects a copy reports in a `Notify` (and keeps per PG for
 /// `pg query` and `health detail`; the count goes on beyond it).
 pub const NOTIFY_INCONSISTENT_MAX: usize = 64;
+
+/// Byte ranges one shard read may ask of one shard (a client read of
+/// several ranges of an erasure-coded object asks each shard for its part
+/// of each).
+pub const SHARD_READ_RANGES_MAX: usize = 64;

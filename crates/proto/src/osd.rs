@@ -17,6 +17,8 @@
 //! | `0x0206` | [`PgCommandReply`] | primary → operator, response |
 //! | `0x0207` | [`crate::peer::PeerHello`] | OSD → OSD, request, first on every peer connection |
 //! | `0x0208` | [`crate::peer::PeerHelloReply`] | OSD → OSD, response |
+//! | `0x0209` | [`crate::peer::ShardRead`] | primary → shard OSD of an erasure-coded PG, request |
+//! | `0x020a` | [`crate::peer::ShardReadReply`] | shard OSD → primary, response |
 
 use cairn_types::{Epoch, PgId};
 use cairn_wire::Message;
@@ -32,6 +34,8 @@ pub const KIND_PG_COMMAND: u16 = 0x0205;
 pub const KIND_PG_COMMAND_REPLY: u16 = 0x0206;
 pub const KIND_PEER_HELLO: u16 = 0x0207;
 pub const KIND_PEER_HELLO_REPLY: u16 = 0x0208;
+pub const KIND_PEER_SHARD_READ: u16 = 0x0209;
+pub const KIND_PEER_SHARD_READ_REPLY: u16 = 0x020a;
 
 /// What an operator asks of a PG's primary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 
 use crate::osd::{
     KIND_PEER_HELLO, KIND_PEER_HELLO_REPLY, KIND_PEER_MSG, KIND_PEER_PING, KIND_PEER_PONG,
-    VersionWire,
+    KIND_PEER_SHARD_READ, KIND_PEER_SHARD_READ_REPLY, VersionWire,
 };
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::Message;
@@ -264,4 +264,54 @@ pub enum SignalKind {
 
 impl Message for PeerMsg {
     const KIND: u16 = KIND_PEER_MSG;
+}
+
+/// Request `KIND_PEER_SHARD_READ`: an erasure-coded PG's primary asks the
+/// OSD holding `shard` for byte ranges `(offset, len)` of its shard of
+/// `object`, as it is at `version` (0: any). Served only by a copy of the
+/// primary's interval `interval_epoch` at that position.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRead {
+    pub pg: PgId,
+    pub from: OsdId,
+    pub interval_epoch: Epoch,
+    pub object: ByteBuf,
+    pub shard: u32,
+    pub version: u64,
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl Message for ShardRead {
+    const KIND: u16 = KIND_PEER_SHARD_READ;
+}
+
+/// Response `KIND_PEER_SHARD_READ_REPLY`: the shard's version and the
+/// length of each range's bytes (cut where the shard ends), the bytes
+/// being the data segment in order; or why not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardReadReply(pub Result<ShardReadOk, ShardReadError>);
+
+impl Message for ShardReadReply {
+    const KIND: u16 = KIND_PEER_SHARD_READ_REPLY;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardReadOk {
+    pub version: u64,
+    pub lens: Vec<u64>,
+}
+
+/// Why a shard read was not served.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ShardReadError {
+    /// This OSD does not hold that shard for that interval and primary.
+    NotServing(String),
+    /// The shard is at another version (a write came between).
+    Stale {
+        version: u64,
+    },
+    NotFound,
+    /// The store found the shard's bytes corrupt.
+    Corrupt(String),
+    Store(String),
 }

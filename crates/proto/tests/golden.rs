@@ -26,7 +26,8 @@ use cairn_proto::osd::{
 };
 use cairn_proto::peer::{
     HELLO_VERSION, InconsistencyRecord, KeyWire, LeaseReport, ObjectSignalKind, OpWire, PeerHello,
-    PeerHelloReply, PeerMsg, PeerPing, PeerPong, ScrubEntryWire, SignalKind,
+    PeerHelloReply, PeerMsg, PeerPing, PeerPong, ScrubEntryWire, ShardRead, ShardReadError,
+    ShardReadOk, ShardReadReply, SignalKind,
 };
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use cairn_wire::{Frame, Message};
@@ -1228,6 +1229,44 @@ fn fs_samples(out: &mut Vec<Sample>) {
     );
 }
 
+fn shard_read_samples(out: &mut Vec<Sample>) {
+    sample(
+        out,
+        "ShardRead",
+        &ShardRead {
+            pg: pg(),
+            from: OsdId(1),
+            interval_epoch: Epoch(6),
+            object: b("o"),
+            shard: 2,
+            version: 9,
+            ranges: vec![(4096, 100), (0, 1)],
+        },
+    );
+    sample(
+        out,
+        "ShardReadReply/Ok",
+        &ShardReadReply(Ok(ShardReadOk {
+            version: 9,
+            lens: vec![100, 1],
+        })),
+    );
+    let errors = [
+        ("NotServing", ShardReadError::NotServing("x".into())),
+        ("Stale", ShardReadError::Stale { version: 10 }),
+        ("NotFound", ShardReadError::NotFound),
+        ("Corrupt", ShardReadError::Corrupt("x".into())),
+        ("Store", ShardReadError::Store("x".into())),
+    ];
+    for (label, error) in errors {
+        sample(
+            out,
+            &format!("ShardReadReply/Err/{label}"),
+            &ShardReadReply(Err(error)),
+        );
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -1242,6 +1281,7 @@ fn every_message_keeps_its_kind_and_bytes() {
     client_samples(&mut samples);
     peer_samples(&mut samples);
     fs_samples(&mut samples);
+    shard_read_samples(&mut samples);
     let now: Vec<(String, u16, String)> = samples
         .iter()
         .map(|s| (s.label.clone(), s.kind, hex(&s.body)))
@@ -1697,4 +1737,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("MdsReply/Err/Evicted", 0x0301, "01040178000a"),
     ("MdsPoll", 0x0302, "bc150a882703"),
     ("MdsPollReply", 0x0303, "000c030400070501010166060209"),
+    ("ShardRead", 0x0209, "032a0106016f0209028020640001"),
+    ("ShardReadReply/Ok", 0x020a, "0009026401"),
+    ("ShardReadReply/Err/NotServing", 0x020a, "01000178"),
+    ("ShardReadReply/Err/Stale", 0x020a, "01010a"),
+    ("ShardReadReply/Err/NotFound", 0x020a, "0102"),
+    ("ShardReadReply/Err/Corrupt", 0x020a, "01030178"),
+    ("ShardReadReply/Err/Store", 0x020a, "01040178"),
 ];

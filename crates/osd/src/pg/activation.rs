@@ -901,6 +901,7 @@ mod tests {
             primary: Some(OsdId(1)),
             min_size: 1,
             size: 1,
+            ec: None,
         };
         let pg = PgId::new(cairn_types::PoolId(1), 0);
         let mut pg = Pg::new(pg, OsdId(1), interval.clone(), PgLimits::default()).expect("valid");
@@ -929,6 +930,7 @@ mod tests {
             primary: Some(OsdId(1)),
             min_size: 1,
             size: 2,
+            ec: None,
         };
         let pg = PgId::new(cairn_types::PoolId(1), 0);
         let mut replica = Pg::new(pg, OsdId(2), interval, PgLimits::default()).expect("valid");

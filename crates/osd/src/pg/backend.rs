@@ -3,11 +3,14 @@
 //! (versions, the log, peering, who lacks what, when to reply) is the same
 //! for both and stays in [`Pg`](super::Pg).
 //!
-//! [`ReplicatedBackend`] is the one implementation today: every copy holds
-//! the whole object, so a write's ops go to every copy as they are, a read
-//! is served from the primary's own copy, a push carries the whole object
-//! and scrub expects every copy to be equal.
+//! [`ReplicatedBackend`]: every copy holds the whole object, so a write's
+//! ops go to every copy as they are, a read is served from the primary's
+//! own copy, a push carries the whole object and scrub expects every copy
+//! to be equal. `crate::ec::EcBackend`: each position holds one shard, so
+//! a write becomes one list of ops per position ([`ShardWrites`]), and a
+//! push is taken only at its own shard's position.
 
+use super::effects::InvalidWrite;
 use super::messages::Push;
 use super::missing_key;
 use super::write::check_ops;
@@ -21,56 +24,50 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How a PG's data becomes store transactions on each copy, how a read is
 /// served, what recovery applies and what scrub compares.
 ///
-/// Only what the core decides today goes through here; the shells' own
-/// part of reads, pushes and scrub maps (reading the store) is not yet
-/// behind the seam. What an erasure-coded backend will have to provide:
-///
-/// - **Writes** ([`local_write_ops`](PgBackend::local_write_ops),
-///   [`sub_write_ops`](PgBackend::sub_write_ops)): split the object into
-///   `k` data chunks, compute `m` parity chunks, and give each acting
-///   position only its shard's ops; a partial overwrite becomes a
-///   read-modify-write of the stripes it touches (or a parity-delta
-///   update), which needs the old data: a step the core does not have yet.
-///   The position of an OSD in the acting set, not only its id, will have
-///   to reach these methods.
-/// - **Validation** ([`check_sub_write_ops`](PgBackend::check_sub_write_ops)):
-///   a shard's ops are chunk writes, not the client's ops.
-/// - **Reads** ([`read_waits_for_recovery`](PgBackend::read_waits_for_recovery)):
-///   a read needs any `k` shards, so the primary lacking its own shard need
-///   not wait; the answer will grow into a read plan (which shards and
-///   ranges to fetch), which the shells will then carry out.
-/// - **Recovery** ([`push_txn`](PgBackend::push_txn)): a push carries one
-///   shard, rebuilt from `k` others; recovery then pulls from several
-///   sources, where the core picks one today.
-/// - **Scrub** ([`compare_scrub_maps`](PgBackend::compare_scrub_maps)):
-///   shards differ by design; compare each shard with its own checksum
-///   and, in a deep scrub, the parity with the data.
+/// Only what the core decides goes through here; the shells' own part of
+/// reads, pushes and scrub maps (reading the store, gathering shards) is
+/// beside it (`crate::ec` for erasure coding). What the erasure-coded
+/// backend still lacks (`docs/erasure-coding-plan.md`): partial writes
+/// with their undo data, reads and pushes rebuilt from any `k` shards,
+/// and a shard-aware scrub.
 pub trait PgBackend: std::fmt::Debug + Send + Sync {
-    /// The store ops this copy applies for a client write whose ops are
-    /// `ops` (checked to change only their object, the object's new
-    /// version set; empty for a refused write), besides the log entry.
-    fn local_write_ops(&self, ops: &[Op]) -> Vec<Op>;
+    /// What each copy applies for a client write whose ops are `ops`
+    /// (checked to change only their object, the object's new version set;
+    /// empty for a refused write), besides the log entry.
+    ///
+    /// # Errors
+    /// Ops this backend does not serve.
+    fn plan_write(&self, ops: Vec<Op>) -> Result<ShardWrites, InvalidWrite>;
 
-    /// The ops the sub-write of that write to copy `to` carries.
-    fn sub_write_ops(&self, to: OsdId, ops: &[Op]) -> Vec<Op>;
-
-    /// Checks, on a copy, that a sub-write's `ops` are what the primary
-    /// sends for a successful `entry` (refusals and log-only entries are
-    /// checked before); the `Err` says what is wrong.
+    /// Checks, on a copy holding shard `shard` (`None`: replicated), that
+    /// a sub-write's `ops` are what the primary sends for a successful
+    /// `entry` (refusals and log-only entries are checked before); the
+    /// `Err` says what is wrong.
     ///
     /// # Errors
     /// The ops do not match the entry.
-    fn check_sub_write_ops(&self, entry: &LogEntry, ops: &[Op]) -> Result<(), String>;
+    fn check_sub_write_ops(
+        &self,
+        entry: &LogEntry,
+        shard: Option<u32>,
+        ops: &[Op],
+    ) -> Result<(), String>;
 
     /// Whether a read of `object` on this primary must wait for recovery,
     /// given the objects this copy lacks.
     fn read_waits_for_recovery(&self, local_missing: &BTreeSet<Bytes>, object: &[u8]) -> bool;
 
-    /// The transaction that applies a pushed object to this copy.
+    /// The transaction that applies a pushed object to this copy, which
+    /// holds shard `shard` (`None`: replicated).
     ///
     /// # Errors
-    /// The pushed state does not make a valid transaction.
-    fn push_txn(&self, collection: CollectionId, push: &Push) -> Result<Transaction, StoreError>;
+    /// The pushed state does not make a valid transaction here.
+    fn push_txn(
+        &self,
+        collection: CollectionId,
+        shard: Option<u32>,
+        push: &Push,
+    ) -> Result<Transaction, StoreError>;
 
     /// Compares the copies' scrub maps of one chunk (`primary`'s among
     /// them) and returns what is inconsistent.
@@ -81,24 +78,47 @@ pub trait PgBackend: std::fmt::Debug + Send + Sync {
     ) -> Vec<Inconsistency>;
 }
 
+/// The store ops of one write on each copy: the same for every copy
+/// (replication), or one list per shard position (erasure coding).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ShardWrites {
+    Same(Vec<Op>),
+    PerShard(Vec<Vec<Op>>),
+}
+
+impl ShardWrites {
+    /// The ops of the copy holding shard `shard` (`None`: replicated; a
+    /// position the write has no ops for gets none).
+    #[must_use]
+    pub fn for_shard(&self, shard: Option<u32>) -> Vec<Op> {
+        match (self, shard) {
+            (ShardWrites::Same(ops), _) => ops.clone(),
+            (ShardWrites::PerShard(per), Some(shard)) => {
+                per.get(shard as usize).cloned().unwrap_or_default()
+            }
+            (ShardWrites::PerShard(_), None) => Vec::new(),
+        }
+    }
+}
+
 /// Replication: every copy holds the whole object.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReplicatedBackend;
 
 impl PgBackend for ReplicatedBackend {
-    /// The client's ops, as they are.
-    fn local_write_ops(&self, ops: &[Op]) -> Vec<Op> {
-        ops.to_vec()
-    }
-
-    /// The same ops as the primary's: every copy is whole.
-    fn sub_write_ops(&self, _to: OsdId, ops: &[Op]) -> Vec<Op> {
-        ops.to_vec()
+    /// The client's ops, as they are, for every copy.
+    fn plan_write(&self, ops: Vec<Op>) -> Result<ShardWrites, InvalidWrite> {
+        Ok(ShardWrites::Same(ops))
     }
 
     /// The ops change only the entry's object, and end as the entry says
     /// (a write, or a removal).
-    fn check_sub_write_ops(&self, entry: &LogEntry, ops: &[Op]) -> Result<(), String> {
+    fn check_sub_write_ops(
+        &self,
+        entry: &LogEntry,
+        _shard: Option<u32>,
+        ops: &[Op],
+    ) -> Result<(), String> {
         match check_ops(&entry.object, ops) {
             Ok(kind) if kind == entry.kind => Ok(()),
             Ok(kind) => Err(format!("kind {:?}, ops say {kind:?}", entry.kind)),
@@ -112,7 +132,12 @@ impl PgBackend for ReplicatedBackend {
         local_missing.contains(object)
     }
 
-    fn push_txn(&self, collection: CollectionId, push: &Push) -> Result<Transaction, StoreError> {
+    fn push_txn(
+        &self,
+        collection: CollectionId,
+        _shard: Option<u32>,
+        push: &Push,
+    ) -> Result<Transaction, StoreError> {
         push_txn(collection, push)
     }
 
@@ -197,15 +222,16 @@ mod tests {
             object: key.clone(),
         }];
         let backend = ReplicatedBackend;
-        assert_eq!(backend.local_write_ops(&ops), ops);
-        assert_eq!(backend.sub_write_ops(OsdId(2), &ops), ops);
+        let writes = backend.plan_write(ops.clone()).expect("served");
+        assert_eq!(writes.for_shard(None), ops);
+        assert_eq!(writes.for_shard(Some(2)), ops);
         assert_eq!(
-            backend.check_sub_write_ops(&entry(LogKind::Write), &ops),
+            backend.check_sub_write_ops(&entry(LogKind::Write), None, &ops),
             Ok(())
         );
         assert!(
             backend
-                .check_sub_write_ops(&entry(LogKind::Remove), &ops)
+                .check_sub_write_ops(&entry(LogKind::Remove), None, &ops)
                 .is_err(),
             "ops that do not end as the entry says are refused"
         );
@@ -214,7 +240,7 @@ mod tests {
         }];
         assert!(
             backend
-                .check_sub_write_ops(&entry(LogKind::Write), &other)
+                .check_sub_write_ops(&entry(LogKind::Write), None, &other)
                 .is_err()
         );
     }

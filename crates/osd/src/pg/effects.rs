@@ -56,6 +56,9 @@ pub enum InvalidWrite {
     OtherObject(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The pool's kind does not serve these ops.
+    #[error("{0}")]
+    NotSupported(String),
 }
 
 /// The answer to a client write.

@@ -27,6 +27,23 @@ pub struct Interval {
     pub min_size: u32,
     /// Copies the pool wants.
     pub size: u32,
+    /// Erasure-coded pools: the code's shape and who holds which shard
+    /// (`None`: replicated).
+    pub ec: Option<EcShape>,
+}
+
+/// An erasure-coded PG's shape: `k` data and `m` parity shards of
+/// `stripe_unit`, and the OSD at each position (shard `i` lives on the
+/// OSD at position `i`; `None` is a hole, a position with no OSD). The
+/// interval's flat `up` and `acting` are these without the holes, in
+/// position order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EcShape {
+    pub k: u32,
+    pub m: u32,
+    pub stripe_unit: u64,
+    pub acting: Vec<Option<OsdId>>,
+    pub up: Vec<Option<OsdId>>,
 }
 
 /// An interval that cannot be a PG's.
@@ -38,6 +55,10 @@ pub enum IntervalError {
     DuplicateOsd(OsdId),
     #[error("primary {0} is not in the acting set")]
     PrimaryNotActing(OsdId),
+    #[error("erasure-coded positions do not match the acting and up sets")]
+    Positions,
+    #[error("erasure-coded shape: {0}")]
+    Shape(String),
 }
 
 impl Interval {
@@ -53,12 +74,47 @@ impl Interval {
         if let Some(dup) = self.acting.iter().find(|osd| !seen.insert(**osd)) {
             return Err(IntervalError::DuplicateOsd(*dup));
         }
-        match self.primary {
-            Some(primary) if !seen.contains(&primary) => {
-                Err(IntervalError::PrimaryNotActing(primary))
-            }
-            _ => Ok(()),
+        if let Some(primary) = self.primary
+            && !seen.contains(&primary)
+        {
+            return Err(IntervalError::PrimaryNotActing(primary));
         }
+        if let Some(ec) = &self.ec {
+            let flat = |v: &[Option<OsdId>]| v.iter().flatten().copied().collect::<Vec<_>>();
+            let shards = (ec.k + ec.m) as usize;
+            if ec.acting.len() != shards
+                || ec.up.len() != shards
+                || flat(&ec.acting) != self.acting
+                || flat(&ec.up) != self.up
+            {
+                return Err(IntervalError::Positions);
+            }
+        }
+        Ok(())
+    }
+
+    /// The shard `osd` holds or is to hold: its acting position, else its
+    /// up position (a backfill target); `None` for a replicated PG or an
+    /// OSD at no position.
+    #[must_use]
+    pub fn shard_of(&self, osd: OsdId) -> Option<u32> {
+        let ec = self.ec.as_ref()?;
+        let at = |v: &[Option<OsdId>]| v.iter().position(|o| *o == Some(osd));
+        at(&ec.acting)
+            .or_else(|| at(&ec.up))
+            .and_then(|i| u32::try_from(i).ok())
+    }
+
+    /// The acting OSD holding shard `shard` (`None`: a hole, or not
+    /// erasure-coded).
+    #[must_use]
+    pub fn osd_at(&self, shard: u32) -> Option<OsdId> {
+        self.ec
+            .as_ref()?
+            .acting
+            .get(shard as usize)
+            .copied()
+            .flatten()
     }
 }
 
@@ -246,6 +302,7 @@ mod tests {
             primary: Some(OsdId(1)),
             min_size: 1,
             size: 2,
+            ec: None,
         };
         assert_eq!(interval.validate(), Ok(()));
         interval.primary = Some(OsdId(3));

@@ -51,14 +51,17 @@ mod status;
 mod write;
 
 use crate::limits::PARKED_SUB_WRITES_MAX;
-pub use backend::{PgBackend, ReplicatedBackend, push_txn};
+pub use backend::{PgBackend, ReplicatedBackend, ShardWrites, push_txn};
 pub use effects::{
     Effect, Effects, Ignored, InvalidWrite, Plan, ReadAnswer, Reply, RetryReason, StoreTag,
     StoreWrite,
 };
-pub use events::{Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent, ReadId};
+pub use events::{
+    EcShape, Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent, ReadId,
+};
 pub use messages::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 use read::PendingRead;
+pub(crate) use write::check_ops;
 use write::{InFlight, NewWrite};
 
 /// Metadata key of the PG's [`PgInfo`].
@@ -239,6 +242,12 @@ impl Pg {
     ) -> Result<Pg, IntervalError> {
         interval.validate()?;
         assert!(limits.inflight_max < limits.log_entries_max);
+        let backend: Box<dyn PgBackend> = match &interval.ec {
+            Some(shape) => {
+                Box::new(crate::ec::EcBackend::new(shape).map_err(IntervalError::Shape)?)
+            }
+            None => Box::new(ReplicatedBackend),
+        };
         Ok(Pg {
             pg,
             whoami,
@@ -270,7 +279,7 @@ impl Pg {
             pushes_owed: BTreeMap::new(),
             scrub: Scrubber::default(),
             leases: Leases::default(),
-            backend: Box::new(ReplicatedBackend),
+            backend,
         })
     }
 

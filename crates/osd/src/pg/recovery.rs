@@ -67,7 +67,7 @@ impl Pg {
         }
         let txn = self
             .backend
-            .push_txn(self.collection, &push)
+            .push_txn(self.collection, self.interval.shard_of(self.whoami), &push)
             .map_err(|e| ignore(format!("bad object state: {e}")))?;
         fx.store(StoreWrite {
             version: self.last_update,

@@ -138,6 +138,13 @@ impl Pg {
         self.is_primary() && matches!(self.phase, Phase::Active)
     }
 
+    /// Whether this copy is a replica its primary activated in the
+    /// current interval (it holds the interval's history).
+    #[must_use]
+    pub fn is_activated_replica(&self) -> bool {
+        !self.is_primary() && matches!(self.phase, Phase::Replica { activated: true })
+    }
+
     /// This copy's peering facts.
     #[must_use]
     pub fn info(&self) -> PgInfo {

@@ -6,7 +6,7 @@
 use super::effects::{Effects, Ignored, InvalidWrite, Reply, RetryReason, StoreTag, StoreWrite};
 use super::events::GuardCheck;
 use super::messages::{PgMsg, SubWrite, SubWriteAck};
-use super::{Pg, PgBackend, Phase};
+use super::{Pg, Phase, ShardWrites};
 use crate::limits::SUBWRITE_RESEND_TICKS;
 use crate::log::{DupEntry, LogEntry, LogKind, LogResult, ReqId, Version};
 use bytes::Bytes;
@@ -27,8 +27,11 @@ pub(super) struct InFlight {
     pub(super) result: LogResult,
     pub(super) waiting_on: BTreeSet<OsdId>,
     pub(super) committed_local: bool,
-    /// The sub-write as sent, for a resend to OSDs whose ack is overdue.
+    /// The sub-write as sent (without its ops), for a resend to OSDs
+    /// whose ack is overdue.
     pub(super) sub_write: SubWrite,
+    /// The write's ops on each copy.
+    pub(super) writes: ShardWrites,
     /// The backfill targets that got it as a log entry only.
     pub(super) log_only: BTreeSet<OsdId>,
     /// Ticks since it was last sent.
@@ -36,9 +39,10 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    /// The sub-write for one OSD, with the ops `backend` makes for it (a
-    /// backfill target past the scan gets the log entry only).
-    pub(super) fn sub_write_to(&self, osd: OsdId, backend: &dyn PgBackend) -> SubWrite {
+    /// The sub-write for one OSD, holding shard `shard` (`None`:
+    /// replicated), with its ops (a backfill target past the scan gets the
+    /// log entry only).
+    pub(super) fn sub_write_to(&self, osd: OsdId, shard: Option<u32>) -> SubWrite {
         let log_only = self.log_only.contains(&osd);
         let sent = &self.sub_write;
         SubWrite {
@@ -48,7 +52,7 @@ impl InFlight {
             ops: if log_only {
                 Vec::new()
             } else {
-                backend.sub_write_ops(osd, &sent.ops)
+                self.writes.for_shard(shard)
             },
             prior: sent.prior,
             committed_to: sent.committed_to,
@@ -277,8 +281,13 @@ impl Pg {
             req,
             result,
         };
+        let writes = self
+            .backend
+            .plan_write(ops)
+            .map_err(|reason| Reply::Invalid { reason })?;
+        let own = self.interval.shard_of(self.whoami);
         let txn = self
-            .log_txn(self.backend.local_write_ops(&ops), &entry)
+            .log_txn(writes.for_shard(own), &entry)
             .map_err(|e| Reply::Invalid { reason: e.into() })?;
         let prior = self.append(entry.clone(), txn, fx);
         let replicas: BTreeSet<OsdId> = self
@@ -314,19 +323,18 @@ impl Pg {
                 from: self.whoami,
                 interval_epoch: self.interval.epoch_started,
                 entry,
-                ops,
+                ops: Vec::new(),
                 prior,
                 committed_to: self.committed_to,
                 log_only: false,
             },
+            writes,
             log_only,
             ticks: 0,
         };
         for osd in &flight.waiting_on {
-            fx.send(
-                *osd,
-                PgMsg::SubWrite(flight.sub_write_to(*osd, &*self.backend)),
-            );
+            let shard = self.interval.shard_of(*osd);
+            fx.send(*osd, PgMsg::SubWrite(flight.sub_write_to(*osd, shard)));
         }
         self.inflight.insert(version, flight);
         Ok(())
@@ -355,10 +363,8 @@ impl Pg {
             flight.ticks = 0;
             flight.sub_write.committed_to = committed_to;
             for osd in &flight.waiting_on {
-                out.push((
-                    *osd,
-                    PgMsg::SubWrite(flight.sub_write_to(*osd, &*self.backend)),
-                ));
+                let shard = self.interval.shard_of(*osd);
+                out.push((*osd, PgMsg::SubWrite(flight.sub_write_to(*osd, shard))));
             }
         }
         out
@@ -529,7 +535,7 @@ impl Pg {
             return malformed(format!("result {:?}", msg.entry.result));
         }
         self.backend
-            .check_sub_write_ops(&msg.entry, &msg.ops)
+            .check_sub_write_ops(&msg.entry, self.interval.shard_of(self.whoami), &msg.ops)
             .or_else(malformed)
     }
 
@@ -618,7 +624,7 @@ impl Pg {
 /// Checks that every op changes `object` (clients write one object per
 /// request, and may not touch the PG's metadata keys) and says whether the
 /// request ends by removing it.
-pub(super) fn check_ops(object: &Bytes, ops: &[Op]) -> Result<LogKind, InvalidWrite> {
+pub(crate) fn check_ops(object: &Bytes, ops: &[Op]) -> Result<LogKind, InvalidWrite> {
     if ops.is_empty() {
         return Err(InvalidWrite::Store(StoreError::Invalid(
             "no operations".into(),

@@ -1,0 +1,807 @@
+//! Erasure-coded PGs: the backend that cuts a write into the shards each
+//! position stores ([`EcBackend`]), the metadata every shard keeps beside
+//! its bytes ([`ShardMeta`]), and the pure parts of a read that gathers
+//! byte ranges from the shards ([`plan_read`], [`serve_shard_read`],
+//! [`assemble`]). Shared by the daemon and the simulator, like
+//! `daemon::read_ops`.
+//!
+//! Shard `i` of an object lives under the object's own key on the OSD at
+//! position `i` of the acting set, holding exactly
+//! [`StripeLayout::shard_len`] bytes (never padded to a stripe). Every
+//! shard holds every object, so a shard's listing is the PG's. See
+//! `docs/erasure-coding.md`.
+
+use crate::daemon::{observe, op_error, read_op, refusal_error};
+use crate::log::LogEntry;
+use crate::pg::{InvalidWrite, PgBackend, Push, ShardWrites, check_ops};
+use crate::scrub::{Inconsistency, ScrubMap};
+use bytes::{Bytes, BytesMut};
+use cairn_ec::{ReedSolomon, StripeLayout};
+use cairn_proto::osd::{OpError, OpKind, OpOutput};
+use cairn_proto::peer::ShardReadError;
+use cairn_store::{CollectionId, ObjectKey, ObjectStore, Op, ReadOptions, StoreError, Transaction};
+use cairn_types::OsdId;
+use cairn_types::checked::CheckedBytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::pg::{EcShape, Guard};
+
+/// The internal xattr holding a shard's [`ShardMeta`] (hidden from
+/// clients, as every name starting with a zero byte).
+pub const EC_META_XATTR: &[u8] = b"\0ec";
+
+const META_FORMAT: u8 = 1;
+const META_LEN: usize = 23;
+
+/// What a shard records of its object: which shard it is, the object's
+/// size and chunk (so any shard can plan a read), and the crc32c of this
+/// shard's bytes when a full write set it. An object without it is empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardMeta {
+    pub shard: u32,
+    pub size: u64,
+    pub chunk: u64,
+    pub crc: Option<u32>,
+}
+
+impl ShardMeta {
+    /// `[1, shard u8, size u64, chunk u64, crc_known u8, crc u32]`, little
+    /// endian.
+    #[must_use]
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(META_LEN);
+        out.push(META_FORMAT);
+        out.push(u8::try_from(self.shard).unwrap_or(u8::MAX));
+        out.extend_from_slice(&self.size.to_le_bytes());
+        out.extend_from_slice(&self.chunk.to_le_bytes());
+        out.push(u8::from(self.crc.is_some()));
+        out.extend_from_slice(&self.crc.unwrap_or(0).to_le_bytes());
+        Bytes::from(out)
+    }
+
+    /// # Errors
+    /// A wrong length, format or flag.
+    pub fn decode(bytes: &[u8]) -> Result<ShardMeta, String> {
+        if bytes.len() != META_LEN || bytes[0] != META_FORMAT {
+            return Err(format!(
+                "shard metadata of {} bytes, format {:?}",
+                bytes.len(),
+                bytes.first()
+            ));
+        }
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&bytes[19..23]);
+        let crc = match bytes[18] {
+            0 => None,
+            1 => Some(u32::from_le_bytes(crc)),
+            flag => return Err(format!("shard metadata crc flag {flag}")),
+        };
+        Ok(ShardMeta {
+            shard: u32::from(bytes[1]),
+            size: u64_at(2),
+            chunk: u64_at(10),
+            crc,
+        })
+    }
+}
+
+/// The layout of an erasure-coded interval.
+///
+/// # Errors
+/// A shape the codec or layout refuses (the map validated it already).
+pub fn layout_of(shape: &EcShape) -> Result<StripeLayout, String> {
+    StripeLayout::new(shape.k, shape.m, shape.stripe_unit).map_err(|e| e.to_string())
+}
+
+/// Erasure coding: each position holds one shard of every object.
+pub struct EcBackend {
+    layout: StripeLayout,
+    codec: Arc<ReedSolomon>,
+}
+
+impl std::fmt::Debug for EcBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "EcBackend({}+{}, unit {})",
+            self.layout.k, self.layout.m, self.layout.stripe_unit
+        )
+    }
+}
+
+impl EcBackend {
+    /// # Errors
+    /// A shape the codec or layout refuses.
+    pub fn new(shape: &EcShape) -> Result<EcBackend, String> {
+        let layout = layout_of(shape)?;
+        let codec =
+            ReedSolomon::new(shape.k as usize, shape.m as usize).map_err(|e| e.to_string())?;
+        Ok(EcBackend {
+            layout,
+            codec: Arc::new(codec),
+        })
+    }
+
+    #[must_use]
+    pub fn layout(&self) -> &StripeLayout {
+        &self.layout
+    }
+
+    fn shards(&self) -> usize {
+        self.layout.shards() as usize
+    }
+}
+
+fn not_supported(why: &str) -> InvalidWrite {
+    InvalidWrite::NotSupported(why.to_owned())
+}
+
+impl PgBackend for EcBackend {
+    /// Cuts the client's ops (checked by `check_ops`, ending with the new
+    /// version for a write) into each shard's: a full write becomes each
+    /// shard's slice and parity with its [`ShardMeta`]; creates, removes
+    /// and xattrs go to every shard as they are. Partial writes and omap
+    /// are refused.
+    fn plan_write(&self, ops: Vec<Op>) -> Result<ShardWrites, InvalidWrite> {
+        if ops.is_empty() {
+            return Ok(ShardWrites::Same(ops));
+        }
+        let n = self.shards();
+        let mut per: Vec<Vec<Op>> = vec![Vec::with_capacity(ops.len() + 1); n];
+        let every = |per: &mut Vec<Vec<Op>>, op: &Op| {
+            for shard in per.iter_mut() {
+                shard.push(op.clone());
+            }
+        };
+        for op in ops {
+            match op {
+                Op::Touch { .. }
+                | Op::Remove { .. }
+                | Op::SetXattrs { .. }
+                | Op::RemoveXattr { .. } => every(&mut per, &op),
+                Op::WriteFull { object, data } => {
+                    let shards = cairn_ec::object::split(&self.layout, &*self.codec, data.bytes())
+                        .map_err(|e| InvalidWrite::Store(StoreError::Invalid(e.to_string())))?;
+                    for (i, (bytes, ops)) in shards.shards.into_iter().zip(&mut per).enumerate() {
+                        let bytes = CheckedBytes::summed(Bytes::from(bytes));
+                        let crc = bytes
+                            .blocks()
+                            .and_then(|b| cairn_types::crc::crc32c_of_blocks(b, bytes.len()));
+                        let meta = ShardMeta {
+                            shard: u32::try_from(i).unwrap_or(u32::MAX),
+                            size: shards.size,
+                            chunk: shards.chunk,
+                            crc,
+                        };
+                        ops.push(Op::Touch {
+                            object: object.clone(),
+                        });
+                        if bytes.is_empty() {
+                            ops.push(Op::Truncate {
+                                object: object.clone(),
+                                size: 0,
+                            });
+                        } else {
+                            ops.push(Op::WriteFull {
+                                object: object.clone(),
+                                data: bytes,
+                            });
+                        }
+                        ops.push(Op::SetXattrs {
+                            object: object.clone(),
+                            xattrs: BTreeMap::from([(
+                                Bytes::from_static(EC_META_XATTR),
+                                meta.encode(),
+                            )]),
+                        });
+                    }
+                }
+                Op::Truncate { object, size: 0 } => {
+                    for ops in &mut per {
+                        ops.push(Op::Touch {
+                            object: object.clone(),
+                        });
+                        ops.push(Op::Truncate {
+                            object: object.clone(),
+                            size: 0,
+                        });
+                        ops.push(Op::RemoveXattr {
+                            object: object.clone(),
+                            name: Bytes::from_static(EC_META_XATTR),
+                        });
+                    }
+                }
+                Op::SetVersion { .. } => every(&mut per, &op),
+                Op::Write { .. } | Op::Append { .. } | Op::Truncate { .. } | Op::Zero { .. } => {
+                    return Err(not_supported(
+                        "partial writes (write at an offset, append, truncate, zero) \
+                         to erasure-coded pools are not served yet; write whole objects",
+                    ));
+                }
+                Op::OmapSet { .. }
+                | Op::OmapRemove { .. }
+                | Op::OmapRemoveRange { .. }
+                | Op::OmapClear { .. } => {
+                    return Err(not_supported("erasure-coded pools have no omap"));
+                }
+                other => {
+                    return Err(InvalidWrite::Store(StoreError::Invalid(format!(
+                        "{other:?} in a client write"
+                    ))));
+                }
+            }
+        }
+        Ok(ShardWrites::PerShard(per))
+    }
+
+    /// The ops change only the entry's object and end as it says, with no
+    /// omap, and any shard metadata names this copy's shard.
+    fn check_sub_write_ops(
+        &self,
+        entry: &LogEntry,
+        shard: Option<u32>,
+        ops: &[Op],
+    ) -> Result<(), String> {
+        let Some(shard) = shard else {
+            return Err("a sub-write to an OSD at no position".into());
+        };
+        match check_ops(&entry.object, ops) {
+            Ok(kind) if kind == entry.kind => {}
+            Ok(kind) => return Err(format!("kind {:?}, ops say {kind:?}", entry.kind)),
+            Err(e) => return Err(e.to_string()),
+        }
+        for op in ops {
+            match op {
+                Op::SetXattrs { xattrs, .. } => {
+                    if let Some(meta) = xattrs.get(EC_META_XATTR) {
+                        let meta = ShardMeta::decode(meta)?;
+                        if meta.shard != shard {
+                            return Err(format!("shard {} sent to position {shard}", meta.shard));
+                        }
+                    }
+                }
+                Op::OmapSet { .. }
+                | Op::OmapRemove { .. }
+                | Op::OmapRemoveRange { .. }
+                | Op::OmapClear { .. } => return Err("omap op on an erasure-coded pool".into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The primary reads its own shard's metadata first, so it waits
+    /// while it lacks the object (until degraded reads come).
+    fn read_waits_for_recovery(&self, local_missing: &BTreeSet<Bytes>, object: &[u8]) -> bool {
+        local_missing.contains(object)
+    }
+
+    /// A pushed shard is applied only at its own position: a push of
+    /// another shard's bytes (a recovery that copied instead of
+    /// rebuilding) is refused rather than stored.
+    fn push_txn(
+        &self,
+        collection: CollectionId,
+        shard: Option<u32>,
+        push: &Push,
+    ) -> Result<Transaction, StoreError> {
+        if let Some(state) = &push.state {
+            let meta = state
+                .xattrs
+                .get(EC_META_XATTR)
+                .map(|m| ShardMeta::decode(m))
+                .transpose()
+                .map_err(StoreError::Invalid)?;
+            let fits = match meta {
+                Some(meta) => {
+                    Some(meta.shard) == shard
+                        && u64::try_from(state.data.len()).ok()
+                            == Some(self.layout.shard_len(meta.chunk, meta.size, meta.shard))
+                }
+                None => state.data.is_empty(),
+            };
+            if !fits || !state.omap.is_empty() {
+                return Err(StoreError::Invalid(format!(
+                    "pushed shard ({:?}) does not fit position {shard:?}",
+                    meta.map(|m| m.shard)
+                )));
+            }
+        }
+        crate::pg::push_txn(collection, push)
+    }
+
+    /// Shards differ by design: until shard-aware scrub, compares what
+    /// every shard shares (presence, version, omap) with the data, size
+    /// and xattr digests set aside.
+    fn compare_scrub_maps(
+        &self,
+        maps: &BTreeMap<OsdId, ScrubMap>,
+        primary: OsdId,
+    ) -> Vec<Inconsistency> {
+        let shared: BTreeMap<OsdId, ScrubMap> = maps
+            .iter()
+            .map(|(osd, map)| {
+                let mut map = map.clone();
+                for entry in &mut map.entries {
+                    entry.size = 0;
+                    entry.xattrs_digest = 0;
+                    entry.data_digest = entry.data_digest.map(|_| 0);
+                }
+                (*osd, map)
+            })
+            .collect();
+        crate::scrub::compare(&shared, primary)
+    }
+}
+
+/// A client read on an erasure-coded PG, after its local part: every op's
+/// output in order (a `Read`'s data still to gather), and the shard byte
+/// ranges to fetch, per shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EcReadPlan {
+    /// The object's version on the primary's shard: every shard's answer
+    /// must show it.
+    pub version: u64,
+    pub outputs: Vec<OpOutput>,
+    /// The object ranges of the `Read`s, in order, with the chunk.
+    pub reads: Vec<Range<u64>>,
+    pub chunk: u64,
+    /// Per data shard, the shard ranges to fetch, `(offset, len)`.
+    pub fetch: BTreeMap<u32, Vec<(u64, u64)>>,
+}
+
+fn shard_meta(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+) -> Result<Option<ShardMeta>, StoreError> {
+    let xattrs = store.xattrs(collection, key)?;
+    xattrs
+        .get(EC_META_XATTR)
+        .map(|m| ShardMeta::decode(m).map_err(StoreError::Corrupt))
+        .transpose()
+}
+
+/// The local part of a client read on the primary's shard: the guards,
+/// the object's version and size, every op but the data of `Read`s (which
+/// [`assemble`] fills in from the shards' answers).
+///
+/// # Errors
+/// A guard that fails, an omap op, or the store's error.
+pub fn plan_read(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    layout: &StripeLayout,
+    guards: Vec<Guard>,
+    ops: Vec<OpKind>,
+) -> Result<EcReadPlan, OpError> {
+    if !guards.is_empty() {
+        let check = observe(store, collection, &key.name, guards, None)?;
+        if let Some(code) = check.and_then(|check| check.failure()) {
+            return Err(refusal_error(code));
+        }
+    }
+    let mut plan = EcReadPlan {
+        version: 0,
+        outputs: Vec::with_capacity(ops.len()),
+        reads: Vec::new(),
+        chunk: 0,
+        fetch: BTreeMap::new(),
+    };
+    let mut object: Option<(u64, ShardMeta)> = None;
+    for op in ops {
+        let needs_object = matches!(op, OpKind::Read { .. } | OpKind::Stat);
+        if needs_object && object.is_none() {
+            let stat = store.stat(collection, key).map_err(op_error)?;
+            let meta = shard_meta(store, collection, key).map_err(op_error)?;
+            let meta = meta.unwrap_or(ShardMeta {
+                shard: 0,
+                size: 0,
+                chunk: layout.chunk_for(0),
+                crc: None,
+            });
+            plan.version = stat.version;
+            plan.chunk = meta.chunk;
+            object = Some((stat.version, meta));
+        }
+        match op {
+            OpKind::Read { offset, length } => {
+                let Some((_, meta)) = object else {
+                    unreachable!("loaded above")
+                };
+                let start = offset.min(meta.size);
+                let end = length.map_or(meta.size, |l| offset.saturating_add(l).min(meta.size));
+                let range = start..end.max(start);
+                for (shard, r) in layout.shard_ranges(meta.chunk, range.clone()) {
+                    let ranges = plan.fetch.entry(shard).or_default();
+                    ranges.push((r.start, r.end - r.start));
+                }
+                plan.outputs.push(OpOutput::Data {
+                    len: range.end - range.start,
+                });
+                plan.reads.push(range);
+            }
+            OpKind::Stat => {
+                let Some((version, meta)) = object else {
+                    unreachable!("loaded above")
+                };
+                plan.outputs.push(OpOutput::Stat {
+                    size_bytes: meta.size,
+                    version,
+                });
+            }
+            OpKind::OmapGetHeader | OpKind::OmapGetRange { .. } | OpKind::OmapGet { .. } => {
+                return Err(OpError::NotSupported(
+                    "erasure-coded pools have no omap".into(),
+                ));
+            }
+            other => {
+                let (output, _) = read_op(store, collection, key, other)?;
+                plan.outputs.push(output);
+            }
+        }
+    }
+    if let Some(ranges) = plan
+        .fetch
+        .values()
+        .find(|r| r.len() > SHARD_READ_RANGES_MAX)
+    {
+        return Err(OpError::Invalid(format!(
+            "{} ranges of one shard in a request ({SHARD_READ_RANGES_MAX} allowed)",
+            ranges.len()
+        )));
+    }
+    Ok(plan)
+}
+
+pub use cairn_proto::limits::SHARD_READ_RANGES_MAX;
+
+/// Serves shard byte ranges `(offset, len)` of `key` from this OSD's
+/// store, if the object is at `version` (0: any) before and after the
+/// reads, so an answer is never torn by a write between them. Returns the
+/// version and the bytes of each range (cut where the shard ends).
+///
+/// # Errors
+/// The object is missing or at another version, or the store's error
+/// (a checksum mismatch is `Corrupt`).
+pub fn serve_shard_read(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    version: u64,
+    ranges: &[(u64, u64)],
+) -> Result<(u64, Vec<Bytes>), ShardReadError> {
+    let stat_version = || -> Result<u64, ShardReadError> {
+        match store.stat(collection, key) {
+            Ok(stat) if version != 0 && stat.version != version => Err(ShardReadError::Stale {
+                version: stat.version,
+            }),
+            Ok(stat) => Ok(stat.version),
+            Err(StoreError::NotFound { .. }) => Err(ShardReadError::NotFound),
+            Err(e) => Err(store_error(e)),
+        }
+    };
+    let before = stat_version()?;
+    let mut out = Vec::with_capacity(ranges.len());
+    for &(offset, len) in ranges {
+        let data = store
+            .read(collection, key, ReadOptions::range(offset, len))
+            .map_err(store_error)?;
+        out.push(data);
+    }
+    let after = stat_version()?;
+    if after != before {
+        return Err(ShardReadError::Stale { version: after });
+    }
+    Ok((before, out))
+}
+
+fn store_error(e: StoreError) -> ShardReadError {
+    match e {
+        StoreError::NotFound { .. } => ShardReadError::NotFound,
+        StoreError::Corrupt(why) => ShardReadError::Corrupt(why),
+        other => ShardReadError::Store(other.to_string()),
+    }
+}
+
+/// The read's outputs and data from the shards' answers: for each data
+/// shard fetched, the bytes of its ranges in the order of
+/// [`EcReadPlan::fetch`].
+///
+/// # Errors
+/// An answer missing or short of what the plan needs (`ObjectBusy`: the
+/// client retries).
+pub fn assemble(
+    layout: &StripeLayout,
+    plan: EcReadPlan,
+    fetched: &BTreeMap<u32, Vec<Bytes>>,
+) -> Result<(Vec<OpOutput>, Bytes), OpError> {
+    let mut pieces: Vec<(u32, Range<u64>, &[u8])> = Vec::new();
+    for (shard, ranges) in &plan.fetch {
+        let Some(bytes) = fetched.get(shard) else {
+            return Err(OpError::ObjectBusy);
+        };
+        for (&(offset, len), data) in ranges.iter().zip(bytes) {
+            pieces.push((*shard, offset..offset + len, &data[..]));
+        }
+    }
+    let total: u64 = plan.reads.iter().map(|r| r.end - r.start).sum();
+    let mut data = BytesMut::with_capacity(usize::try_from(total).unwrap_or(0));
+    for range in &plan.reads {
+        let part =
+            cairn_ec::object::gather(layout, plan.chunk, range.clone(), &pieces).map_err(|e| {
+                tracing::warn!(error = %e, "erasure-coded read short of its shards");
+                OpError::ObjectBusy
+            })?;
+        data.extend_from_slice(&part);
+    }
+    Ok((plan.outputs, data.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{LogKind, LogResult, ReqId, Version};
+    use cairn_store::MemStore;
+
+    fn shape(k: u32, m: u32) -> EcShape {
+        EcShape {
+            k,
+            m,
+            stripe_unit: 4096,
+            acting: (0..k + m).map(|i| Some(OsdId(i))).collect(),
+            up: (0..k + m).map(|i| Some(OsdId(i))).collect(),
+        }
+    }
+
+    fn key() -> ObjectKey {
+        ObjectKey::new(Bytes::from_static(b"obj"))
+    }
+
+    #[test]
+    fn shard_meta_round_trips_and_refuses_junk() {
+        for crc in [None, Some(0xdead_beef)] {
+            let meta = ShardMeta {
+                shard: 5,
+                size: 1 << 40,
+                chunk: 4096,
+                crc,
+            };
+            assert_eq!(ShardMeta::decode(&meta.encode()), Ok(meta));
+        }
+        assert!(ShardMeta::decode(b"").is_err());
+        let mut bad = ShardMeta {
+            shard: 0,
+            size: 1,
+            chunk: 16,
+            crc: None,
+        }
+        .encode()
+        .to_vec();
+        bad[18] = 7;
+        assert!(ShardMeta::decode(&bad).is_err());
+        bad[0] = 9;
+        assert!(ShardMeta::decode(&bad).is_err());
+    }
+
+    /// Applies shard `i`'s ops to store `i`, as the PG would.
+    fn apply(stores: &[MemStore], writes: &ShardWrites) {
+        let coll = CollectionId::pg(1, 0);
+        for (i, store) in stores.iter().enumerate() {
+            let mut txn = Transaction::new(coll);
+            txn.ops = writes.for_shard(Some(u32::try_from(i).expect("small")));
+            store.apply(txn).expect("shard transaction applies");
+        }
+    }
+
+    fn stores(n: u32) -> Vec<MemStore> {
+        (0..n)
+            .map(|_| {
+                let store = MemStore::new();
+                let mut txn = Transaction::new(CollectionId::pg(1, 0));
+                txn.push(Op::CreateCollection);
+                store.apply(txn).expect("collection");
+                store
+            })
+            .collect()
+    }
+
+    fn write_full(data: &[u8], version: u64) -> Vec<Op> {
+        vec![
+            Op::WriteFull {
+                object: key(),
+                data: CheckedBytes::summed(Bytes::copy_from_slice(data)),
+            },
+            Op::SetXattrs {
+                object: key(),
+                xattrs: BTreeMap::from([(Bytes::from_static(b"user.a"), Bytes::from_static(b"1"))]),
+            },
+            Op::SetVersion {
+                object: key(),
+                version,
+            },
+        ]
+    }
+
+    /// Reads `range` through plan, shard reads and assembly, shard `i`
+    /// served by store `i`, the primary being store 0.
+    fn read(
+        backend: &EcBackend,
+        stores: &[MemStore],
+        ops: Vec<OpKind>,
+    ) -> Result<(Vec<OpOutput>, Bytes), OpError> {
+        let coll = CollectionId::pg(1, 0);
+        let plan = plan_read(&stores[0], coll, &key(), backend.layout(), Vec::new(), ops)?;
+        let mut fetched = BTreeMap::new();
+        for (shard, ranges) in &plan.fetch {
+            let (version, bytes) =
+                serve_shard_read(&stores[*shard as usize], coll, &key(), plan.version, ranges)
+                    .map_err(|e| OpError::Store(format!("{e:?}")))?;
+            assert_eq!(version, plan.version);
+            fetched.insert(*shard, bytes);
+        }
+        assemble(backend.layout(), plan, &fetched)
+    }
+
+    #[test]
+    fn full_writes_store_each_shard_and_reads_gather_any_range() {
+        for (k, m) in [(2, 1), (4, 2), (8, 3)] {
+            let backend = EcBackend::new(&shape(k, m)).expect("shape");
+            for len in [0usize, 1, 100, 4096, 4096 * 9 + 17, 200_000] {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+                let stores = stores(k + m);
+                let writes = backend.plan_write(write_full(&data, 3)).expect("plan");
+                apply(&stores, &writes);
+                let coll = CollectionId::pg(1, 0);
+                let mut total = 0;
+                for (i, store) in stores.iter().enumerate() {
+                    let i = u32::try_from(i).expect("small");
+                    let stat = store.stat(coll, &key()).expect("every shard holds it");
+                    assert_eq!(stat.version, 3);
+                    let meta = shard_meta(store, coll, &key())
+                        .expect("readable")
+                        .expect("meta");
+                    assert_eq!((meta.shard, meta.size), (i, len as u64));
+                    let want = backend.layout().shard_len(meta.chunk, meta.size, i);
+                    assert_eq!(stat.size_bytes, want, "shard {i} of {len} bytes on {k}+{m}");
+                    total += stat.size_bytes;
+                }
+                assert_eq!(total, backend.layout().stored_bytes(len as u64));
+                let (out, bytes) = read(
+                    &backend,
+                    &stores,
+                    vec![OpKind::Read {
+                        offset: 0,
+                        length: None,
+                    }],
+                )
+                .expect("read");
+                assert_eq!(&bytes[..], &data[..], "{k}+{m}, {len} bytes");
+                assert_eq!(out, vec![OpOutput::Data { len: len as u64 }]);
+                if len > 10 {
+                    let (a, b) = (len / 3, len / 3 + len / 2);
+                    let (_, bytes) = read(
+                        &backend,
+                        &stores,
+                        vec![
+                            OpKind::Stat,
+                            OpKind::Read {
+                                offset: a as u64,
+                                length: Some((b - a) as u64),
+                            },
+                            OpKind::Read {
+                                offset: 1,
+                                length: Some(5),
+                            },
+                        ],
+                    )
+                    .expect("ranges");
+                    let mut want = data[a..b].to_vec();
+                    want.extend_from_slice(&data[1..6]);
+                    assert_eq!(&bytes[..], &want[..]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_small_read_fetches_one_shard_and_partial_writes_are_refused() {
+        let backend = EcBackend::new(&shape(4, 2)).expect("shape");
+        let stores = stores(6);
+        let data = vec![9u8; 64 * 1024];
+        apply(
+            &stores,
+            &backend.plan_write(write_full(&data, 1)).expect("plan"),
+        );
+        let plan = plan_read(
+            &stores[0],
+            CollectionId::pg(1, 0),
+            &key(),
+            backend.layout(),
+            Vec::new(),
+            vec![OpKind::Read {
+                offset: 5000,
+                length: Some(100),
+            }],
+        )
+        .expect("plan");
+        assert_eq!(plan.fetch.len(), 1, "100 bytes lie in one chunk");
+        assert_eq!(plan.fetch[&1], vec![(5000 - 4096, 100)]);
+        let partial = vec![Op::Write {
+            object: key(),
+            offset: 0,
+            data: CheckedBytes::summed(Bytes::from_static(b"x")),
+        }];
+        assert!(matches!(
+            backend.plan_write(partial),
+            Err(InvalidWrite::NotSupported(_))
+        ));
+        let omap = vec![Op::OmapClear { object: key() }];
+        assert!(matches!(
+            backend.plan_write(omap),
+            Err(InvalidWrite::NotSupported(_))
+        ));
+    }
+
+    #[test]
+    fn a_shard_refuses_another_shards_ops_and_pushes() {
+        let backend = EcBackend::new(&shape(2, 1)).expect("shape");
+        let writes = backend
+            .plan_write(write_full(b"hello world", 2))
+            .expect("plan");
+        let entry = LogEntry {
+            version: Version::new(1, 2),
+            object: key().name,
+            kind: LogKind::Write,
+            req: ReqId { client: 1, tid: 1 },
+            result: LogResult::Ok { object_version: 2 },
+        };
+        let ops1 = writes.for_shard(Some(1));
+        assert_eq!(backend.check_sub_write_ops(&entry, Some(1), &ops1), Ok(()));
+        assert!(backend.check_sub_write_ops(&entry, Some(2), &ops1).is_err());
+        assert!(backend.check_sub_write_ops(&entry, None, &ops1).is_err());
+        // A push of shard 1's state is taken at position 1 only.
+        let stores = stores(3);
+        apply(&stores, &writes);
+        let coll = CollectionId::pg(1, 0);
+        let state =
+            crate::daemon::read_object_state(&stores[1], coll, &key().name).expect("readable");
+        let push = Push {
+            from: OsdId(0),
+            interval_epoch: cairn_types::Epoch(1),
+            object: key().name,
+            state,
+            as_of: Version::ZERO,
+        };
+        assert!(backend.push_txn(coll, Some(1), &push).is_ok());
+        assert!(backend.push_txn(coll, Some(0), &push).is_err());
+    }
+
+    #[test]
+    fn a_stale_or_missing_shard_is_not_served() {
+        let backend = EcBackend::new(&shape(2, 1)).expect("shape");
+        let stores = stores(3);
+        let coll = CollectionId::pg(1, 0);
+        assert_eq!(
+            serve_shard_read(&stores[1], coll, &key(), 0, &[(0, 1)]),
+            Err(ShardReadError::NotFound)
+        );
+        apply(
+            &stores,
+            &backend.plan_write(write_full(b"abc", 4)).expect("plan"),
+        );
+        assert_eq!(
+            serve_shard_read(&stores[1], coll, &key(), 3, &[(0, 1)]),
+            Err(ShardReadError::Stale { version: 4 })
+        );
+        assert!(serve_shard_read(&stores[1], coll, &key(), 4, &[(0, 1)]).is_ok());
+    }
+}
