@@ -244,3 +244,234 @@ fn an_erasure_coded_pool_serves_whole_objects_and_stores_only_shards() {
     assert_eq!(stored, expected_stored, "shards are never padded");
     eprintln!("{logical} object bytes stored as {stored} shard bytes");
 }
+
+/// Waits up to 30 s for `done` to hold of `cairn osd tree`'s OSDs.
+fn wait_osds(cluster: &Cluster, what: &str, done: impl Fn(&[serde_json::Value]) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let osds = common::tree_osds(cluster);
+        if done(&osds) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {osds:?}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// A 4+2 pool on 6 OSDs loses one (no spare: its position stays a hole):
+/// every object still reads back, decoded around the missing shard, and
+/// writes go on with 5 of 6 shards. The OSD comes back: recovery rebuilds
+/// exactly the shards it missed from 4 others, the PGs become clean, and
+/// every shard on disk is what it should be.
+#[test]
+fn an_erasure_coded_pool_reads_around_a_lost_osd_and_rebuilds_its_shards() {
+    let cluster = Cluster::up("ec-degraded", 6, 19530, &["--down-grace", "2s"]);
+    let data_dir = cluster.dir.display().to_string();
+    ok(
+        cluster.cairn(&[
+            "pool",
+            "create",
+            POOL,
+            "--erasure",
+            "4+2",
+            "--stripe-unit",
+            "4K",
+            "--pg-num",
+            "8",
+        ]),
+        "pool create --erasure",
+    );
+    common::wait_clean(&cluster);
+    let rt = runtime();
+    let client = rt
+        .block_on(Client::connect(&mon_addr(&cluster)))
+        .expect("connect");
+    let sizes = [1usize, 3000, 4096, 20_000, 70_001, 1 << 20];
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let put = |model: &mut BTreeMap<String, Vec<u8>>, name: String, seed: u64, size: usize| {
+        let data = pattern(seed, size);
+        rt.block_on(client.write_full(POOL, name.as_bytes(), Bytes::from(data.clone())))
+            .unwrap_or_else(|e| panic!("put {name}: {e}"));
+        model.insert(name, data);
+    };
+    let check_all = |model: &BTreeMap<String, Vec<u8>>, when: &str| {
+        rt.block_on(async {
+            for (name, data) in model {
+                let got = client
+                    .read(POOL, name.as_bytes(), range(0, None))
+                    .await
+                    .unwrap_or_else(|e| panic!("{when}: read {name}: {e}"));
+                assert!(
+                    got[..] == data[..],
+                    "{when}: {name} reads back different bytes"
+                );
+                if data.len() > 9000 {
+                    let got = client
+                        .read(POOL, name.as_bytes(), range(4000, Some(5000)))
+                        .await
+                        .unwrap_or_else(|e| panic!("{when}: range of {name}: {e}"));
+                    assert!(got[..] == data[4000..9000], "{when}: a range of {name}");
+                }
+            }
+        });
+    };
+    for i in 0..30u64 {
+        let size = sizes[i as usize % sizes.len()];
+        put(&mut model, format!("before-{i}"), i, size);
+    }
+
+    // osd.2 stops: reads decode around its shards; writes go on.
+    let id_of = |index: u16| {
+        let addr = format!("127.0.0.1:{}", cluster.base_port + 1 + index);
+        common::tree_osds(&cluster)
+            .iter()
+            .find(|o| o["addr"] == addr.as_str())
+            .and_then(|o| o["id"].as_u64())
+            .expect("the OSD's id")
+    };
+    let stopped = id_of(2);
+    ok(
+        cluster.cairn(&["daemon", "stop", "osd.2", "--data", &data_dir]),
+        "daemon stop",
+    );
+    wait_osds(&cluster, "osd.2 marked down", |osds| {
+        osds.iter().any(|o| o["id"] == stopped && o["up"] == false)
+    });
+    check_all(&model, "one OSD down");
+    for i in 0..20u64 {
+        let size = sizes[i as usize % sizes.len()];
+        put(&mut model, format!("during-{i}"), 1000 + i, size);
+    }
+    // Overwrites and removes of objects the stopped OSD holds old shards of.
+    for i in 0..6u64 {
+        put(
+            &mut model,
+            format!("before-{i}"),
+            2000 + i,
+            sizes[(i as usize + 1) % sizes.len()],
+        );
+    }
+    for i in 6..9u64 {
+        let name = format!("before-{i}");
+        rt.block_on(client.remove(POOL, name.as_bytes()))
+            .expect("remove");
+        model.remove(&name);
+    }
+    check_all(&model, "one OSD down, after writes");
+
+    // It comes back: only what it missed is rebuilt, then clean.
+    let recovered_before: u64 = recovered_bytes(&cluster);
+    ok(
+        cluster.cairn(&["daemon", "start", "osd.2", "--data", &data_dir]),
+        "daemon start",
+    );
+    wait_osds(&cluster, "osd.2 up again", |osds| {
+        osds.iter().any(|o| o["id"] == stopped && o["up"] == true)
+    });
+    common::wait_clean(&cluster);
+    check_all(&model, "after recovery");
+    let rebuilt = recovered_bytes(&cluster) - recovered_before;
+    // The stopped OSD holds one shard of every object (6 positions, 6
+    // OSDs): at most the longest shard (data shard 0's, or parity's) of
+    // each object written meanwhile, and nothing of the others.
+    let layout = cairn_ec::StripeLayout::new(4, 2, 4096).expect("layout");
+    let overwritten: Vec<String> = (0..6).map(|i| format!("before-{i}")).collect();
+    let one_shard_each: u64 = model
+        .iter()
+        .filter(|(name, _)| name.starts_with("during-") || overwritten.contains(name))
+        .map(|(_, d)| {
+            let size = d.len() as u64;
+            layout.parity_len(layout.chunk_for(size), size)
+        })
+        .sum();
+    eprintln!("rebuilt {rebuilt} shard bytes; at most {one_shard_each} expected");
+    assert!(rebuilt > 0, "nothing was rebuilt");
+    assert!(
+        rebuilt <= one_shard_each,
+        "recovery pushed {rebuilt} bytes: more than the stopped OSD's shards of what was written meanwhile"
+    );
+
+    // Bit rot in every block of osd.3's data file: reads decode around
+    // its shards and report them; a deep scrub finds the rest (parity
+    // shards no read touches), and repair rebuilds them all.
+    rot(&cluster, 3);
+    check_all(&model, "osd.3's shards rotten");
+    ok(
+        cluster.cairn(&["pool", "scrub", POOL, "--deep"]),
+        "pool scrub --deep",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+        let states = status["pgs_by_state"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let clean = states.len() == 1 && states.contains_key("active+clean");
+        if clean && status["scrub"]["inconsistent_objects"] == 0 && recovered_bytes(&cluster) > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rotten shards not repaired: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    common::wait_clean(&cluster);
+    check_all(&model, "after repair");
+
+    // Every shard right on disk.
+    let acting = common::checks::acting_sets(&cluster);
+    let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
+    let pool_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == POOL)
+        .and_then(|p| p["id"].as_u64())
+        .expect("the pool's id");
+    let acting: BTreeMap<String, Vec<u64>> = acting
+        .into_iter()
+        .filter(|(pg, _)| pg.starts_with(&format!("{pool_id}.")))
+        .collect();
+    ok(cluster.cairn(&["down", "--data", &data_dir]), "cairn down");
+    let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
+    assert_eq!(
+        objects, model,
+        "the shards decode to exactly what was written"
+    );
+}
+
+/// The bytes the OSDs pushed for recovery so far, from `cairn status
+/// --json` (after the next heartbeats, which carry them).
+fn recovered_bytes(cluster: &Cluster) -> u64 {
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let status = common::ok_json(cluster.cairn(&["status", "--json"]), "status");
+    status["recovery"]["recovered_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no recovered bytes in {status}"))
+}
+
+/// Flips one byte in every 4 KiB block of the data file of the OSD in
+/// `osd.N/`, the way bit rot would (the OSD keeps running).
+fn rot(cluster: &Cluster, dir_index: u32) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let path = cluster.dir.join(format!("osd.{dir_index}/store/data"));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let len = file.metadata().expect("data file metadata").len();
+    let mut offset = 100;
+    while offset < len {
+        let mut byte = [0u8];
+        file.seek(SeekFrom::Start(offset)).expect("seek");
+        file.read_exact(&mut byte).expect("read");
+        byte[0] ^= 0x5a;
+        file.seek(SeekFrom::Start(offset)).expect("seek");
+        file.write_all(&byte).expect("write");
+        offset += 4096;
+    }
+    file.sync_all().expect("sync");
+}

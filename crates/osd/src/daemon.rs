@@ -39,10 +39,11 @@ use crate::limits::{
     STORE_FAILED_REPORT_INTERVAL, STORE_PREPARE_THREADS, WIPE_BATCH_OBJECTS,
 };
 use crate::limits::{
-    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, FULL_RATIO, FULL_TRY_RATIO, HEARTBEAT_INTERVAL,
-    LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT, NEARFULL_RATIO,
-    OMAP_RANGE_BYTES_MAX, OMAP_RANGE_ENTRIES_MAX, PEER_GRACE, PEER_HEARTBEAT_PEERS_MAX,
-    PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX, SHARD_READ_TIMEOUT,
+    BOOT_TIMEOUT, CLIENT_WRITE_TIMEOUT, EC_READ_ATTEMPTS, FULL_RATIO, FULL_TRY_RATIO,
+    HEARTBEAT_INTERVAL, LIST_NAMES_MAX, MAP_REFRESH_INTERVAL, MAP_SUBSCRIBE_WAIT, MON_CALL_TIMEOUT,
+    NEARFULL_RATIO, OMAP_RANGE_BYTES_MAX, OMAP_RANGE_ENTRIES_MAX, PEER_GRACE,
+    PEER_HEARTBEAT_PEERS_MAX, PEER_PING_INTERVAL, PEER_PING_TIMEOUT, READ_WAIT_SHELL_MAX,
+    SHARD_READ_TIMEOUT,
 };
 use crate::log::{
     DUP_KEY_PREFIX, DupEntry, LOG_KEY_PREFIX, LogEntry, LogResult, ReqId, Version, err_code,
@@ -51,8 +52,8 @@ use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
     Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, InvalidWrite,
-    MISSING_KEY_PREFIX, MapContext, ObjectState, Pg, PgEvent, PgMsg, ReadAnswer, ReadId, Reply,
-    StoreTag, StoreWrite, StoredPg,
+    MISSING_KEY_PREFIX, MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, ReadAnswer, ReadId,
+    Reply, StoreTag, StoreWrite, StoredPg,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
@@ -1643,13 +1644,20 @@ impl Osd {
     ) {
         let _permit = self.recovery.acquire(priority).await;
         let pulled = interval_epoch.is_some();
-        let Some(start) = lock(&self.pgs)
-            .get(&pg)
-            .and_then(|slot| push_start(&slot.pg, &targets, interval_epoch))
-        else {
+        let Some((start, interval)) = lock(&self.pgs).get(&pg).and_then(|slot| {
+            push_start(&slot.pg, &targets, interval_epoch)
+                .map(|start| (start, slot.pg.interval().clone()))
+        }) else {
             tracing::debug!(%pg, "pull of an interval that is over dropped");
             return;
         };
+        if interval.ec.is_some() {
+            if !pulled {
+                self.push_shards(pg, object, &targets, start, &interval)
+                    .await;
+            }
+            return;
+        }
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
         let name = object.clone();
@@ -1697,6 +1705,128 @@ impl Osd {
         }
         if let Some(event) = plan.feed {
             self.feed(pg, event).await;
+        }
+    }
+
+    /// Erasure-coded recovery of `object` on `targets` (this primary
+    /// among them, perhaps): whole shards read from `k` positions that
+    /// hold the object (this OSD's own first, then data shards), the
+    /// targets' shards rebuilt from them ([`ec::rebuild_for_push`]) and
+    /// each pushed to its OSD, this one's fed to its own core. Under the
+    /// recovery throttle, which counts the bytes read and pushed. A source
+    /// that fails is replaced by another; one found corrupt is reported.
+    /// With too few, nothing is pushed (the core retries the object).
+    async fn push_shards(
+        &self,
+        pg: PgId,
+        object: Bytes,
+        targets: &[OsdId],
+        (epoch, as_of): (Epoch, Version),
+        interval: &Interval,
+    ) {
+        let Some(shape) = &interval.ec else { return };
+        let (layout, codec) = match (ec::layout_of(shape), ec::codec_for(shape.k, shape.m)) {
+            (Ok(layout), Ok(codec)) => (layout, codec),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(%pg, error = %e, "erasure-coded PG of a bad shape");
+                return;
+            }
+        };
+        let mut positions = Vec::with_capacity(targets.len());
+        for target in targets {
+            match interval.shard_of(*target) {
+                Some(shard) => positions.push((*target, shard)),
+                None => {
+                    tracing::warn!(%pg, osd = target.0, "push target at no position");
+                    return;
+                }
+            }
+        }
+        // Sources: positions not being rebuilt, this OSD's own first, then
+        // data before parity.
+        let mut candidates: Vec<u32> = (0..layout.shards())
+            .filter(|s| interval.osd_at(*s).is_some_and(|o| !targets.contains(&o)))
+            .collect();
+        candidates.sort_by_key(|s| (interval.osd_at(*s) != Some(self.whoami), *s));
+        let key = ObjectKey::new(object.clone());
+        let mut sources: BTreeMap<u32, Result<ec::Served, ShardReadError>> = BTreeMap::new();
+        let mut next = candidates.into_iter();
+        loop {
+            let have = sources.values().filter(|r| r.is_ok()).count();
+            let absent = sources
+                .values()
+                .filter(|r| matches!(r, Err(ShardReadError::NotFound)))
+                .count();
+            let want = (layout.k as usize).saturating_sub(have.max(absent));
+            if want == 0 {
+                break;
+            }
+            let batch: BTreeMap<u32, Vec<(u64, u64)>> =
+                next.by_ref().take(want).map(|s| (s, Vec::new())).collect();
+            if batch.is_empty() {
+                break;
+            }
+            let (got, failed) = self.fetch_shards(pg, interval, &key, 0, &batch, true).await;
+            for (shard, served) in got {
+                sources.insert(shard, Ok(served));
+            }
+            for (shard, error) in failed {
+                if let (ShardReadError::Corrupt(_), Some(osd)) = (&error, interval.osd_at(shard)) {
+                    self.report_unreadable(pg, epoch, osd, object.clone()).await;
+                }
+                sources.insert(shard, Err(error));
+            }
+        }
+        let read_bytes: u64 = sources
+            .values()
+            .flatten()
+            .flat_map(|s| s.parts.iter())
+            .map(|p| p.len() as u64)
+            .sum();
+        let shards: Vec<u32> = positions.iter().map(|(_, s)| *s).collect();
+        let rebuilt = match ec::rebuild_for_push(&layout, &*codec, &sources, &shards) {
+            Ok(rebuilt) => rebuilt,
+            Err(why) => {
+                tracing::warn!(%pg, object = %String::from_utf8_lossy(&object), %why, "cannot rebuild shards yet");
+                return;
+            }
+        };
+        let stands = lock(&self.pgs)
+            .get(&pg)
+            .is_some_and(|slot| slot.pg.interval().epoch_started == epoch);
+        if !stands {
+            tracing::debug!(%pg, "push overtaken by a new interval dropped");
+            return;
+        }
+        let states: Vec<(OsdId, Option<ObjectState>)> = match rebuilt {
+            None => positions.iter().map(|(osd, _)| (*osd, None)).collect(),
+            Some(states) => positions
+                .iter()
+                .map(|(osd, _)| *osd)
+                .zip(states.into_iter().map(|(_, state)| Some(state)))
+                .collect(),
+        };
+        let pushed: u64 = states
+            .iter()
+            .map(|(_, s)| s.as_ref().map_or(0, |s| s.data.len() as u64))
+            .sum();
+        self.recovery.pace(read_bytes.saturating_add(pushed)).await;
+        for (target, state) in states {
+            let bytes = state.as_ref().map_or(0, |s| s.data.len() as u64);
+            let push = PgMsg::Push(Push {
+                from: self.whoami,
+                interval_epoch: epoch,
+                object: object.clone(),
+                state,
+                as_of,
+            });
+            if target == self.whoami {
+                self.feed(pg, PgEvent::Peer(push)).await;
+            } else {
+                self.send_to_peer(target, pg, &push).await;
+            }
+            self.recovered_objects.fetch_add(1, Ordering::Relaxed);
+            self.recovered_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
     }
 
@@ -2209,14 +2339,25 @@ impl Osd {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let key = ObjectKey::new(Bytes::from(req.object.into_vec()));
         let served = tokio::task::spawn_blocking(move || {
-            ec::serve_shard_read(&*store, collection, &key, req.version, &req.ranges)
+            ec::serve_shard_read(
+                &*store,
+                collection,
+                &key,
+                req.version,
+                &req.ranges,
+                req.whole,
+            )
         })
         .await
         .unwrap_or_else(|e| Err(ShardReadError::Store(format!("read task: {e}"))));
         match served {
-            Ok((version, parts)) => {
-                let lens = parts.iter().map(|p| p.len() as u64).collect();
-                (Ok(ShardReadOk { version, lens }), concat(parts))
+            Ok(served) => {
+                let ok = ShardReadOk {
+                    version: served.version,
+                    lens: served.parts.iter().map(|p| p.len() as u64).collect(),
+                    xattrs: to_bufs(served.xattrs),
+                };
+                (Ok(ok), concat(served.parts))
             }
             Err(error) => (Err(error), Bytes::new()),
         }
@@ -2517,7 +2658,10 @@ impl Osd {
     /// primary's shard ([`ec::plan_read`]), then the shard ranges the read
     /// needs, from each shard's OSD at once (this one's own from its
     /// store), every answer at the version the primary's shard holds, then
-    /// the data in object order ([`ec::assemble`]).
+    /// the data in object order ([`ec::assemble`]). Shards that lack the
+    /// object, holes and shards that fail to answer are read around: the
+    /// missing ranges are decoded from `k` others ([`ec::fetch_for`]); a
+    /// shard found corrupt is reported to the core, which rebuilds it.
     async fn ec_read(
         &self,
         pg: PgId,
@@ -2530,6 +2674,7 @@ impl Osd {
             return Err(OpError::Store("not an erasure-coded PG".into()));
         };
         let layout = ec::layout_of(shape).map_err(OpError::Store)?;
+        let codec = ec::codec_for(shape.k, shape.m).map_err(OpError::Store)?;
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = self.store.clone();
         let local_key = key.clone();
@@ -2538,63 +2683,113 @@ impl Osd {
         })
         .await
         .map_err(|e| OpError::Store(format!("read task: {e}")))??;
-        let mut tasks: tokio::task::JoinSet<(u32, Result<Vec<Bytes>, ShardReadError>)> =
+        let lacking = lock(&self.pgs)
+            .get(&pg)
+            .map(|s| s.pg.copies_lacking(&key.name))
+            .unwrap_or_default();
+        let mut available: BTreeSet<u32> = (0..layout.shards())
+            .filter(|s| interval.osd_at(*s).is_some_and(|o| !lacking.contains(&o)))
+            .collect();
+        for _attempt in 0..EC_READ_ATTEMPTS {
+            let fetch = ec::fetch_for(&layout, &plan, &available)?;
+            let (got, failed) = self
+                .fetch_shards(pg, interval, &key, plan.version, &fetch.ranges, false)
+                .await;
+            if failed.is_empty() {
+                let got = got
+                    .into_iter()
+                    .map(|(s, served)| (s, served.parts))
+                    .collect();
+                let parts = ec::parts_for(&*codec, layout.shards(), &plan, &fetch, got)?;
+                return ec::assemble(&layout, plan, &parts);
+            }
+            for (shard, error) in failed {
+                tracing::debug!(%pg, shard, ?error, "shard read failed; reading around it");
+                available.remove(&shard);
+                if let (ShardReadError::Corrupt(_), Some(osd)) = (&error, interval.osd_at(shard)) {
+                    self.report_unreadable(pg, interval.epoch_started, osd, key.name.clone())
+                        .await;
+                }
+            }
+        }
+        Err(OpError::ObjectBusy)
+    }
+
+    /// Tells the PG's core that `osd`'s shard of `object` is unreadable:
+    /// it then counts as lacking it and is rebuilt.
+    async fn report_unreadable(&self, pg: PgId, interval_epoch: Epoch, osd: OsdId, object: Bytes) {
+        let unreadable = PgMsg::Unreadable {
+            from: osd,
+            interval_epoch,
+            object,
+        };
+        self.feed(pg, PgEvent::Peer(unreadable)).await;
+    }
+
+    /// Reads shard ranges (`whole`: whole shards with their xattrs) of
+    /// `key` at `version` (0: any) from the OSD at each position, all at
+    /// once, this OSD's own from its store: what each served, and why the
+    /// others did not.
+    async fn fetch_shards(
+        &self,
+        pg: PgId,
+        interval: &Interval,
+        key: &ObjectKey,
+        version: u64,
+        ranges: &BTreeMap<u32, Vec<(u64, u64)>>,
+        whole: bool,
+    ) -> (BTreeMap<u32, ec::Served>, Vec<(u32, ShardReadError)>) {
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let mut tasks: tokio::task::JoinSet<(u32, Result<ec::Served, ShardReadError>)> =
             tokio::task::JoinSet::new();
-        for (&shard, ranges) in &plan.fetch {
-            let Some(osd) = interval.osd_at(shard) else {
-                // A hole: degraded reads come with step 3 of the plan.
-                return Err(OpError::ObjectBusy);
-            };
+        let mut failed = Vec::new();
+        for (&shard, ranges) in ranges {
             let ranges = ranges.clone();
-            if osd == self.whoami {
+            let osd = interval.osd_at(shard);
+            if osd == Some(self.whoami) {
                 let store = self.store.clone();
                 let key = key.clone();
-                let version = plan.version;
                 tasks.spawn_blocking(move || {
-                    let served = ec::serve_shard_read(&*store, collection, &key, version, &ranges);
-                    (shard, served.map(|(_, parts)| parts))
+                    let served =
+                        ec::serve_shard_read(&*store, collection, &key, version, &ranges, whole);
+                    (shard, served)
                 });
                 continue;
             }
+            let Some(osd) = osd else {
+                failed.push((shard, ShardReadError::NotServing("a hole".into())));
+                continue;
+            };
             let request = ShardRead {
                 pg,
                 from: self.whoami,
                 interval_epoch: interval.epoch_started,
                 object: ByteBuf::from(key.name.to_vec()),
                 shard,
-                version: plan.version,
+                version,
                 ranges,
+                whole,
             };
-            let conn = match self.peer_at(osd).await {
-                Ok(conn) => conn,
-                Err(error) => {
-                    tracing::debug!(%pg, osd = osd.0, %error, "shard read: no connection");
-                    return Err(OpError::ObjectBusy);
-                }
-            };
-            tasks.spawn(async move { (shard, fetch_shard(&conn, &request).await) });
-        }
-        let mut fetched = BTreeMap::new();
-        while let Some(joined) = tasks.join_next().await {
-            let (shard, result) = joined.map_err(|e| OpError::Store(format!("read task: {e}")))?;
-            match result {
-                Ok(parts) => {
-                    fetched.insert(shard, parts);
+            match self.peer_at(osd).await {
+                Ok(conn) => {
+                    tasks.spawn(async move { (shard, fetch_shard(&conn, &request).await) });
                 }
                 Err(error) => {
-                    tracing::debug!(%pg, shard, ?error, "shard read refused");
-                    return Err(match error {
-                        ShardReadError::Corrupt(why)
-                            if interval.osd_at(shard) == Some(self.whoami) =>
-                        {
-                            OpError::Corrupt(why)
-                        }
-                        _ => OpError::ObjectBusy,
-                    });
+                    failed.push((shard, ShardReadError::NotServing(error.to_string())));
                 }
             }
         }
-        ec::assemble(&layout, plan, &fetched)
+        let mut got = BTreeMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((shard, Ok(served))) => {
+                    got.insert(shard, served);
+                }
+                Ok((shard, Err(error))) => failed.push((shard, error)),
+                Err(error) => tracing::error!(%pg, %error, "shard read task failed"),
+            }
+        }
+        (got, failed)
     }
 
     /// The peer connection to `osd`, by its address in the map.
@@ -2610,8 +2805,9 @@ impl Osd {
     }
 }
 
-/// One shard read over a peer connection: each range's bytes, or why not.
-async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<Vec<Bytes>, ShardReadError> {
+/// One shard read over a peer connection: what the shard served, or why
+/// not.
+async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<ec::Served, ShardReadError> {
     let lost = |why: String| ShardReadError::NotServing(why);
     let frame = Frame::request(request, Bytes::new()).map_err(|e| lost(e.to_string()))?;
     let reply = conn
@@ -2620,7 +2816,12 @@ async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<Vec<Bytes
         .map_err(|e| lost(e.to_string()))?;
     let ShardReadReply(answer) = reply.decode_body().map_err(|e| lost(e.to_string()))?;
     let ok = answer?;
-    if ok.version != request.version || ok.lens.len() != request.ranges.len() {
+    let want_parts = if request.whole {
+        1
+    } else {
+        request.ranges.len()
+    };
+    if (request.version != 0 && ok.version != request.version) || ok.lens.len() != want_parts {
         return Err(ShardReadError::Stale {
             version: ok.version,
         });
@@ -2636,7 +2837,16 @@ async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<Vec<Bytes
         parts.push(data.slice(at..end));
         at = end;
     }
-    Ok(parts)
+    let xattrs = ok
+        .xattrs
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect();
+    Ok(ec::Served {
+        version: ok.version,
+        parts,
+        xattrs,
+    })
 }
 
 /// The parts one after another, without a copy when there is one.

@@ -100,6 +100,26 @@ pub fn layout_of(shape: &EcShape) -> Result<StripeLayout, String> {
     StripeLayout::new(shape.k, shape.m, shape.stripe_unit).map_err(|e| e.to_string())
 }
 
+/// The codec of a `k`+`m` code, shared by every PG and read of that
+/// shape in the process (its working space is the costly part).
+///
+/// # Errors
+/// A shape the codec refuses.
+pub fn codec_for(k: u32, m: u32) -> Result<Arc<ReedSolomon>, String> {
+    type Codecs = std::sync::Mutex<BTreeMap<(u32, u32), Arc<ReedSolomon>>>;
+    static CODECS: std::sync::OnceLock<Codecs> = std::sync::OnceLock::new();
+    let mut codecs = CODECS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(codec) = codecs.get(&(k, m)) {
+        return Ok(codec.clone());
+    }
+    let codec = Arc::new(ReedSolomon::new(k as usize, m as usize).map_err(|e| e.to_string())?);
+    codecs.insert((k, m), codec.clone());
+    Ok(codec)
+}
+
 /// Erasure coding: each position holds one shard of every object.
 pub struct EcBackend {
     layout: StripeLayout,
@@ -239,6 +259,10 @@ impl PgBackend for EcBackend {
             }
         }
         Ok(ShardWrites::PerShard(per))
+    }
+
+    fn erasure_k(&self) -> Option<usize> {
+        Some(self.layout.k as usize)
     }
 
     /// The ops change only the entry's object and end as it says, with no
@@ -464,10 +488,21 @@ pub fn plan_read(
 
 pub use cairn_proto::limits::SHARD_READ_RANGES_MAX;
 
+/// What a shard read got from one shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub version: u64,
+    /// Each range's bytes, cut where the shard ends (a whole read: one,
+    /// the shard).
+    pub parts: Vec<Bytes>,
+    /// Every xattr of the shard (whole reads only).
+    pub xattrs: BTreeMap<Bytes, Bytes>,
+}
+
 /// Serves shard byte ranges `(offset, len)` of `key` from this OSD's
-/// store, if the object is at `version` (0: any) before and after the
-/// reads, so an answer is never torn by a write between them. Returns the
-/// version and the bytes of each range (cut where the shard ends).
+/// store (`whole`: the whole shard and its xattrs), if the object is at
+/// `version` (0: any) before and after the reads, so an answer is never
+/// torn by a write between them.
 ///
 /// # Errors
 /// The object is missing or at another version, or the store's error
@@ -478,30 +513,44 @@ pub fn serve_shard_read(
     key: &ObjectKey,
     version: u64,
     ranges: &[(u64, u64)],
-) -> Result<(u64, Vec<Bytes>), ShardReadError> {
+    whole: bool,
+) -> Result<Served, ShardReadError> {
     let stat_version = || -> Result<u64, ShardReadError> {
         match store.stat(collection, key) {
             Ok(stat) if version != 0 && stat.version != version => Err(ShardReadError::Stale {
                 version: stat.version,
             }),
             Ok(stat) => Ok(stat.version),
-            Err(StoreError::NotFound { .. }) => Err(ShardReadError::NotFound),
             Err(e) => Err(store_error(e)),
         }
     };
     let before = stat_version()?;
-    let mut out = Vec::with_capacity(ranges.len());
-    for &(offset, len) in ranges {
-        let data = store
-            .read(collection, key, ReadOptions::range(offset, len))
-            .map_err(store_error)?;
-        out.push(data);
+    let mut parts = Vec::with_capacity(ranges.len().max(1));
+    let mut xattrs = BTreeMap::new();
+    if whole {
+        parts.push(
+            store
+                .read(collection, key, ReadOptions::default())
+                .map_err(store_error)?,
+        );
+        xattrs = store.xattrs(collection, key).map_err(store_error)?;
+    } else {
+        for &(offset, len) in ranges {
+            let data = store
+                .read(collection, key, ReadOptions::range(offset, len))
+                .map_err(store_error)?;
+            parts.push(data);
+        }
     }
     let after = stat_version()?;
     if after != before {
         return Err(ShardReadError::Stale { version: after });
     }
-    Ok((before, out))
+    Ok(Served {
+        version: before,
+        parts,
+        xattrs,
+    })
 }
 
 fn store_error(e: StoreError) -> ShardReadError {
@@ -544,6 +593,225 @@ pub fn assemble(
         data.extend_from_slice(&part);
     }
     Ok((plan.outputs, data.freeze()))
+}
+
+/// The shards to push to each target (its OSD and the position it is to
+/// hold), rebuilt from whole shards of at least `k` other positions, all
+/// at one version: each target's state is its shard's bytes, the
+/// object's client xattrs and its own shard metadata. `None`: the object
+/// does not exist (every source said so), and the targets remove theirs.
+///
+/// # Errors
+/// Fewer than `k` sources, sources that disagree (version, size, chunk,
+/// xattrs), or shards of the wrong length.
+pub fn rebuild_for_push(
+    layout: &StripeLayout,
+    codec: &dyn cairn_ec::Codec,
+    sources: &BTreeMap<u32, Result<Served, ShardReadError>>,
+    targets: &[u32],
+) -> Result<Option<Vec<(u32, crate::pg::ObjectState)>>, String> {
+    let found: BTreeMap<u32, &Served> = sources
+        .iter()
+        .filter_map(|(shard, r)| r.as_ref().ok().map(|s| (*shard, s)))
+        .collect();
+    let absent = sources
+        .values()
+        .filter(|r| matches!(r, Err(ShardReadError::NotFound)))
+        .count();
+    if found.is_empty() && absent >= layout.k as usize {
+        return Ok(None);
+    }
+    if found.len() < layout.k as usize {
+        return Err(format!(
+            "{} of the {} shards needed were read",
+            found.len(),
+            layout.k
+        ));
+    }
+    let split = |served: &Served| -> Result<(Option<ShardMeta>, BTreeMap<Bytes, Bytes>), String> {
+        let mut xattrs = served.xattrs.clone();
+        let meta = xattrs
+            .remove(EC_META_XATTR)
+            .map(|m| ShardMeta::decode(&m))
+            .transpose()?;
+        Ok((meta, xattrs))
+    };
+    let (first_shard, first) = found
+        .iter()
+        .next()
+        .map(|(s, f)| (*s, *f))
+        .unwrap_or_else(|| unreachable!("k >= 1 found"));
+    let (meta, client_xattrs) = split(first)?;
+    let (size, chunk) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
+    let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards() as usize];
+    for (shard, served) in &found {
+        let (m, x) = split(served)?;
+        let (s, c) = m.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
+        if served.version != first.version || (s, c) != (size, chunk) || x != client_xattrs {
+            return Err(format!(
+                "shards {first_shard} and {shard} disagree (version {} and {})",
+                first.version, served.version
+            ));
+        }
+        if m.is_some_and(|m| m.shard != *shard) {
+            return Err(format!("position {shard} holds another shard"));
+        }
+        let data = served.parts.first().cloned().unwrap_or_default();
+        shards[*shard as usize] = Some(data.to_vec());
+    }
+    // `k` shards are enough: drop the rest so a surplus cannot disagree.
+    let mut kept = 0;
+    for s in &mut shards {
+        if s.is_some() {
+            kept += 1;
+            if kept > layout.k as usize {
+                *s = None;
+            }
+        }
+    }
+    cairn_ec::object::rebuild(layout, codec, chunk, size, &mut shards)
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(targets.len());
+    for &target in targets {
+        let Some(Some(data)) = shards.get(target as usize) else {
+            return Err(format!("no position {target}"));
+        };
+        let mut xattrs = client_xattrs.clone();
+        if meta.is_some() {
+            let shard_meta = ShardMeta {
+                shard: target,
+                size,
+                chunk,
+                crc: Some(cairn_types::crc::crc32c(data)),
+            };
+            xattrs.insert(Bytes::from_static(EC_META_XATTR), shard_meta.encode());
+        }
+        out.push((
+            target,
+            crate::pg::ObjectState {
+                data: Bytes::from(data.clone()),
+                xattrs,
+                omap: BTreeMap::new(),
+                version: first.version,
+            },
+        ));
+    }
+    Ok(Some(out))
+}
+
+/// What a read fetches from which shard: the planned ranges when every
+/// data shard they are on is available; else one span (covering them
+/// all) from `k` available shards, data shards first, and the unavailable
+/// data shards to decode over that span.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetch {
+    pub ranges: BTreeMap<u32, Vec<(u64, u64)>>,
+    pub decode: Option<(Range<u64>, Vec<u32>)>,
+}
+
+/// How to fetch `plan`'s ranges from the `available` shards.
+///
+/// # Errors
+/// Fewer than `k` shards available for a read that needs a missing one
+/// (`ObjectBusy`: recovery or a returning OSD changes that).
+pub fn fetch_for(
+    layout: &StripeLayout,
+    plan: &EcReadPlan,
+    available: &BTreeSet<u32>,
+) -> Result<Fetch, OpError> {
+    let missing: Vec<u32> = plan
+        .fetch
+        .keys()
+        .filter(|s| !available.contains(s))
+        .copied()
+        .collect();
+    if missing.is_empty() {
+        return Ok(Fetch {
+            ranges: plan.fetch.clone(),
+            decode: None,
+        });
+    }
+    let start = plan
+        .fetch
+        .values()
+        .flatten()
+        .map(|r| r.0)
+        .min()
+        .unwrap_or(0);
+    let end = plan
+        .fetch
+        .values()
+        .flatten()
+        .map(|r| r.0 + r.1)
+        .max()
+        .unwrap_or(0);
+    let readers: Vec<u32> = available
+        .iter()
+        .copied()
+        .filter(|s| *s < layout.shards())
+        .take(layout.k as usize)
+        .collect();
+    if readers.len() < layout.k as usize {
+        return Err(OpError::ObjectBusy);
+    }
+    Ok(Fetch {
+        ranges: readers
+            .into_iter()
+            .map(|s| (s, vec![(start, end - start)]))
+            .collect(),
+        decode: Some((start..end, missing)),
+    })
+}
+
+/// The plan's ranges of each shard it needs, from what [`fetch_for`]
+/// fetched: as fetched, or cut from the span of every shard after
+/// decoding the missing ones.
+///
+/// # Errors
+/// A decode that fails (too few or uneven shards): `ObjectBusy`.
+pub fn parts_for(
+    codec: &dyn cairn_ec::Codec,
+    shards: u32,
+    plan: &EcReadPlan,
+    fetch: &Fetch,
+    got: BTreeMap<u32, Vec<Bytes>>,
+) -> Result<BTreeMap<u32, Vec<Bytes>>, OpError> {
+    let Some((span, missing)) = &fetch.decode else {
+        return Ok(got);
+    };
+    let len = usize::try_from(span.end - span.start).unwrap_or(0);
+    let mut chunks: Vec<Option<Vec<u8>>> = vec![None; shards as usize];
+    for (shard, parts) in &got {
+        // A data shard shorter than the span is zeros past its end.
+        let mut bytes = parts.first().map(|b| b.to_vec()).unwrap_or_default();
+        bytes.resize(len, 0);
+        chunks[*shard as usize] = Some(bytes);
+    }
+    if len > 0 {
+        codec.reconstruct(&mut chunks).map_err(|e| {
+            tracing::warn!(error = %e, "degraded read cannot decode");
+            OpError::ObjectBusy
+        })?;
+    }
+    let mut out = BTreeMap::new();
+    for (shard, ranges) in &plan.fetch {
+        let whole = chunks[*shard as usize].as_deref().unwrap_or(&[]);
+        let cut = ranges
+            .iter()
+            .map(|&(offset, n)| {
+                let from = usize::try_from(offset - span.start)
+                    .unwrap_or(0)
+                    .min(whole.len());
+                let to = from
+                    .saturating_add(usize::try_from(n).unwrap_or(0))
+                    .min(whole.len());
+                Bytes::copy_from_slice(&whole[from..to])
+            })
+            .collect();
+        out.insert(*shard, cut);
+    }
+    debug_assert!(missing.iter().all(|m| out.contains_key(m)));
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -631,24 +899,51 @@ mod tests {
         ]
     }
 
-    /// Reads `range` through plan, shard reads and assembly, shard `i`
-    /// served by store `i`, the primary being store 0.
+    /// Reads through plan, shard reads and assembly, shard `i` served by
+    /// store `i` unless it is `lost`, the primary being store 0.
+    fn read_without(
+        backend: &EcBackend,
+        stores: &[MemStore],
+        ops: Vec<OpKind>,
+        lost: &BTreeSet<u32>,
+    ) -> Result<(Vec<OpOutput>, Bytes), OpError> {
+        let coll = CollectionId::pg(1, 0);
+        let plan = plan_read(&stores[0], coll, &key(), backend.layout(), Vec::new(), ops)?;
+        let available: BTreeSet<u32> = (0..backend.layout().shards())
+            .filter(|s| !lost.contains(s))
+            .collect();
+        let fetch = fetch_for(backend.layout(), &plan, &available)?;
+        let mut got = BTreeMap::new();
+        for (shard, ranges) in &fetch.ranges {
+            assert!(!lost.contains(shard), "read from a lost shard");
+            let served = serve_shard_read(
+                &stores[*shard as usize],
+                coll,
+                &key(),
+                plan.version,
+                ranges,
+                false,
+            )
+            .map_err(|e| OpError::Store(format!("{e:?}")))?;
+            assert_eq!(served.version, plan.version);
+            got.insert(*shard, served.parts);
+        }
+        let parts = parts_for(
+            &*backend.codec,
+            backend.layout().shards(),
+            &plan,
+            &fetch,
+            got,
+        )?;
+        assemble(backend.layout(), plan, &parts)
+    }
+
     fn read(
         backend: &EcBackend,
         stores: &[MemStore],
         ops: Vec<OpKind>,
     ) -> Result<(Vec<OpOutput>, Bytes), OpError> {
-        let coll = CollectionId::pg(1, 0);
-        let plan = plan_read(&stores[0], coll, &key(), backend.layout(), Vec::new(), ops)?;
-        let mut fetched = BTreeMap::new();
-        for (shard, ranges) in &plan.fetch {
-            let (version, bytes) =
-                serve_shard_read(&stores[*shard as usize], coll, &key(), plan.version, ranges)
-                    .map_err(|e| OpError::Store(format!("{e:?}")))?;
-            assert_eq!(version, plan.version);
-            fetched.insert(*shard, bytes);
-        }
-        assemble(backend.layout(), plan, &fetched)
+        read_without(backend, stores, ops, &BTreeSet::new())
     }
 
     #[test]
@@ -791,7 +1086,7 @@ mod tests {
         let stores = stores(3);
         let coll = CollectionId::pg(1, 0);
         assert_eq!(
-            serve_shard_read(&stores[1], coll, &key(), 0, &[(0, 1)]),
+            serve_shard_read(&stores[1], coll, &key(), 0, &[(0, 1)], false),
             Err(ShardReadError::NotFound)
         );
         apply(
@@ -799,9 +1094,121 @@ mod tests {
             &backend.plan_write(write_full(b"abc", 4)).expect("plan"),
         );
         assert_eq!(
-            serve_shard_read(&stores[1], coll, &key(), 3, &[(0, 1)]),
+            serve_shard_read(&stores[1], coll, &key(), 3, &[(0, 1)], false),
             Err(ShardReadError::Stale { version: 4 })
         );
-        assert!(serve_shard_read(&stores[1], coll, &key(), 4, &[(0, 1)]).is_ok());
+        assert!(serve_shard_read(&stores[1], coll, &key(), 4, &[(0, 1)], false).is_ok());
+    }
+
+    /// Every pattern of up to `m` lost shards (the primary's own aside:
+    /// its metadata plans the read) reads any range back byte-exact.
+    #[test]
+    fn reads_decode_around_any_m_lost_shards() {
+        for (k, m) in [(2u32, 1u32), (4, 2), (8, 3)] {
+            let backend = EcBackend::new(&shape(k, m)).expect("shape");
+            let n = k + m;
+            for len in [1usize, 5000, 4096 * k as usize * 3 + 123] {
+                let data: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+                let stores = stores(n);
+                apply(
+                    &stores,
+                    &backend.plan_write(write_full(&data, 2)).expect("plan"),
+                );
+                for lost_mask in 0u32..(1 << n) {
+                    let lost: BTreeSet<u32> =
+                        (0..n).filter(|i| lost_mask & (1 << i) != 0).collect();
+                    if lost.len() > m as usize || lost.contains(&0) {
+                        continue;
+                    }
+                    let (a, b) = (len / 5, len - len / 7);
+                    let (_, bytes) = read_without(
+                        &backend,
+                        &stores,
+                        vec![
+                            OpKind::Read {
+                                offset: 0,
+                                length: None,
+                            },
+                            OpKind::Read {
+                                offset: a as u64,
+                                length: Some((b - a) as u64),
+                            },
+                        ],
+                        &lost,
+                    )
+                    .unwrap_or_else(|e| panic!("{k}+{m}, {len} B, lost {lost:?}: {e}"));
+                    let mut want = data.clone();
+                    want.extend_from_slice(&data[a..b]);
+                    assert!(bytes[..] == want[..], "{k}+{m}, {len} B, lost {lost:?}");
+                }
+                // Past m lost, a read that needs a lost shard cannot be
+                // answered (one that needs only shard 0 still can).
+                let too_many: BTreeSet<u32> = (1..=m + 1).collect();
+                assert!(
+                    len < 4096 * k as usize
+                        || matches!(
+                            read_without(
+                                &backend,
+                                &stores,
+                                vec![OpKind::Read {
+                                    offset: 0,
+                                    length: None
+                                }],
+                                &too_many
+                            ),
+                            Err(OpError::ObjectBusy)
+                        )
+                );
+            }
+        }
+    }
+
+    /// Any `m` lost shards are rebuilt from whole reads of the others,
+    /// each with its own metadata, equal to what the full write stored;
+    /// sources that disagree or are too few rebuild nothing.
+    #[test]
+    fn lost_shards_are_rebuilt_for_their_positions() {
+        let backend = EcBackend::new(&shape(4, 2)).expect("shape");
+        let coll = CollectionId::pg(1, 0);
+        let data: Vec<u8> = (0..70_000).map(|i| (i % 251) as u8).collect();
+        let stores = stores(6);
+        apply(
+            &stores,
+            &backend.plan_write(write_full(&data, 5)).expect("plan"),
+        );
+        let whole = |i: u32| serve_shard_read(&stores[i as usize], coll, &key(), 0, &[], true);
+        for lost in [[0u32, 1], [2, 5], [4, 5], [1, 3]] {
+            let sources: BTreeMap<u32, Result<Served, ShardReadError>> = (0..6)
+                .filter(|i| !lost.contains(i))
+                .map(|i| (i, whole(i)))
+                .collect();
+            let rebuilt = rebuild_for_push(backend.layout(), &*backend.codec, &sources, &lost)
+                .expect("rebuilt")
+                .expect("the object exists");
+            for (shard, state) in rebuilt {
+                let stored =
+                    crate::daemon::read_object_state(&stores[shard as usize], coll, &key().name)
+                        .expect("readable")
+                        .expect("present");
+                assert_eq!(state, stored, "shard {shard} rebuilt as stored");
+            }
+        }
+        // Too few, or a disagreeing version: nothing.
+        let few: BTreeMap<u32, Result<Served, ShardReadError>> =
+            (0..3).map(|i| (i, whole(i))).collect();
+        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &few, &[4]).is_err());
+        let mut odd: BTreeMap<u32, Result<Served, ShardReadError>> =
+            (0..4).map(|i| (i, whole(i))).collect();
+        if let Some(Ok(served)) = odd.get_mut(&2) {
+            served.version = 4;
+        }
+        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &odd, &[4]).is_err());
+        // Gone everywhere: the targets remove theirs.
+        let gone: BTreeMap<u32, Result<Served, ShardReadError>> =
+            (0..4).map(|i| (i, Err(ShardReadError::NotFound))).collect();
+        assert_eq!(
+            rebuild_for_push(backend.layout(), &*backend.codec, &gone, &[4]),
+            Ok(None)
+        );
     }
 }

@@ -126,9 +126,12 @@ pub const READ_WAIT_FOR_WRITE_MAX: std::time::Duration = std::time::Duration::fr
 pub const READS_PENDING_MAX: usize = 4096;
 
 /// How long an erasure-coded read waits for one shard's answer before the
-/// read is answered `ObjectBusy` (the client retries; step 3 of
-/// `docs/erasure-coding-plan.md` reads around a slow shard instead).
+/// shard counts as failed and the read decodes around it.
 pub const SHARD_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Rounds of shard reads one erasure-coded read makes: the first, and one
+/// more around the shards that failed it (then `ObjectBusy`).
+pub const EC_READ_ATTEMPTS: usize = 2;
 
 /// How long a shell waits for the core to start or answer a read before it
 /// answers `ObjectBusy` itself (the core went away: a purge, a restart):

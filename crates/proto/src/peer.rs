@@ -268,8 +268,9 @@ impl Message for PeerMsg {
 
 /// Request `KIND_PEER_SHARD_READ`: an erasure-coded PG's primary asks the
 /// OSD holding `shard` for byte ranges `(offset, len)` of its shard of
-/// `object`, as it is at `version` (0: any). Served only by a copy of the
-/// primary's interval `interval_epoch` at that position.
+/// `object` (`whole`: the whole shard and its xattrs instead, to rebuild
+/// another shard from), as it is at `version` (0: any). Served only by a
+/// copy of the primary's interval `interval_epoch` at that position.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardRead {
     pub pg: PgId,
@@ -279,6 +280,7 @@ pub struct ShardRead {
     pub shard: u32,
     pub version: u64,
     pub ranges: Vec<(u64, u64)>,
+    pub whole: bool,
 }
 
 impl Message for ShardRead {
@@ -286,8 +288,9 @@ impl Message for ShardRead {
 }
 
 /// Response `KIND_PEER_SHARD_READ_REPLY`: the shard's version and the
-/// length of each range's bytes (cut where the shard ends), the bytes
-/// being the data segment in order; or why not.
+/// length of each range's bytes (cut where the shard ends; for a `whole`
+/// read, one length, the shard's, and every xattr of the shard), the
+/// bytes being the data segment in order; or why not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardReadReply(pub Result<ShardReadOk, ShardReadError>);
 
@@ -299,6 +302,7 @@ impl Message for ShardReadReply {
 pub struct ShardReadOk {
     pub version: u64,
     pub lens: Vec<u64>,
+    pub xattrs: Vec<(ByteBuf, ByteBuf)>,
 }
 
 /// Why a shard read was not served.

@@ -1241,6 +1241,7 @@ fn shard_read_samples(out: &mut Vec<Sample>) {
             shard: 2,
             version: 9,
             ranges: vec![(4096, 100), (0, 1)],
+            whole: false,
         },
     );
     sample(
@@ -1249,6 +1250,7 @@ fn shard_read_samples(out: &mut Vec<Sample>) {
         &ShardReadReply(Ok(ShardReadOk {
             version: 9,
             lens: vec![100, 1],
+            xattrs: vec![(b("a"), b("b"))],
         })),
     );
     let errors = [
@@ -1737,8 +1739,8 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("MdsReply/Err/Evicted", 0x0301, "01040178000a"),
     ("MdsPoll", 0x0302, "bc150a882703"),
     ("MdsPollReply", 0x0303, "000c030400070501010166060209"),
-    ("ShardRead", 0x0209, "032a0106016f0209028020640001"),
-    ("ShardReadReply/Ok", 0x020a, "0009026401"),
+    ("ShardRead", 0x0209, "032a0106016f020902802064000100"),
+    ("ShardReadReply/Ok", 0x020a, "00090264010101610162"),
     ("ShardReadReply/Err/NotServing", 0x020a, "01000178"),
     ("ShardReadReply/Err/Stale", 0x020a, "01010a"),
     ("ShardReadReply/Err/NotFound", 0x020a, "0102"),

@@ -789,7 +789,12 @@ impl Pg {
                 if self.is_primary() {
                     if let Some(osds) = self.healing.missing.get_mut(&object) {
                         osds.remove(&self.whoami);
-                        self.healing.recovering.remove(&object);
+                        // Replication pulled to this primary and pushes
+                        // to the others next; erasure coding's one push
+                        // went to all of them at once.
+                        if self.backend.erasure_k().is_none() || osds.is_empty() {
+                            self.healing.recovering.remove(&object);
+                        }
                         if osds.is_empty() {
                             self.healing.missing.remove(&object);
                             let op = self.scrub.repaired(&object);

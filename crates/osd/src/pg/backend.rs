@@ -39,6 +39,14 @@ pub trait PgBackend: std::fmt::Debug + Send + Sync {
     /// Ops this backend does not serve.
     fn plan_write(&self, ops: Vec<Op>) -> Result<ShardWrites, InvalidWrite>;
 
+    /// Erasure coding: the data shards any read or rebuild needs (`None`:
+    /// replication, where one whole copy serves). Recovery then never
+    /// pulls: the primary's shell rebuilds each lacking shard, its own
+    /// included, from `k` others and pushes it.
+    fn erasure_k(&self) -> Option<usize> {
+        None
+    }
+
     /// Checks, on a copy holding shard `shard` (`None`: replicated), that
     /// a sub-write's `ops` are what the primary sends for a successful
     /// `entry` (refusals and log-only entries are checked before); the

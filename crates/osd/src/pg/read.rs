@@ -201,6 +201,17 @@ impl Pg {
             .read_waits_for_recovery(&self.local_missing, object)
     }
 
+    /// The copies known to lack `object` (recovery owes them it): an
+    /// erasure-coded read does not ask them for their shard.
+    #[must_use]
+    pub fn copies_lacking(&self, object: &[u8]) -> std::collections::BTreeSet<cairn_types::OsdId> {
+        self.healing
+            .missing
+            .get(object)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Whether a write to `object` is in flight on this primary (admitted,
     /// not yet durable on the whole acting set). A read must not see it
     /// yet: the write may still fail, and a read that returned it would

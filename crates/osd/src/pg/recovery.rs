@@ -153,19 +153,20 @@ impl Pg {
         if !matches!(self.phase, Phase::Active) {
             return;
         }
+        let whence = Whence {
+            up_osds: &self.context.up_osds,
+            whoami: self.whoami,
+            interval_epoch: self.interval.epoch_started,
+            erasure: self
+                .backend
+                .erasure_k()
+                .map(|k| (k, self.interval.acting.as_slice())),
+        };
         let healing = &mut self.healing;
         // Priority objects may exceed the bound by one: a client waits.
         while let Some(object) = healing.priority.pop_front() {
             if healing.missing.contains_key(&object) && !healing.recovering.contains_key(&object) {
-                start_recovery(
-                    healing,
-                    &self.context.up_osds,
-                    self.whoami,
-                    self.interval.epoch_started,
-                    object,
-                    true,
-                    fx,
-                );
+                start_recovery(healing, &whence, object, true, fx);
                 break;
             }
         }
@@ -176,15 +177,7 @@ impl Pg {
                 .find(|o| !healing.recovering.contains_key(*o) && !healing.unfound.contains(*o))
                 .cloned();
             let Some(object) = next else { break };
-            start_recovery(
-                healing,
-                &self.context.up_osds,
-                self.whoami,
-                self.interval.epoch_started,
-                object,
-                false,
-                fx,
-            );
+            start_recovery(healing, &whence, object, false, fx);
         }
     }
 
@@ -223,33 +216,63 @@ impl Pg {
     }
 }
 
-/// Issues the recovery of one object: a pull from a source if this primary
-/// lacks it, else a push to the copies that lack it; an object no source
-/// holds is marked unfound. `urgent`: a client waits for it.
-pub(super) fn start_recovery(
-    healing: &mut Healing,
-    up_osds: &BTreeSet<OsdId>,
+/// What recovery starts from: the map and the PG's interval.
+pub(super) struct Whence<'a> {
+    up_osds: &'a BTreeSet<OsdId>,
     whoami: OsdId,
     interval_epoch: Epoch,
+    /// Erasure coding: `k`, and the acting OSDs (each holding its shard).
+    erasure: Option<(usize, &'a [OsdId])>,
+}
+
+/// Issues the recovery of one object. Replication: a pull from a source
+/// if this primary lacks it, else a push to the copies that lack it.
+/// Erasure coding: one push to every copy lacking its shard, this primary
+/// included, rebuilt by the shell from `k` acting shards that hold the
+/// object. An object no source (or fewer than `k` shards) holds is marked
+/// unfound. `urgent`: a client waits for it.
+pub(super) fn start_recovery(
+    healing: &mut Healing,
+    whence: &Whence<'_>,
     object: Bytes,
     urgent: bool,
     fx: &mut Effects,
 ) {
+    let whoami = whence.whoami;
     let lacking = healing.missing.get(&object).cloned().unwrap_or_default();
-    if lacking.contains(&whoami) {
+    let priority = if urgent {
+        Priority::Client
+    } else {
+        Priority::Degraded
+    };
+    if let Some((k, acting)) = whence.erasure {
+        let holders = acting
+            .iter()
+            .filter(|o| !lacking.contains(o) && whence.up_osds.contains(o))
+            .count();
+        if holders < k {
+            healing.unfound.insert(object);
+            return;
+        }
+        fx.push(Effect::Push {
+            object: object.clone(),
+            targets: lacking.into_iter().collect(),
+            priority,
+        });
+    } else if lacking.contains(&whoami) {
         let source = healing
             .sources
             .iter()
             .find(|o| !lacking.contains(o) && **o != whoami)
             .copied()
-            .or_else(|| healing.stray_source(up_osds, &object));
+            .or_else(|| healing.stray_source(whence.up_osds, &object));
         let Some(source) = source else {
             healing.unfound.insert(object);
             return;
         };
         let pull = PgMsg::Pull {
             from: whoami,
-            interval_epoch,
+            interval_epoch: whence.interval_epoch,
             object: object.clone(),
         };
         fx.send(source, pull);
@@ -257,11 +280,7 @@ pub(super) fn start_recovery(
         fx.push(Effect::Push {
             object: object.clone(),
             targets: lacking.into_iter().collect(),
-            priority: if urgent {
-                Priority::Client
-            } else {
-                Priority::Degraded
-            },
+            priority,
         });
     }
     healing.recovering.insert(object, 0);
