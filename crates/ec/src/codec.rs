@@ -46,7 +46,8 @@ pub trait Codec: Send + Sync {
     /// Adds to `parity` (the `m` parity chunks over some byte range) the
     /// change of data shard `index` by `delta` (its old bytes XOR its new
     /// ones over that range): afterwards `parity` is the parity of the
-    /// new data.
+    /// new data. The range starts at a multiple of
+    /// [`CODE_BLOCK_BYTES`](crate::CODE_BLOCK_BYTES) of the chunks.
     ///
     /// # Errors
     /// An index past `k`, or lengths that differ.
@@ -84,11 +85,20 @@ fn lib(e: reed_solomon_simd::Error) -> CodecError {
     CodecError::Library(e.to_string())
 }
 
-/// The library takes chunks of an even length: an odd one is coded with
-/// a zero byte after it (the code is linear, so the extra byte of parity
-/// is simply dropped).
-fn even(len: usize) -> usize {
-    len + (len & 1)
+/// The library codes chunks in blocks of this many bytes, each block's
+/// 32 symbols of GF(2^16) with their low bytes first and their high bytes
+/// 32 bytes later; a last, shorter block is laid out differently. So every
+/// chunk is coded as its zero extension to whole blocks (the code is
+/// linear: the extra parity bytes are simply dropped). The code of a byte
+/// then depends only on the bytes of its own block: a range of chunks
+/// coded on its own from an offset that is a multiple of this agrees with
+/// the code of the whole chunks, whatever their lengths. Callers that code
+/// pieces (a stripe, a degraded read's span, a parity delta) start them
+/// at such offsets.
+pub const CODE_BLOCK_BYTES: usize = 64;
+
+fn coded_len(len: usize) -> usize {
+    len.div_ceil(CODE_BLOCK_BYTES) * CODE_BLOCK_BYTES
 }
 
 fn padded(chunk: &[u8], len: usize) -> std::borrow::Cow<'_, [u8]> {
@@ -142,7 +152,7 @@ impl ReedSolomon {
         if len == 0 {
             return Ok(());
         }
-        let coded = even(len);
+        let coded = coded_len(len);
         let mut slot = self
             .encoder
             .lock()
@@ -225,7 +235,7 @@ impl Codec for ReedSolomon {
                     s.get_or_insert_with(Vec::new);
                 }
             } else {
-                let coded = even(len);
+                let coded = coded_len(len);
                 let mut slot = self
                     .decoder
                     .lock()
@@ -359,6 +369,43 @@ pub fn xor_into(into: &mut [u8], from: &[u8]) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The code is local to 64-byte blocks whatever the chunk length: the
+    /// parity of a chunk is the prefix of the parity of its zero
+    /// extension, and a block-aligned piece coded alone gives the same
+    /// bytes as the whole (what stripes rewritten one at a time, degraded
+    /// reads of a span and rebuilt shards of any length rely on).
+    #[test]
+    fn the_code_of_a_byte_depends_only_on_its_block() {
+        let code = ReedSolomon::new(3, 2).expect("3+2");
+        for len in [1usize, 2, 63, 64, 65, 111, 1000, 4097] {
+            let data: Vec<Vec<u8>> = (0..3u8)
+                .map(|j| (0..len).map(|i| (i as u8).wrapping_mul(7) ^ j).collect())
+                .collect();
+            let short = parity_of(&code, &data);
+            let long: Vec<Vec<u8>> = data
+                .iter()
+                .map(|d| {
+                    let mut d = d.clone();
+                    d.resize(len + 200, 0);
+                    d
+                })
+                .collect();
+            let long = parity_of(&code, &long);
+            for (s, l) in short.iter().zip(&long) {
+                assert_eq!(
+                    &l[..len],
+                    &s[..],
+                    "{len} bytes: a prefix of the longer code"
+                );
+            }
+            let from = len / 2 / CODE_BLOCK_BYTES * CODE_BLOCK_BYTES;
+            let piece: Vec<Vec<u8>> = data.iter().map(|d| d[from..].to_vec()).collect();
+            for (p, s) in parity_of(&code, &piece).iter().zip(&short) {
+                assert_eq!(&s[from..], &p[..], "{len} bytes from {from}: the same code");
+            }
+        }
+    }
 
     fn chunks(k: usize, len: usize, seed: u8) -> Vec<Vec<u8>> {
         (0..k)

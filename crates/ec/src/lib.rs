@@ -24,6 +24,6 @@ pub mod codec;
 pub mod layout;
 pub mod object;
 
-pub use codec::{Codec, CodecError, ReedSolomon};
+pub use codec::{CODE_BLOCK_BYTES, Codec, CodecError, ReedSolomon};
 pub use layout::{CHUNK_ALIGN, Extent, LayoutError, StripeLayout};
 pub use object::{ObjectError, Shards};

@@ -52,8 +52,8 @@ use crate::map_view::MapView;
 use crate::peering::PgInfo;
 use crate::pg::{
     Activate, Effect, Effects, Guard, GuardCheck, INFO_KEY, Interval, InvalidWrite,
-    MISSING_KEY_PREFIX, MapContext, ObjectState, Pg, PgEvent, PgMsg, Push, ReadAnswer, ReadId,
-    Reply, StoreTag, StoreWrite, StoredPg,
+    MISSING_KEY_PREFIX, MapContext, ObjectState, Pg, PgEvent, PgMsg, PreparedWrite, Push,
+    ReadAnswer, ReadId, Reply, StoreTag, StoreWrite, StoredPg,
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
@@ -2489,12 +2489,34 @@ impl Osd {
             return ClientReply::err(error);
         }
         let req: ReqId = op.req.into();
+        let prepared = if ec::is_partial(&plan.ops) {
+            match self.prepare_ec_write(op.pg, &object, &plan.ops).await {
+                Ok(prepared) => prepared,
+                Err(error) => return ClientReply::err(error),
+            }
+        } else {
+            None
+        };
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
         let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
         let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
         let store = &self.store;
-        let make = |_: &PgSlot| -> Result<PgEvent, OpError> {
+        let make = |slot: &PgSlot| -> Result<PgEvent, OpError> {
+            // A write planned on the object's bytes at one version: under
+            // the PG lock, the object must still be at it (a resend of a
+            // write the log knows is answered from the log instead).
+            if let Some(prepared) = &prepared {
+                let key = ObjectKey::new(object.clone());
+                let version = match store.stat(collection, &key) {
+                    Ok(stat) => stat.version,
+                    Err(StoreError::NotFound { .. }) => 0,
+                    Err(error) => return Err(op_error(error)),
+                };
+                if version != prepared.base && !slot.pg.knows_request(req) {
+                    return Err(OpError::ObjectBusy);
+                }
+            }
             let guard = observe(&**store, collection, &object, guards, plan.implied)?;
             Ok(PgEvent::ClientWrite {
                 req,
@@ -2502,6 +2524,7 @@ impl Osd {
                 object: object.clone(),
                 ops: plan.ops,
                 guard,
+                prepared,
             })
         };
         match self.feed_with(op.pg, make).await {
@@ -2713,6 +2736,83 @@ impl Osd {
             }
         }
         Err(OpError::ObjectBusy)
+    }
+
+    /// Plans a partial write of an erasure-coded object (`Ok(None)`: the
+    /// PG is not erasure-coded or not held here, and the core answers):
+    /// the object's size and chunk from this primary's shard, the stripes
+    /// the write rewrites ([`ec::plan_partial`]), their old bytes read
+    /// from the shards at one version, and each shard's ops
+    /// ([`ec::partial_writes`]), to be admitted only while the object is
+    /// at that version.
+    async fn prepare_ec_write(
+        &self,
+        pg: PgId,
+        object: &Bytes,
+        ops: &[Op],
+    ) -> Result<Option<PreparedWrite>, OpError> {
+        let Some(interval) = lock(&self.pgs).get(&pg).map(|s| s.pg.interval().clone()) else {
+            return Ok(None);
+        };
+        let Some(shape) = &interval.ec else {
+            return Ok(None);
+        };
+        let backend = ec::EcBackend::new(shape).map_err(OpError::Store)?;
+        let layout = *backend.layout();
+        let key = ObjectKey::new(object.clone());
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let store = self.store.clone();
+        let local_key = key.clone();
+        let local = tokio::task::spawn_blocking(move || {
+            ec::local_object(&*store, collection, &local_key, &layout)
+        })
+        .await
+        .map_err(|e| OpError::Store(format!("read task: {e}")))??;
+        let (base, size, chunk) = local.unwrap_or((0, 0, layout.chunk_for(0)));
+        let plan = ec::plan_partial(&layout, size, chunk, ops).map_err(|e| match e {
+            InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
+            other => OpError::Invalid(other.to_string()),
+        })?;
+        let reads = plan.reads(&layout, size);
+        let mut old = Vec::with_capacity(reads.len());
+        if reads.iter().any(|r| r.start < r.end) {
+            let mut read_ops = vec![OpKind::Stat];
+            read_ops.extend(reads.iter().map(|r| OpKind::Read {
+                offset: r.start,
+                length: Some(r.end - r.start),
+            }));
+            let (outputs, data) = self
+                .ec_read(pg, &interval, key.clone(), Vec::new(), read_ops)
+                .await?;
+            match outputs.first() {
+                Some(OpOutput::Stat {
+                    size_bytes,
+                    version,
+                }) if *version == base && *size_bytes == size => {}
+                _ => return Err(OpError::ObjectBusy),
+            }
+            let mut at = 0usize;
+            for output in &outputs[1..] {
+                let OpOutput::Data { len } = output else {
+                    return Err(OpError::ObjectBusy);
+                };
+                let len = usize::try_from(*len).unwrap_or(usize::MAX);
+                let Some(end) = at.checked_add(len).filter(|e| *e <= data.len()) else {
+                    return Err(OpError::ObjectBusy);
+                };
+                old.push(data.slice(at..end));
+                at = end;
+            }
+        } else {
+            old = reads.iter().map(|_| Bytes::new()).collect();
+        }
+        let writes = ec::partial_writes(&backend, size, &plan, &old, &key, ops.to_vec()).map_err(
+            |e| match e {
+                InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
+                other => OpError::Invalid(other.to_string()),
+            },
+        )?;
+        Ok(Some(PreparedWrite { base, writes }))
     }
 
     /// Tells the PG's core that `osd`'s shard of `object` is unreadable:

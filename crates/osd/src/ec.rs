@@ -16,7 +16,7 @@ use crate::log::LogEntry;
 use crate::pg::{InvalidWrite, PgBackend, Push, ShardWrites, check_ops};
 use crate::scrub::{Inconsistency, ScrubMap};
 use bytes::{Bytes, BytesMut};
-use cairn_ec::{ReedSolomon, StripeLayout};
+use cairn_ec::{Codec, ReedSolomon, StripeLayout};
 use cairn_proto::osd::{OpError, OpKind, OpOutput};
 use cairn_proto::peer::ShardReadError;
 use cairn_store::{CollectionId, ObjectKey, ObjectStore, Op, ReadOptions, StoreError, Transaction};
@@ -365,6 +365,354 @@ impl PgBackend for EcBackend {
     }
 }
 
+/// Whether a write's ops change part of an object (a write at an offset,
+/// an append, zeroing, a truncate to other than zero): such a write needs
+/// the old bytes of the stripes it touches, which the primary's shell
+/// reads first ([`plan_partial`], [`partial_writes`]).
+#[must_use]
+pub fn is_partial(ops: &[Op]) -> bool {
+    ops.iter().any(|op| match op {
+        Op::Write { .. } | Op::Append { .. } | Op::Zero { .. } => true,
+        Op::Truncate { size, .. } => *size != 0,
+        _ => false,
+    })
+}
+
+/// What a partial write reads of the object before it is planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartialRead {
+    /// The whole object (it is small, or changes its chunk size): it is
+    /// rewritten whole.
+    Whole,
+    /// These stripes (row indices, sorted, disjoint), rewritten whole:
+    /// their old bytes below the old size are read.
+    Rows(Vec<Range<u64>>),
+}
+
+impl PartialRead {
+    /// The object byte ranges to read, below `old_size`.
+    #[must_use]
+    pub fn reads(&self, layout: &StripeLayout, old_size: u64) -> Vec<Range<u64>> {
+        match self {
+            PartialRead::Whole => std::iter::once(0..old_size).collect(),
+            PartialRead::Rows(rows) => {
+                let width = layout.stripe_width();
+                rows.iter()
+                    .map(|r| (r.start * width).min(old_size)..(r.end * width).min(old_size))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The object's size after `ops` from `old_size`, the lowest size it
+/// passes through, and the byte ranges whose content the ops change.
+fn partial_effect(old_size: u64, ops: &[Op]) -> Result<(u64, u64, Vec<Range<u64>>), InvalidWrite> {
+    let mut size = old_size;
+    let mut lowest = old_size;
+    let mut touched = Vec::new();
+    let len_of = |d: &CheckedBytes| d.len() as u64;
+    for op in ops {
+        match op {
+            Op::Write { offset, data, .. } => {
+                let end = offset.saturating_add(len_of(data));
+                touched.push(*offset..end);
+                size = size.max(end);
+            }
+            Op::Append { data, .. } => {
+                let end = size.saturating_add(len_of(data));
+                touched.push(size..end);
+                size = end;
+            }
+            Op::Zero { offset, length, .. } => {
+                let end = offset.saturating_add(*length).min(size);
+                if *offset < end {
+                    touched.push(*offset..end);
+                }
+            }
+            Op::Truncate { size: to, .. } => {
+                lowest = lowest.min(*to);
+                size = *to;
+            }
+            Op::WriteFull { data, .. } => {
+                lowest = 0;
+                touched.push(0..len_of(data));
+                size = len_of(data);
+            }
+            Op::Remove { .. } => {
+                return Err(not_supported(
+                    "a remove among partial writes of an erasure-coded object",
+                ));
+            }
+            Op::OmapSet { .. }
+            | Op::OmapRemove { .. }
+            | Op::OmapRemoveRange { .. }
+            | Op::OmapClear { .. } => {
+                return Err(not_supported("erasure-coded pools have no omap"));
+            }
+            _ => {}
+        }
+    }
+    Ok((size, lowest, touched))
+}
+
+/// Which stripes a partial write of an object of `old_size` bytes striped
+/// with `old_chunk` rewrites: those its ops change, those whose old bytes a
+/// truncate turned to zeros, and the one the new end cuts. A small object
+/// (striped with a chunk below the stripe unit), one that must be striped
+/// again, or a write that replaces everything is rewritten whole.
+///
+/// # Errors
+/// Ops an erasure-coded object does not take (omap, a remove among
+/// them).
+pub fn plan_partial(
+    layout: &StripeLayout,
+    old_size: u64,
+    old_chunk: u64,
+    ops: &[Op],
+) -> Result<PartialRead, InvalidWrite> {
+    let (size, lowest, mut touched) = partial_effect(old_size, ops)?;
+    let whole = old_chunk != layout.stripe_unit
+        || !layout.fits(old_chunk, size)
+        || ops.iter().any(|op| matches!(op, Op::WriteFull { .. }));
+    if whole {
+        return Ok(PartialRead::Whole);
+    }
+    let width = layout.stripe_width();
+    if lowest < size.min(old_size) {
+        touched.push(lowest..size.min(old_size));
+    }
+    if size < old_size && size % width != 0 {
+        touched.push(size..size + 1);
+    }
+    let last_row = size.div_ceil(width);
+    let mut rows: Vec<Range<u64>> = touched
+        .into_iter()
+        .filter(|r| r.start < r.end)
+        .map(|r| r.start / width..((r.end - 1) / width + 1).min(last_row))
+        .filter(|r| r.start < r.end)
+        .collect();
+    rows.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(rows.len());
+    for r in rows {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    Ok(PartialRead::Rows(merged))
+}
+
+/// Copies `data` (object bytes from `at`) into the windows it overlaps;
+/// each window is `(first object byte, bytes)`.
+fn window_write(windows: &mut [(u64, Vec<u8>)], at: u64, data: &[u8]) {
+    let end = at + data.len() as u64;
+    for (start, bytes) in windows.iter_mut() {
+        let w_end = *start + bytes.len() as u64;
+        let (from, to) = (at.max(*start), end.min(w_end));
+        if from < to {
+            let src = usize::try_from(from - at).unwrap_or(0);
+            let dst = usize::try_from(from - *start).unwrap_or(0);
+            let n = usize::try_from(to - from).unwrap_or(0);
+            bytes[dst..dst + n].copy_from_slice(&data[src..src + n]);
+        }
+    }
+}
+
+fn window_zero(windows: &mut [(u64, Vec<u8>)], range: Range<u64>) {
+    for (start, bytes) in windows.iter_mut() {
+        let w_end = *start + bytes.len() as u64;
+        let (from, to) = (range.start.max(*start), range.end.min(w_end));
+        if from < to {
+            let dst = usize::try_from(from - *start).unwrap_or(0);
+            let n = usize::try_from(to - from).unwrap_or(0);
+            bytes[dst..dst + n].fill(0);
+        }
+    }
+}
+
+/// Each shard's ops for a partial write planned by [`plan_partial`], from
+/// the old bytes of each of the plan's reads (in order): the rewritten
+/// stripes' data and parity written in place, every shard cut or extended
+/// to its new length, its metadata (size, chunk; the crc unknown from
+/// here on), and the write's other ops (creates, xattrs) on every shard.
+/// Without the object's version, which the core sets.
+///
+/// # Errors
+/// Old bytes that do not match the plan, or ops the pool does not take.
+pub fn partial_writes(
+    backend: &EcBackend,
+    old_size: u64,
+    plan: &PartialRead,
+    old: &[Bytes],
+    object: &ObjectKey,
+    ops: Vec<Op>,
+) -> Result<ShardWrites, InvalidWrite> {
+    let layout = &backend.layout;
+    let invalid = |why: String| InvalidWrite::Store(StoreError::Invalid(why));
+    let reads = plan.reads(layout, old_size);
+    if old.len() != reads.len()
+        || old
+            .iter()
+            .zip(&reads)
+            .any(|(b, r)| b.len() as u64 != r.end - r.start)
+    {
+        return Err(invalid(
+            "old bytes do not match the partial write's reads".into(),
+        ));
+    }
+    let rows = match plan {
+        PartialRead::Whole => {
+            // Apply the ops to the whole object, then write it in full.
+            let mut data = old.first().map(|b| b.to_vec()).unwrap_or_default();
+            let mut others = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Write {
+                        offset, data: d, ..
+                    } => {
+                        let at = usize::try_from(offset).map_err(|e| invalid(e.to_string()))?;
+                        let end = at + d.len();
+                        if data.len() < end {
+                            data.resize(end, 0);
+                        }
+                        data[at..end].copy_from_slice(d.bytes());
+                    }
+                    Op::Append { data: d, .. } => data.extend_from_slice(d.bytes()),
+                    Op::Zero { offset, length, .. } => {
+                        let at = usize::try_from(offset)
+                            .unwrap_or(usize::MAX)
+                            .min(data.len());
+                        let end = usize::try_from(offset.saturating_add(length))
+                            .unwrap_or(usize::MAX)
+                            .min(data.len());
+                        data[at..end.max(at)].fill(0);
+                    }
+                    Op::Truncate { size, .. } => {
+                        data.resize(
+                            usize::try_from(size).map_err(|e| invalid(e.to_string()))?,
+                            0,
+                        );
+                    }
+                    Op::WriteFull { data: d, .. } => data = d.bytes().to_vec(),
+                    other => others.push(other),
+                }
+            }
+            let mut full = vec![Op::WriteFull {
+                object: object.clone(),
+                data: CheckedBytes::summed(Bytes::from(data)),
+            }];
+            full.extend(others);
+            return backend.plan_write(full);
+        }
+        PartialRead::Rows(rows) => rows,
+    };
+    let su = layout.stripe_unit;
+    let width = layout.stripe_width();
+    let mut windows: Vec<(u64, Vec<u8>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.start * width,
+                vec![0u8; usize::try_from((r.end - r.start) * width).unwrap_or(0)],
+            )
+        })
+        .collect();
+    for ((start, bytes), old) in windows.iter_mut().zip(old) {
+        let _ = start;
+        bytes[..old.len()].copy_from_slice(old);
+    }
+    let mut size = old_size;
+    let mut others = Vec::new();
+    for op in ops {
+        match op {
+            Op::Write { offset, data, .. } => {
+                window_write(&mut windows, offset, data.bytes());
+                size = size.max(offset + data.len() as u64);
+            }
+            Op::Append { data, .. } => {
+                window_write(&mut windows, size, data.bytes());
+                size += data.len() as u64;
+            }
+            Op::Zero { offset, length, .. } => {
+                window_zero(
+                    &mut windows,
+                    offset..offset.saturating_add(length).min(size),
+                );
+            }
+            Op::Truncate { size: to, .. } => {
+                if to < size {
+                    window_zero(&mut windows, to..size);
+                }
+                size = to;
+            }
+            other => others.push(other),
+        }
+    }
+    let n = layout.shards() as usize;
+    let k = layout.k as usize;
+    let mut per: Vec<Vec<Op>> = vec![Vec::new(); n];
+    for (start, bytes) in &windows {
+        let first_row = start / width;
+        let rows_here = bytes.len() / usize::try_from(width).unwrap_or(1);
+        let su_len = usize::try_from(su).unwrap_or(0);
+        // Shard i's bytes of these rows, one chunk per row.
+        let mut shard_bytes: Vec<Vec<u8>> = vec![Vec::with_capacity(rows_here * su_len); n];
+        for row in 0..rows_here {
+            let row_bytes = &bytes[row * k * su_len..(row + 1) * k * su_len];
+            let data: Vec<&[u8]> = row_bytes.chunks(su_len).collect();
+            let mut parity = vec![vec![0u8; su_len]; n - k];
+            let mut outs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+            backend
+                .codec
+                .encode(&data, &mut outs)
+                .map_err(|e| invalid(e.to_string()))?;
+            for (i, chunk) in data.iter().enumerate() {
+                shard_bytes[i].extend_from_slice(chunk);
+            }
+            for (p, chunk) in parity.iter().enumerate() {
+                shard_bytes[k + p].extend_from_slice(chunk);
+            }
+        }
+        let offset = first_row * su;
+        for (i, bytes) in shard_bytes.into_iter().enumerate() {
+            let shard = u32::try_from(i).unwrap_or(u32::MAX);
+            let keep = layout.shard_len(su, size, shard).saturating_sub(offset);
+            let keep = usize::try_from(keep).unwrap_or(0).min(bytes.len());
+            if keep > 0 {
+                let mut bytes = bytes;
+                bytes.truncate(keep);
+                per[i].push(Op::Write {
+                    object: object.clone(),
+                    offset,
+                    data: CheckedBytes::summed(Bytes::from(bytes)),
+                });
+            }
+        }
+    }
+    for (i, ops) in per.iter_mut().enumerate() {
+        let shard = u32::try_from(i).unwrap_or(u32::MAX);
+        if size != old_size {
+            ops.push(Op::Truncate {
+                object: object.clone(),
+                size: layout.shard_len(su, size, shard),
+            });
+        }
+        let meta = ShardMeta {
+            shard,
+            size,
+            chunk: su,
+            crc: None,
+        };
+        ops.push(Op::SetXattrs {
+            object: object.clone(),
+            xattrs: BTreeMap::from([(Bytes::from_static(EC_META_XATTR), meta.encode())]),
+        });
+        ops.extend(others.iter().cloned());
+    }
+    Ok(ShardWrites::PerShard(per))
+}
+
 /// A client read on an erasure-coded PG, after its local part: every op's
 /// output in order (a `Read`'s data still to gather), and the shard byte
 /// ranges to fetch, per shard.
@@ -391,6 +739,30 @@ fn shard_meta(
         .get(EC_META_XATTR)
         .map(|m| ShardMeta::decode(m).map_err(StoreError::Corrupt))
         .transpose()
+}
+
+/// The object as this OSD's shard records it: its version, size and
+/// chunk (`None`: no such object).
+///
+/// # Errors
+/// The store's error, or unreadable shard metadata.
+pub fn local_object(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    layout: &StripeLayout,
+) -> Result<Option<(u64, u64, u64)>, OpError> {
+    let stat = match store.stat(collection, key) {
+        Ok(stat) => stat,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(op_error(e)),
+    };
+    let meta = shard_meta(store, collection, key).map_err(op_error)?;
+    Ok(Some(
+        meta.map_or((stat.version, 0, layout.chunk_for(0)), |m| {
+            (stat.version, m.size, m.chunk)
+        }),
+    ))
 }
 
 /// The local part of a client read on the primary's shard: the guards,
@@ -731,20 +1103,17 @@ pub fn fetch_for(
             decode: None,
         });
     }
-    let start = plan
-        .fetch
-        .values()
-        .flatten()
-        .map(|r| r.0)
-        .min()
-        .unwrap_or(0);
-    let end = plan
-        .fetch
-        .values()
-        .flatten()
+    // The span starts and ends on the code's block boundaries: decoding
+    // from elsewhere would not match how the shards were coded.
+    let block = cairn_ec::CODE_BLOCK_BYTES as u64;
+    let ranges = || plan.fetch.values().flatten();
+    let start = ranges().map(|r| r.0).min().unwrap_or(0) / block * block;
+    let end = ranges()
         .map(|r| r.0 + r.1)
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .div_ceil(block)
+        * block;
     let readers: Vec<u32> = available
         .iter()
         .copied()
@@ -1209,6 +1578,271 @@ mod tests {
         assert_eq!(
             rebuild_for_push(backend.layout(), &*backend.codec, &gone, &[4]),
             Ok(None)
+        );
+    }
+
+    /// The shards in `stores` hold exactly `model`: each data shard its
+    /// bytes at its length, the parity the code of the data, the metadata
+    /// the model's size on every shard, at one version.
+    fn assert_shards_hold(backend: &EcBackend, stores: &[MemStore], model: &[u8], what: &str) {
+        let coll = CollectionId::pg(1, 0);
+        let layout = backend.layout();
+        let mut shards: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut chunk = None;
+        let mut version = None;
+        for (i, store) in stores.iter().enumerate() {
+            let i = u32::try_from(i).expect("small");
+            let stat = store.stat(coll, &key()).expect("shard present");
+            let meta = shard_meta(store, coll, &key()).expect("meta readable");
+            let (size, c) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
+            assert_eq!(size, model.len() as u64, "{what}: shard {i}'s size");
+            assert!(chunk.is_none_or(|x| x == c), "{what}: chunks differ");
+            assert!(
+                version.is_none_or(|v| v == stat.version),
+                "{what}: versions differ"
+            );
+            chunk = Some(c);
+            version = Some(stat.version);
+            assert_eq!(
+                stat.size_bytes,
+                layout.shard_len(c, size, i),
+                "{what}: shard {i}'s length"
+            );
+            let data = store
+                .read(coll, &key(), ReadOptions::default())
+                .expect("readable");
+            shards.push(Some(data.to_vec()));
+        }
+        let chunk = chunk.expect("shards");
+        let data: Vec<&[u8]> = shards[..layout.k as usize]
+            .iter()
+            .map(|s| s.as_deref().unwrap_or(&[]))
+            .collect();
+        let joined =
+            cairn_ec::object::join(layout, chunk, model.len() as u64, &data).expect("joins");
+        assert!(
+            joined == model,
+            "{what}: the data shards are not the object"
+        );
+        let mut rebuilt: Vec<Option<Vec<u8>>> = shards.clone();
+        for parity in &mut rebuilt[layout.k as usize..] {
+            *parity = None;
+        }
+        cairn_ec::object::rebuild(
+            layout,
+            &*backend.codec,
+            chunk,
+            model.len() as u64,
+            &mut rebuilt,
+        )
+        .expect("parity rebuilds");
+        if rebuilt != shards {
+            let mut first = Vec::new();
+            for (i, (a, b)) in rebuilt.iter().zip(&shards).enumerate() {
+                let (a, b) = (a.as_deref().unwrap_or(&[]), b.as_deref().unwrap_or(&[]));
+                if let Some(at) = a.iter().zip(b).position(|(x, y)| x != y) {
+                    first.push(format!(
+                        "shard {i} at {at} (len {} vs {})",
+                        a.len(),
+                        b.len()
+                    ));
+                } else if a.len() != b.len() {
+                    first.push(format!("shard {i} len {} vs {}", a.len(), b.len()));
+                }
+            }
+            panic!(
+                "{what}: the parity is not the code of the data (size {}, chunk {chunk}): {first:?}",
+                model.len()
+            );
+        }
+    }
+
+    /// Random partial writes (at offsets, appends, truncates up and down,
+    /// zeroing, several in one request) on small and multi-stripe objects
+    /// leave every shard exactly what the same operations on a plain byte
+    /// vector give, for 2+1, 3+2 and 4+2.
+    #[test]
+    fn partial_writes_leave_the_shards_of_the_same_ops_on_a_vector() {
+        let coll = CollectionId::pg(1, 0);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % below.max(1)
+        };
+        for (k, m) in [(2u32, 1u32), (3, 2), (4, 2)] {
+            let backend = EcBackend::new(&shape(k, m)).expect("shape");
+            let layout = *backend.layout();
+            for case in 0..24 {
+                let stores = stores(k + m);
+                let initial = [0usize, 100, 5000, 40_000, 100_003][case % 5];
+                let mut model: Vec<u8> = (0..initial).map(|i| (i * 13 + case) as u8).collect();
+                apply(
+                    &stores,
+                    &backend.plan_write(write_full(&model, 1)).expect("plan"),
+                );
+                for (version, step) in (2..).zip(0..8) {
+                    let mut ops = Vec::new();
+                    for _ in 0..=next(2) {
+                        let len = model.len() as u64;
+                        let fill = u8::try_from(next(255) + 1).expect("a byte");
+                        let op = match next(4) {
+                            0 => {
+                                let offset = next(len + 20_000);
+                                let n = next(20_000) + 1;
+                                let data = vec![fill; usize::try_from(n).expect("small")];
+                                let end = usize::try_from(offset + n).expect("small");
+                                if model.len() < end {
+                                    model.resize(end, 0);
+                                }
+                                model[usize::try_from(offset).expect("small")..end]
+                                    .copy_from_slice(&data);
+                                Op::Write {
+                                    object: key(),
+                                    offset,
+                                    data: CheckedBytes::summed(Bytes::from(data)),
+                                }
+                            }
+                            1 => {
+                                let data =
+                                    vec![fill; usize::try_from(next(10_000) + 1).expect("small")];
+                                model.extend_from_slice(&data);
+                                Op::Append {
+                                    object: key(),
+                                    data: CheckedBytes::summed(Bytes::from(data)),
+                                }
+                            }
+                            2 => {
+                                let size = next(len + 20_000);
+                                model.resize(usize::try_from(size).expect("small"), 0);
+                                Op::Truncate {
+                                    object: key(),
+                                    size,
+                                }
+                            }
+                            _ => {
+                                let offset = next(len + 100);
+                                let length = next(30_000);
+                                let end = usize::try_from(offset + length)
+                                    .expect("small")
+                                    .min(model.len());
+                                let from = usize::try_from(offset).expect("small").min(end);
+                                model[from..end].fill(0);
+                                Op::Zero {
+                                    object: key(),
+                                    offset,
+                                    length,
+                                }
+                            }
+                        };
+                        ops.push(op);
+                    }
+                    let shown: Vec<String> = ops
+                        .iter()
+                        .map(|op| match op {
+                            Op::Write { offset, data, .. } => {
+                                format!("write {offset}+{}", data.len())
+                            }
+                            Op::Append { data, .. } => format!("append {}", data.len()),
+                            other => format!("{other:?}"),
+                        })
+                        .collect();
+                    let what = format!("{k}+{m} case {case} step {step}: {shown:?}");
+                    let (_, size, chunk) = local_object(&stores[0], coll, &key(), &layout)
+                        .expect("readable")
+                        .unwrap_or((0, 0, layout.chunk_for(0)));
+                    let plan = plan_partial(&layout, size, chunk, &ops).expect("plans");
+                    let what = format!("{what} from {size} (chunk {chunk}): {plan:?}");
+                    let old: Vec<Bytes> = plan
+                        .reads(&layout, size)
+                        .into_iter()
+                        .map(|r| {
+                            read(
+                                &backend,
+                                &stores,
+                                vec![OpKind::Read {
+                                    offset: r.start,
+                                    length: Some(r.end - r.start),
+                                }],
+                            )
+                            .expect("old bytes read")
+                            .1
+                        })
+                        .collect();
+                    let writes =
+                        partial_writes(&backend, size, &plan, &old, &key(), ops).expect("planned");
+                    let ShardWrites::PerShard(mut per) = writes else {
+                        panic!("{what}: not per shard")
+                    };
+                    for shard in &mut per {
+                        shard.push(Op::SetVersion {
+                            object: key(),
+                            version,
+                        });
+                    }
+                    apply(&stores, &ShardWrites::PerShard(per));
+                    assert_shards_hold(&backend, &stores, &model, &what);
+                }
+            }
+        }
+    }
+
+    /// The stripes a partial write rewrites: only those it changes, the
+    /// one a truncate cuts, none past the new end; small objects whole.
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn a_partial_write_rewrites_only_the_stripes_it_changes() {
+        let layout = StripeLayout::new(4, 2, 4096).expect("layout");
+        let w = layout.stripe_width();
+        let su = layout.stripe_unit;
+        let data = |n: usize| CheckedBytes::summed(Bytes::from(vec![1u8; n]));
+        let write = |offset: u64, n: usize| Op::Write {
+            object: key(),
+            offset,
+            data: data(n),
+        };
+        let big = 100 * w;
+        assert_eq!(
+            plan_partial(&layout, big, su, &[write(5 * w + 10, 4096)]),
+            Ok(PartialRead::Rows(vec![5..6]))
+        );
+        assert_eq!(
+            plan_partial(&layout, big, su, &[write(5 * w - 10, 20)]),
+            Ok(PartialRead::Rows(vec![4..6]))
+        );
+        let append = Op::Append {
+            object: key(),
+            data: data(10),
+        };
+        assert_eq!(
+            plan_partial(&layout, big + 5, su, &[append]),
+            Ok(PartialRead::Rows(vec![100..101]))
+        );
+        let cut = Op::Truncate {
+            object: key(),
+            size: 50 * w + 7,
+        };
+        assert_eq!(
+            plan_partial(&layout, big, su, &[cut]),
+            Ok(PartialRead::Rows(vec![50..51]))
+        );
+        let grow = Op::Truncate {
+            object: key(),
+            size: 200 * w,
+        };
+        assert_eq!(
+            plan_partial(&layout, big, su, &[grow]),
+            Ok(PartialRead::Rows(vec![])),
+            "zeros past the end need no stripe rewritten"
+        );
+        assert_eq!(
+            plan_partial(&layout, 3000, layout.chunk_for(3000), &[write(0, 1)]),
+            Ok(PartialRead::Whole)
+        );
+        assert_eq!(
+            PartialRead::Rows(vec![5..6]).reads(&layout, big),
+            vec![5 * w..6 * w]
         );
     }
 }

@@ -165,6 +165,7 @@ impl Harness {
             object: Bytes::copy_from_slice(name.as_bytes()),
             ops: write_full(name, &format!("data {tid}")),
             guard: None,
+            prepared: None,
         };
         self.event(OsdId(osd), event);
     }
@@ -182,6 +183,7 @@ impl Harness {
                 version,
                 ..GuardCheck::default()
             }),
+            prepared: None,
         };
         self.event(OsdId(1), event);
     }

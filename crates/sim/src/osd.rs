@@ -1490,6 +1490,7 @@ impl SimOsd {
             object,
             ops: plan.ops,
             guard: check,
+            prepared: None,
         };
         if !self.feed(op.pg, event, out) {
             self.proc_mut().waiters.remove(&req);

@@ -190,13 +190,20 @@ impl GuardCheck {
     }
 }
 
+/// A write the shell planned per shard (see `PgEvent::ClientWrite`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreparedWrite {
+    pub base: u64,
+    pub writes: super::ShardWrites,
+}
+
 /// A client read, numbered by the shell (unique among its reads in
 /// progress), so the core's answers find it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReadId(pub u64);
 
 /// What happens to a PG.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PgEvent {
     /// A client's write of one object (sent to the primary).
     ClientWrite {
@@ -205,6 +212,12 @@ pub enum PgEvent {
         object: Bytes,
         ops: Vec<Op>,
         guard: Option<GuardCheck>,
+        /// Erasure coding, a partial write: each shard's ops, planned by
+        /// the shell from the object's bytes at version `base` (without
+        /// the new version, which the core sets). Admitted only if the
+        /// object is still at `base` with no write to it in flight
+        /// (else `ObjectBusy`, and the client retries).
+        prepared: Option<PreparedWrite>,
     },
     /// A client's read of `object` (empty: a listing) on the primary,
     /// after the shell checked that this OSD may serve it

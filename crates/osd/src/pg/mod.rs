@@ -57,7 +57,7 @@ pub use effects::{
     StoreWrite,
 };
 pub use events::{
-    EcShape, Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent, ReadId,
+    EcShape, Guard, GuardCheck, Interval, IntervalError, MapContext, PgEvent, PreparedWrite, ReadId,
 };
 pub use messages::{Activate, Notify, ObjectState, PgMsg, Push, SubWrite, SubWriteAck};
 use read::PendingRead;
@@ -375,8 +375,14 @@ impl Pg {
                 object,
                 ops,
                 guard,
+                prepared,
             } => {
-                let write = NewWrite { req, object, ops };
+                let write = NewWrite {
+                    req,
+                    object,
+                    ops,
+                    prepared,
+                };
                 self.on_client_write(write, client_epoch, guard, fx);
                 Ok(())
             }

@@ -19,6 +19,7 @@ pub(super) struct NewWrite {
     pub(super) req: ReqId,
     pub(super) object: Bytes,
     pub(super) ops: Vec<Op>,
+    pub(super) prepared: Option<super::PreparedWrite>,
 }
 
 #[derive(Debug)]
@@ -115,6 +116,12 @@ impl Pg {
             fx.reply(req, Reply::ObjectBusy);
             return;
         }
+        // A write planned on the object's bytes at a version stands only
+        // if no other write to it can land first.
+        if write.prepared.is_some() && self.object_unsettled(&write.object) {
+            fx.reply(req, Reply::ObjectBusy);
+            return;
+        }
         let refusal = match guard {
             Some(_) if self.object_unsettled(&write.object) => {
                 fx.reply(req, Reply::ObjectBusy);
@@ -170,6 +177,13 @@ impl Pg {
         Ok(())
     }
 
+    /// Whether the log knows request `req` (applied, in flight, or
+    /// refused): a resend is answered from the log, not applied again.
+    #[must_use]
+    pub fn knows_request(&self, req: ReqId) -> bool {
+        !matches!(self.duplicate(req), Dup::New)
+    }
+
     pub(super) fn duplicate(&self, req: ReqId) -> Dup {
         let Some(entry) = self.log.find_req(req) else {
             return Dup::New;
@@ -214,6 +228,7 @@ impl Pg {
             req,
             object,
             mut ops,
+            prepared,
         } = write;
         // History from a later interval than this copy knows of (its map
         // is behind): a version of this interval would not follow it. Not
@@ -281,10 +296,28 @@ impl Pg {
             req,
             result,
         };
-        let writes = self
-            .backend
-            .plan_write(ops)
-            .map_err(|reason| Reply::Invalid { reason })?;
+        let writes = match prepared {
+            Some(prepared) if refusal.is_none() => {
+                let ShardWrites::PerShard(mut per) = prepared.writes else {
+                    return Err(Reply::Invalid {
+                        reason: InvalidWrite::NotSupported(
+                            "a prepared write of a replicated PG".into(),
+                        ),
+                    });
+                };
+                for shard in &mut per {
+                    shard.push(Op::SetVersion {
+                        object: key.clone(),
+                        version: seq,
+                    });
+                }
+                ShardWrites::PerShard(per)
+            }
+            _ => self
+                .backend
+                .plan_write(ops)
+                .map_err(|reason| Reply::Invalid { reason })?,
+        };
         let own = self.interval.shard_of(self.whoami);
         let txn = self
             .log_txn(writes.for_shard(own), &entry)
