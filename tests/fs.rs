@@ -1812,3 +1812,100 @@ fn a_mount_exits_on_sigterm_when_its_cluster_is_gone() {
         "the mount does not say what it could not send:\n{log}"
     );
 }
+
+/// A file system whose data pool is erasure-coded (2+1, 4 KiB stripe
+/// unit): files written sequentially, overwritten in place at random
+/// offsets, appended to, truncated and extended read back as the same
+/// operations on a local file give, through another mount too; and a
+/// metadata pool that is erasure-coded is refused with a clear message.
+#[test]
+fn a_file_system_keeps_its_data_on_an_erasure_coded_pool() {
+    let cluster = Cluster::up("fs-ec", 3, 19490, &["--mds", "0"]);
+    drop(Command::new("chmod").arg("755").arg(&cluster.dir).status());
+    common::ok(
+        cluster.cairn(&[
+            "pool",
+            "create",
+            "ecdata",
+            "--erasure",
+            "2+1",
+            "--stripe-unit",
+            "4K",
+            "--pg-num",
+            "16",
+        ]),
+        "pool create --erasure",
+    );
+    let refused = cluster.cairn(&["fs", "create", "ecmeta", "--meta-pool", "ecdata"]);
+    assert!(
+        !refused.status.success(),
+        "an erasure-coded metadata pool was taken"
+    );
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("must be replicated"), "{why}");
+    common::ok(
+        cluster.cairn(&[
+            "fs",
+            "create",
+            "ecfs",
+            "--data-pool",
+            "ecdata",
+            "--pg-num",
+            "16",
+        ]),
+        "fs create --data-pool",
+    );
+    let mds_log = std::fs::File::create(cluster.dir.join("mds-ec.log")).expect("log");
+    let _mds = Helper(
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["mds", "--fs", "ecfs", "--conf"])
+            .arg(&cluster.conf)
+            .stdout(Stdio::null())
+            .stderr(mds_log)
+            .spawn()
+            .expect("cairn mds starts"),
+    );
+    let a = Mount::with(&cluster, &cluster.dir.join("a"), &["--fs", "ecfs"]);
+    let out = python(&[&script("ec_files.py"), &a.path.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let digests = String::from_utf8_lossy(&out.stdout).into_owned();
+    drop(a);
+    // Another mount reads the same bytes from the shards.
+    let b = Mount::with(&cluster, &cluster.dir.join("b"), &["--fs", "ecfs"]);
+    let out = python(&[
+        &script("ec_files.py"),
+        &b.path.display().to_string(),
+        "--check",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        digests,
+        "another mount reads other bytes"
+    );
+    drop(b);
+    let pools = String::from_utf8_lossy(&common::ok(cluster.cairn(&["pool", "ls"]), "pool ls"))
+        .into_owned();
+    assert!(
+        pools.contains("ecdata") && pools.contains("erasure 2+1"),
+        "{pools}"
+    );
+    // The files' data is in the erasure-coded pool: 9 MiB and more of
+    // it, in the file system's 4 MiB objects.
+    let listed = common::ok(
+        cluster.cairn(&["object", "ls", "--pool", "ecdata"]),
+        "object ls",
+    );
+    let objects = String::from_utf8_lossy(&listed).lines().count();
+    assert!(objects >= 3, "{objects} objects in the data pool");
+}

@@ -357,9 +357,19 @@ impl MapService {
                 meta_pool,
                 data_pool,
             }) => {
+                // The namespace lives in omap, which erasure-coded pools
+                // do not have; file data may go to either kind.
                 let pools = self
                     .pool_named(&meta_pool)
-                    .and_then(|_| self.pool_named(&data_pool))
+                    .and_then(|meta| match meta.redundancy {
+                        Redundancy::Erasure { .. } => Err(MonError::Fs(format!(
+                            "the metadata pool {meta_pool:?} is erasure-coded: it must be \
+                             replicated (the namespace is kept in omap, which erasure-coded \
+                             pools do not have); an erasure-coded pool can be the data pool"
+                        ))),
+                        Redundancy::Replicated { .. } => Ok(()),
+                    })
+                    .and_then(|()| self.pool_named(&data_pool))
                     .map(drop);
                 let result = pools.and_then(|()| self.fs.create(&name, &meta_pool, &data_pool));
                 fs_effects(result)

@@ -1644,16 +1644,18 @@ impl Osd {
     ) {
         let _permit = self.recovery.acquire(priority).await;
         let pulled = interval_epoch.is_some();
-        let Some((start, interval)) = lock(&self.pgs).get(&pg).and_then(|slot| {
-            push_start(&slot.pg, &targets, interval_epoch)
-                .map(|start| (start, slot.pg.interval().clone()))
+        let Some((start, interval, lacking)) = lock(&self.pgs).get(&pg).and_then(|slot| {
+            push_start(&slot.pg, &targets, interval_epoch).map(|start| {
+                let lacking = slot.pg.copies_lacking(&object);
+                (start, slot.pg.interval().clone(), lacking)
+            })
         }) else {
             tracing::debug!(%pg, "pull of an interval that is over dropped");
             return;
         };
         if interval.ec.is_some() {
             if !pulled {
-                self.push_shards(pg, object, &targets, start, &interval)
+                self.push_shards(pg, object, &targets, &lacking, start, &interval)
                     .await;
             }
             return;
@@ -1721,6 +1723,7 @@ impl Osd {
         pg: PgId,
         object: Bytes,
         targets: &[OsdId],
+        lacking: &BTreeSet<OsdId>,
         (epoch, as_of): (Epoch, Version),
         interval: &Interval,
     ) {
@@ -1742,22 +1745,25 @@ impl Osd {
                 }
             }
         }
-        // Sources: positions not being rebuilt, this OSD's own first, then
-        // data before parity.
+        // Sources: every position's OSD, each read whole and counted as the
+        // shard its metadata names (one that changed positions still holds
+        // its old shard). Those known to hold the object first (not lacking
+        // it, not being rebuilt or backfilled), this OSD's own first among
+        // them, data before parity; only their "not found" means the object
+        // is gone. Read in rounds until `k` distinct shards of one version.
+        let trusted = |o: OsdId| !targets.contains(&o) && !lacking.contains(&o);
         let mut candidates: Vec<u32> = (0..layout.shards())
-            .filter(|s| interval.osd_at(*s).is_some_and(|o| !targets.contains(&o)))
+            .filter(|s| interval.osd_at(*s).is_some())
             .collect();
-        candidates.sort_by_key(|s| (interval.osd_at(*s) != Some(self.whoami), *s));
+        candidates.sort_by_key(|s| {
+            let osd = interval.osd_at(*s);
+            (!osd.is_some_and(trusted), osd != Some(self.whoami), *s)
+        });
         let key = ObjectKey::new(object.clone());
-        let mut sources: BTreeMap<u32, Result<ec::Served, ShardReadError>> = BTreeMap::new();
+        let mut sources: ec::Sources = BTreeMap::new();
         let mut next = candidates.into_iter();
         loop {
-            let have = sources.values().filter(|r| r.is_ok()).count();
-            let absent = sources
-                .values()
-                .filter(|r| matches!(r, Err(ShardReadError::NotFound)))
-                .count();
-            let want = (layout.k as usize).saturating_sub(have.max(absent));
+            let want = ec::reads_still_needed(layout.k as usize, &sources);
             if want == 0 {
                 break;
             }
@@ -1771,9 +1777,16 @@ impl Osd {
                 sources.insert(shard, Ok(served));
             }
             for (shard, error) in failed {
-                if let (ShardReadError::Corrupt(_), Some(osd)) = (&error, interval.osd_at(shard)) {
+                let osd = interval.osd_at(shard);
+                if let (ShardReadError::Corrupt(_), Some(osd)) = (&error, osd) {
                     self.report_unreadable(pg, epoch, osd, object.clone()).await;
                 }
+                let error = match error {
+                    ShardReadError::NotFound if !osd.is_some_and(trusted) => {
+                        ShardReadError::NotServing("lacks the object".into())
+                    }
+                    other => other,
+                };
                 sources.insert(shard, Err(error));
             }
         }
@@ -2343,6 +2356,7 @@ impl Osd {
                 &*store,
                 collection,
                 &key,
+                req.shard,
                 req.version,
                 &req.ranges,
                 req.whole,
@@ -2806,6 +2820,28 @@ impl Osd {
         } else {
             old = reads.iter().map(|_| Bytes::new()).collect();
         }
+        // Every position must hold its own shard of the object: a partial
+        // write on bytes of another shard (an OSD that changed positions)
+        // would mix the two. One found so is reported, and rebuilt before
+        // the client's retry.
+        if base != 0 {
+            let probe: BTreeMap<u32, Vec<(u64, u64)>> =
+                (0..layout.shards()).map(|s| (s, Vec::new())).collect();
+            let (_, failed) = self
+                .fetch_shards(pg, &interval, &key, 0, &probe, false)
+                .await;
+            let mut mixed = false;
+            for (shard, error) in failed {
+                if let (ShardReadError::Corrupt(_), Some(osd)) = (&error, interval.osd_at(shard)) {
+                    self.report_unreadable(pg, interval.epoch_started, osd, object.clone())
+                        .await;
+                    mixed = true;
+                }
+            }
+            if mixed {
+                return Err(OpError::ObjectBusy);
+            }
+        }
         let writes = ec::partial_writes(&backend, size, &plan, &old, &key, ops.to_vec()).map_err(
             |e| match e {
                 InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
@@ -2850,8 +2886,9 @@ impl Osd {
                 let store = self.store.clone();
                 let key = key.clone();
                 tasks.spawn_blocking(move || {
-                    let served =
-                        ec::serve_shard_read(&*store, collection, &key, version, &ranges, whole);
+                    let served = ec::serve_shard_read(
+                        &*store, collection, &key, shard, version, &ranges, whole,
+                    );
                     (shard, served)
                 });
                 continue;

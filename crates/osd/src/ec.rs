@@ -874,15 +874,17 @@ pub struct Served {
 /// Serves shard byte ranges `(offset, len)` of `key` from this OSD's
 /// store (`whole`: the whole shard and its xattrs), if the object is at
 /// `version` (0: any) before and after the reads, so an answer is never
-/// torn by a write between them.
+/// torn by a write between them, and if what is stored is shard `shard`
+/// (an OSD that changed positions holds another shard's bytes).
 ///
 /// # Errors
-/// The object is missing or at another version, or the store's error
-/// (a checksum mismatch is `Corrupt`).
+/// The object is missing or at another version, or the store's error;
+/// `Corrupt`: a checksum mismatch, or the object holds another shard.
 pub fn serve_shard_read(
     store: &dyn ObjectStore,
     collection: CollectionId,
     key: &ObjectKey,
+    shard: u32,
     version: u64,
     ranges: &[(u64, u64)],
     whole: bool,
@@ -897,15 +899,26 @@ pub fn serve_shard_read(
         }
     };
     let before = stat_version()?;
+    let xattrs = store.xattrs(collection, key).map_err(store_error)?;
+    if let Some(meta) = xattrs.get(EC_META_XATTR) {
+        let held = ShardMeta::decode(meta)
+            .map_err(ShardReadError::Corrupt)?
+            .shard;
+        // A whole read (a rebuild's source) takes any shard: the caller
+        // reads which one from the metadata returned with it.
+        if held != shard && !whole {
+            return Err(ShardReadError::Corrupt(format!(
+                "holds shard {held}, not shard {shard}"
+            )));
+        }
+    }
     let mut parts = Vec::with_capacity(ranges.len().max(1));
-    let mut xattrs = BTreeMap::new();
     if whole {
         parts.push(
             store
                 .read(collection, key, ReadOptions::default())
                 .map_err(store_error)?,
         );
-        xattrs = store.xattrs(collection, key).map_err(store_error)?;
     } else {
         for &(offset, len) in ranges {
             let data = store
@@ -921,7 +934,7 @@ pub fn serve_shard_read(
     Ok(Served {
         version: before,
         parts,
-        xattrs,
+        xattrs: if whole { xattrs } else { BTreeMap::new() },
     })
 }
 
@@ -967,39 +980,95 @@ pub fn assemble(
     Ok((plan.outputs, data.freeze()))
 }
 
-/// The shards to push to each target (its OSD and the position it is to
-/// hold), rebuilt from whole shards of at least `k` other positions, all
-/// at one version: each target's state is its shard's bytes, the
-/// object's client xattrs and its own shard metadata. `None`: the object
-/// does not exist (every source said so), and the targets remove theirs.
+/// Which shard a whole read found: the one its metadata names (an OSD
+/// that changed positions still holds its old shard, a good source for
+/// it), else (an empty object) the position's.
+fn shard_held(position: u32, served: &Served) -> Result<u32, String> {
+    match served.xattrs.get(EC_META_XATTR) {
+        Some(meta) => Ok(ShardMeta::decode(meta)?.shard),
+        None => Ok(position),
+    }
+}
+
+/// Whole reads of an object's shards (keyed by the position read).
+pub type Sources = BTreeMap<u32, Result<Served, ShardReadError>>;
+
+/// Of whole reads of an object's shards, the newest version that `k`
+/// distinct shards hold, with those shards (`None`: no version is held
+/// by `k`).
+fn usable_version(k: usize, sources: &Sources) -> Option<(u64, BTreeMap<u32, &Served>)> {
+    let mut by_version: BTreeMap<u64, BTreeMap<u32, &Served>> = BTreeMap::new();
+    for (position, result) in sources {
+        let Ok(served) = result else { continue };
+        let Ok(shard) = shard_held(*position, served) else {
+            continue;
+        };
+        by_version
+            .entry(served.version)
+            .or_default()
+            .entry(shard)
+            .or_insert(served);
+    }
+    by_version
+        .into_iter()
+        .rev()
+        .find(|(_, shards)| shards.len() >= k)
+}
+
+fn absent(sources: &Sources) -> usize {
+    sources
+        .values()
+        .filter(|r| matches!(r, Err(ShardReadError::NotFound)))
+        .count()
+}
+
+/// How many more whole reads a rebuild needs: none once `k` distinct
+/// shards at one version were read, or `k` sources known to hold the
+/// object said it is gone.
+#[must_use]
+pub fn reads_still_needed(k: usize, sources: &Sources) -> usize {
+    if usable_version(k, sources).is_some() || absent(sources) >= k {
+        return 0;
+    }
+    let mut per_version: BTreeMap<u64, usize> = BTreeMap::new();
+    for served in sources.values().flatten() {
+        *per_version.entry(served.version).or_default() += 1;
+    }
+    let best = per_version.into_values().max().unwrap_or(0);
+    k.saturating_sub(best.max(absent(sources))).max(1)
+}
+
+/// The shards to push to each target (the position it is to hold),
+/// rebuilt from whole reads of other shards (each counts as the shard its
+/// metadata names, so an OSD that changed positions is still a source
+/// for its old shard): the newest version `k` distinct shards hold. Each
+/// target's state is its shard's bytes, the object's client xattrs and
+/// its own shard metadata. `None`: the object does not exist (`k`
+/// sources said so; the caller passes "not found" only from sources known
+/// to hold the object), and the targets remove theirs.
 ///
 /// # Errors
-/// Fewer than `k` sources, sources that disagree (version, size, chunk,
-/// xattrs), or shards of the wrong length.
+/// No version held by `k` shards, shards of one version that disagree
+/// (size, chunk, xattrs), or shards of the wrong length.
 pub fn rebuild_for_push(
     layout: &StripeLayout,
     codec: &dyn cairn_ec::Codec,
-    sources: &BTreeMap<u32, Result<Served, ShardReadError>>,
+    sources: &Sources,
     targets: &[u32],
 ) -> Result<Option<Vec<(u32, crate::pg::ObjectState)>>, String> {
-    let found: BTreeMap<u32, &Served> = sources
-        .iter()
-        .filter_map(|(shard, r)| r.as_ref().ok().map(|s| (*shard, s)))
-        .collect();
-    let absent = sources
-        .values()
-        .filter(|r| matches!(r, Err(ShardReadError::NotFound)))
-        .count();
-    if found.is_empty() && absent >= layout.k as usize {
+    let k = layout.k as usize;
+    // `k` sources that hold the object's current state found it gone: any
+    // copy read elsewhere is an older one.
+    if absent(sources) >= k {
         return Ok(None);
     }
-    if found.len() < layout.k as usize {
+    let Some((version, found)) = usable_version(k, sources) else {
+        let read = sources.values().filter(|r| r.is_ok()).count();
         return Err(format!(
-            "{} of the {} shards needed were read",
-            found.len(),
-            layout.k
+            "no version of the object is held by {k} shards ({read} read, {} absent)",
+            absent(sources)
         ));
-    }
+    };
     let split = |served: &Served| -> Result<(Option<ShardMeta>, BTreeMap<Bytes, Bytes>), String> {
         let mut xattrs = served.xattrs.clone();
         let meta = xattrs
@@ -1008,39 +1077,28 @@ pub fn rebuild_for_push(
             .transpose()?;
         Ok((meta, xattrs))
     };
-    let (first_shard, first) = found
-        .iter()
-        .next()
-        .map(|(s, f)| (*s, *f))
-        .unwrap_or_else(|| unreachable!("k >= 1 found"));
-    let (meta, client_xattrs) = split(first)?;
-    let (size, chunk) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
     let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards() as usize];
-    for (shard, served) in &found {
-        let (m, x) = split(served)?;
-        let (s, c) = m.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
-        if served.version != first.version || (s, c) != (size, chunk) || x != client_xattrs {
-            return Err(format!(
-                "shards {first_shard} and {shard} disagree (version {} and {})",
-                first.version, served.version
-            ));
-        }
-        if m.is_some_and(|m| m.shard != *shard) {
-            return Err(format!("position {shard} holds another shard"));
-        }
-        let data = served.parts.first().cloned().unwrap_or_default();
-        shards[*shard as usize] = Some(data.to_vec());
-    }
-    // `k` shards are enough: drop the rest so a surplus cannot disagree.
-    let mut kept = 0;
-    for s in &mut shards {
-        if s.is_some() {
-            kept += 1;
-            if kept > layout.k as usize {
-                *s = None;
+    let mut first: Option<(Option<ShardMeta>, BTreeMap<Bytes, Bytes>)> = None;
+    for (shard, served) in found.iter().take(k) {
+        let (meta, xattrs) = split(served)?;
+        match &first {
+            None => first = Some((meta, xattrs)),
+            Some((m0, x0)) => {
+                let same = m0.map(|m| (m.size, m.chunk)) == meta.map(|m| (m.size, m.chunk));
+                if !same || *x0 != xattrs {
+                    return Err(format!(
+                        "shards of version {version} disagree (shard {shard})"
+                    ));
+                }
             }
         }
+        let Some(slot) = shards.get_mut(*shard as usize) else {
+            return Err(format!("no shard {shard}"));
+        };
+        *slot = Some(served.parts.first().cloned().unwrap_or_default().to_vec());
     }
+    let (meta, client_xattrs) = first.unwrap_or_default();
+    let (size, chunk) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
     cairn_ec::object::rebuild(layout, codec, chunk, size, &mut shards)
         .map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(targets.len());
@@ -1064,7 +1122,7 @@ pub fn rebuild_for_push(
                 data: Bytes::from(data.clone()),
                 xattrs,
                 omap: BTreeMap::new(),
-                version: first.version,
+                version,
             },
         ));
     }
@@ -1289,6 +1347,7 @@ mod tests {
                 &stores[*shard as usize],
                 coll,
                 &key(),
+                *shard,
                 plan.version,
                 ranges,
                 false,
@@ -1455,7 +1514,7 @@ mod tests {
         let stores = stores(3);
         let coll = CollectionId::pg(1, 0);
         assert_eq!(
-            serve_shard_read(&stores[1], coll, &key(), 0, &[(0, 1)], false),
+            serve_shard_read(&stores[1], coll, &key(), 1, 0, &[(0, 1)], false),
             Err(ShardReadError::NotFound)
         );
         apply(
@@ -1463,10 +1522,15 @@ mod tests {
             &backend.plan_write(write_full(b"abc", 4)).expect("plan"),
         );
         assert_eq!(
-            serve_shard_read(&stores[1], coll, &key(), 3, &[(0, 1)], false),
+            serve_shard_read(&stores[1], coll, &key(), 1, 3, &[(0, 1)], false),
             Err(ShardReadError::Stale { version: 4 })
         );
-        assert!(serve_shard_read(&stores[1], coll, &key(), 4, &[(0, 1)], false).is_ok());
+        assert!(serve_shard_read(&stores[1], coll, &key(), 1, 4, &[(0, 1)], false).is_ok());
+        // An OSD asked for another position's shard than it holds.
+        assert!(matches!(
+            serve_shard_read(&stores[1], coll, &key(), 2, 4, &[(0, 1)], false),
+            Err(ShardReadError::Corrupt(why)) if why.contains("holds shard 1")
+        ));
     }
 
     /// Every pattern of up to `m` lost shards (the primary's own aside:
@@ -1545,7 +1609,7 @@ mod tests {
             &stores,
             &backend.plan_write(write_full(&data, 5)).expect("plan"),
         );
-        let whole = |i: u32| serve_shard_read(&stores[i as usize], coll, &key(), 0, &[], true);
+        let whole = |i: u32| serve_shard_read(&stores[i as usize], coll, &key(), i, 0, &[], true);
         for lost in [[0u32, 1], [2, 5], [4, 5], [1, 3]] {
             let sources: BTreeMap<u32, Result<Served, ShardReadError>> = (0..6)
                 .filter(|i| !lost.contains(i))
@@ -1568,10 +1632,34 @@ mod tests {
         assert!(rebuild_for_push(backend.layout(), &*backend.codec, &few, &[4]).is_err());
         let mut odd: BTreeMap<u32, Result<Served, ShardReadError>> =
             (0..4).map(|i| (i, whole(i))).collect();
-        if let Some(Ok(served)) = odd.get_mut(&2) {
-            served.version = 4;
+        for i in [2, 3] {
+            if let Some(Ok(served)) = odd.get_mut(&i) {
+                served.version = 4;
+            }
         }
-        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &odd, &[4]).is_err());
+        assert!(
+            rebuild_for_push(backend.layout(), &*backend.codec, &odd, &[4]).is_err(),
+            "two shards at each of two versions: no version has four"
+        );
+        // A source read at another position than its shard's (an OSD that
+        // moved) still counts as its own shard.
+        let moved: BTreeMap<u32, Result<Served, ShardReadError>> = [(0, 0), (1, 1), (2, 5), (5, 3)]
+            .into_iter()
+            .map(|(at, i)| (at, whole(i)))
+            .collect();
+        let rebuilt = rebuild_for_push(backend.layout(), &*backend.codec, &moved, &[2])
+            .expect("rebuilt")
+            .expect("exists");
+        let stored = crate::daemon::read_object_state(&stores[2], coll, &key().name)
+            .expect("readable")
+            .expect("present");
+        assert_eq!(
+            rebuilt[0].1, stored,
+            "shard 2 rebuilt from shards 0, 1, 3 and 5"
+        );
+        assert_eq!(reads_still_needed(4, &moved), 0);
+        assert_eq!(reads_still_needed(4, &few), 1);
+
         // Gone everywhere: the targets remove theirs.
         let gone: BTreeMap<u32, Result<Served, ShardReadError>> =
             (0..4).map(|i| (i, Err(ShardReadError::NotFound))).collect();

@@ -436,6 +436,10 @@ impl Pg {
             .filter(|(_, c)| log_recoverable(c, &auth_log))
             .map(|(o, _)| *o)
             .collect();
+        if let Some(ec) = self.interval.ec.clone() {
+            self.finish_peering_positions(&ec, &copies, &auth_log, auth_last, &eligible, fx);
+            return;
+        }
         let size = usize::try_from(self.interval.size).unwrap_or(usize::MAX);
         let want = want_acting(&self.interval.up, &self.interval.acting, size, &eligible);
         let acting = &self.interval.acting;
@@ -460,6 +464,50 @@ impl Pg {
             let temp = (want != self.interval.up).then_some(want);
             self.request_temp(temp, fx);
         }
+    }
+
+    /// Peering's end for an erasure-coded PG, whose OSDs hold the shard
+    /// of their position, so an acting set is never reordered: each
+    /// position wants its up OSD if that can be brought up to date from
+    /// the log, else the OSD acting there now. With every position so
+    /// filled, a temporary acting set of exactly those (positions kept)
+    /// serves while the up OSDs are backfilled. Otherwise the acting set
+    /// serves as it is, its OSDs that cannot be brought up to date
+    /// backfilled, unless that is the primary (a backfill fills copies
+    /// from the primary): then the PG is incomplete until positional
+    /// temporary sets with holes are built.
+    fn finish_peering_positions(
+        &mut self,
+        ec: &super::EcShape,
+        copies: &BTreeMap<OsdId, PeerCopy>,
+        auth_log: &[LogEntry],
+        auth_last: Version,
+        eligible: &BTreeSet<OsdId>,
+        fx: &mut Effects,
+    ) {
+        let pick = |o: Option<OsdId>| o.filter(|o| eligible.contains(o));
+        let want: Vec<Option<OsdId>> = ec
+            .up
+            .iter()
+            .zip(&ec.acting)
+            .map(|(up, acting)| pick(*up).or_else(|| pick(*acting)))
+            .collect();
+        if want.iter().all(Option::is_some) && want != ec.acting {
+            let temp = (want != ec.up).then(|| want.iter().flatten().copied().collect());
+            self.request_temp(temp, fx);
+            self.phase = Phase::WaitingTemp { ticks: 0 };
+            return;
+        }
+        if !self.interval.primary.is_some_and(|p| eligible.contains(&p)) {
+            self.become_incomplete(
+                "the primary's shard cannot be brought up to date from the log, and no other \
+                 OSD of its position can act for it"
+                    .into(),
+                fx,
+            );
+            return;
+        }
+        self.activate(copies, auth_log, auth_last, eligible, fx);
     }
 
     pub(super) fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {

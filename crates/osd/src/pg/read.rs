@@ -201,15 +201,19 @@ impl Pg {
             .read_waits_for_recovery(&self.local_missing, object)
     }
 
-    /// The copies known to lack `object` (recovery owes them it): an
-    /// erasure-coded read does not ask them for their shard.
+    /// The copies known to lack `object` (recovery owes them it) or that
+    /// are being backfilled: an erasure-coded read does not ask them for
+    /// their shard.
     #[must_use]
     pub fn copies_lacking(&self, object: &[u8]) -> std::collections::BTreeSet<cairn_types::OsdId> {
-        self.healing
+        let mut lacking = self
+            .healing
             .missing
             .get(object)
             .cloned()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        lacking.extend(self.healing.backfill_targets.iter().copied());
+        lacking
     }
 
     /// Whether a write to `object` is in flight on this primary (admitted,

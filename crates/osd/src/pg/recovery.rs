@@ -228,9 +228,10 @@ pub(super) struct Whence<'a> {
 /// Issues the recovery of one object. Replication: a pull from a source
 /// if this primary lacks it, else a push to the copies that lack it.
 /// Erasure coding: one push to every copy lacking its shard, this primary
-/// included, rebuilt by the shell from `k` acting shards that hold the
-/// object. An object no source (or fewer than `k` shards) holds is marked
-/// unfound. `urgent`: a client waits for it.
+/// included, rebuilt by the shell from `k` shards the acting OSDs hold.
+/// An object no source holds (or, erasure-coded, with fewer than `k`
+/// acting OSDs outside backfill) is marked unfound. `urgent`: a client
+/// waits for it.
 pub(super) fn start_recovery(
     healing: &mut Healing,
     whence: &Whence<'_>,
@@ -246,9 +247,12 @@ pub(super) fn start_recovery(
         Priority::Degraded
     };
     if let Some((k, acting)) = whence.erasure {
+        // Any acting OSD that is not being backfilled may hold a usable
+        // shard (one reported unreadable at its position may hold its old
+        // position's): the shell reads them and finds out.
         let holders = acting
             .iter()
-            .filter(|o| !lacking.contains(o) && whence.up_osds.contains(o))
+            .filter(|o| !healing.backfill_targets.contains(o) && whence.up_osds.contains(o))
             .count();
         if holders < k {
             healing.unfound.insert(object);
