@@ -16,6 +16,40 @@ use std::collections::BTreeMap;
 
 const POOL: &str = "ec";
 
+/// Creates the erasure-coded pool `ec` (`K+M` as `code`, 4 KiB stripe
+/// unit, `pg_num` PGs, `extra` flags) and waits until every PG is clean.
+fn create_pool(cluster: &Cluster, code: &str, pg_num: &str, extra: &[&str]) {
+    let mut args = vec![
+        "pool",
+        "create",
+        POOL,
+        "--erasure",
+        code,
+        "--stripe-unit",
+        "4K",
+        "--pg-num",
+        pg_num,
+    ];
+    args.extend_from_slice(extra);
+    ok(cluster.cairn(&args), "pool create --erasure");
+    common::wait_clean(cluster);
+}
+
+/// The acting OSDs of each PG of the pool, in position order.
+fn pool_acting(cluster: &Cluster) -> BTreeMap<String, Vec<u64>> {
+    let pool_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == POOL)
+        .and_then(|p| p["id"].as_u64())
+        .expect("the pool's id");
+    common::checks::acting_sets(cluster)
+        .into_iter()
+        .filter(|(pg, _)| pg.starts_with(&format!("{pool_id}.")))
+        .collect()
+}
+
 fn range(offset_bytes: u64, length_bytes: Option<u64>) -> ReadRange {
     ReadRange {
         offset_bytes,
@@ -26,21 +60,7 @@ fn range(offset_bytes: u64, length_bytes: Option<u64>) -> ReadRange {
 #[test]
 fn an_erasure_coded_pool_serves_whole_objects_and_stores_only_shards() {
     let cluster = Cluster::up("ec-objects", 6, 19500, &[]);
-    ok(
-        cluster.cairn(&[
-            "pool",
-            "create",
-            POOL,
-            "--erasure",
-            "4+2",
-            "--stripe-unit",
-            "4K",
-            "--pg-num",
-            "8",
-        ]),
-        "pool create --erasure",
-    );
-    common::wait_clean(&cluster);
+    create_pool(&cluster, "4+2", "8", &[]);
     let rt = runtime();
     let client = rt
         .block_on(Client::connect(&mon_addr(&cluster)))
@@ -319,18 +339,7 @@ fn an_erasure_coded_pool_serves_whole_objects_and_stores_only_shards() {
     assert_eq!(listed, expected, "object ls lists each object once");
 
     // Shards on disk, checked against the model.
-    let acting = common::checks::acting_sets(&cluster);
-    let pool_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == POOL)
-        .and_then(|p| p["id"].as_u64())
-        .expect("the pool's id");
-    let acting: BTreeMap<String, Vec<u64>> = acting
-        .into_iter()
-        .filter(|(pg, _)| pg.starts_with(&format!("{pool_id}.")))
-        .collect();
+    let acting = pool_acting(&cluster);
     let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
     ok(
         cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
@@ -373,21 +382,7 @@ fn wait_osds(cluster: &Cluster, what: &str, done: impl Fn(&[serde_json::Value]) 
 fn an_erasure_coded_pool_reads_around_a_lost_osd_and_rebuilds_its_shards() {
     let cluster = Cluster::up("ec-degraded", 6, 19530, &["--down-grace", "2s"]);
     let data_dir = cluster.dir.display().to_string();
-    ok(
-        cluster.cairn(&[
-            "pool",
-            "create",
-            POOL,
-            "--erasure",
-            "4+2",
-            "--stripe-unit",
-            "4K",
-            "--pg-num",
-            "8",
-        ]),
-        "pool create --erasure",
-    );
-    common::wait_clean(&cluster);
+    create_pool(&cluster, "4+2", "8", &[]);
     let rt = runtime();
     let client = rt
         .block_on(Client::connect(&mon_addr(&cluster)))
@@ -500,7 +495,7 @@ fn an_erasure_coded_pool_reads_around_a_lost_osd_and_rebuilds_its_shards() {
     // Bit rot in every block of osd.3's data file: reads decode around
     // its shards and report them; a deep scrub finds the rest (parity
     // shards no read touches), and repair rebuilds them all.
-    rot(&cluster, 3);
+    common::rot(&cluster, 3);
     check_all(&model, "osd.3's shards rotten");
     ok(
         cluster.cairn(&["pool", "scrub", POOL, "--deep"]),
@@ -527,19 +522,8 @@ fn an_erasure_coded_pool_reads_around_a_lost_osd_and_rebuilds_its_shards() {
     check_all(&model, "after repair");
 
     // Every shard right on disk.
-    let acting = common::checks::acting_sets(&cluster);
+    let acting = pool_acting(&cluster);
     let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
-    let pool_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == POOL)
-        .and_then(|p| p["id"].as_u64())
-        .expect("the pool's id");
-    let acting: BTreeMap<String, Vec<u64>> = acting
-        .into_iter()
-        .filter(|(pg, _)| pg.starts_with(&format!("{pool_id}.")))
-        .collect();
     ok(cluster.cairn(&["down", "--data", &data_dir]), "cairn down");
     let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
     assert_eq!(
@@ -558,30 +542,6 @@ fn recovered_bytes(cluster: &Cluster) -> u64 {
         .unwrap_or_else(|| panic!("no recovered bytes in {status}"))
 }
 
-/// Flips one byte in every 4 KiB block of the data file of the OSD in
-/// `osd.N/`, the way bit rot would (the OSD keeps running).
-fn rot(cluster: &Cluster, dir_index: u32) {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let path = cluster.dir.join(format!("osd.{dir_index}/store/data"));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let len = file.metadata().expect("data file metadata").len();
-    let mut offset = 100;
-    while offset < len {
-        let mut byte = [0u8];
-        file.seek(SeekFrom::Start(offset)).expect("seek");
-        file.read_exact(&mut byte).expect("read");
-        byte[0] ^= 0x5a;
-        file.seek(SeekFrom::Start(offset)).expect("seek");
-        file.write_all(&byte).expect("write");
-        offset += 4096;
-    }
-    file.sync_all().expect("sync");
-}
-
 /// Each OSD holds the shard of its position, so marking an OSD out of a
 /// 2+1 pool on 5 OSDs moves only that position to a spare: the old OSDs
 /// keep serving in their positions while the spares are backfilled with
@@ -591,23 +551,7 @@ fn rot(cluster: &Cluster, dir_index: u32) {
 #[test]
 fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
     let cluster = Cluster::up("ec-out", 5, 19560, &[]);
-    ok(
-        cluster.cairn(&[
-            "pool",
-            "create",
-            POOL,
-            "--erasure",
-            "2+1",
-            "--stripe-unit",
-            "4K",
-            "--pg-num",
-            "16",
-            "--failure-domain",
-            "osd",
-        ]),
-        "pool create --erasure",
-    );
-    common::wait_clean(&cluster);
+    create_pool(&cluster, "2+1", "16", &["--failure-domain", "osd"]);
     let rt = runtime();
     let client = rt
         .block_on(Client::connect(&mon_addr(&cluster)))
@@ -624,13 +568,6 @@ fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
             model.insert(name, data);
         }
     });
-    let pool_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == POOL)
-        .and_then(|p| p["id"].as_u64())
-        .expect("the pool's id");
     for out in ["osd.0", "osd.3"] {
         ok(cluster.cairn(&["osd", "out", out]), "osd out");
         common::wait_clean(&cluster);
@@ -651,10 +588,7 @@ fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
         });
         model.get_mut("obj-3").expect("obj-3")[1000..1005].copy_from_slice(b"moved");
     }
-    let acting: BTreeMap<String, Vec<u64>> = common::checks::acting_sets(&cluster)
-        .into_iter()
-        .filter(|(pg, _)| pg.starts_with(&format!("{pool_id}.")))
-        .collect();
+    let acting = pool_acting(&cluster);
     let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
     ok(
         cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),

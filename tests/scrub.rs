@@ -10,7 +10,6 @@ mod common;
 use bytes::Bytes;
 use cairn_client::{Client, ClientConfig, ClientOptions, ReadRange};
 use common::{Cluster, ok, ok_json};
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
 
 const POOL: &str = "data";
@@ -43,33 +42,6 @@ fn osd_id(cluster: &Cluster, dir_index: u32) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .trim()
         .to_owned()
-}
-
-/// Flips one byte in every 4 KiB block of the data file of the OSD in
-/// `osd.N/`, the way bit rot would (the OSD keeps running). Returns the
-/// blocks changed.
-fn rot(cluster: &Cluster, dir_index: u32) -> u64 {
-    let path = cluster.dir.join(format!("osd.{dir_index}/store/data"));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let len = file.metadata().expect("data file metadata").len();
-    let mut blocks = 0;
-    let mut offset = 100;
-    while offset < len {
-        let mut byte = [0u8];
-        file.seek(SeekFrom::Start(offset)).expect("seek");
-        file.read_exact(&mut byte).expect("read");
-        byte[0] ^= 0x5a;
-        file.seek(SeekFrom::Start(offset)).expect("seek");
-        file.write_all(&byte).expect("write");
-        blocks += 1;
-        offset += 4096;
-    }
-    file.sync_all().expect("sync");
-    blocks
 }
 
 /// Runs `cairn pool scrub` and waits until every PG reports a scrub of the
@@ -173,7 +145,7 @@ fn deep_scrub_finds_rotten_copies_and_repair_restores_them() {
         }
         client
     });
-    let blocks = rot(&cluster, 2);
+    let blocks = common::rot(&cluster, 2);
     assert!(
         blocks >= OBJECTS * 16,
         "only {blocks} blocks in the data file"
@@ -250,7 +222,7 @@ fn deep_scrub_finds_rotten_copies_and_repair_restores_them() {
     );
     // OSDs fetch changed settings on their next heartbeat (every second).
     std::thread::sleep(Duration::from_secs(3));
-    rot(&cluster, 1);
+    common::rot(&cluster, 1);
     scrub_pool(&cluster, true);
     wait_repaired(&cluster);
     scrub_pool(&cluster, true);

@@ -300,14 +300,7 @@ pub fn shards_match(
 ) -> (BTreeMap<String, Vec<u8>>, u64) {
     use cairn_osd::ec::{EC_META_XATTR, ShardMeta};
     let codec = cairn_ec::ReedSolomon::new(layout.k as usize, layout.m as usize).expect("codec");
-    let stores: BTreeMap<u64, DiskStore> = osd_dirs
-        .iter()
-        .map(|(id, dir)| {
-            let store = DiskStore::open(&dir.join("store"), StoreConfig::default())
-                .unwrap_or_else(|e| panic!("osd.{id}'s store at {}: {e}", dir.display()));
-            (*id, store)
-        })
-        .collect();
+    let stores = open_stores(osd_dirs);
     let mut objects = BTreeMap::new();
     let mut stored = 0u64;
     for (pg, osds) in acting {
@@ -391,6 +384,18 @@ pub fn shards_match(
     (objects, stored)
 }
 
+/// Each stopped OSD's store, by id, from its data dir.
+fn open_stores(osd_dirs: &BTreeMap<u64, std::path::PathBuf>) -> BTreeMap<u64, DiskStore> {
+    osd_dirs
+        .iter()
+        .map(|(id, dir)| {
+            let store = DiskStore::open(&dir.join("store"), StoreConfig::default())
+                .unwrap_or_else(|e| panic!("osd.{id}'s store at {}: {e}", dir.display()));
+            (*id, store)
+        })
+        .collect()
+}
+
 /// Everything a copy holds of one object.
 #[derive(Debug, PartialEq, Eq)]
 struct ObjectCopy {
@@ -439,14 +444,7 @@ pub fn copies_match(
     acting: &BTreeMap<String, Vec<u64>>,
     osd_dirs: &BTreeMap<u64, std::path::PathBuf>,
 ) -> u64 {
-    let stores: BTreeMap<u64, DiskStore> = osd_dirs
-        .iter()
-        .map(|(id, dir)| {
-            let store = DiskStore::open(&dir.join("store"), StoreConfig::default())
-                .unwrap_or_else(|e| panic!("osd.{id}'s store at {}: {e}", dir.display()));
-            (*id, store)
-        })
-        .collect();
+    let stores = open_stores(osd_dirs);
     let mut compared = 0;
     for (pg, osds) in acting {
         let (pool, seed) = pg.split_once('.').expect("pg id");

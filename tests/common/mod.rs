@@ -288,6 +288,35 @@ pub fn tree_osds(cluster: &Cluster) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Flips one byte in every 4 KiB block of the data file of the OSD in
+/// `osd.N/`, the way bit rot would (the OSD keeps running). Returns the
+/// blocks changed.
+#[allow(dead_code)]
+pub fn rot(cluster: &Cluster, dir_index: u32) -> u64 {
+    let path = cluster.dir.join(format!("osd.{dir_index}/store/data"));
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let len = file.metadata().expect("data file metadata").len();
+    let mut blocks = 0;
+    let mut offset = 100;
+    while offset < len {
+        let mut byte = [0u8];
+        file.seek(SeekFrom::Start(offset)).expect("seek");
+        file.read_exact(&mut byte).expect("read");
+        byte[0] ^= 0x5a;
+        file.seek(SeekFrom::Start(offset)).expect("seek");
+        file.write_all(&byte).expect("write");
+        blocks += 1;
+        offset += 4096;
+    }
+    file.sync_all().expect("sync");
+    blocks
+}
+
 /// `len` bytes of a xorshift stream seeded by `seed`: distinct per seed and
 /// never periodic within an object, so misplaced blocks are caught.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {

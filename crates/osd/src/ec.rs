@@ -83,10 +83,20 @@ impl ShardMeta {
             1 => Some(u32::from_le_bytes(crc)),
             flag => return Err(format!("shard metadata crc flag {flag}")),
         };
+        // Metadata also arrives from peers (a push's xattrs): a chunk no
+        // layout makes would divide by zero or overflow in the layout's
+        // arithmetic.
+        let chunk = u64_at(10);
+        if chunk == 0
+            || chunk > cairn_ec::layout::STRIPE_UNIT_MAX
+            || chunk % cairn_ec::CHUNK_ALIGN != 0
+        {
+            return Err(format!("shard metadata chunk of {chunk} bytes"));
+        }
         Ok(ShardMeta {
             shard: u32::from(bytes[1]),
             size: u64_at(2),
-            chunk: u64_at(10),
+            chunk,
             crc,
         })
     }
@@ -1283,6 +1293,18 @@ mod tests {
         .to_vec();
         bad[18] = 7;
         assert!(ShardMeta::decode(&bad).is_err());
+        for chunk in [0u64, 100, 1 << 30] {
+            let mut odd = ShardMeta {
+                shard: 0,
+                size: 1,
+                chunk: 64,
+                crc: None,
+            }
+            .encode()
+            .to_vec();
+            odd[10..18].copy_from_slice(&chunk.to_le_bytes());
+            assert!(ShardMeta::decode(&odd).is_err(), "chunk {chunk} taken");
+        }
         bad[0] = 9;
         assert!(ShardMeta::decode(&bad).is_err());
     }
