@@ -601,3 +601,158 @@ fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
         "the shards decode to exactly what was written"
     );
 }
+
+/// The write hole. Lanes patch their objects of a 2+1 pool (compound
+/// partial overwrites of two places, a 16-byte header and a 5000-byte
+/// patch, in different stripes) while a PG's primary is SIGKILLed, then
+/// one of its other shard OSDs, then a primary cuts a write short on
+/// purpose (`CAIRN_DEBUG_CUT_EC_WRITE`: its sub-write reaches one shard)
+/// and is stopped for good and marked out: a write cut short lands on
+/// some shards and not others, and peering must roll it back where it
+/// landed (or keep it where it is on enough shards); the cut one is on a
+/// single shard of the two left, which cannot rebuild the third, so only
+/// a roll-back lets the PG heal onto the spare. Readers never see an object
+/// older than its last acknowledged version, nor torn; after healing
+/// every object is whole at its last acknowledged version or the one
+/// write after it, no object is unfound, and after shutdown every shard
+/// matches the others (the parity the code of the data, one version).
+#[test]
+fn partial_overwrites_cut_by_sigkill_leave_no_torn_stripe() {
+    use common::checks::{LoadShape, VersionedLoad, osd_dirs};
+    let _serial = common::serial();
+    let dir = common::test_dir("ec-write-hole");
+    let trigger = dir.with_extension("cut-write");
+    let trigger_path = trigger.display().to_string();
+    let cluster = Cluster::up_with_env(
+        dir,
+        4,
+        19590,
+        &["--down-grace", "2s"],
+        &[
+            (cairn_osd::daemon::DEBUG_CUT_EC_WRITE_ENV, &trigger_path),
+            // The PGs' notes, roll-backs among them.
+            ("RUST_LOG", "warn,cairn_osd=info"),
+        ],
+    );
+    create_pool(&cluster, "2+1", "4", &["--min-size", "2"]);
+    let rt = runtime();
+    let config = cairn_client::ClientConfig::load(&cluster.conf).expect("client config");
+    let client = rt
+        .block_on(Client::connect_with(
+            &config.mon,
+            common::client_options(std::time::Duration::from_secs(60)),
+        ))
+        .expect("client");
+    let shape = LoadShape {
+        pool: POOL,
+        patches: true,
+    };
+    let load = rt.block_on(async { VersionedLoad::start_shaped(&client, shape, 4, 48) });
+    let wait_acked = |at_least: u64, what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while load.acked() < at_least
+            || !common::tree_osds(&cluster).iter().all(|o| o["up"] == true)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: writes stalled"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    wait_acked(150, "before the kills");
+    let dirs = osd_dirs(&cluster, cluster.base_port);
+    for position in [0usize, 1] {
+        let acting = pool_acting(&cluster);
+        let (pg, osds) = acting.iter().next().expect("a PG");
+        let victim = osds[position];
+        let dir = dirs[&victim]
+            .file_name()
+            .expect("dir")
+            .to_string_lossy()
+            .into_owned();
+        eprintln!("SIGKILL osd.{victim}, position {position} of {pg}");
+        let acked = load.acked();
+        common::kill(cluster.daemon_pid(&dir));
+        // The supervisor restarts it; the lanes go on through it.
+        wait_acked(acked + 150, "after a kill");
+    }
+    // A write cut short: one shard has it, the other does not, and its
+    // primary is gone.
+    let acked = load.acked();
+    std::fs::write(&trigger, b"cut").expect("arm the cut");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while trigger.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no primary cut a write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let cutter = (0..4)
+        .map(|i| format!("osd.{i}"))
+        .find(|name| {
+            std::fs::read_to_string(cluster.dir.join("logs").join(format!("{name}.log")))
+                .unwrap_or_default()
+                .contains(cairn_osd::daemon::DEBUG_CUT_EC_WRITE_ENV)
+        })
+        .expect("the OSD that cut a write");
+    let data_dir = cluster.dir.display().to_string();
+    ok(
+        cluster.cairn(&["daemon", "stop", &cutter, "--data", &data_dir]),
+        "daemon stop",
+    );
+    let cutter_id = *dirs
+        .iter()
+        .find(|(_, d)| d.ends_with(&cutter))
+        .expect("the cutter's id")
+        .0;
+    eprintln!("{cutter} (osd id {cutter_id}) cut a write and is gone for good");
+    wait_osds(&cluster, "the cutter marked down", |osds| {
+        osds.iter()
+            .any(|o| o["id"] == cutter_id && o["up"] == false)
+    });
+    ok(
+        cluster.cairn(&["osd", "out", &format!("osd.{cutter_id}")]),
+        "osd out",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while load.acked() < acked + 150 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writes stalled after the cut"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut load = load;
+    let report = rt.block_on(load.stop());
+    eprintln!("load: {report:?}");
+    assert!(
+        report.violations.is_empty(),
+        "stale or torn reads: {:?}",
+        report.violations
+    );
+    common::wait_clean(&cluster);
+    let lost = rt.block_on(load.verify(&client));
+    assert!(lost.is_empty(), "after healing: {lost:?}");
+    let acting = pool_acting(&cluster);
+    let rolled_back: usize = std::fs::read_dir(cluster.dir.join("logs"))
+        .expect("logs")
+        .flatten()
+        .map(|f| {
+            std::fs::read_to_string(f.path())
+                .unwrap_or_default()
+                .matches("rolled back")
+                .count()
+        })
+        .sum();
+    eprintln!("entries rolled back by peering: {rolled_back}");
+    assert!(rolled_back >= 1, "the cut write was not rolled back");
+    ok(
+        cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
+        "cairn down",
+    );
+    let layout = cairn_ec::StripeLayout::new(2, 1, 4096).expect("layout");
+    let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
+    assert_eq!(objects.len(), 48, "every patched object, shard by shard");
+}

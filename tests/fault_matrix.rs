@@ -3,7 +3,8 @@
 //! monitor SIGKILLed under load; and a whole 3-OSD cluster whose data dir
 //! is on the lossy file system, cut by a simulated power failure mid-write
 //! (everything not fsynced dropped, the last unsynced write torn) and
-//! started again. In each: readers never see an object older than its last
+//! started again, with a replicated pool and an erasure-coded one under
+//! partial overwrites. In each: readers never see an object older than its last
 //! acknowledged version; after healing every object holds its last
 //! acknowledged version (or the one unacknowledged write after it); a deep
 //! scrub of every pool finds nothing; and after shutdown every PG's copies
@@ -12,11 +13,14 @@
 mod common;
 
 use cairn_client::{Client, ClientConfig};
-use common::checks::{VersionedLoad, acting_sets, osd_dirs};
+use common::checks::{LoadShape, VersionedLoad, acting_sets, osd_dirs};
 use common::{Cluster, client_options, kill, serial, tree_osds, wait_clean};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const LANES: u64 = 4;
+/// The erasure-coded pool of the power-cut test.
+const EC_POOL: &str = "ec";
 const OBJECTS: u64 = 96;
 /// Clients wait out the faults, as Ceph clients block.
 const OP_DEADLINE: Duration = Duration::from_secs(60);
@@ -167,12 +171,35 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     let (backings, mounts) =
         common::lossy_osd_dirs(&cluster_dir, 3, "cairn-cluster-power-backing-");
     let cluster = Cluster::up_at(cluster_dir.clone(), 3, base, &[]);
+    // Beside the replicated pool, an erasure-coded one under partial
+    // overwrites: the cut leaves stripes written on some shards only.
+    let ec_pool = [
+        "pool",
+        "create",
+        EC_POOL,
+        "--erasure",
+        "2+1",
+        "--min-size",
+        "2",
+        "--stripe-unit",
+        "4K",
+        "--pg-num",
+        "8",
+    ];
+    common::ok(cluster.cairn(&ec_pool), "pool create --erasure");
+    wait_clean(&cluster);
     let rt = common::runtime();
     // Writes in flight at the cut wait out their deadline: keep it short.
     let client = connect_with_deadline(&rt, &cluster, Duration::from_secs(10));
     let mut load = rt.block_on(async { VersionedLoad::start(&client, LANES, OBJECTS) });
+    let patches = LoadShape {
+        pool: EC_POOL,
+        patches: true,
+    };
+    let mut ec_load =
+        rt.block_on(async { VersionedLoad::start_shaped(&client, patches, LANES, OBJECTS / 2) });
     let deadline = Instant::now() + Duration::from_secs(60);
-    while load.acked() < 300 {
+    while load.acked() < 300 || ec_load.acked() < 150 {
         assert!(Instant::now() < deadline, "too few writes before the cut");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -196,12 +223,14 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     assert!(dirty > 0, "the cut dropped nothing: it tests nothing");
     // What the lanes saw before the cut counts; their writes in flight
     // failed or will time out against the dead cluster.
-    let report = rt.block_on(load.stop());
-    assert!(
-        report.violations.is_empty(),
-        "before the cut: {:?}",
-        report.violations
-    );
+    for load in [&mut load, &mut ec_load] {
+        let report = rt.block_on(load.stop());
+        assert!(
+            report.violations.is_empty(),
+            "before the cut: {:?}",
+            report.violations
+        );
+    }
     // Power back: the same cluster, from what was durable.
     // The logs live on the lossy mount, gone with it: show them on failure.
     let dump_logs = |dir: &std::path::Path| {
@@ -257,6 +286,11 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
             lost.is_empty(),
             "acknowledged writes lost to the power cut: {lost:?}"
         );
+        let lost = rt.block_on(ec_load.verify(&client));
+        assert!(
+            lost.is_empty(),
+            "acknowledged patches lost to the power cut: {lost:?}"
+        );
     }));
     if let Err(panic) = checked {
         for args in [
@@ -274,7 +308,27 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
         dump_logs(&cluster_dir);
         std::panic::resume_unwind(panic);
     }
-    assert!(cluster.stop_and_compare_copies() >= OBJECTS);
+    // Replicated copies are identical; erasure-coded shards agree (one
+    // version, the parity the code of the data).
+    let ec_id = common::ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == EC_POOL)
+        .and_then(|p| p["id"].as_u64())
+        .expect("the erasure-coded pool's id");
+    let (ec_acting, acting): (BTreeMap<_, _>, BTreeMap<_, _>) = acting_sets(&cluster)
+        .into_iter()
+        .partition(|(pg, _)| pg.starts_with(&format!("{ec_id}.")));
+    let dirs = osd_dirs(&cluster, base);
+    common::ok(
+        cluster.cairn(&["down", "--data", &cluster_dir.display().to_string()]),
+        "cairn down",
+    );
+    assert!(common::checks::copies_match(&acting, &dirs) >= OBJECTS);
+    let layout = cairn_ec::StripeLayout::new(2, 1, 4096).expect("layout");
+    let (objects, _) = common::checks::shards_match(&ec_acting, &dirs, &layout);
+    assert_eq!(objects.len() as u64, OBJECTS / 2, "every patched object");
     // Unmount before the guard removes the dir.
     drop(mounts);
     drop(cluster);

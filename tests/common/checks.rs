@@ -48,11 +48,75 @@ fn name(index: u64) -> String {
     format!("ver-{index}")
 }
 
+/// What the lanes write: whole objects, or patches (partial overwrites).
+#[derive(Clone, Copy, Debug)]
+pub struct LoadShape {
+    pub pool: &'static str,
+    /// Each version after the first is a compound partial write: the
+    /// 16-byte header (index, version) at 0 and a 5000-byte patch in slot
+    /// `version % PATCH_SLOTS`, each slot in a stripe row of its own for a
+    /// stripe width up to 8 KiB: an object is whole only if both landed.
+    pub patches: bool,
+}
+
+impl LoadShape {
+    /// Whole objects in the `data` pool.
+    pub const WHOLE: LoadShape = LoadShape {
+        pool: POOL,
+        patches: false,
+    };
+}
+
+const PATCH_SLOTS: u64 = 11;
+const PATCH_BYTES: usize = 5000;
+const PATCHED_SIZE: usize = 96 * 1024;
+
+fn patch_offset(version: u64) -> u64 {
+    4096 + (version % PATCH_SLOTS) * 8192
+}
+
+fn patch(index: u64, version: u64) -> Vec<u8> {
+    pattern(index << 32 | version | 1 << 31, PATCH_BYTES)
+}
+
+/// `ver-{index}` at `version` under patches: its first version's bytes
+/// with the header and, in every slot, the newest patch up to `version`.
+pub fn patched_payload(index: u64, version: u64) -> Bytes {
+    let mut out = pattern(index << 32, PATCHED_SIZE);
+    out[..8].copy_from_slice(&index.to_le_bytes());
+    out[8..16].copy_from_slice(&version.to_le_bytes());
+    for slot in 0..PATCH_SLOTS {
+        // The newest version >= 2 in this slot, not after `version`.
+        let Some(below) = version.checked_sub(slot) else {
+            continue;
+        };
+        let newest = slot + below / PATCH_SLOTS * PATCH_SLOTS;
+        if newest >= 2 {
+            let at = usize::try_from(patch_offset(newest)).unwrap_or(0);
+            out[at..at + PATCH_BYTES].copy_from_slice(&patch(index, newest));
+        }
+    }
+    Bytes::from(out)
+}
+
+impl LoadShape {
+    /// The (index, version) the bytes claim, if they are exactly that.
+    fn decode(&self, data: &[u8]) -> Option<(u64, u64)> {
+        if !self.patches {
+            return decode(data);
+        }
+        let index = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
+        let version = u64::from_le_bytes(data.get(8..16)?.try_into().ok()?);
+        (patched_payload(index, version) == data).then_some((index, version))
+    }
+}
+
 /// Lanes that overwrite their own objects with rising versions and read
 /// anyone's, checking each read against what was acknowledged before it
 /// began. Lane `l` owns the objects `l, l + lanes, ...` below `objects`.
 #[derive(Debug)]
 pub struct VersionedLoad {
+    shape: LoadShape,
     stop: Arc<AtomicBool>,
     versions: Arc<Vec<Versions>>,
     tasks: Vec<tokio::task::JoinHandle<LaneReport>>,
@@ -81,6 +145,15 @@ pub struct LoadReport {
 
 impl VersionedLoad {
     pub fn start(client: &Client, lanes: u64, objects: u64) -> VersionedLoad {
+        VersionedLoad::start_shaped(client, LoadShape::WHOLE, lanes, objects)
+    }
+
+    pub fn start_shaped(
+        client: &Client,
+        shape: LoadShape,
+        lanes: u64,
+        objects: u64,
+    ) -> VersionedLoad {
         let stop = Arc::new(AtomicBool::new(false));
         let versions: Arc<Vec<Versions>> =
             Arc::new((0..objects).map(|_| Versions::default()).collect());
@@ -88,6 +161,7 @@ impl VersionedLoad {
             .map(|lane| {
                 tokio::spawn(run_lane(
                     client.clone(),
+                    shape,
                     lane,
                     lanes,
                     versions.clone(),
@@ -96,6 +170,7 @@ impl VersionedLoad {
             })
             .collect();
         VersionedLoad {
+            shape,
             stop,
             versions,
             tasks,
@@ -141,10 +216,14 @@ impl VersionedLoad {
                 continue;
             }
             match client
-                .read(POOL, name(index).as_bytes(), ReadRange::default())
+                .read(
+                    self.shape.pool,
+                    name(index).as_bytes(),
+                    ReadRange::default(),
+                )
                 .await
             {
-                Ok(data) => match decode(&data) {
+                Ok(data) => match self.shape.decode(&data) {
                     Some((i, version)) if i == index && version >= acked && version <= sent => {}
                     got => violations.push(format!(
                         "{}: holds {got:?}, acknowledged {acked}, sent up to {sent}",
@@ -163,6 +242,7 @@ impl VersionedLoad {
 
 async fn run_lane(
     client: Client,
+    shape: LoadShape,
     lane: u64,
     lanes: u64,
     versions: Arc<Vec<Versions>>,
@@ -173,6 +253,9 @@ async fn run_lane(
         .step_by(usize::try_from(lanes).unwrap_or(1))
         .collect();
     let mut report = LaneReport::default();
+    // Patched objects whose last write failed (it may or may not have
+    // applied): their next write is whole.
+    let mut unsure: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     let mut step = lane.wrapping_mul(0x9e37_79b9) | 1;
     while !stop.load(Ordering::Relaxed) && !mine.is_empty() {
         step = step
@@ -182,19 +265,40 @@ async fn run_lane(
         let own = &versions[usize::try_from(index).unwrap_or(0)];
         let version = own.sent.load(Ordering::Relaxed) + 1;
         own.sent.store(version, Ordering::Relaxed);
-        match client
-            .write_full(
-                POOL,
-                name(index).as_bytes(),
-                versioned_payload(index, version),
-            )
-            .await
-        {
+        let object = name(index);
+        let written = if !shape.patches {
+            client
+                .write_full(
+                    shape.pool,
+                    object.as_bytes(),
+                    versioned_payload(index, version),
+                )
+                .await
+        } else if version == 1 || unsure.contains(&index) {
+            client
+                .write_full(
+                    shape.pool,
+                    object.as_bytes(),
+                    patched_payload(index, version),
+                )
+                .await
+        } else {
+            let head = patched_payload(index, version).slice(..16);
+            let op = cairn_client::WriteOp::new()
+                .write(0, head)
+                .write(patch_offset(version), Bytes::from(patch(index, version)));
+            client.operate(shape.pool, object.as_bytes(), op).await
+        };
+        match written {
             Ok(_) => {
                 own.acked.fetch_max(version, Ordering::Relaxed);
                 report.writes_acked += 1;
+                unsure.remove(&index);
             }
-            Err(_) => report.writes_failed += 1,
+            Err(_) => {
+                report.writes_failed += 1;
+                unsure.insert(index);
+            }
         }
         // Read anyone's object and judge it by what was acknowledged
         // before the read began.
@@ -202,13 +306,13 @@ async fn run_lane(
         let theirs = &versions[usize::try_from(other).unwrap_or(0)];
         let acked_before = theirs.acked.load(Ordering::Relaxed);
         let read = client
-            .read(POOL, name(other).as_bytes(), ReadRange::default())
+            .read(shape.pool, name(other).as_bytes(), ReadRange::default())
             .await;
         let sent_after = theirs.sent.load(Ordering::Relaxed);
         match read {
             Ok(data) => {
                 report.reads_checked += 1;
-                match decode(&data) {
+                match shape.decode(&data) {
                     Some((i, v)) if i == other && v >= acked_before && v <= sent_after => {}
                     got => report.violations.push(format!(
                         "read of {} gave {got:?}; acknowledged {acked_before} before the read, sent up to {sent_after}",
@@ -410,7 +514,12 @@ fn copy_of(store: &DiskStore, collection: CollectionId) -> BTreeMap<Bytes, Objec
     let mut after = None;
     loop {
         let page = store.list(collection, after.as_ref(), 1024).expect("list");
-        for key in &page.keys {
+        // The OSD's own roll-back stashes are not copies of objects.
+        for key in page
+            .keys
+            .iter()
+            .filter(|k| !cairn_osd::undo::is_internal(&k.name))
+        {
             let stat = store.stat(collection, key).expect("stat");
             let data = store
                 .read(collection, key, ReadOptions::default())

@@ -212,14 +212,15 @@ pub fn cairn_wrapped(
     let mut child = Command::new(program)
         .args(rest)
         .args(args)
-        .envs(env.iter().copied())
         .env("CAIRN_CONF", conf)
         // The daemons `cairn up` starts inherit it: CAIRN_TEST_LOG=info
-        // (or debug) makes a failed run's DATA/logs worth reading.
+        // (or debug) makes a failed run's DATA/logs worth reading; a test
+        // may set its own in `env`.
         .env(
             "RUST_LOG",
             std::env::var("CAIRN_TEST_LOG").unwrap_or_else(|_| "warn".into()),
         )
+        .envs(env.iter().copied())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

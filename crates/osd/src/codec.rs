@@ -556,9 +556,24 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
     };
     let mut payloads: Vec<CheckedBytes> = Vec::new();
     let mut ops = Vec::with_capacity(write.ops.len());
+    let stash = crate::undo::stash_key(&write.entry.object, write.entry.req);
+    let undo_key = crate::undo::undo_key(write.entry.version);
     for op in &write.ops {
         let len = |data: &CheckedBytes| data.len() as u64;
         ops.push(match op {
+            Op::CloneRange {
+                to,
+                offset,
+                length,
+                to_offset,
+                ..
+            } if *to == stash => OpWire::StashRange {
+                offset: *offset,
+                length: *length,
+                to_offset: *to_offset,
+            },
+            Op::Rename { to, .. } if *to == stash => OpWire::StashRename,
+            Op::MetaSet { key, value } if *key == undo_key => OpWire::Undo(buf(value)),
             Op::WriteFull { data, .. } => {
                 payloads.push(data.clone());
                 OpWire::WriteFull { len: len(data) }
@@ -809,6 +824,25 @@ pub fn decode_pg_msg(msg: PeerMsg, data: &CheckedBytes) -> Result<(PgId, PgMsg),
                 end: unbuf(end),
             },
             OpWire::OmapClear => Op::OmapClear { object },
+            OpWire::StashRange {
+                offset,
+                length,
+                to_offset,
+            } => Op::CloneRange {
+                from: object,
+                to: crate::undo::stash_key(&entry.object, entry.req),
+                offset,
+                length,
+                to_offset,
+            },
+            OpWire::StashRename => Op::Rename {
+                from: object,
+                to: crate::undo::stash_key(&entry.object, entry.req),
+            },
+            OpWire::Undo(record) => Op::MetaSet {
+                key: crate::undo::undo_key(entry.version),
+                value: unbuf(record),
+            },
         });
     }
     if at != data.len() {

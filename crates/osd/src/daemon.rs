@@ -392,6 +392,49 @@ fn inject_panic_once(osd: &Arc<Osd>) {
     });
 }
 
+/// Fault injection for the write-hole test (docs/erasure-coding.md): the
+/// one OSD that removes the file this names, as the primary of an
+/// erasure-coded partial overwrite, sends that write's sub-write to one
+/// shard only, drops every sub-write after it, and aborts two seconds
+/// later (unless stopped first): a write cut short on fewer than `k`
+/// shards, which peering must roll back where it landed.
+pub const DEBUG_CUT_EC_WRITE_ENV: &str = "CAIRN_DEBUG_CUT_EC_WRITE";
+
+/// 0: no cut armed; 1: the cut's one sub-write went out.
+static EC_WRITE_CUT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether `msg` is to be dropped by the write-hole fault injection.
+fn cut_ec_write(msg: &PgMsg) -> bool {
+    static TRIGGER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let PgMsg::SubWrite(write) = msg else {
+        return false;
+    };
+    let Some(trigger) =
+        TRIGGER.get_or_init(|| std::env::var_os(DEBUG_CUT_EC_WRITE_ENV).map(PathBuf::from))
+    else {
+        return false;
+    };
+    if EC_WRITE_CUT.load(Ordering::SeqCst) == 1 {
+        return true;
+    }
+    let partial = write
+        .ops
+        .iter()
+        .any(|op| matches!(op, Op::CloneRange { .. }));
+    if partial && std::fs::remove_file(trigger).is_ok() {
+        EC_WRITE_CUT.store(1, Ordering::SeqCst);
+        tracing::warn!(
+            version = %write.entry.version,
+            "{DEBUG_CUT_EC_WRITE_ENV}: this sub-write goes out, no other, then the OSD aborts"
+        );
+        std::thread::spawn(|| {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            std::process::abort();
+        });
+    }
+    false
+}
+
 /// The id file: the monitor's id for this OSD, so a restart keeps it.
 fn id_path(data_dir: &Path) -> PathBuf {
     data_dir.join("osd_id")
@@ -1954,9 +1997,10 @@ impl Osd {
         } else {
             BACKFILL_SCAN_KEYS
         };
-        let page =
-            tokio::task::spawn_blocking(move || store.list(collection, after.as_ref(), limit))
-                .await;
+        let page = tokio::task::spawn_blocking(move || {
+            list_objects(&*store, collection, after.as_ref(), limit)
+        })
+        .await;
         match page {
             Ok(Ok(page)) => {
                 let more = page.next.is_some();
@@ -2031,6 +2075,9 @@ impl Osd {
     /// A message that cannot be sent is dropped: the write it belongs to
     /// waits for the next interval (logged).
     async fn send_to_peer(&self, osd: OsdId, pg: PgId, msg: &PgMsg) {
+        if cut_ec_write(msg) {
+            return;
+        }
         let addr = {
             let view = read(&self.map);
             view.state.endpoints.get(&osd).map(|e| e.addr.clone())
@@ -2503,13 +2550,9 @@ impl Osd {
             return ClientReply::err(error);
         }
         let req: ReqId = op.req.into();
-        let prepared = if ec::is_partial(&plan.ops) {
-            match self.prepare_ec_write(op.pg, &object, &plan.ops).await {
-                Ok(prepared) => prepared,
-                Err(error) => return ClientReply::err(error),
-            }
-        } else {
-            None
+        let prepared = match self.prepare_ec_write(op.pg, &object, req, &plan.ops).await {
+            Ok(prepared) => prepared,
+            Err(error) => return ClientReply::err(error),
         };
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
@@ -2763,6 +2806,7 @@ impl Osd {
         &self,
         pg: PgId,
         object: &Bytes,
+        req: ReqId,
         ops: &[Op],
     ) -> Result<Option<PreparedWrite>, OpError> {
         let Some(interval) = lock(&self.pgs).get(&pg).map(|s| s.pg.interval().clone()) else {
@@ -2782,11 +2826,29 @@ impl Osd {
         })
         .await
         .map_err(|e| OpError::Store(format!("read task: {e}")))??;
-        let (base, size, chunk) = local.unwrap_or((0, 0, layout.chunk_for(0)));
-        let plan = ec::plan_partial(&layout, size, chunk, ops).map_err(|e| match e {
+        let (base, size, chunk) = local.as_ref().map_or((0, 0, layout.chunk_for(0)), |l| {
+            (l.version, l.size, l.chunk)
+        });
+        let invalid = |e: InvalidWrite| match e {
             InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
             other => OpError::Invalid(other.to_string()),
-        })?;
+        };
+        if !ec::is_partial(ops) {
+            // Planned on this shard's own state: only the roll-back records
+            // need it.
+            let writes =
+                crate::pg::PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid)?;
+            let (writes, undo) =
+                ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
+                    .map_err(invalid)?;
+            return Ok(Some(PreparedWrite {
+                base,
+                writes,
+                undo,
+                read_shards: false,
+            }));
+        }
+        let plan = ec::plan_partial(&layout, size, chunk, ops).map_err(invalid)?;
         let reads = plan.reads(&layout, size);
         let mut old = Vec::with_capacity(reads.len());
         if reads.iter().any(|r| r.start < r.end) {
@@ -2842,13 +2904,24 @@ impl Osd {
                 return Err(OpError::ObjectBusy);
             }
         }
-        let writes = ec::partial_writes(&backend, size, &plan, &old, &key, ops.to_vec()).map_err(
-            |e| match e {
-                InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
-                other => OpError::Invalid(other.to_string()),
-            },
-        )?;
-        Ok(Some(PreparedWrite { base, writes }))
+        let writes =
+            ec::partial_writes(&backend, size, &plan, &old, &key, ops.to_vec()).map_err(invalid)?;
+        let (writes, undo) = ec::with_undo(
+            &layout,
+            object,
+            req,
+            local.as_ref(),
+            Some(&plan),
+            ops,
+            writes,
+        )
+        .map_err(invalid)?;
+        Ok(Some(PreparedWrite {
+            base,
+            writes,
+            undo,
+            read_shards: true,
+        }))
     }
 
     /// Tells the PG's core that `osd`'s shard of `object` is unreadable:
@@ -3211,6 +3284,41 @@ pub fn reset_corrupt_pg(
     Ok((txns, stored))
 }
 
+/// The client objects of a collection after `after`, as
+/// [`ObjectStore::list`] pages them, without the OSD's own stashes
+/// (`crate::undo`): what listings, backfill scans and scrubs walk. `next`
+/// is the last key returned, so a cursor is always a client name.
+///
+/// # Errors
+/// The store cannot list the collection.
+pub fn list_objects(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    after: Option<&ObjectKey>,
+    limit: usize,
+) -> Result<cairn_store::ObjectPage, StoreError> {
+    let limit = limit.max(1);
+    let mut cursor = after.cloned();
+    let mut keys = Vec::new();
+    loop {
+        let page = store.list(collection, cursor.as_ref(), limit - keys.len())?;
+        let done = page.next.is_none();
+        cursor = page.keys.last().cloned();
+        keys.extend(
+            page.keys
+                .into_iter()
+                .filter(|k| !crate::undo::is_internal(&k.name)),
+        );
+        if done || cursor.is_none() {
+            return Ok(cairn_store::ObjectPage { keys, next: None });
+        }
+        if keys.len() >= limit {
+            let next = keys.last().cloned();
+            return Ok(cairn_store::ObjectPage { keys, next });
+        }
+    }
+}
+
 /// Reads a PG copy's log, info and missing set from its collection.
 pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<StoredPg, StoreError> {
     let mut stored = StoredPg::default();
@@ -3228,6 +3336,15 @@ pub fn load_pg(store: &dyn ObjectStore, collection: CollectionId) -> Result<Stor
                 let entry = LogEntry::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} log entry: {e}")))?;
                 stored.log.push(entry);
+            } else if let Some(version) = key.strip_prefix(crate::undo::UNDO_KEY_PREFIX) {
+                let record = crate::undo::UndoRecord::decode(&value)
+                    .map_err(|e| StoreError::Corrupt(format!("{collection} undo record: {e}")))?;
+                let version = <[u8; 16]>::try_from(version)
+                    .map(|v| Version::from_key_bytes(&v))
+                    .map_err(|_| {
+                        StoreError::Corrupt(format!("{collection} undo key of {} bytes", key.len()))
+                    })?;
+                stored.undo.push((version, record));
             } else if key.starts_with(DUP_KEY_PREFIX) {
                 let dup = DupEntry::decode(&value)
                     .map_err(|e| StoreError::Corrupt(format!("{collection} dup entry: {e}")))?;
@@ -3283,7 +3400,7 @@ pub fn build_scrub_map(
     let mut entries = Vec::new();
     let mut cursor = order.after.clone();
     loop {
-        let page = store.list(collection, cursor.as_ref(), SCRUB_LIST_PAGE_KEYS)?;
+        let page = list_objects(store, collection, cursor.as_ref(), SCRUB_LIST_PAGE_KEYS)?;
         for key in &page.keys {
             if order.through.as_ref().is_some_and(|t| key > t) {
                 return Ok(map(entries, false));
@@ -3528,9 +3645,7 @@ pub(crate) fn read_op(
         OpKind::List { after, limit } => {
             let limit = usize::try_from(limit.clamp(1, LIST_NAMES_MAX)).unwrap_or(1);
             let after = after.map(|a| ObjectKey::new(Bytes::from(a.into_vec())));
-            let page = store
-                .list(collection, after.as_ref(), limit)
-                .map_err(op_error)?;
+            let page = list_objects(store, collection, after.as_ref(), limit).map_err(op_error)?;
             OpOutput::List {
                 names: page
                     .keys
@@ -3598,6 +3713,10 @@ pub fn check_request(op: &ClientOp) -> Result<(), String> {
         None if op.object.is_empty() || op.object.len() > max => {
             bad("object name", op.object.len())
         }
+        None if crate::undo::is_internal(&op.object) => Err(format!(
+            "object names beginning with {:?} are the OSD's own",
+            String::from_utf8_lossy(crate::undo::STASH_NAME_PREFIX)
+        )),
         None => Ok(()),
     }
 }
@@ -3793,6 +3912,8 @@ mod tests {
         assert!(check_request(&op(&vec![b'n'; max], OpKind::Stat)).is_ok());
         assert!(check_request(&op(&vec![b'n'; 70_000], OpKind::Stat)).is_err());
         assert!(check_request(&op(b"", OpKind::Remove)).is_err());
+        let stash = crate::undo::stash_key(&Bytes::from_static(b"a"), ReqId { client: 1, tid: 2 });
+        assert!(check_request(&op(&stash.name, OpKind::Stat)).is_err());
         let list = |after: Option<Vec<u8>>| OpKind::List {
             after: after.map(ByteBuf::from),
             limit: 10,

@@ -12,9 +12,10 @@
 //! `docs/erasure-coding.md`.
 
 use crate::daemon::{observe, op_error, read_op, refusal_error};
-use crate::log::LogEntry;
+use crate::log::{LogEntry, ReqId};
 use crate::pg::{InvalidWrite, PgBackend, Push, ShardWrites, check_ops};
 use crate::scrub::{Inconsistency, ScrubMap};
+use crate::undo::{Keep, UndoRecord};
 use bytes::{Bytes, BytesMut};
 use cairn_ec::{Codec, ReedSolomon, StripeLayout};
 use cairn_proto::osd::{OpError, OpKind, OpOutput};
@@ -286,6 +287,26 @@ impl PgBackend for EcBackend {
         let Some(shard) = shard else {
             return Err("a sub-write to an OSD at no position".into());
         };
+        // The roll-back ops (see `crate::undo`) name the entry's stash and
+        // record; the rest change the object alone.
+        let stash = crate::undo::stash_key(&entry.object, entry.req);
+        let key = ObjectKey::new(entry.object.clone());
+        let undo_key = crate::undo::undo_key(entry.version);
+        let mut own = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                Op::Rename { from, to } | Op::CloneRange { from, to, .. }
+                    if *from == key && *to == stash => {}
+                Op::MetaSet { key: k, value } if *k == undo_key => {
+                    let record = crate::undo::UndoRecord::decode(value)?;
+                    if record.object != entry.object || record.req != entry.req {
+                        return Err("a roll-back record of another write".into());
+                    }
+                }
+                other => own.push(other.clone()),
+            }
+        }
+        let ops = &own[..];
         match check_ops(&entry.object, ops) {
             Ok(kind) if kind == entry.kind => {}
             Ok(kind) => return Err(format!("kind {:?}, ops say {kind:?}", entry.kind)),
@@ -751,8 +772,17 @@ fn shard_meta(
         .transpose()
 }
 
-/// The object as this OSD's shard records it: its version, size and
-/// chunk (`None`: no such object).
+/// An object as one shard records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalObject {
+    pub version: u64,
+    pub size: u64,
+    pub chunk: u64,
+    /// Every xattr of the shard (the client's are the same on all shards).
+    pub xattrs: BTreeMap<Bytes, Bytes>,
+}
+
+/// The object as this OSD's shard records it (`None`: no such object).
 ///
 /// # Errors
 /// The store's error, or unreadable shard metadata.
@@ -761,18 +791,174 @@ pub fn local_object(
     collection: CollectionId,
     key: &ObjectKey,
     layout: &StripeLayout,
-) -> Result<Option<(u64, u64, u64)>, OpError> {
+) -> Result<Option<LocalObject>, OpError> {
     let stat = match store.stat(collection, key) {
         Ok(stat) => stat,
         Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(op_error(e)),
     };
-    let meta = shard_meta(store, collection, key).map_err(op_error)?;
-    Ok(Some(
-        meta.map_or((stat.version, 0, layout.chunk_for(0)), |m| {
-            (stat.version, m.size, m.chunk)
-        }),
-    ))
+    let xattrs = store.xattrs(collection, key).map_err(op_error)?;
+    let meta = xattrs
+        .get(EC_META_XATTR)
+        .map(|m| ShardMeta::decode(m).map_err(|e| op_error(StoreError::Corrupt(e))))
+        .transpose()?;
+    let (size, chunk) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
+    Ok(Some(LocalObject {
+        version: stat.version,
+        size,
+        chunk,
+        xattrs,
+    }))
+}
+
+/// Each shard's write with what undoing it takes (see [`crate::undo`]):
+/// the stash ops put before the shard's ops, and the shard's roll-back
+/// record. `local` is the object before the write (`None`: absent), as
+/// every shard holds it when it applies the write (shards apply in log
+/// order); `plan` the partial write's plan, if it is one.
+///
+/// # Errors
+/// Writes not planned per shard, or ops a partial write does not take.
+pub fn with_undo(
+    layout: &StripeLayout,
+    object: &Bytes,
+    req: ReqId,
+    local: Option<&LocalObject>,
+    plan: Option<&PartialRead>,
+    ops: &[Op],
+    writes: ShardWrites,
+) -> Result<(ShardWrites, Vec<UndoRecord>), InvalidWrite> {
+    let ShardWrites::PerShard(mut per) = writes else {
+        return Err(not_supported(
+            "an erasure-coded write not planned per shard",
+        ));
+    };
+    let Some(local) = local else {
+        let created = UndoRecord::created(object.clone(), req);
+        let records = vec![created; per.len()];
+        return Ok((ShardWrites::PerShard(per), records));
+    };
+    let key = ObjectKey::new(object.clone());
+    let client_old: BTreeMap<Bytes, Bytes> = local
+        .xattrs
+        .iter()
+        .filter(|(name, _)| crate::codec::client_xattr_name(name))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let whole = matches!(plan, Some(PartialRead::Whole))
+        || ops.iter().any(|op| {
+            matches!(
+                op,
+                Op::WriteFull { .. } | Op::Remove { .. } | Op::Truncate { size: 0, .. }
+            )
+        });
+    if whole {
+        // The old shard moves aside whole; the new one starts with the
+        // client's xattrs, which a rewrite keeps.
+        let record = UndoRecord {
+            keep: Keep::Whole,
+            ..UndoRecord::created(object.clone(), req)
+        };
+        for shard_ops in &mut per {
+            let mut prefix = record.stash_ops();
+            prefix.push(Op::Touch {
+                object: key.clone(),
+            });
+            if !client_old.is_empty() {
+                prefix.push(Op::SetXattrs {
+                    object: key.clone(),
+                    xattrs: client_old.clone(),
+                });
+            }
+            shard_ops.splice(0..0, prefix);
+        }
+        let records = vec![record; per.len()];
+        return Ok((ShardWrites::PerShard(per), records));
+    }
+    let mut changed: BTreeSet<Bytes> = BTreeSet::new();
+    for op in ops {
+        match op {
+            Op::SetXattrs { xattrs, .. } => changed.extend(xattrs.keys().cloned()),
+            Op::RemoveXattr { name, .. } => {
+                changed.insert(name.clone());
+            }
+            _ => {}
+        }
+    }
+    let rows = match plan {
+        Some(PartialRead::Rows(rows)) => {
+            changed.insert(Bytes::from_static(EC_META_XATTR));
+            Some(rows)
+        }
+        _ => None,
+    };
+    let lowest = match rows {
+        Some(_) => partial_effect(local.size, ops)?.1,
+        None => local.size,
+    };
+    let mut records = Vec::with_capacity(per.len());
+    for (i, shard_ops) in per.iter_mut().enumerate() {
+        let shard = u32::try_from(i).unwrap_or(u32::MAX);
+        let len = layout.shard_len(local.chunk, local.size, shard);
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        if let Some(rows) = rows {
+            let su = local.chunk;
+            spans.extend(rows.iter().map(|r| (r.start * su, r.end * su)));
+            spans.push((layout.shard_len(local.chunk, lowest, shard), len));
+        }
+        let ranges = merge_spans(spans, len);
+        let xattrs = changed
+            .iter()
+            .map(|name| {
+                let old = if &name[..] == EC_META_XATTR {
+                    local.xattrs.get(name).map(|_| {
+                        ShardMeta {
+                            shard,
+                            size: local.size,
+                            chunk: local.chunk,
+                            crc: None,
+                        }
+                        .encode()
+                    })
+                } else {
+                    client_old.get(name).cloned()
+                };
+                (name.clone(), old)
+            })
+            .collect();
+        let record = UndoRecord {
+            object: object.clone(),
+            req,
+            keep: Keep::Ranges(ranges),
+            version: local.version,
+            len,
+            xattrs,
+        };
+        shard_ops.splice(0..0, record.stash_ops());
+        records.push(record);
+    }
+    Ok((ShardWrites::PerShard(per), records))
+}
+
+/// Spans `(start, end)` cut to `[0, limit)`, sorted and merged, as
+/// `(offset, length)` ranges.
+fn merge_spans(mut spans: Vec<(u64, u64)>, limit: u64) -> Vec<(u64, u64)> {
+    spans.retain_mut(|(start, end)| {
+        *end = (*end).min(limit);
+        start < end
+    });
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(start, end)| (start, end - start))
+        .collect()
 }
 
 /// The local part of a client read on the primary's shard: the guards,
@@ -1315,7 +1501,9 @@ mod tests {
         for (i, store) in stores.iter().enumerate() {
             let mut txn = Transaction::new(coll);
             txn.ops = writes.for_shard(Some(u32::try_from(i).expect("small")));
-            store.apply(txn).expect("shard transaction applies");
+            if !txn.ops.is_empty() {
+                store.apply(txn).expect("shard transaction applies");
+            }
         }
     }
 
@@ -1859,9 +2047,10 @@ mod tests {
                         })
                         .collect();
                     let what = format!("{k}+{m} case {case} step {step}: {shown:?}");
-                    let (_, size, chunk) = local_object(&stores[0], coll, &key(), &layout)
-                        .expect("readable")
-                        .unwrap_or((0, 0, layout.chunk_for(0)));
+                    let local = local_object(&stores[0], coll, &key(), &layout).expect("readable");
+                    let (size, chunk) = local
+                        .as_ref()
+                        .map_or((0, layout.chunk_for(0)), |l| (l.size, l.chunk));
                     let plan = plan_partial(&layout, size, chunk, &ops).expect("plans");
                     let what = format!("{what} from {size} (chunk {chunk}): {plan:?}");
                     let old: Vec<Bytes> = plan
@@ -1880,8 +2069,22 @@ mod tests {
                             .1
                         })
                         .collect();
-                    let writes =
-                        partial_writes(&backend, size, &plan, &old, &key(), ops).expect("planned");
+                    let writes = partial_writes(&backend, size, &plan, &old, &key(), ops.clone())
+                        .expect("planned");
+                    let req = ReqId {
+                        client: 1,
+                        tid: version,
+                    };
+                    let (writes, undo) = with_undo(
+                        &layout,
+                        &key().name,
+                        req,
+                        local.as_ref(),
+                        Some(&plan),
+                        &ops,
+                        writes,
+                    )
+                    .expect("undo planned");
                     let ShardWrites::PerShard(mut per) = writes else {
                         panic!("{what}: not per shard")
                     };
@@ -1891,11 +2094,47 @@ mod tests {
                             version,
                         });
                     }
-                    apply(&stores, &ShardWrites::PerShard(per));
+                    let writes = ShardWrites::PerShard(per);
+                    // Undone on every shard, the object is as it was.
+                    let before: Vec<_> = stores.iter().map(shard_state).collect();
+                    apply(&stores, &writes);
                     assert_shards_hold(&backend, &stores, &model, &what);
+                    let undo_all =
+                        ShardWrites::PerShard(undo.iter().map(UndoRecord::undo_ops).collect());
+                    apply(&stores, &undo_all);
+                    let after: Vec<_> = stores.iter().map(shard_state).collect();
+                    assert_eq!(after, before, "{what}: undone");
+                    // Applied again and rolled forward, no stash is left.
+                    apply(&stores, &writes);
+                    let forward =
+                        ShardWrites::PerShard(undo.iter().map(UndoRecord::forward_ops).collect());
+                    apply(&stores, &forward);
+                    assert_shards_hold(&backend, &stores, &model, &what);
+                    for store in &stores {
+                        let left = store.list(coll, None, 10).expect("list").keys;
+                        assert_eq!(left, vec![key()], "{what}: a stash is left");
+                    }
                 }
             }
         }
+    }
+
+    /// A shard's object as a roll-back must restore it: data, version,
+    /// xattrs (the shard metadata's crc aside, which a roll-back of a
+    /// partial write leaves unknown).
+    fn shard_state(store: &MemStore) -> Option<(Bytes, u64, BTreeMap<Bytes, Bytes>)> {
+        let coll = CollectionId::pg(1, 0);
+        let stat = store.stat(coll, &key()).ok()?;
+        let data = store
+            .read(coll, &key(), ReadOptions::default())
+            .expect("readable");
+        let mut xattrs = store.xattrs(coll, &key()).expect("xattrs");
+        if let Some(meta) = xattrs.get_mut(EC_META_XATTR) {
+            let mut m = ShardMeta::decode(meta).expect("meta");
+            m.crc = None;
+            *meta = m.encode();
+        }
+        Some((data, stat.version, xattrs))
     }
 
     /// The stripes a partial write rewrites: only those it changes, the

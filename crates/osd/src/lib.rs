@@ -8,8 +8,8 @@
 //! interval change the primary peers ([`peering`]): it gathers the copies of
 //! the OSDs that may hold the PG, picks the authoritative history, brings
 //! every copy to it (log-based recovery, or a backfill by scan), and asks the
-//! monitor for a temporary acting set while new copies fill. Not here yet:
-//! erasure-coded pools.
+//! monitor for a temporary acting set while new copies fill. Erasure-coded
+//! PGs run the same core behind the [`PgBackend`] seam ([`ec`], [`undo`]).
 //!
 //! The one design choice to know: **sans-IO**. [`Pg::handle`] takes one
 //! [`PgEvent`] and returns [`Effects`] — transactions to submit, messages to
@@ -30,6 +30,7 @@ pub mod scrub;
 pub mod shell;
 pub mod split;
 pub mod throttle;
+pub mod undo;
 
 pub use daemon::{OsdConfig, OsdError, run, run_until};
 pub use limits::PgLimits;

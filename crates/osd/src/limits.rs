@@ -215,6 +215,11 @@ pub const OMAP_PAGE_KEYS: usize = 4096;
 /// Operations per transaction a split plans, below the store's bound.
 pub const SPLIT_TXN_OPS_MAX: usize = cairn_store::limits::TXN_OPS_MAX - 16;
 
+/// Roll-back records of committed erasure-coded entries dropped with each
+/// new entry's transaction (three ops each): more than the writes a PG has
+/// in flight, so they never pile up under load.
+pub const UNDO_FORWARD_PER_TXN: usize = 256;
+
 /// Operations per transaction when a copy adopts a log at activation (log
 /// entries, dups, missing set, PG info): a long log outgrows one
 /// transaction, so the change goes in several, each at most half the

@@ -44,6 +44,17 @@ impl Version {
         self.key_under(DUP_KEY_PREFIX)
     }
 
+    /// The version whose key suffix (epoch and sequence big-endian, as
+    /// [`Version::log_key`] writes them) is `bytes`.
+    #[must_use]
+    pub fn from_key_bytes(bytes: &[u8; 16]) -> Version {
+        let mut epoch = [0u8; 8];
+        let mut seq = [0u8; 8];
+        epoch.copy_from_slice(&bytes[..8]);
+        seq.copy_from_slice(&bytes[8..]);
+        Version::new(u64::from_be_bytes(epoch), u64::from_be_bytes(seq))
+    }
+
     fn key_under(self, prefix: &[u8]) -> Bytes {
         let mut key = Vec::with_capacity(prefix.len() + 16);
         key.extend_from_slice(prefix);

@@ -169,6 +169,33 @@ pub fn choose_auth(copies: &BTreeMap<OsdId, PeerCopy>) -> Option<OsdId> {
         .map(|(id, _)| *id)
 }
 
+/// Erasure coding's authoritative copy: among complete copies that
+/// activated in the newest interval any did, the one with the shortest
+/// history (ties to the lowest OSD id). A write is acknowledged only once
+/// every OSD of its acting set holds it, so this history holds every
+/// acknowledged write; the entries some copies have beyond it were never
+/// acknowledged, may sit on fewer than `k` shards (which cannot rebuild
+/// the others), and are rolled back where they landed. Ceph chooses alike
+/// for pools that roll back (`find_best_info`).
+#[must_use]
+pub fn choose_auth_rolling_back(copies: &BTreeMap<OsdId, PeerCopy>) -> Option<OsdId> {
+    let newest = copies
+        .values()
+        .filter(|c| c.info.complete())
+        .map(|c| c.info.last_epoch_started)
+        .max()?;
+    copies
+        .iter()
+        .filter(|(_, c)| c.info.complete() && c.info.last_epoch_started == newest)
+        .min_by(|(a_id, a), (b_id, b)| {
+            a.info
+                .last_update
+                .cmp(&b.info.last_update)
+                .then(a_id.cmp(b_id))
+        })
+        .map(|(id, _)| *id)
+}
+
 /// Whether `copy` can be brought up to date from `auth_log` (otherwise it
 /// needs a backfill).
 #[must_use]
@@ -182,6 +209,18 @@ pub fn log_recoverable(copy: &PeerCopy, auth_log: &[LogEntry]) -> bool {
 /// already knew it lacked.
 #[must_use]
 pub fn missing_objects(copy: &PeerCopy, auth_log: &[LogEntry]) -> BTreeSet<Bytes> {
+    missing_objects_with(copy, auth_log, false)
+}
+
+/// As [`missing_objects`]; with `rolls_back` (an erasure-coded copy, which
+/// undoes its divergent entries itself, `crate::undo`), the objects of
+/// divergent entries are not missing for being divergent.
+#[must_use]
+pub fn missing_objects_with(
+    copy: &PeerCopy,
+    auth_log: &[LogEntry],
+    rolls_back: bool,
+) -> BTreeSet<Bytes> {
     let copy_versions: BTreeSet<Version> = copy.log.iter().map(|e| e.version).collect();
     let auth_versions: BTreeSet<Version> = auth_log.iter().map(|e| e.version).collect();
     let copy_tail = log_tail_seq(&copy.log);
@@ -196,7 +235,7 @@ pub fn missing_objects(copy: &PeerCopy, auth_log: &[LogEntry]) -> BTreeSet<Bytes
             missing.insert(entry.object.clone());
         }
     }
-    for entry in &copy.log {
+    for entry in copy.log.iter().filter(|_| !rolls_back) {
         let divergent = !auth_versions.contains(&entry.version) && entry.version.seq > auth_tail;
         if divergent && entry.kind != LogKind::Refused {
             missing.insert(entry.object.clone());
@@ -318,6 +357,42 @@ mod tests {
         let copies: BTreeMap<OsdId, PeerCopy> =
             [(OsdId(1), old), (OsdId(2), copy(auth.clone(), 5))].into();
         assert_eq!(choose_auth(&copies), Some(OsdId(2)));
+    }
+
+    #[test]
+    fn erasure_coding_takes_the_shortest_history_of_the_newest_interval() {
+        // The primary of interval 5 sent 5'4 to two of three shards and
+        // died: the shard without it has the history that holds every
+        // acknowledged write, and the others roll 5'4 back.
+        let base = vec![entry(5, 1, "a"), entry(5, 2, "b"), entry(5, 3, "c")];
+        let mut longer = base.clone();
+        longer.push(entry(5, 4, "d"));
+        let old = copy(vec![entry(2, 1, "a")], 2);
+        let copies: BTreeMap<OsdId, PeerCopy> = [
+            (OsdId(1), copy(longer.clone(), 5)),
+            (OsdId(2), copy(longer.clone(), 5)),
+            (OsdId(3), copy(base.clone(), 5)),
+            (OsdId(4), old),
+        ]
+        .into();
+        assert_eq!(choose_auth(&copies), Some(OsdId(1)));
+        assert_eq!(choose_auth_rolling_back(&copies), Some(OsdId(3)));
+        // The divergent entry is rolled back, not missing; what the copy
+        // lacks of the authoritative log still is.
+        let ahead = copy(longer, 5);
+        assert_eq!(names(&missing_objects(&ahead, &base)), [&b"d"[..]]);
+        assert!(missing_objects_with(&ahead, &base, true).is_empty());
+        let behind = copy(base[..2].to_vec(), 5);
+        assert_eq!(
+            names(&missing_objects_with(&behind, &base, true)),
+            [&b"c"[..]]
+        );
+        // An incomplete copy does not count.
+        let mut partial = copy(base[..1].to_vec(), 5);
+        partial.info.backfilling = true;
+        let with_partial: BTreeMap<OsdId, PeerCopy> =
+            [(OsdId(1), copy(base, 5)), (OsdId(5), partial)].into();
+        assert_eq!(choose_auth_rolling_back(&with_partial), Some(OsdId(1)));
     }
 
     #[test]

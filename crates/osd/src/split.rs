@@ -133,6 +133,13 @@ pub fn split_txns(
                 .map_err(|e| StoreError::Corrupt(format!("{pc} log entry: {e}")))?;
             return Ok(Some(entry.object));
         }
+        // A roll-back record goes with its object (whose stash the store
+        // moves with it: stashes hash as their objects do).
+        if key.starts_with(crate::undo::UNDO_KEY_PREFIX) {
+            let record = crate::undo::UndoRecord::decode(value)
+                .map_err(|e| StoreError::Corrupt(format!("{pc} undo record: {e}")))?;
+            return Ok(Some(record.object));
+        }
         Ok(None)
     };
     // Per key: the PG its object belongs to at `to` (None: a PG-wide key).

@@ -95,20 +95,50 @@ pub struct InconsistencyRecord {
 /// lengths index the data segment in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpWire {
-    WriteFull { len: u64 },
-    Write { offset: u64, len: u64 },
-    Append { len: u64 },
-    Truncate { size: u64 },
-    Zero { offset: u64, length: u64 },
+    WriteFull {
+        len: u64,
+    },
+    Write {
+        offset: u64,
+        len: u64,
+    },
+    Append {
+        len: u64,
+    },
+    Truncate {
+        size: u64,
+    },
+    Zero {
+        offset: u64,
+        length: u64,
+    },
     Touch,
     Remove,
-    SetVersion { version: u64 },
+    SetVersion {
+        version: u64,
+    },
     SetXattrs(Vec<(ByteBuf, ByteBuf)>),
     RemoveXattr(ByteBuf),
     OmapSet(Vec<(ByteBuf, ByteBuf)>),
     OmapRemove(Vec<ByteBuf>),
-    OmapRemoveRange { start: ByteBuf, end: ByteBuf },
+    OmapRemoveRange {
+        start: ByteBuf,
+        end: ByteBuf,
+    },
     OmapClear,
+    /// Erasure coding: copies the object's bytes `[offset, offset +
+    /// length)` to `to_offset` of the entry's stash object (named by the
+    /// object and the request), to roll the write back if it must be.
+    StashRange {
+        offset: u64,
+        length: u64,
+        to_offset: u64,
+    },
+    /// Erasure coding: renames the object to the entry's stash object.
+    StashRename,
+    /// Erasure coding: the shard's roll-back record of the entry, stored
+    /// under the entry's key.
+    Undo(ByteBuf),
 }
 
 /// What an [`PeerMsg::ObjectSignal`] says of its object.

@@ -107,8 +107,7 @@ fn dump(
     let mut objects = BTreeMap::new();
     let mut after: Option<ObjectKey> = None;
     loop {
-        let page = store
-            .list(collection, after.as_ref(), 256)
+        let page = cairn_osd::daemon::list_objects(store, collection, after.as_ref(), 256)
             .map_err(|e| e.to_string())?;
         for key in &page.keys {
             let state =

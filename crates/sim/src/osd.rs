@@ -1353,7 +1353,8 @@ impl SimOsd {
         } else {
             BACKFILL_SCAN_KEYS
         };
-        match self.store.list(collection_of(pg), after.as_ref(), limit) {
+        match cairn_osd::daemon::list_objects(&self.store, collection_of(pg), after.as_ref(), limit)
+        {
             Ok(page) => {
                 let more = page.next.is_some();
                 let keys = page.keys;

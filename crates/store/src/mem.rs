@@ -246,6 +246,46 @@ fn apply_object_op(c: CollectionId, coll: &mut MemCollection, op: &Op) -> Result
             let source = coll.objects.get(from).ok_or_else(|| missing(from))?.clone();
             coll.objects.insert(to.clone(), source);
         }
+        Op::CloneRange {
+            from,
+            to,
+            offset,
+            length,
+            to_offset,
+        } => {
+            let source = coll.objects.get(from).ok_or_else(|| missing(from))?;
+            let size = source.data.len() as u64;
+            let end = offset.saturating_add(*length).min(size);
+            if *offset < end {
+                if let Some(at) = source.rotten {
+                    let block = usize_of(limits::CSUM_BLOCK_BYTES);
+                    let first = at / block * block;
+                    if usize_of(*offset) < first + block && first < usize_of(end) {
+                        return Err(StoreError::Corrupt(format!(
+                            "{c}/{from:?}: checksum mismatch in bytes {first}..{}",
+                            first + block
+                        )));
+                    }
+                }
+                let bytes = source.data[usize_of(*offset)..usize_of(end)].to_vec();
+                let target = coll.objects.entry(to.clone()).or_default();
+                let at = usize_of(*to_offset);
+                if target
+                    .rotten
+                    .is_some_and(|r| at <= r && r < at + bytes.len())
+                {
+                    target.rotten = None;
+                }
+                if target.data.len() < at + bytes.len() {
+                    target.data.resize(at + bytes.len(), 0);
+                }
+                target.data[at..at + bytes.len()].copy_from_slice(&bytes);
+            }
+        }
+        Op::Rename { from, to } => {
+            let source = coll.objects.remove(from).ok_or_else(|| missing(from))?;
+            coll.objects.insert(to.clone(), source);
+        }
         Op::RemoveXattr { object, name } => {
             coll.objects
                 .get_mut(object)

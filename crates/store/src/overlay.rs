@@ -194,6 +194,14 @@ impl Batch<'_> {
                 ctx.freed.extend(extents_of(rec));
             }
             Op::Clone { from, to } => self.clone_object(ctx, c, &from, &to)?,
+            Op::CloneRange {
+                from,
+                to,
+                offset,
+                length,
+                to_offset,
+            } => self.clone_range(ctx, c, &from, &to, offset..offset + length, to_offset)?,
+            Op::Rename { from, to } => self.rename(ctx, c, &from, &to)?,
             Op::RemoveXattr { object, name } => {
                 let rec = self.existing(ctx, c, &object)?;
                 rec.xattrs.remove(name.as_ref());
@@ -317,6 +325,62 @@ impl Batch<'_> {
         }
         state.omap_cleared = true;
         state.omap = omap.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        Ok(())
+    }
+
+    fn clone_range(
+        &mut self,
+        ctx: &mut TxnCtx,
+        c: CollectionId,
+        from: &ObjectKey,
+        to: &ObjectKey,
+        range: std::ops::Range<u64>,
+        to_offset: u64,
+    ) -> Result<(), StoreError> {
+        let source = self.existing(ctx, c, from)?.clone();
+        let end = range.end.min(source.size);
+        if range.start >= end {
+            return Ok(());
+        }
+        let what = || format!("clone source {from} in {c}");
+        let bytes = read_record(self.shared, &source, range.start, end, true, &what)?;
+        let shared = self.shared;
+        let state = self.object_mut(ctx, c, to)?;
+        let mut rec = state.record.take().unwrap_or_else(ObjectRecord::empty);
+        let mut writer = DataWriter {
+            shared,
+            ctx,
+            wrote_data: false,
+        };
+        let result = writer.write(&mut rec, to_offset, &bytes, Payload::None);
+        let wrote = writer.wrote_data;
+        self.object_mut_loaded(c, to).record = Some(rec);
+        self.wrote_data |= wrote;
+        result
+    }
+
+    fn rename(
+        &mut self,
+        ctx: &mut TxnCtx,
+        c: CollectionId,
+        from: &ObjectKey,
+        to: &ObjectKey,
+    ) -> Result<(), StoreError> {
+        self.existing(ctx, c, from)?;
+        if from == to {
+            return Ok(());
+        }
+        let omap = self.omap_entries(c, from)?;
+        let state = self.object_mut(ctx, c, from)?;
+        let rec = state.record.take();
+        state.omap_cleared = true;
+        state.omap.clear();
+        let target = self.object_mut(ctx, c, to)?;
+        if let Some(old) = std::mem::replace(&mut target.record, rec) {
+            ctx.freed.extend(extents_of(old));
+        }
+        target.omap_cleared = true;
+        target.omap = omap.into_iter().map(|(k, v)| (k, Some(v))).collect();
         Ok(())
     }
 

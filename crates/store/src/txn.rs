@@ -66,6 +66,22 @@ pub enum Op {
         from: ObjectKey,
         to: ObjectKey,
     },
+    /// Writes the bytes of `from` in `[offset, offset + length)` that lie
+    /// within its size at `to_offset` of `to`, as a `Write` of them would
+    /// (`to` is created if missing; its xattrs, omap and version stay).
+    CloneRange {
+        from: ObjectKey,
+        to: ObjectKey,
+        offset: u64,
+        length: u64,
+        to_offset: u64,
+    },
+    /// Moves `from` (data, xattrs, omap, version) to `to`, replacing
+    /// anything there; `from` no longer exists. Only metadata moves.
+    Rename {
+        from: ObjectKey,
+        to: ObjectKey,
+    },
     SetVersion {
         object: ObjectKey,
         version: u64,
@@ -124,7 +140,7 @@ impl Op {
             | Op::OmapRemove { object, .. }
             | Op::OmapRemoveRange { object, .. }
             | Op::OmapClear { object } => Some(object),
-            Op::Clone { to, .. } => Some(to),
+            Op::Clone { to, .. } | Op::CloneRange { to, .. } | Op::Rename { to, .. } => Some(to),
             Op::CreateCollection
             | Op::RemoveCollection
             | Op::SplitCollection { .. }
@@ -272,7 +288,18 @@ fn validate_op(op: &Op) -> Result<(), StoreError> {
         Op::SplitCollection { bits, .. } if *bits > 32 => Err(StoreError::Invalid(format!(
             "split by {bits} bits (at most 32)"
         ))),
-        Op::Clone { from, .. } => check_name(from),
+        Op::Clone { from, .. } | Op::Rename { from, .. } => check_name(from),
+        Op::CloneRange {
+            from,
+            offset,
+            length,
+            to_offset,
+            ..
+        } => {
+            check_name(from)?;
+            check_end(*offset, *length)?;
+            check_end(*to_offset, *length)
+        }
         Op::SetXattrs { xattrs, .. } => xattrs.iter().try_for_each(|(k, v)| {
             check_len("xattr name", k.len(), limits::XATTR_NAME_BYTES_MAX)?;
             check_len("xattr value", v.len(), limits::XATTR_VALUE_BYTES_MAX)

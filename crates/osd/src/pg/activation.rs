@@ -9,9 +9,10 @@ use super::events::{Interval, MapContext};
 use super::messages::{Activate, Notify, PgMsg};
 use super::{Healing, INFO_KEY, Pg, Phase, missing_key, valid_name};
 use crate::limits::{ADOPT_TXN_OPS_MAX, EARLY_MSGS_MAX};
-use crate::log::{DupEntry, LogEntry, PgLog, Version};
+use crate::log::{DupEntry, LogEntry, LogKind, PgLog, Version};
 use crate::peering::{
-    PeerCopy, PgInfo, blocked_by, choose_auth, log_recoverable, missing_objects, want_acting,
+    PeerCopy, PgInfo, blocked_by, choose_auth, choose_auth_rolling_back, log_recoverable,
+    missing_objects, missing_objects_with, want_acting,
 };
 use crate::scrub::ScrubOrder;
 use bytes::Bytes;
@@ -420,7 +421,11 @@ impl Pg {
             self.become_incomplete(reason, fx);
             return;
         }
-        let auth = choose_auth(&copies);
+        let auth = if self.backend.erasure_k().is_some() {
+            choose_auth_rolling_back(&copies)
+        } else {
+            choose_auth(&copies)
+        };
         let auth_log: Vec<LogEntry> = match auth {
             Some(auth) => copies[&auth].log.clone(),
             None if copies.values().all(|c| c.info.last_update == Version::ZERO) => Vec::new(),
@@ -535,6 +540,7 @@ impl Pg {
     ) {
         let epoch = self.interval.epoch_started;
         let members = self.members();
+        let rolls_back = self.backend.erasure_k().is_some();
         let mut healing = Healing::default();
         for (osd, copy) in copies {
             if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
@@ -553,7 +559,7 @@ impl Pg {
                 healing.backfill_targets.insert(*osd);
                 (Version::ZERO, auth_log.to_vec(), BTreeSet::new())
             } else {
-                let missing = missing_objects(copy, auth_log);
+                let missing = missing_objects_with(copy, auth_log, rolls_back);
                 for object in &missing {
                     healing
                         .missing
@@ -595,7 +601,7 @@ impl Pg {
         }
         // This copy adopts the history like any other.
         let own = self.own_copy();
-        let own_missing = missing_objects(&own, auth_log);
+        let own_missing = missing_objects_with(&own, auth_log, rolls_back);
         for object in &own_missing {
             healing
                 .missing
@@ -645,7 +651,8 @@ impl Pg {
         tag: StoreTag,
         fx: &mut Effects,
     ) {
-        let mut ops = Vec::new();
+        let mut missing = missing;
+        let mut ops = self.roll_back_after(keep_through, backfill, last_update, &mut missing, fx);
         // Missing objects first: a crash part-way leaves a superset.
         for object in missing.difference(&self.local_missing) {
             ops.push(Op::MetaSet {
@@ -743,6 +750,72 @@ impl Pg {
         self.log = log;
         self.last_update = last_update;
         self.local_missing = missing;
+    }
+
+    /// Erasure coding: undoes this copy's entries after `keep_through`,
+    /// newest first, each in a transaction of its own that also drops the
+    /// entry and its record (see [`crate::undo`]); an entry without a
+    /// record leaves its object in `missing`. Returns the ops that drop
+    /// every other record (its entry is kept, so committed), or, for a
+    /// `backfill` (whose emptying removed the stashes), all records.
+    fn roll_back_after(
+        &mut self,
+        keep_through: Version,
+        backfill: bool,
+        last_update: Version,
+        missing: &mut BTreeSet<Bytes>,
+        fx: &mut Effects,
+    ) -> Vec<Op> {
+        let mut ops = Vec::new();
+        if self.backend.erasure_k().is_none() {
+            return ops;
+        }
+        if !backfill {
+            let divergent: Vec<LogEntry> = self
+                .log
+                .iter()
+                .rev()
+                .take_while(|e| e.version > keep_through)
+                .cloned()
+                .collect();
+            for entry in divergent {
+                match self.undo.remove(&entry.version) {
+                    Some(record) => {
+                        let mut txn = Transaction::new(self.collection);
+                        txn.ops = record.undo_ops();
+                        txn.push(Op::MetaRemove {
+                            key: crate::undo::undo_key(entry.version),
+                        });
+                        txn.push(Op::MetaRemove {
+                            key: entry.version.log_key(),
+                        });
+                        fx.note(format!(
+                            "rolled back {} of {:?}",
+                            entry.version,
+                            String::from_utf8_lossy(&entry.object)
+                        ));
+                        fx.store(StoreWrite {
+                            version: last_update,
+                            txn,
+                            tag: StoreTag::Part,
+                        });
+                    }
+                    None if entry.kind != LogKind::Refused => {
+                        missing.insert(entry.object.clone());
+                    }
+                    None => {}
+                }
+            }
+        }
+        for (version, record) in std::mem::take(&mut self.undo) {
+            if !backfill {
+                ops.extend(record.forward_ops());
+            }
+            ops.push(Op::MetaRemove {
+                key: crate::undo::undo_key(version),
+            });
+        }
+        ops
     }
 
     pub(super) fn on_activate(&mut self, msg: Activate, fx: &mut Effects) -> Result<(), Ignored> {

@@ -193,8 +193,16 @@ impl GuardCheck {
 /// A write the shell planned per shard (see `PgEvent::ClientWrite`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PreparedWrite {
+    /// The object's version the write was planned on (0: absent).
     pub base: u64,
+    /// Each shard's ops, its stash ops first (see [`crate::undo`]).
     pub writes: super::ShardWrites,
+    /// Each shard's roll-back record, stored with its ops (empty: none).
+    pub undo: Vec<crate::undo::UndoRecord>,
+    /// Planned on bytes read from the other shards at `base`: admitted
+    /// only while no earlier write to the object is unsettled (else only
+    /// while the log's last write to it left it at `base`).
+    pub read_shards: bool,
 }
 
 /// A client read, numbered by the shell (unique among its reads in

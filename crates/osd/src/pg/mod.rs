@@ -195,6 +195,9 @@ pub struct Pg {
     leases: Leases,
     /// How data becomes each copy's transactions, and what scrub compares.
     backend: Box<dyn PgBackend>,
+    /// Erasure coding: the roll-back records of this copy's entries not
+    /// yet known committed (see [`crate::undo`]).
+    undo: BTreeMap<Version, crate::undo::UndoRecord>,
 }
 
 /// A PG copy as the store holds it, for [`Pg::restore`].
@@ -210,6 +213,8 @@ pub struct StoredPg {
     pub scrub: ScrubStamps,
     /// Inconsistencies this copy's scrubs found and kept (as a primary).
     pub inconsistent: Vec<Inconsistency>,
+    /// Erasure coding: roll-back records of entries not known committed.
+    pub undo: Vec<(Version, crate::undo::UndoRecord)>,
 }
 
 impl Pg {
@@ -280,6 +285,7 @@ impl Pg {
             scrub: Scrubber::default(),
             leases: Leases::default(),
             backend,
+            undo: BTreeMap::new(),
         })
     }
 
@@ -335,6 +341,7 @@ impl Pg {
         core.info = stored.info.unwrap_or_default();
         core.info.exists = true;
         core.local_missing = stored.missing;
+        core.undo = stored.undo.into_iter().collect();
         core.scrub.stamps = stored.scrub;
         for found in stored.inconsistent {
             // Kept already: no write.
@@ -563,5 +570,7 @@ impl Pg {
 /// the store's name bound).
 #[must_use]
 pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty() && name.len() <= cairn_proto::limits::OBJECT_NAME_BYTES_MAX
+    !name.is_empty()
+        && name.len() <= cairn_proto::limits::OBJECT_NAME_BYTES_MAX
+        && !crate::undo::is_internal(name)
 }

@@ -7,7 +7,7 @@ use super::effects::{Effects, Ignored, InvalidWrite, Reply, RetryReason, StoreTa
 use super::events::GuardCheck;
 use super::messages::{PgMsg, SubWrite, SubWriteAck};
 use super::{Pg, Phase, ShardWrites};
-use crate::limits::SUBWRITE_RESEND_TICKS;
+use crate::limits::{SUBWRITE_RESEND_TICKS, UNDO_FORWARD_PER_TXN};
 use crate::log::{DupEntry, LogEntry, LogKind, LogResult, ReqId, Version};
 use bytes::Bytes;
 use cairn_store::{ObjectKey, Op, StoreError, Transaction};
@@ -117,10 +117,20 @@ impl Pg {
             return;
         }
         // A write planned on the object's bytes at a version stands only
-        // if no other write to it can land first.
-        if write.prepared.is_some() && self.object_unsettled(&write.object) {
-            fx.reply(req, Reply::ObjectBusy);
-            return;
+        // if no other write to it can land first; one planned on this
+        // copy's own state (its roll-back records) only if that state is
+        // the log's last word on the object.
+        if let Some(prepared) = &write.prepared {
+            let stale = if prepared.read_shards {
+                self.object_unsettled(&write.object)
+            } else {
+                self.logged_version(&write.object)
+                    .is_some_and(|v| v != prepared.base)
+            };
+            if stale {
+                fx.reply(req, Reply::ObjectBusy);
+                return;
+            }
         }
         let refusal = match guard {
             Some(_) if self.object_unsettled(&write.object) => {
@@ -144,6 +154,20 @@ impl Pg {
             .rev()
             .take_while(|entry| entry.version > self.committed_to)
             .any(|entry| entry.object == *object && entry.kind != LogKind::Refused)
+    }
+
+    /// The object's version after the log's newest write to it (0: it
+    /// removed the object; `None`: the log holds none).
+    pub(super) fn logged_version(&self, object: &Bytes) -> Option<u64> {
+        self.log
+            .iter()
+            .rev()
+            .filter(|entry| entry.object == *object)
+            .find_map(|entry| match (entry.kind, entry.result) {
+                (LogKind::Remove, _) => Some(0),
+                (LogKind::Write, LogResult::Ok { object_version }) => Some(object_version),
+                _ => None,
+            })
     }
 
     /// Whether some copy still lacks `object`, or a backfill push of it is
@@ -305,11 +329,19 @@ impl Pg {
                         ),
                     });
                 };
-                for shard in &mut per {
-                    shard.push(Op::SetVersion {
-                        object: key.clone(),
-                        version: seq,
-                    });
+                for (i, shard) in per.iter_mut().enumerate() {
+                    if kind == LogKind::Write {
+                        shard.push(Op::SetVersion {
+                            object: key.clone(),
+                            version: seq,
+                        });
+                    }
+                    if let Some(record) = prepared.undo.get(i) {
+                        shard.push(Op::MetaSet {
+                            key: crate::undo::undo_key(version),
+                            value: record.encode(),
+                        });
+                    }
                 }
                 ShardWrites::PerShard(per)
             }
@@ -319,9 +351,10 @@ impl Pg {
                 .map_err(|reason| Reply::Invalid { reason })?,
         };
         let own = self.interval.shard_of(self.whoami);
-        let txn = self
+        let mut txn = self
             .log_txn(writes.for_shard(own), &entry)
             .map_err(|e| Reply::Invalid { reason: e.into() })?;
+        self.keep_undo(&mut txn, &entry, self.committed_to);
         let prior = self.append(entry.clone(), txn, fx);
         let replicas: BTreeSet<OsdId> = self
             .interval
@@ -441,6 +474,43 @@ impl Pg {
         Ok(txn)
     }
 
+    /// Erasure coding: records the roll-back record `txn` stores for
+    /// `entry` (see [`crate::undo`]), and drops in `txn` the stashes and
+    /// records of entries up to `committed` (a bounded number at a time),
+    /// which no peering rolls back any more.
+    pub(super) fn keep_undo(
+        &mut self,
+        txn: &mut Transaction,
+        entry: &LogEntry,
+        committed: Version,
+    ) {
+        let key = crate::undo::undo_key(entry.version);
+        for op in &txn.ops {
+            if let Op::MetaSet { key: k, value } = op
+                && *k == key
+                && let Ok(record) = crate::undo::UndoRecord::decode(value)
+            {
+                self.undo.insert(entry.version, record);
+            }
+        }
+        let done: Vec<Version> = self
+            .undo
+            .range(..=committed)
+            .map(|(v, _)| *v)
+            .take(UNDO_FORWARD_PER_TXN)
+            .collect();
+        let mut forward = Vec::new();
+        for version in done {
+            if let Some(record) = self.undo.remove(&version) {
+                forward.extend(record.forward_ops());
+                forward.push(Op::MetaRemove {
+                    key: crate::undo::undo_key(version),
+                });
+            }
+        }
+        txn.ops.splice(0..0, forward);
+    }
+
     /// Appends a validated entry and submits its transaction; returns the
     /// version before it.
     pub(super) fn append(
@@ -485,9 +555,14 @@ impl Pg {
                 pending: self.acks_owed.len(),
             });
         }
-        let txn = self
+        let mut txn = self
             .log_txn(msg.ops, &msg.entry)
             .map_err(|e| Ignored::Malformed(e.to_string()))?;
+        self.keep_undo(
+            &mut txn,
+            &msg.entry,
+            self.committed_to.max(msg.committed_to),
+        );
         let version = msg.entry.version;
         self.append(msg.entry, txn, fx);
         self.acks_owed.insert(version, msg.from);
@@ -667,7 +742,9 @@ pub(crate) fn check_ops(object: &Bytes, ops: &[Op]) -> Result<LogKind, InvalidWr
     let mut kind = LogKind::Write;
     for (index, op) in ops.iter().enumerate() {
         match op {
-            Op::Clone { .. } => return Err(InvalidWrite::NotObjectOp(index)),
+            Op::Clone { .. } | Op::CloneRange { .. } | Op::Rename { .. } => {
+                return Err(InvalidWrite::NotObjectOp(index));
+            }
             _ => match op.object() {
                 None => return Err(InvalidWrite::NotObjectOp(index)),
                 Some(target) if *target != key => return Err(InvalidWrite::OtherObject(index)),
