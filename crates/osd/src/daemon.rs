@@ -3460,6 +3460,20 @@ fn scrub_entry(
                 offset += length;
             }
             entry.data_digest = Some(crc);
+            // An erasure-coded shard whose full write recorded its crc32c
+            // must still have it: bytes changed under sound block checksums
+            // (a misdirected or lost write) are found here.
+            if let Some(meta) = xattrs.get(crate::ec::EC_META_XATTR) {
+                let meta = crate::ec::ShardMeta::decode(meta)
+                    .map_err(|e| StoreError::Corrupt(format!("shard metadata: {e}")))?;
+                if meta.crc.is_some_and(|want| want != crc) {
+                    return Err(StoreError::Corrupt(format!(
+                        "shard {} holds bytes whose crc32c {crc:08x} is not the {:08x} its write recorded",
+                        meta.shard,
+                        meta.crc.unwrap_or(0)
+                    )));
+                }
+            }
         }
         Ok(())
     })();
