@@ -2848,6 +2848,35 @@ impl Osd {
                 read_shards: false,
             }));
         }
+        // A small overwrite of a wide code: the old bytes it changes and
+        // the parity over them, read at the planned version, and the
+        // parity updated by the code's delta. A shard that cannot answer
+        // (down, stale, moved) sends it the long way, below.
+        if base != 0
+            && let Some(delta) = ec::plan_delta(&layout, size, chunk, ops)
+        {
+            let reads = delta.reads(&layout);
+            let (served, failed) = self
+                .fetch_shards(pg, &interval, &key, base, &reads, false)
+                .await;
+            if failed.is_empty() && served.len() == reads.len() {
+                let old: BTreeMap<u32, Vec<Bytes>> =
+                    served.into_iter().map(|(s, got)| (s, got.parts)).collect();
+                if let Ok(writes) =
+                    ec::delta_writes(&backend, &delta, size, &old, &key, ops.to_vec())
+                {
+                    let (writes, undo) =
+                        ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
+                            .map_err(invalid)?;
+                    return Ok(Some(PreparedWrite {
+                        base,
+                        writes,
+                        undo,
+                        read_shards: true,
+                    }));
+                }
+            }
+        }
         let plan = ec::plan_partial(&layout, size, chunk, ops).map_err(invalid)?;
         let reads = plan.reads(&layout, size);
         let mut old = Vec::with_capacity(reads.len());

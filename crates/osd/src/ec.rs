@@ -534,6 +534,235 @@ pub fn plan_partial(
     Ok(PartialRead::Rows(merged))
 }
 
+/// A partial overwrite done by parity delta: for each stripe row it
+/// changes, the span of each data chunk it changes and the parity span
+/// covering them, within the chunk, aligned to the code's 64-byte blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeltaPlan {
+    pub rows: Vec<RowDelta>,
+}
+
+/// One stripe row of a [`DeltaPlan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowDelta {
+    pub row: u64,
+    /// `(data shard, start, end)` within the chunk.
+    pub chunks: Vec<(u32, u64, u64)>,
+    pub parity: (u64, u64),
+}
+
+impl DeltaPlan {
+    /// The shard ranges `(offset, length)` to read, per shard, in the
+    /// order [`delta_writes`] takes their bytes: the old bytes of every
+    /// changed span and of the parity over it.
+    #[must_use]
+    pub fn reads(&self, layout: &StripeLayout) -> BTreeMap<u32, Vec<(u64, u64)>> {
+        let su = layout.stripe_unit;
+        let mut out: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+        for row in &self.rows {
+            let base = row.row * su;
+            for &(shard, a, b) in &row.chunks {
+                out.entry(shard).or_default().push((base + a, b - a));
+            }
+            for p in layout.k..layout.shards() {
+                let (a, b) = row.parity;
+                out.entry(p).or_default().push((base + a, b - a));
+            }
+        }
+        out
+    }
+}
+
+/// The parity-delta plan of a partial write, if one applies and costs
+/// fewer device reads than rewriting whole stripes (the writes are the
+/// same: the changed data chunks and the parity). It applies to writes
+/// and zeroings inside whole stripe rows of an object striped with the
+/// stripe unit, changing no size. A delta reads each changed span and the
+/// parity over it, `t + m` per row for `t` changed chunks; a rewrite reads
+/// every data chunk of the row it does not overwrite whole.
+#[must_use]
+pub fn plan_delta(
+    layout: &StripeLayout,
+    old_size: u64,
+    old_chunk: u64,
+    ops: &[Op],
+) -> Option<DeltaPlan> {
+    let su = layout.stripe_unit;
+    let width = layout.stripe_width();
+    if old_chunk != su {
+        return None;
+    }
+    let whole_rows = old_size / width;
+    let mut touched: Vec<Range<u64>> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Write { offset, data, .. } => {
+                touched.push(*offset..offset.checked_add(data.len() as u64)?);
+            }
+            Op::Zero { offset, length, .. } => {
+                let end = offset.saturating_add(*length).min(old_size);
+                if *offset < end {
+                    touched.push(*offset..end);
+                }
+            }
+            Op::SetXattrs { .. } | Op::RemoveXattr { .. } | Op::Touch { .. } => {}
+            _ => return None,
+        }
+    }
+    touched.retain(|r| r.start < r.end);
+    if touched.is_empty() || touched.iter().any(|r| r.end > whole_rows * width) {
+        return None;
+    }
+    // Per (row, chunk): the changed span, and whether it is written whole.
+    let mut spans: BTreeMap<(u64, u32), (u64, u64, u64)> = BTreeMap::new();
+    for r in touched {
+        let mut at = r.start;
+        while at < r.end {
+            let row = at / width;
+            let chunk = u32::try_from((at % width) / su).ok()?;
+            let chunk_start = row * width + u64::from(chunk) * su;
+            let end = r.end.min(chunk_start + su);
+            let span = spans.entry((row, chunk)).or_insert((su, 0, 0));
+            span.0 = span.0.min(at - chunk_start);
+            span.1 = span.1.max(end - chunk_start);
+            span.2 += end - at;
+            at = end;
+        }
+    }
+    let block = cairn_ec::CODE_BLOCK_BYTES as u64;
+    let mut rows: BTreeMap<u64, RowDelta> = BTreeMap::new();
+    let mut covered: BTreeMap<u64, u64> = BTreeMap::new();
+    for ((row, chunk), (a, b, written)) in spans {
+        let (a, b) = (
+            a / block * block,
+            b.div_ceil(block).saturating_mul(block).min(su),
+        );
+        let entry = rows.entry(row).or_insert(RowDelta {
+            row,
+            chunks: Vec::new(),
+            parity: (a, b),
+        });
+        entry.chunks.push((chunk, a, b));
+        entry.parity = (entry.parity.0.min(a), entry.parity.1.max(b));
+        if written >= su {
+            *covered.entry(row).or_default() += 1;
+        }
+    }
+    let (k, m) = (u64::from(layout.k), u64::from(layout.m));
+    let delta_reads: u64 = rows.values().map(|r| r.chunks.len() as u64 + m).sum();
+    let rewrite_reads: u64 = rows
+        .keys()
+        .map(|row| k - covered.get(row).copied().unwrap_or(0))
+        .sum();
+    (delta_reads < rewrite_reads).then(|| DeltaPlan {
+        rows: rows.into_values().collect(),
+    })
+}
+
+/// Each shard's ops for a partial write planned by [`plan_delta`], from
+/// the old bytes of the plan's reads (per shard, in order): the changed
+/// data spans and the parity spans updated by the code's delta, written in
+/// place; the shards that change get their metadata's crc cleared, the
+/// others only the write's other ops (xattrs) and, from the core, its
+/// version.
+///
+/// # Errors
+/// Old bytes that do not match the plan.
+pub fn delta_writes(
+    backend: &EcBackend,
+    plan: &DeltaPlan,
+    old_size: u64,
+    old: &BTreeMap<u32, Vec<Bytes>>,
+    object: &ObjectKey,
+    ops: Vec<Op>,
+) -> Result<ShardWrites, InvalidWrite> {
+    let layout = &backend.layout;
+    let invalid = |why: String| InvalidWrite::Store(StoreError::Invalid(why));
+    let (su, width) = (layout.stripe_unit, layout.stripe_width());
+    let k = layout.k as usize;
+    let n = layout.shards() as usize;
+    let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut take = |shard: u32, len: u64| -> Result<Bytes, InvalidWrite> {
+        let at = taken.entry(shard).or_default();
+        let bytes = old
+            .get(&shard)
+            .and_then(|parts| parts.get(*at))
+            .filter(|b| b.len() as u64 == len)
+            .cloned()
+            .ok_or_else(|| invalid(format!("old bytes of shard {shard} do not match the plan")))?;
+        *at += 1;
+        Ok(bytes)
+    };
+    let (writes, others): (Vec<Op>, Vec<Op>) = ops
+        .into_iter()
+        .partition(|op| matches!(op, Op::Write { .. } | Op::Zero { .. }));
+    let mut per: Vec<Vec<Op>> = vec![Vec::new(); n];
+    for row in &plan.rows {
+        let base = row.row * su;
+        let (pa, pb) = row.parity;
+        let parity_len = usize::try_from(pb - pa).unwrap_or(0);
+        let mut parity: Vec<Vec<u8>> = Vec::with_capacity(n - k);
+        for p in layout.k..layout.shards() {
+            parity.push(take(p, pb - pa)?.to_vec());
+        }
+        for &(shard, a, b) in &row.chunks {
+            let old_bytes = take(shard, b - a)?;
+            // The span's new bytes: the old ones with the ops applied.
+            let first = row.row * width + u64::from(shard) * su + a;
+            let mut window = [(first, old_bytes.to_vec())];
+            for op in &writes {
+                match op {
+                    Op::Write { offset, data, .. } => window_write(&mut window, *offset, data),
+                    Op::Zero { offset, length, .. } => window_zero(
+                        &mut window,
+                        *offset..offset.saturating_add(*length).min(old_size),
+                    ),
+                    _ => {}
+                }
+            }
+            let [(_, new_bytes)] = window;
+            let mut delta = vec![0u8; parity_len];
+            let at = usize::try_from(a - pa).unwrap_or(0);
+            for (d, (o, x)) in delta[at..].iter_mut().zip(old_bytes.iter().zip(&new_bytes)) {
+                *d = o ^ x;
+            }
+            let mut outs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+            backend
+                .codec
+                .parity_delta(shard as usize, &delta, &mut outs)
+                .map_err(|e| invalid(e.to_string()))?;
+            per[shard as usize].push(Op::Write {
+                object: object.clone(),
+                offset: base + a,
+                data: CheckedBytes::summed(Bytes::from(new_bytes)),
+            });
+        }
+        for (p, bytes) in parity.into_iter().enumerate() {
+            per[k + p].push(Op::Write {
+                object: object.clone(),
+                offset: base + pa,
+                data: CheckedBytes::summed(Bytes::from(bytes)),
+            });
+        }
+    }
+    for (i, ops) in per.iter_mut().enumerate() {
+        if !ops.is_empty() {
+            let meta = ShardMeta {
+                shard: u32::try_from(i).unwrap_or(u32::MAX),
+                size: old_size,
+                chunk: su,
+                crc: None,
+            };
+            ops.push(Op::SetXattrs {
+                object: object.clone(),
+                xattrs: BTreeMap::from([(Bytes::from_static(EC_META_XATTR), meta.encode())]),
+            });
+        }
+        ops.extend(others.iter().cloned());
+    }
+    Ok(ShardWrites::PerShard(per))
+}
+
 /// Copies `data` (object bytes from `at`) into the windows it overlaps;
 /// each window is `(first object byte, bytes)`.
 fn window_write(windows: &mut [(u64, Vec<u8>)], at: u64, data: &[u8]) {
@@ -649,10 +878,12 @@ pub fn partial_writes(
             )
         })
         .collect();
-    for ((start, bytes), old) in windows.iter_mut().zip(old) {
-        let _ = start;
+    for ((_, bytes), old) in windows.iter_mut().zip(old) {
         bytes[..old.len()].copy_from_slice(old);
     }
+    // The windows as they were (zeros past the old end), to leave data
+    // chunks the write does not change unwritten.
+    let before: Vec<Vec<u8>> = windows.iter().map(|(_, bytes)| bytes.clone()).collect();
     let mut size = old_size;
     let mut others = Vec::new();
     for op in ops {
@@ -683,15 +914,19 @@ pub fn partial_writes(
     let n = layout.shards() as usize;
     let k = layout.k as usize;
     let mut per: Vec<Vec<Op>> = vec![Vec::new(); n];
-    for (start, bytes) in &windows {
+    for ((start, bytes), old) in windows.iter().zip(&before) {
         let first_row = start / width;
         let rows_here = bytes.len() / usize::try_from(width).unwrap_or(1);
         let su_len = usize::try_from(su).unwrap_or(0);
-        // Shard i's bytes of these rows, one chunk per row.
+        // Shard i's bytes of these rows, one chunk per row, and which rows
+        // of it change (parity: all of them).
         let mut shard_bytes: Vec<Vec<u8>> = vec![Vec::with_capacity(rows_here * su_len); n];
+        let mut changed: Vec<Vec<bool>> = Vec::with_capacity(rows_here);
         for row in 0..rows_here {
-            let row_bytes = &bytes[row * k * su_len..(row + 1) * k * su_len];
-            let data: Vec<&[u8]> = row_bytes.chunks(su_len).collect();
+            let mut row_changed = vec![true; n];
+            let span = row * k * su_len..(row + 1) * k * su_len;
+            let data: Vec<&[u8]> = bytes[span.clone()].chunks(su_len).collect();
+            let was: Vec<&[u8]> = old[span].chunks(su_len).collect();
             let mut parity = vec![vec![0u8; su_len]; n - k];
             let mut outs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
             backend
@@ -700,24 +935,40 @@ pub fn partial_writes(
                 .map_err(|e| invalid(e.to_string()))?;
             for (i, chunk) in data.iter().enumerate() {
                 shard_bytes[i].extend_from_slice(chunk);
+                row_changed[i] = *chunk != was[i];
             }
             for (p, chunk) in parity.iter().enumerate() {
                 shard_bytes[k + p].extend_from_slice(chunk);
             }
+            changed.push(row_changed);
         }
         let offset = first_row * su;
         for (i, bytes) in shard_bytes.into_iter().enumerate() {
             let shard = u32::try_from(i).unwrap_or(u32::MAX);
             let keep = layout.shard_len(su, size, shard).saturating_sub(offset);
             let keep = usize::try_from(keep).unwrap_or(0).min(bytes.len());
-            if keep > 0 {
-                let mut bytes = bytes;
-                bytes.truncate(keep);
-                per[i].push(Op::Write {
-                    object: object.clone(),
-                    offset,
-                    data: CheckedBytes::summed(Bytes::from(bytes)),
-                });
+            // Each run of changed rows, cut at the shard's new end (rows
+            // unchanged past the old end are the zeros its new length
+            // gives).
+            let mut row = 0;
+            while row < rows_here {
+                if !changed[row][i] {
+                    row += 1;
+                    continue;
+                }
+                let first = row;
+                while row < rows_here && changed[row][i] {
+                    row += 1;
+                }
+                let from = (first * su_len).min(keep);
+                let to = (row * su_len).min(keep);
+                if from < to {
+                    per[i].push(Op::Write {
+                        object: object.clone(),
+                        offset: offset + from as u64,
+                        data: CheckedBytes::summed(Bytes::copy_from_slice(&bytes[from..to])),
+                    });
+                }
             }
         }
     }
@@ -875,36 +1126,30 @@ pub fn with_undo(
         let records = vec![record; per.len()];
         return Ok((ShardWrites::PerShard(per), records));
     }
-    let mut changed: BTreeSet<Bytes> = BTreeSet::new();
-    for op in ops {
-        match op {
-            Op::SetXattrs { xattrs, .. } => changed.extend(xattrs.keys().cloned()),
-            Op::RemoveXattr { name, .. } => {
-                changed.insert(name.clone());
-            }
-            _ => {}
-        }
-    }
-    let rows = match plan {
-        Some(PartialRead::Rows(rows)) => {
-            changed.insert(Bytes::from_static(EC_META_XATTR));
-            Some(rows)
-        }
-        _ => None,
-    };
-    let lowest = match rows {
-        Some(_) => partial_effect(local.size, ops)?.1,
-        None => local.size,
-    };
     let mut records = Vec::with_capacity(per.len());
     for (i, shard_ops) in per.iter_mut().enumerate() {
         let shard = u32::try_from(i).unwrap_or(u32::MAX);
         let len = layout.shard_len(local.chunk, local.size, shard);
+        // What this shard's own ops change: the bytes they write or cut
+        // off, and the xattrs they set or remove.
         let mut spans: Vec<(u64, u64)> = Vec::new();
-        if let Some(rows) = rows {
-            let su = local.chunk;
-            spans.extend(rows.iter().map(|r| (r.start * su, r.end * su)));
-            spans.push((layout.shard_len(local.chunk, lowest, shard), len));
+        let mut changed: BTreeSet<Bytes> = BTreeSet::new();
+        for op in shard_ops.iter() {
+            match op {
+                Op::Write { offset, data, .. } => {
+                    spans.push((*offset, offset.saturating_add(data.len() as u64)));
+                }
+                Op::Zero { offset, length, .. } => {
+                    spans.push((*offset, offset.saturating_add(*length)));
+                }
+                Op::Truncate { size, .. } => spans.push((*size, len)),
+                Op::Append { .. } => {}
+                Op::SetXattrs { xattrs, .. } => changed.extend(xattrs.keys().cloned()),
+                Op::RemoveXattr { name, .. } => {
+                    changed.insert(name.clone());
+                }
+                _ => {}
+            }
         }
         let ranges = merge_spans(spans, len);
         let xattrs = changed
@@ -2243,6 +2488,162 @@ mod tests {
         }
         // 3 + 21 + 231 patterns.
         assert_eq!(checked, 255);
+    }
+
+    /// Small overwrites of wide codes go by parity delta: random writes and
+    /// zeroings inside whole stripe rows of 4+2 and 8+3 objects leave every
+    /// shard what the same ops on a byte vector give, write only the data
+    /// shards they change (and the parity), and undo exactly; 2+1, where a
+    /// delta reads as much as a rewrite, and writes past whole rows, take
+    /// the rewrite.
+    #[test]
+    fn small_overwrites_of_wide_codes_update_parity_by_delta() {
+        let coll = CollectionId::pg(1, 0);
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % below.max(1)
+        };
+        let layout21 = StripeLayout::new(2, 1, 4096).expect("layout");
+        let one = |offset: u64| {
+            vec![Op::Write {
+                object: key(),
+                offset,
+                data: CheckedBytes::summed(Bytes::from(vec![7u8; 100])),
+            }]
+        };
+        let w21 = layout21.stripe_width();
+        assert_eq!(plan_delta(&layout21, 10 * w21, 4096, &one(5000)), None);
+        for (k, m) in [(4u32, 2u32), (8, 3)] {
+            let backend = EcBackend::new(&shape(k, m)).expect("shape");
+            let layout = *backend.layout();
+            let width = layout.stripe_width();
+            assert!(plan_delta(&layout, 10 * width, 4096, &one(5000)).is_some());
+            assert_eq!(
+                plan_delta(&layout, 10 * width + 5, 4096, &one(10 * width)),
+                None
+            );
+            assert_eq!(plan_delta(&layout, 10 * width, 1024, &one(5000)), None);
+            let truncate = vec![Op::Truncate {
+                object: key(),
+                size: 5,
+            }];
+            assert_eq!(plan_delta(&layout, 10 * width, 4096, &truncate), None);
+            let whole_row = vec![Op::Write {
+                object: key(),
+                offset: 0,
+                data: CheckedBytes::summed(Bytes::from(vec![1u8; width as usize])),
+            }];
+            assert_eq!(plan_delta(&layout, 10 * width, 4096, &whole_row), None);
+            for case in 0..12u64 {
+                let stores = stores(k + m);
+                let size = (6 + case % 3) * width + [0, 700][case as usize % 2];
+                let mut model: Vec<u8> = (0..size).map(|i| (i * 7 + case) as u8).collect();
+                apply(
+                    &stores,
+                    &backend.plan_write(write_full(&model, 1)).expect("plan"),
+                );
+                let whole = size / width * width;
+                for (version, step) in (2..).zip(0..6) {
+                    let mut ops = Vec::new();
+                    // Within one chunk each (4+2: one op, so a delta's
+                    // 1 + 2 reads beat a rewrite's 4; 8+3: up to two).
+                    let count = if k == 4 { 1 } else { 1 + next(2) };
+                    for _ in 0..count {
+                        let n = next(500) + 1;
+                        let offset = next(whole / 4096) * 4096 + next(4096 - n);
+                        let fill = u8::try_from(next(255) + 1).expect("a byte");
+                        let (from, to) = (offset as usize, (offset + n) as usize);
+                        if next(4) == 0 {
+                            model[from..to].fill(0);
+                            ops.push(Op::Zero {
+                                object: key(),
+                                offset,
+                                length: n,
+                            });
+                        } else {
+                            model[from..to].fill(fill);
+                            ops.push(Op::Write {
+                                object: key(),
+                                offset,
+                                data: CheckedBytes::summed(Bytes::from(vec![fill; n as usize])),
+                            });
+                        }
+                    }
+                    let what = format!("{k}+{m} case {case} step {step}: {ops:?}");
+                    let local = local_object(&stores[0], coll, &key(), &layout)
+                        .expect("readable")
+                        .expect("present");
+                    let Some(plan) = plan_delta(&layout, local.size, local.chunk, &ops) else {
+                        panic!("{what}: no delta plan");
+                    };
+                    let old: BTreeMap<u32, Vec<Bytes>> = plan
+                        .reads(&layout)
+                        .into_iter()
+                        .map(|(shard, ranges)| {
+                            let got = serve_shard_read(
+                                &stores[shard as usize],
+                                coll,
+                                &key(),
+                                shard,
+                                local.version,
+                                &ranges,
+                                false,
+                            )
+                            .expect("old bytes");
+                            (shard, got.parts)
+                        })
+                        .collect();
+                    let writes =
+                        delta_writes(&backend, &plan, local.size, &old, &key(), ops.clone())
+                            .expect("planned");
+                    let changed: BTreeSet<u32> = plan
+                        .rows
+                        .iter()
+                        .flat_map(|r| r.chunks.iter().map(|c| c.0))
+                        .chain(k..k + m)
+                        .collect();
+                    let req = ReqId {
+                        client: 2,
+                        tid: version,
+                    };
+                    let (writes, undo) =
+                        with_undo(&layout, &key().name, req, Some(&local), None, &ops, writes)
+                            .expect("undo planned");
+                    let ShardWrites::PerShard(mut per) = writes else {
+                        panic!("{what}: not per shard")
+                    };
+                    for (i, shard) in per.iter_mut().enumerate() {
+                        let writes_data = shard.iter().any(|op| matches!(op, Op::Write { .. }));
+                        assert_eq!(
+                            writes_data,
+                            changed.contains(&(i as u32)),
+                            "{what}: shard {i}"
+                        );
+                        shard.push(Op::SetVersion {
+                            object: key(),
+                            version,
+                        });
+                    }
+                    let writes = ShardWrites::PerShard(per);
+                    let before: Vec<_> = stores.iter().map(shard_state).collect();
+                    apply(&stores, &writes);
+                    assert_shards_hold(&backend, &stores, &model, &what);
+                    let undo_all =
+                        ShardWrites::PerShard(undo.iter().map(UndoRecord::undo_ops).collect());
+                    apply(&stores, &undo_all);
+                    let after: Vec<_> = stores.iter().map(shard_state).collect();
+                    assert_eq!(after, before, "{what}: undone");
+                    apply(&stores, &writes);
+                    let forward =
+                        ShardWrites::PerShard(undo.iter().map(UndoRecord::forward_ops).collect());
+                    apply(&stores, &forward);
+                    assert_shards_hold(&backend, &stores, &model, &what);
+                }
+            }
+        }
     }
 
     /// A shard's object as a roll-back must restore it: data, version,
