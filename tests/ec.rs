@@ -575,8 +575,15 @@ fn recovered_bytes(cluster: &Cluster) -> u64 {
 /// Twice, so a primary's position moves too.
 #[test]
 fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
-    let cluster = Cluster::up("ec-out", 5, 19560, &[]);
-    create_pool(&cluster, "2+1", "16", &["--failure-domain", "osd"]);
+    // Short PG logs, so a new copy is filled by backfill, not from the log.
+    let cluster = Cluster::up_with_env(
+        common::test_dir("ec-out"),
+        6,
+        19560,
+        &["--down-grace", "2s"],
+        &[("CAIRN_PG_LOG_ENTRIES", "257")],
+    );
+    create_pool(&cluster, "2+1", "4", &["--failure-domain", "osd"]);
     let rt = runtime();
     let client = rt
         .block_on(Client::connect(&mon_addr(&cluster)))
@@ -613,8 +620,68 @@ fn an_out_osd_is_replaced_at_its_position_by_a_backfilled_spare() {
         });
         model.get_mut("obj-3").expect("obj-3")[1000..1005].copy_from_slice(b"moved");
     }
+    // A primary's disk dies: its OSD stops for good and is marked out. Its
+    // PGs serve on from their next position under a temporary acting set
+    // with a hole, while the spare placement chose at the dead position is
+    // backfilled with that position's shards (the logs are too short to
+    // fill it from); then the spare acts.
+    rt.block_on(async {
+        for i in 0..1400u64 {
+            let data = pattern(5000 + i, 100);
+            let name = format!("filler-{i}");
+            client
+                .write_full(POOL, name.as_bytes(), Bytes::from(data.clone()))
+                .await
+                .expect("put");
+            model.insert(name, data);
+        }
+    });
     let acting = pool_acting(&cluster);
+    let (pg, osds) = acting.iter().next().expect("a PG");
+    let victim = osds[0];
     let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
+    let dir = dirs[&victim]
+        .file_name()
+        .expect("dir")
+        .to_string_lossy()
+        .into_owned();
+    eprintln!("osd.{victim} ({dir}), primary of {pg}, stops for good");
+    let data_dir = cluster.dir.display().to_string();
+    ok(
+        cluster.cairn(&["daemon", "stop", &dir, "--data", &data_dir]),
+        "daemon stop",
+    );
+    wait_osds(&cluster, "the dead OSD marked down", |osds| {
+        osds.iter().any(|o| o["id"] == victim && o["up"] == false)
+    });
+    ok(
+        cluster.cairn(&["osd", "out", &format!("osd.{victim}")]),
+        "osd out",
+    );
+    common::wait_clean(&cluster);
+    let healed = pool_acting(&cluster);
+    assert!(
+        healed[pg.as_str()][0] != victim && healed.values().all(|o| !o.contains(&victim)),
+        "{pg} still names osd.{victim}: {healed:?}"
+    );
+    rt.block_on(async {
+        for (name, data) in &model {
+            let got = client
+                .read(POOL, name.as_bytes(), range(0, None))
+                .await
+                .unwrap_or_else(|e| panic!("after the dead primary: read {name}: {e}"));
+            assert!(
+                got[..] == data[..],
+                "after the dead primary: {name} differs"
+            );
+        }
+        client
+            .write(POOL, b"obj-3", 2000, Bytes::from_static(b"again"))
+            .await
+            .expect("partial write");
+    });
+    model.get_mut("obj-3").expect("obj-3")[2000..2005].copy_from_slice(b"again");
+    let acting = pool_acting(&cluster);
     ok(
         cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
         "cairn down",

@@ -23,5 +23,7 @@ pub mod simulate;
 pub mod straw2;
 
 pub use hierarchy::Hierarchy;
-pub use map::{ClusterMap, FailureDomain, MapError, OsdInfo, Pool, Redundancy, Weight};
+pub use map::{
+    ClusterMap, FailureDomain, MapError, OsdInfo, PG_TEMP_HOLE, Pool, Redundancy, Weight,
+};
 pub use mapping::{PgMapping, Placement, PlacementError, Shard};

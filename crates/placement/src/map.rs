@@ -282,6 +282,10 @@ impl Pool {
 
 /// The authoritative description of the cluster at one epoch.
 ///
+/// A hole in an erasure-coded PG's `pg_temp`: no OSD acts at that position
+/// (Ceph's `CRUSH_ITEM_NONE`), while the up OSD there is backfilled.
+pub const PG_TEMP_HOLE: OsdId = OsdId(u32::MAX);
+
 /// OSDs and pools are kept sorted by id. `pg_temp` (temporary acting sets
 /// published while a PG backfills) and `pg_upmap_items` (the balancer's
 /// explicit remaps) are overlays on top of the computed placement.
@@ -584,13 +588,24 @@ impl ClusterMap {
 
     fn validate_overrides(&self) -> Result<(), MapError> {
         for (pg, osds) in &self.pg_temp {
-            self.validate_override_target("pg_temp", *pg, osds.iter().copied())?;
-            if osds.is_empty() {
-                return Err(MapError::Override {
+            let fail = |why: &str| {
+                Err(MapError::Override {
                     what: "pg_temp",
                     pg: *pg,
-                    why: "the acting set is empty".into(),
-                });
+                    why: why.into(),
+                })
+            };
+            let holes = osds.iter().filter(|o| **o == PG_TEMP_HOLE).count();
+            let positional = self
+                .pool(pg.pool)
+                .is_some_and(|p| p.redundancy.is_positional());
+            if holes > 0 && !positional {
+                return fail("only an erasure-coded PG's acting set has holes");
+            }
+            let osds_named = osds.iter().copied().filter(|o| *o != PG_TEMP_HOLE);
+            self.validate_override_target("pg_temp", *pg, osds_named)?;
+            if osds.len() == holes {
+                return fail("the acting set is empty");
             }
         }
         for (pg, items) in &self.pg_upmap_items {

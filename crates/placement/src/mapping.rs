@@ -177,7 +177,10 @@ impl Placement {
         let up = self.without_down(pool, &raw);
         let acting = match self.pg_temp.get(&pg) {
             Some(temp) => {
-                let temp: Vec<Shard> = temp.iter().copied().map(Some).collect();
+                let temp: Vec<Shard> = temp
+                    .iter()
+                    .map(|o| (*o != crate::map::PG_TEMP_HOLE).then_some(*o))
+                    .collect();
                 self.without_down(pool, &temp)
             }
             None => up.clone(),

@@ -485,6 +485,28 @@ fn up_and_acting_sets() {
         overridden.up, degraded.up,
         "pg_temp does not change the up set"
     );
+
+    // An erasure-coded PG's temporary acting set may have holes: the
+    // position serves no OSD, and the primary is the first that does.
+    let a = ec_clean.raw[1].expect("osd");
+    let b = ec_clean.raw[2].expect("osd");
+    map.pg_temp
+        .insert(ec_pg, vec![cairn_placement::PG_TEMP_HOLE, a, b]);
+    map.osd_mut(ec_victim).expect("osd").up = true;
+    map.validate().expect("a hole in an erasure-coded pg_temp");
+    let holed = Placement::new(&map).map_pg(ec_pg).expect("pg");
+    assert_eq!(holed.acting, vec![None, Some(a), Some(b)]);
+    assert_eq!(holed.primary, Some(a));
+    assert_eq!(holed.up, ec_clean.raw, "the up set keeps the position");
+    // Not in a replicated PG's, nor holes alone.
+    let mut bad = map.clone();
+    bad.pg_temp
+        .insert(pg, vec![OsdId(7), cairn_placement::PG_TEMP_HOLE]);
+    assert!(bad.validate().is_err(), "a hole in a replicated pg_temp");
+    let mut bad = map.clone();
+    bad.pg_temp
+        .insert(ec_pg, vec![cairn_placement::PG_TEMP_HOLE; 3]);
+    assert!(bad.validate().is_err(), "an acting set of holes");
 }
 
 /// Size 3 across hosts on two hosts: the pool check names the problem, and

@@ -474,13 +474,18 @@ impl Pg {
     /// Peering's end for an erasure-coded PG, whose OSDs hold the shard
     /// of their position, so an acting set is never reordered: each
     /// position wants its up OSD if that can be brought up to date from
-    /// the log, else the OSD acting there now. With every position so
-    /// filled, a temporary acting set of exactly those (positions kept)
-    /// serves while the up OSDs are backfilled. Otherwise the acting set
-    /// serves as it is, its OSDs that cannot be brought up to date
-    /// backfilled, unless that is the primary (a backfill fills copies
-    /// from the primary): then the PG is incomplete until positional
-    /// temporary sets with holes are built.
+    /// the log, else the OSD acting there now, else none (a hole). With
+    /// every position so filled and another acting set than now, it asks
+    /// for a temporary acting set of exactly those, positions kept, which
+    /// serves while the up OSDs are backfilled. If the primary cannot be
+    /// brought up to date (a backfill fills copies from the primary), at
+    /// least `k` positions filled are enough: the temporary set has holes
+    /// ([`cairn_placement::PG_TEMP_HOLE`]) and its primary is the first
+    /// position filled, so a PG whose primary's disk died serves on while
+    /// the spare placement chose there is filled. Otherwise the acting set
+    /// serves as it is, its other OSDs that cannot be brought up to date
+    /// backfilled; with fewer than `k` positions the PG is incomplete (no
+    /// `k` shards hold the data).
     fn finish_peering_positions(
         &mut self,
         ec: &super::EcShape,
@@ -497,17 +502,25 @@ impl Pg {
             .zip(&ec.acting)
             .map(|(up, acting)| pick(*up).or_else(|| pick(*acting)))
             .collect();
-        if want.iter().all(Option::is_some) && want != ec.acting {
-            let temp = (want != ec.up).then(|| want.iter().flatten().copied().collect());
+        let filled = want.iter().flatten().count();
+        let primary_ok = self.interval.primary.is_some_and(|p| eligible.contains(&p));
+        let holes_needed = !primary_ok && filled >= ec.k as usize;
+        if want != ec.acting && (filled == want.len() || holes_needed) {
+            let temp = (want != ec.up).then(|| {
+                want.iter()
+                    .map(|o| o.unwrap_or(cairn_placement::PG_TEMP_HOLE))
+                    .collect()
+            });
             self.request_temp(temp, fx);
             self.phase = Phase::WaitingTemp { ticks: 0 };
             return;
         }
-        if !self.interval.primary.is_some_and(|p| eligible.contains(&p)) {
+        if !primary_ok {
             self.become_incomplete(
-                "the primary's shard cannot be brought up to date from the log, and no other \
-                 OSD of its position can act for it"
-                    .into(),
+                format!(
+                    "{filled} positions can be brought up to date from the log, {} needed",
+                    ec.k
+                ),
                 fx,
             );
             return;
