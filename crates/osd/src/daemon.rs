@@ -392,6 +392,44 @@ fn inject_panic_once(osd: &Arc<Osd>) {
     });
 }
 
+fn invalid_write(e: InvalidWrite) -> OpError {
+    match e {
+        InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
+        other => OpError::Invalid(other.to_string()),
+    }
+}
+
+/// An erasure-coded write that is not partial (whole objects, creates,
+/// removes, xattrs), planned on this shard's state of the object: each
+/// shard's ops with their roll-back records (`crate::undo`).
+fn plan_ec_whole(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    shape: &crate::pg::EcShape,
+    object: &Bytes,
+    req: ReqId,
+    ops: &[Op],
+) -> Result<PreparedWrite, OpError> {
+    let backend = ec::EcBackend::new(shape).map_err(OpError::Store)?;
+    let layout = *backend.layout();
+    let key = ObjectKey::new(object.clone());
+    let local = ec::local_object(store, collection, &key, &layout)?;
+    let writes = crate::pg::PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid_write)?;
+    let (writes, undo) = ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
+        .map_err(invalid_write)?;
+    Ok(PreparedWrite {
+        base: local.map_or(0, |l| l.version),
+        writes,
+        undo,
+        read_shards: false,
+    })
+}
+
+/// How many times an erasure-coded write refused `ObjectBusy` (an earlier
+/// write to its object landed first) is planned again by the OSD, a
+/// millisecond apart, before the client is told to retry.
+const EC_WRITE_REPLANS: u32 = 20;
+
 /// Fault injection for the write-hole test (docs/erasure-coding.md): the
 /// one OSD that removes the file this names, as the primary of an
 /// erasure-coded partial overwrite, sends that write's sub-write to one
@@ -2550,16 +2588,68 @@ impl Osd {
             return ClientReply::err(error);
         }
         let req: ReqId = op.req.into();
-        let prepared = match self.prepare_ec_write(op.pg, &object, req, &plan.ops).await {
-            Ok(prepared) => prepared,
-            Err(error) => return ClientReply::err(error),
-        };
+        let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
+        // An erasure-coded write is planned on the object's state, and
+        // refused (`ObjectBusy`) if an earlier write to the object lands
+        // first; planned again here a few times, a millisecond apart, it
+        // follows that write at once instead of after the client's backoff.
+        let mut attempts = 0;
+        loop {
+            let prepared = match self.prepare_ec_write(op.pg, &object, req, &plan.ops).await {
+                Ok(prepared) => prepared,
+                Err(error) => return ClientReply::err(error),
+            };
+            let again = attempts < EC_WRITE_REPLANS;
+            let reply = self
+                .client_write_planned(
+                    op.pg,
+                    op.epoch,
+                    req,
+                    &object,
+                    plan.ops.clone(),
+                    guards.clone(),
+                    plan.implied.clone(),
+                    prepared,
+                )
+                .await;
+            if again && matches!(reply.result, Err(OpError::ObjectBusy)) {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                continue;
+            }
+            return reply;
+        }
+    }
+
+    /// One attempt of a client write whose erasure-coded plan, if any, is
+    /// `prepared`: the PG's core admits it (or not), and the reply is its
+    /// outcome once durable on the acting set.
+    #[allow(clippy::too_many_arguments)]
+    async fn client_write_planned(
+        &self,
+        pg: PgId,
+        client_epoch: Epoch,
+        req: ReqId,
+        object: &Bytes,
+        ops: Vec<Op>,
+        guards: Vec<Guard>,
+        implied: Option<Guard>,
+        prepared: Option<PreparedWrite>,
+    ) -> ClientReply {
         let (waiter, reply) = oneshot::channel();
         lock(&self.pending).entry(req).or_default().push(waiter);
-        let guards: Vec<Guard> = op.guards.into_iter().map(Into::into).collect();
-        let collection = CollectionId::pg(op.pg.pool.0, op.pg.seed);
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = &self.store;
         let make = |slot: &PgSlot| -> Result<PgEvent, OpError> {
+            // An erasure-coded write of whole objects or xattrs is planned
+            // here, on this shard's state read under the PG lock (its
+            // roll-back records need the object's version and xattrs).
+            let prepared = match (prepared, &slot.pg.interval().ec) {
+                (None, Some(shape)) => Some(plan_ec_whole(
+                    &**store, collection, shape, object, req, &ops,
+                )?),
+                (prepared, _) => prepared,
+            };
             // A write planned on the object's bytes at one version: under
             // the PG lock, the object must still be at it (a resend of a
             // write the log knows is answered from the log instead).
@@ -2574,17 +2664,17 @@ impl Osd {
                     return Err(OpError::ObjectBusy);
                 }
             }
-            let guard = observe(&**store, collection, &object, guards, plan.implied)?;
+            let guard = observe(&**store, collection, object, guards, implied)?;
             Ok(PgEvent::ClientWrite {
                 req,
-                client_epoch: op.epoch,
+                client_epoch,
                 object: object.clone(),
-                ops: plan.ops,
+                ops,
                 guard,
                 prepared,
             })
         };
-        match self.feed_with(op.pg, make).await {
+        match self.feed_with(pg, make).await {
             Some(Ok(())) => {}
             Some(Err(error)) => {
                 self.forget_waiters(req);
@@ -2592,7 +2682,7 @@ impl Osd {
             }
             None => {
                 self.forget_waiters(req);
-                return self.retry(format!("PG {} is not held here", op.pg)).0;
+                return self.retry(format!("PG {pg} is not held here")).0;
             }
         }
         match tokio::time::timeout(CLIENT_WRITE_TIMEOUT, reply).await {
@@ -2815,6 +2905,10 @@ impl Osd {
         let Some(shape) = &interval.ec else {
             return Ok(None);
         };
+        if !ec::is_partial(ops) {
+            // Planned under the PG lock (`plan_ec_whole`).
+            return Ok(None);
+        }
         let backend = ec::EcBackend::new(shape).map_err(OpError::Store)?;
         let layout = *backend.layout();
         let key = ObjectKey::new(object.clone());
@@ -2829,25 +2923,7 @@ impl Osd {
         let (base, size, chunk) = local.as_ref().map_or((0, 0, layout.chunk_for(0)), |l| {
             (l.version, l.size, l.chunk)
         });
-        let invalid = |e: InvalidWrite| match e {
-            InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
-            other => OpError::Invalid(other.to_string()),
-        };
-        if !ec::is_partial(ops) {
-            // Planned on this shard's own state: only the roll-back records
-            // need it.
-            let writes =
-                crate::pg::PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid)?;
-            let (writes, undo) =
-                ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
-                    .map_err(invalid)?;
-            return Ok(Some(PreparedWrite {
-                base,
-                writes,
-                undo,
-                read_shards: false,
-            }));
-        }
+        let invalid = invalid_write;
         // A small overwrite of a wide code: the old bytes it changes and
         // the parity over them, read at the planned version, and the
         // parity updated by the code's delta. A shard that cannot answer

@@ -379,6 +379,8 @@ pub struct PgLog {
     entries: VecDeque<LogEntry>,
     dups: VecDeque<DupEntry>,
     by_req: HashMap<ReqId, Version>,
+    /// Each object's newest entry that changed it (not a refusal).
+    by_object: HashMap<Bytes, Version>,
     entries_max: usize,
     dups_max: usize,
 }
@@ -399,6 +401,7 @@ impl PgLog {
             entries: VecDeque::new(),
             dups: VecDeque::new(),
             by_req: HashMap::new(),
+            by_object: HashMap::new(),
             entries_max,
             dups_max,
         }
@@ -416,6 +419,9 @@ impl PgLog {
             );
         }
         self.by_req.insert(entry.req, entry.version);
+        if entry.kind != LogKind::Refused {
+            self.by_object.insert(entry.object.clone(), entry.version);
+        }
         self.entries.push_back(entry);
         let mut trimmed = Trimmed::default();
         while self.entries.len() > self.entries_max {
@@ -423,6 +429,9 @@ impl PgLog {
                 .entries
                 .pop_front()
                 .expect("log is longer than its bound");
+            if self.by_object.get(&old.object) == Some(&old.version) {
+                self.by_object.remove(&old.object);
+            }
             let dup = DupEntry::of(&old);
             trimmed.to_dups.push(dup);
             trimmed.forgotten.extend(self.push_dup(dup));
@@ -496,6 +505,13 @@ impl PgLog {
         self.entries.get(index)
     }
 
+    /// The newest entry that changed `object` (not a refusal), if the log
+    /// holds one.
+    #[must_use]
+    pub fn newest_change(&self, object: &[u8]) -> Option<&LogEntry> {
+        self.get(*self.by_object.get(object)?)
+    }
+
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &LogEntry> {
         self.entries.iter()
     }
@@ -557,6 +573,28 @@ mod tests {
                 object_version: seq,
             },
         }
+    }
+
+    #[test]
+    fn the_newest_change_of_an_object_is_found_until_trimmed() {
+        let mut log = PgLog::new(3, 10);
+        let on = |seq: u64, object: &'static [u8], kind: LogKind| LogEntry {
+            object: Bytes::from_static(object),
+            kind,
+            ..entry(seq)
+        };
+        log.append(on(1, b"a", LogKind::Write));
+        log.append(on(2, b"b", LogKind::Write));
+        log.append(on(3, b"a", LogKind::Refused));
+        assert_eq!(log.newest_change(b"a").map(|e| e.version.seq), Some(1));
+        log.append(on(4, b"a", LogKind::Remove));
+        assert_eq!(log.newest_change(b"a").map(|e| e.version.seq), Some(4));
+        assert_eq!(log.newest_change(b"b").map(|e| e.version.seq), Some(2));
+        log.append(on(5, b"c", LogKind::Write));
+        log.append(on(6, b"c", LogKind::Write));
+        assert_eq!(log.newest_change(b"b"), None, "trimmed");
+        assert_eq!(log.newest_change(b"c").map(|e| e.version.seq), Some(6));
+        assert_eq!(log.newest_change(b"zzz"), None);
     }
 
     #[test]

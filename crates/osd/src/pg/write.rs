@@ -159,15 +159,11 @@ impl Pg {
     /// The object's version after the log's newest write to it (0: it
     /// removed the object; `None`: the log holds none).
     pub(super) fn logged_version(&self, object: &Bytes) -> Option<u64> {
-        self.log
-            .iter()
-            .rev()
-            .filter(|entry| entry.object == *object)
-            .find_map(|entry| match (entry.kind, entry.result) {
-                (LogKind::Remove, _) => Some(0),
-                (LogKind::Write, LogResult::Ok { object_version }) => Some(object_version),
-                _ => None,
-            })
+        let entry = self.log.newest_change(object)?;
+        match (entry.kind, entry.result) {
+            (LogKind::Write, LogResult::Ok { object_version }) => Some(object_version),
+            _ => Some(0),
+        }
     }
 
     /// Whether some copy still lacks `object`, or a backfill push of it is
