@@ -373,14 +373,25 @@ impl Batch<'_> {
         let omap = self.omap_entries(c, from)?;
         let state = self.object_mut(ctx, c, from)?;
         let rec = state.record.take();
-        state.omap_cleared = true;
-        state.omap.clear();
+        // Clearing an omap scans its keys at commit: not needed when it
+        // has none (entries this batch removed stay removals).
+        if !omap.is_empty() {
+            state.omap_cleared = true;
+            state.omap.clear();
+        }
         let target = self.object_mut(ctx, c, to)?;
-        if let Some(old) = std::mem::replace(&mut target.record, rec) {
+        let replaced = std::mem::replace(&mut target.record, rec);
+        // An object without a record has no omap.
+        if replaced.is_some() || !target.omap.is_empty() {
+            target.omap_cleared = true;
+            target.omap.clear();
+        }
+        if let Some(old) = replaced {
             ctx.freed.extend(extents_of(old));
         }
-        target.omap_cleared = true;
-        target.omap = omap.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        target
+            .omap
+            .extend(omap.into_iter().map(|(k, v)| (k, Some(v))));
         Ok(())
     }
 
