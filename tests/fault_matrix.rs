@@ -328,7 +328,13 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
     assert!(common::checks::copies_match(&acting, &dirs) >= OBJECTS);
     let layout = cairn_ec::StripeLayout::new(2, 1, 4096).expect("layout");
     let (objects, _) = common::checks::shards_match(&ec_acting, &dirs, &layout);
-    assert_eq!(objects.len() as u64, OBJECTS / 2, "every patched object");
+    // An object whose first write was in flight at the cut may be absent.
+    let present = objects.len() as u64;
+    assert!(
+        (ec_load.acked_objects()..=OBJECTS / 2).contains(&present),
+        "{present} patched objects on the shards, {} acknowledged",
+        ec_load.acked_objects()
+    );
     // Unmount before the guard removes the dir.
     drop(mounts);
     drop(cluster);

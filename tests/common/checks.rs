@@ -185,6 +185,16 @@ impl VersionedLoad {
             .sum()
     }
 
+    /// Objects with at least one acknowledged write.
+    pub fn acked_objects(&self) -> u64 {
+        let acked = self
+            .versions
+            .iter()
+            .filter(|v| v.acked.load(Ordering::Relaxed) > 0)
+            .count();
+        u64::try_from(acked).unwrap_or(u64::MAX)
+    }
+
     /// Stops the lanes and sums their reports; the versions stay for
     /// [`VersionedLoad::verify`].
     pub async fn stop(&mut self) -> LoadReport {
