@@ -2349,25 +2349,7 @@ mod tests {
                         });
                     }
                     let writes = ShardWrites::PerShard(per);
-                    // Undone on every shard, the object is as it was.
-                    let before: Vec<_> = stores.iter().map(shard_state).collect();
-                    apply(&stores, &writes);
-                    assert_shards_hold(&backend, &stores, &model, &what);
-                    let undo_all =
-                        ShardWrites::PerShard(undo.iter().map(UndoRecord::undo_ops).collect());
-                    apply(&stores, &undo_all);
-                    let after: Vec<_> = stores.iter().map(shard_state).collect();
-                    assert_eq!(after, before, "{what}: undone");
-                    // Applied again and rolled forward, no stash is left.
-                    apply(&stores, &writes);
-                    let forward =
-                        ShardWrites::PerShard(undo.iter().map(UndoRecord::forward_ops).collect());
-                    apply(&stores, &forward);
-                    assert_shards_hold(&backend, &stores, &model, &what);
-                    for store in &stores {
-                        let left = store.list(coll, None, 10).expect("list").keys;
-                        assert_eq!(left, vec![key()], "{what}: a stash is left");
-                    }
+                    write_undo_redo(&backend, &stores, &writes, &undo, &model, &what);
                 }
             }
         }
@@ -2628,21 +2610,40 @@ mod tests {
                         });
                     }
                     let writes = ShardWrites::PerShard(per);
-                    let before: Vec<_> = stores.iter().map(shard_state).collect();
-                    apply(&stores, &writes);
-                    assert_shards_hold(&backend, &stores, &model, &what);
-                    let undo_all =
-                        ShardWrites::PerShard(undo.iter().map(UndoRecord::undo_ops).collect());
-                    apply(&stores, &undo_all);
-                    let after: Vec<_> = stores.iter().map(shard_state).collect();
-                    assert_eq!(after, before, "{what}: undone");
-                    apply(&stores, &writes);
-                    let forward =
-                        ShardWrites::PerShard(undo.iter().map(UndoRecord::forward_ops).collect());
-                    apply(&stores, &forward);
-                    assert_shards_hold(&backend, &stores, &model, &what);
+                    write_undo_redo(&backend, &stores, &writes, &undo, &model, &what);
                 }
             }
+        }
+    }
+
+    /// Applies `writes` (the shards then hold `model`), undoes them on
+    /// every shard (the shards are as before), applies them again and
+    /// rolls them forward (the shards hold `model`, no stash is left).
+    fn write_undo_redo(
+        backend: &EcBackend,
+        stores: &[MemStore],
+        writes: &ShardWrites,
+        undo: &[UndoRecord],
+        model: &[u8],
+        what: &str,
+    ) {
+        let before: Vec<_> = stores.iter().map(shard_state).collect();
+        apply(stores, writes);
+        assert_shards_hold(backend, stores, model, what);
+        let undo_all = ShardWrites::PerShard(undo.iter().map(UndoRecord::undo_ops).collect());
+        apply(stores, &undo_all);
+        let after: Vec<_> = stores.iter().map(shard_state).collect();
+        assert_eq!(after, before, "{what}: undone");
+        apply(stores, writes);
+        let forward = ShardWrites::PerShard(undo.iter().map(UndoRecord::forward_ops).collect());
+        apply(stores, &forward);
+        assert_shards_hold(backend, stores, model, what);
+        for store in stores {
+            let left = store
+                .list(CollectionId::pg(1, 0), None, 10)
+                .expect("list")
+                .keys;
+            assert_eq!(left, vec![key()], "{what}: a stash is left");
         }
     }
 
