@@ -2,7 +2,8 @@
 //! through the monitor; `scrub` asks each of the pool's PGs' primaries.
 
 use crate::conn::{ConfArgs, connect, runtime};
-use crate::output::{CliResult, print_json, table};
+use crate::df_cmd::{PoolUsage, human_bytes, pool_usage};
+use crate::output::{CliResult, grouped, print_json, table};
 use cairn_client::Client;
 use cairn_proto::mon::{FailureDomainSpec, MonCommand, RedundancySpec};
 use cairn_proto::osd::PgAction;
@@ -87,9 +88,16 @@ pub struct PoolSummary {
     /// The share of raw space that holds object data: 1 / size, or
     /// k / (k + m).
     space_efficiency: f64,
+    /// What the pool holds, from the up OSDs' latest reports.
+    #[serde(flatten)]
+    usage: PoolUsage,
 }
 
-pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
+pub fn pool_summaries(
+    map: &cairn_placement::ClusterMap,
+    reports: &[cairn_proto::mon::OsdStatsReport],
+) -> Vec<PoolSummary> {
+    let usage = pool_usage(map, reports);
     map.pools
         .iter()
         .map(|p| PoolSummary {
@@ -103,6 +111,7 @@ pub fn pool_summaries(map: &cairn_placement::ClusterMap) -> Vec<PoolSummary> {
                 let (num, den) = p.redundancy.usable_fraction();
                 num as f64 / den.max(1) as f64
             },
+            usage: usage.get(&p.id.0).copied().unwrap_or_default(),
         })
         .collect()
 }
@@ -232,7 +241,8 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
             }
             PoolCommand::Ls { json } => {
                 let map = client.refresh_map().await?;
-                let pools = pool_summaries(&map);
+                let reports = client.osd_stats().await?;
+                let pools = pool_summaries(&map, &reports);
                 if json {
                     return print_json(&pools);
                 }
@@ -246,6 +256,9 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                             p.redundancy.clone(),
                             format!("{:.0}%", p.space_efficiency * 100.0),
                             p.failure_domain.clone(),
+                            grouped(p.usage.objects),
+                            human_bytes(p.usage.stored_bytes),
+                            human_bytes(p.usage.raw_used_bytes),
                         ]
                     })
                     .collect();
@@ -258,7 +271,10 @@ pub fn run_pool(args: PoolArgs) -> CliResult {
                             "pg_num",
                             "redundancy",
                             "space efficiency",
-                            "failure domain"
+                            "failure domain",
+                            "objects",
+                            "stored",
+                            "raw used"
                         ],
                         rows
                     )

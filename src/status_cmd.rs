@@ -337,7 +337,7 @@ fn summarize(map: &ClusterMap, reports: &[OsdStatsReport], monitor: String) -> S
         osds_total: map.osds.len(),
         osds_up: map.osds.iter().filter(|o| o.up).count(),
         osds_in: map.osds.iter().filter(|o| o.is_in).count(),
-        pools: pool_summaries(map),
+        pools: pool_summaries(map, reports),
         pg_count,
         pgs_by_state,
         recovery,

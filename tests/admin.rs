@@ -13,6 +13,73 @@ fn pool<'a>(pools: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::
     pools.as_array()?.iter().find(|p| p["name"] == name)
 }
 
+/// Five 200,000-byte objects in `data` (size 3) and in `ec` (2+1): `df`
+/// and `pool ls` count them, their bytes, and the raw space they take
+/// (three copies; three shards of half the object, each rounded up to the
+/// code's 4 KiB block and the store's allocation unit).
+fn pools_hold_what_was_written(cluster: &Cluster) {
+    const OBJECT_BYTES: usize = 200_000;
+    for pool in ["data", "ec"] {
+        for i in 0..5 {
+            let body = vec![b'a' + i as u8; OBJECT_BYTES];
+            ok(
+                common::cairn_with_input(
+                    &cluster.conf,
+                    &["object", "put", "--pool", pool, &format!("usage-{i}"), "-"],
+                    Some(&body),
+                ),
+                "object put",
+            );
+        }
+    }
+    let written = 5 * OBJECT_BYTES as u64;
+    let counted = |p: &serde_json::Value| {
+        p["objects"] == 5 && p["stored_bytes"].as_u64().is_some_and(|b| b >= written)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let df = loop {
+        let df = ok_json(cluster.cairn(&["df", "--json"]), "df");
+        let all = ["data", "ec"]
+            .iter()
+            .all(|name| pool(&df["pools"], name).is_some_and(counted));
+        if all {
+            break df;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "df never counted the objects written: {df}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let ratio = |name: &str| {
+        let p = pool(&df["pools"], name).expect("pool in df");
+        let stored = p["stored_bytes"].as_u64().expect("stored");
+        assert!(
+            stored <= written + 5 * 16 * 1024,
+            "{name}: {stored} bytes stored for {written} written: {p}"
+        );
+        p["raw_per_stored"].as_f64().expect("raw_per_stored")
+    };
+    let data = ratio("data");
+    assert!(
+        (3.0..3.2).contains(&data),
+        "size 3 takes {data} raw bytes per byte: {df}"
+    );
+    let ec = ratio("ec");
+    assert!(
+        (1.5..1.7).contains(&ec),
+        "2+1 takes {ec} raw bytes per byte: {df}"
+    );
+    let table = String::from_utf8_lossy(&ok(cluster.cairn(&["df"]), "df")).into_owned();
+    assert!(
+        table.contains("raw/stored") && table.contains("976.6 KiB"),
+        "{table}"
+    );
+    let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
+    let listed = pool(&pools, "ec").expect("ec in pool ls");
+    assert!(counted(listed), "pool ls: {listed}");
+}
+
 #[test]
 fn osd_tree_out_in_df_and_pool_set_rm() {
     let cluster = Cluster::up("admin", 3, 17500, &[]);
@@ -184,6 +251,7 @@ fn osd_tree_out_in_df_and_pool_set_rm() {
         String::from_utf8_lossy(&ok(cluster.cairn(&["pool", "ls"]), "pool ls")).contains("67%"),
         "pool ls shows the space efficiency"
     );
+    pools_hold_what_was_written(&cluster);
     ok(
         cluster.cairn(&["pool", "rm", "ec", "--yes-i-really-mean-it"]),
         "pool rm ec",

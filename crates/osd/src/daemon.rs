@@ -66,7 +66,9 @@ use bytes::{Bytes, BytesMut};
 use cairn_placement::Weight;
 use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::mon::MonCommand;
-use cairn_proto::mon::{MapFetch, MonClient, MonError, OsdStats, PgStat, Reply as MonReply};
+use cairn_proto::mon::{
+    MapFetch, MonClient, MonError, OsdStats, PgStat, PgUsage, Reply as MonReply,
+};
 use cairn_proto::osd::{
     ClientOp, ClientReply, GuardWire, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG,
     KIND_PEER_PING, KIND_PEER_SHARD_READ, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction,
@@ -1357,6 +1359,33 @@ impl Osd {
         stats.map_epoch = self.map_epoch().0;
         stats.recovered_objects = self.recovered_objects.load(Ordering::Relaxed);
         stats.recovered_bytes = self.recovered_bytes.load(Ordering::Relaxed);
+        match self.store.collection_usage() {
+            Ok(mut usage) => {
+                let pgs = lock(&self.pgs);
+                // Roll-back stashes are no client's objects: counted in the
+                // space they take, not in the objects and bytes stored.
+                for (pg, slot) in pgs.iter() {
+                    let c = crate::split::collection_of(*pg);
+                    for stash in slot.pg.stashes() {
+                        if let (Ok(stat), Some(held)) =
+                            (self.store.stat(c, &stash), usage.get_mut(&c))
+                        {
+                            held.subtract(&cairn_store::CollectionUsage::object(
+                                stat.size_bytes,
+                                0,
+                            ));
+                        }
+                    }
+                }
+                let position = |pg: &PgId| {
+                    let acting = &pgs.get(pg)?.pg.interval().acting;
+                    let at = acting.iter().position(|o| *o == self.whoami)?;
+                    u32::try_from(at).ok()
+                };
+                stats.pg_usage = pg_usage(&usage, position);
+            }
+            Err(error) => tracing::warn!(%error, "cannot read the store's usage"),
+        }
         stats
     }
 
@@ -3258,6 +3287,29 @@ pub fn pg_stat(pg: PgId, core: &Pg) -> PgStat {
             .map(|i| format!("{}: {}", String::from_utf8_lossy(&i.object), i.reason))
             .collect(),
     }
+}
+
+/// What each PG collection of a store holds, with the copy's position in
+/// its PG's acting set (`position`; `None` for a copy outside it, or a
+/// collection this OSD has no PG for, such as one being removed: its space
+/// is used all the same).
+pub fn pg_usage(
+    usage: &BTreeMap<CollectionId, cairn_store::CollectionUsage>,
+    position: impl Fn(&PgId) -> Option<u32>,
+) -> Vec<PgUsage> {
+    usage
+        .iter()
+        .map(|(c, u)| {
+            let pg = crate::split::pg_of_collection(*c);
+            PgUsage {
+                pg,
+                position: position(&pg),
+                objects: u.objects,
+                bytes: u.bytes,
+                allocated_bytes: u.allocated_bytes,
+            }
+        })
+        .collect()
 }
 
 /// A PG core's reply as the client gets it; `epoch` is this OSD's map

@@ -33,6 +33,15 @@ pub fn collection_of(pg: PgId) -> CollectionId {
     CollectionId::pg(pg.pool.0, pg.seed)
 }
 
+/// The PG whose collection is `c` (the inverse of [`collection_of`]).
+#[must_use]
+pub fn pg_of_collection(c: CollectionId) -> PgId {
+    PgId {
+        pool: cairn_types::PoolId((c.0 >> 32) as u32),
+        seed: c.0 as u32,
+    }
+}
+
 /// The operation recording that a collection is split for `pg_num`.
 #[must_use]
 pub fn pg_num_op(pg_num: u32) -> Op {

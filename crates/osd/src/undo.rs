@@ -121,7 +121,7 @@ impl UndoRecord {
     }
 
     /// Whether a stash object exists while the record does.
-    fn has_stash(&self) -> bool {
+    pub fn has_stash(&self) -> bool {
         match &self.keep {
             Keep::Nothing => false,
             Keep::Whole => true,

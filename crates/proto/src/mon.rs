@@ -291,6 +291,25 @@ pub struct OsdStats {
     /// Set by an OSD whose store is corrupt and who serves nothing: why,
     /// and how to recreate it. Such a heartbeat is no sign of life.
     pub store_error: Option<String>,
+    /// What each PG copy this OSD holds takes in its store, in PG order
+    /// (`cairn df` sums them per pool).
+    pub pg_usage: Vec<PgUsage>,
+}
+
+/// One PG copy's objects and space, as its OSD's store counts them (for
+/// an erasure-coded PG: the shard objects of one position).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgUsage {
+    pub pg: PgId,
+    /// The copy's position in the PG's acting set (the shard it holds, for
+    /// erasure coding); `None` for a copy outside it (a stray, or a
+    /// backfill target not yet acting).
+    pub position: Option<u32>,
+    pub objects: u64,
+    /// The objects' sizes (shard sizes, for erasure coding), summed.
+    pub bytes: u64,
+    /// Space they take in the store: allocation units and inline bytes.
+    pub allocated_bytes: u64,
 }
 
 /// One PG as its primary reports it.

@@ -16,7 +16,7 @@ use cairn_proto::mds::{
 use cairn_proto::mds::{BatchOp, BatchResult, Inval, MdsStatus, Recall, SessionInfo, SlowRequest};
 use cairn_proto::mon::{
     CommandRequest, FailureDomainSpec, FailureReport, GetMap, GetStats, Heartbeat, IoRates,
-    MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat,
+    MapReply, MapUpdate, MonCommand, MonError, MonReply, OsdStats, OsdStatsReport, PgStat, PgUsage,
     RedundancySpec, Reply, StatsReply, Subscribe,
 };
 use cairn_proto::mon::{FsStatus, MdsInfo, MdsRole};
@@ -238,6 +238,13 @@ fn mon_samples(out: &mut Vec<Sample>) {
         pgs_held: 7,
         map_epoch: 8,
         store_error: None,
+        pg_usage: vec![PgUsage {
+            pg: pg(),
+            position: Some(1),
+            objects: 2,
+            bytes: 8192,
+            allocated_bytes: 12288,
+        }],
     };
     sample(
         out,
@@ -1375,7 +1382,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "Heartbeat",
         0x0104,
-        "01e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a20646174610506070800",
+        "01e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a2064617461050607080001032a01010280408060",
     ),
     ("FailureReport", 0x0105, "0102"),
     ("GetMap", 0x0100, "0c"),
@@ -1384,7 +1391,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "StatsReply/Ok",
         0x0108,
-        "000101e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a20646174610506070800fa01000000000000f83f000000000000004000000000000000000000000080842e41000000000000d03f000000000000e03f",
+        "000101e8079003d804ac02000101020304010c6163746976652b636c65616e0201032a0c6163746976652b636c65616e0201020201020101050335273303000001f403000105736372756264320101076f3a2064617461050607080001032a01010280408060fa01000000000000f83f000000000000004000000000000000000000000080842e41000000000000d03f000000000000e03f",
     ),
     ("StatsReply/Err", 0x0108, "010a"),
     (

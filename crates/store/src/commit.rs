@@ -19,7 +19,7 @@ use crate::shared::{Active, Shared, apply_changes, flush_store};
 use crate::space::reclaim;
 use crate::txn::Transaction;
 use crate::wal::{self, Change, DataWrite, Wal, WalBody};
-use crate::{StoreError, limits};
+use crate::{CollectionId, CollectionUsage, StoreError, limits};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -185,6 +185,7 @@ impl Committer {
             }
             results.push((job.reply, result));
         }
+        let usage = batch.usage_changes();
         let persisted = batch.changes().and_then(|changes| {
             self.persist(changes, unsynced, &committed_allocations, small_bytes)
         });
@@ -197,10 +198,31 @@ impl Committer {
             }
             return;
         }
+        self.count_usage(usage);
         self.freed_bytes += freed.iter().map(Extent::allocated_bytes).sum::<u64>();
         self.freed_since_checkpoint.append(&mut freed);
         for (reply, result) in results {
             let _ = reply.send(result);
+        }
+    }
+
+    /// Carries a committed batch's changes into the per-collection usage.
+    fn count_usage(&self, changes: BTreeMap<CollectionId, (CollectionUsage, CollectionUsage)>) {
+        let mut usage = self
+            .shared
+            .per_collection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (c, (before, after)) in changes {
+            if before == after {
+                continue;
+            }
+            let entry = usage.entry(c).or_default();
+            entry.subtract(&before);
+            entry.add(&after);
+            if entry.objects == 0 {
+                usage.remove(&c);
+            }
         }
     }
 

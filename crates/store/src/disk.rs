@@ -38,8 +38,8 @@ use crate::space::{
 };
 use crate::txn::{Op, Transaction};
 use crate::{
-    Capacity, CollectionId, Commit, ObjectKey, ObjectPage, ObjectStat, ObjectStore, ReadOptions,
-    StoreError, limits,
+    Capacity, CollectionId, CollectionUsage, Commit, ObjectKey, ObjectPage, ObjectStat,
+    ObjectStore, ReadOptions, StoreError, limits,
 };
 use bytes::Bytes;
 use fjall::Keyspace;
@@ -124,6 +124,7 @@ impl DiskStore {
             grown,
             usage: Arc::default(),
             active: Arc::default(),
+            per_collection: Arc::default(),
             dir: dir.to_path_buf(),
             config,
         };
@@ -131,8 +132,10 @@ impl DiskStore {
         if new_names && !crate::failpoint::skip(SyncSite::StoreDir) {
             File::open(dir)?.sync_all()?;
         }
+        let (allocator, per_collection) = rebuild_allocator(&shared)?;
         let shared = Shared {
-            space: Space::new(rebuild_allocator(&shared)?),
+            space: Space::new(allocator),
+            per_collection: Arc::new(std::sync::Mutex::new(per_collection)),
             ..shared
         };
         if !keeps_freed_space(&shared) {
@@ -516,6 +519,15 @@ impl ObjectStore for DiskStore {
             nearfull_ratio: self.shared.config.nearfull_ratio,
             full_ratio: self.shared.config.full_ratio,
         })
+    }
+
+    fn collection_usage(&self) -> Result<BTreeMap<CollectionId, CollectionUsage>, StoreError> {
+        Ok(self
+            .shared
+            .per_collection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone())
     }
 }
 

@@ -407,4 +407,69 @@ pub trait ObjectStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Io`].
     fn capacity(&self) -> Result<Capacity, StoreError>;
+
+    /// Objects, object bytes and allocated bytes of every collection that
+    /// holds any object. This default lists and stats every object (and
+    /// counts allocation as the object's size); [`DiskStore`] keeps the
+    /// figures as it commits.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] and the like.
+    fn collection_usage(&self) -> Result<BTreeMap<CollectionId, CollectionUsage>, StoreError> {
+        let mut out = BTreeMap::new();
+        for c in self.collections()? {
+            let mut usage = CollectionUsage::default();
+            let mut after: Option<ObjectKey> = None;
+            loop {
+                let page = self.list(c, after.as_ref(), 1024)?;
+                for key in &page.keys {
+                    let stat = self.stat(c, key)?;
+                    usage.add(&CollectionUsage::object(stat.size_bytes, stat.size_bytes));
+                }
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            if usage != CollectionUsage::default() {
+                out.insert(c, usage);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the objects of one collection hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectionUsage {
+    pub objects: u64,
+    /// The objects' sizes, summed.
+    pub bytes: u64,
+    /// Space their data takes: data-file allocation units, and the bytes
+    /// kept inline in their metadata records.
+    pub allocated_bytes: u64,
+}
+
+impl CollectionUsage {
+    /// One object of `bytes` taking `allocated_bytes`.
+    #[must_use]
+    pub fn object(bytes: u64, allocated_bytes: u64) -> CollectionUsage {
+        CollectionUsage {
+            objects: 1,
+            bytes,
+            allocated_bytes,
+        }
+    }
+
+    pub fn add(&mut self, other: &CollectionUsage) {
+        self.objects = self.objects.saturating_add(other.objects);
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.allocated_bytes = self.allocated_bytes.saturating_add(other.allocated_bytes);
+    }
+
+    pub fn subtract(&mut self, other: &CollectionUsage) {
+        self.objects = self.objects.saturating_sub(other.objects);
+        self.bytes = self.bytes.saturating_sub(other.bytes);
+        self.allocated_bytes = self.allocated_bytes.saturating_sub(other.allocated_bytes);
+    }
 }

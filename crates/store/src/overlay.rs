@@ -12,7 +12,7 @@ use crate::record::{self, Data, Extent, ObjectRecord, Piece};
 use crate::shared::Shared;
 use crate::txn::{Op, Transaction};
 use crate::wal::{Change, Space as WalSpace};
-use crate::{CollectionId, ObjectKey, StoreError, limits};
+use crate::{CollectionId, CollectionUsage, ObjectKey, StoreError, limits};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,6 +53,8 @@ struct ObjState {
     /// (`Some`) or removed (`None`) on top.
     omap_cleared: bool,
     omap: BTreeMap<Bytes, Option<Bytes>>,
+    /// What the committed record adds to its collection's usage.
+    base: CollectionUsage,
 }
 
 type ObjId = (CollectionId, ObjectKey);
@@ -513,6 +515,7 @@ impl Batch<'_> {
             self.overlay.objects.insert(
                 id.clone(),
                 ObjState {
+                    base: record.as_ref().map(ObjectRecord::usage).unwrap_or_default(),
                     record,
                     ..ObjState::default()
                 },
@@ -617,6 +620,22 @@ impl Batch<'_> {
         }
         // Nothing committed refers to what this transaction wrote.
         self.shared.space.release(&ctx.allocated);
+    }
+
+    /// What the batch does to each collection's usage: the objects it
+    /// touched as committed, and as they will be.
+    pub(crate) fn usage_changes(
+        &self,
+    ) -> BTreeMap<CollectionId, (CollectionUsage, CollectionUsage)> {
+        let mut out: BTreeMap<CollectionId, (CollectionUsage, CollectionUsage)> = BTreeMap::new();
+        for ((c, _), state) in &self.overlay.objects {
+            let (before, after) = out.entry(*c).or_default();
+            before.add(&state.base);
+            if let Some(record) = &state.record {
+                after.add(&record.usage());
+            }
+        }
+        out
     }
 
     /// Every metadata change of the batch, as whole key images.

@@ -187,6 +187,15 @@ mod byte_map {
 }
 
 impl ObjectRecord {
+    /// What this object adds to its collection's usage.
+    pub fn usage(&self) -> crate::CollectionUsage {
+        let allocated = match &self.data {
+            Data::Inline(bytes) => bytes.len() as u64,
+            Data::Extents { extents, .. } => extents.iter().map(Extent::allocated_bytes).sum(),
+        };
+        crate::CollectionUsage::object(self.size, allocated)
+    }
+
     pub fn empty() -> ObjectRecord {
         ObjectRecord {
             version: 0,

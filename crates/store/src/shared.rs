@@ -16,8 +16,9 @@ use crate::alloc::Space;
 use crate::failpoint::{CrashPoint, SyncSite};
 use crate::flush::Flusher;
 use crate::wal::{self, Change};
-use crate::{StoreError, limits};
+use crate::{CollectionId, CollectionUsage, StoreError, limits};
 use fjall::{Database, Keyspace};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,6 +72,9 @@ pub(crate) struct Shared {
     pub usage: Arc<Mutex<Option<UsageSample>>>,
     /// Transactions prepared and not yet answered.
     pub active: Arc<AtomicUsize>,
+    /// Every collection's objects and bytes as committed: counted at open
+    /// ([`crate::space::rebuild_allocator`]), then kept by the committer.
+    pub per_collection: Arc<Mutex<BTreeMap<CollectionId, CollectionUsage>>>,
     pub dir: PathBuf,
     pub config: StoreConfig,
 }

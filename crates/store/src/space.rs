@@ -6,10 +6,11 @@
 
 use crate::alloc::Allocator;
 use crate::data::punch;
-use crate::record::{Data, ObjectRecord};
+use crate::record::{self, Data, ObjectRecord};
 use crate::shared::{Shared, UsageSample, statvfs};
 use crate::txn::Transaction;
-use crate::{StoreError, limits};
+use crate::{CollectionId, CollectionUsage, StoreError, limits};
+use std::collections::BTreeMap;
 use std::sync::PoisonError;
 
 /// Refuses writes that would take the file system past the full ratio.
@@ -101,19 +102,24 @@ pub(crate) fn keeps_freed_space(shared: &Shared) -> bool {
 /// Every extent any object record names is in use; the rest is free.
 /// Records that fail their checksum are reported by reads; their extents
 /// cannot be known, so a repair rewrites those objects.
-pub(crate) fn rebuild_allocator(shared: &Shared) -> Result<Allocator, StoreError> {
+pub(crate) fn rebuild_allocator(
+    shared: &Shared,
+) -> Result<(Allocator, BTreeMap<CollectionId, CollectionUsage>), StoreError> {
     let mut used = Vec::new();
+    let mut per_collection: BTreeMap<CollectionId, CollectionUsage> = BTreeMap::new();
     for item in shared.objects.iter() {
         let (key, value) = item.into_inner()?;
-        if let Ok(ObjectRecord {
-            data: Data::Extents { extents, .. },
-            ..
-        }) = ObjectRecord::decode(&key, &value, &|| "object".into())
-        {
+        let Ok(record) = ObjectRecord::decode(&key, &value, &|| "object".into()) else {
+            continue;
+        };
+        if let Some((c, _)) = record::parse_object_key(&key) {
+            per_collection.entry(c).or_default().add(&record.usage());
+        }
+        if let Data::Extents { extents, .. } = &record.data {
             used.extend(extents.iter().map(|e| (e.offset, e.allocated_bytes())));
         }
     }
-    Ok(Allocator::rebuild(used))
+    Ok((Allocator::rebuild(used), per_collection))
 }
 
 /// Gives free runs (left by deletes or by transactions a crash cut short)

@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use cairn_store::{
-    CollectionId, DiskStore, MemStore, ObjectKey, ObjectStore, Op, ReadOptions, StoreConfig,
-    StoreError, Transaction,
+    CollectionId, CollectionUsage, DiskStore, MemStore, ObjectKey, ObjectStore, Op, ReadOptions,
+    StoreConfig, StoreError, Transaction,
 };
 use cairn_types::checked::CheckedBytes;
 use proptest::prelude::*;
@@ -185,6 +185,7 @@ proptest! {
         let model = MemStore::new();
         let create = Transaction::new(A).with(Op::CreateCollection);
         model.apply(create.clone()).expect("create");
+        let kept;
         {
             let disk = DiskStore::open(dir.path(), StoreConfig::default()).expect("open");
             disk.apply(create).expect("create");
@@ -194,9 +195,19 @@ proptest! {
                 prop_assert!(same_outcome(&expected, &got), "{t:?}: model {expected:?}, disk {got:?}");
             }
             prop_assert_eq!(dump(&model), dump(&disk));
+            // The usage the committer keeps counts what a listing finds...
+            let counted = disk.collection_usage().expect("usage");
+            let listed = model.collection_usage().expect("usage");
+            let objects_and_bytes = |u: &BTreeMap<CollectionId, CollectionUsage>| {
+                u.iter().map(|(c, u)| (*c, u.objects, u.bytes)).collect::<Vec<_>>()
+            };
+            prop_assert_eq!(objects_and_bytes(&counted), objects_and_bytes(&listed));
+            kept = counted;
         }
         let reopened = DiskStore::open(dir.path(), StoreConfig::default()).expect("reopen");
         prop_assert_eq!(dump(&model), dump(&reopened), "after reopen");
+        // ...and what a count from scratch at open finds, allocation included.
+        prop_assert_eq!(kept, reopened.collection_usage().expect("usage"), "usage after reopen");
     }
 
     /// Concurrent submitters (so batches form) end in the same state as

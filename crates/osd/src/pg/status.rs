@@ -169,6 +169,15 @@ impl Pg {
         &self.interval
     }
 
+    /// The stash objects this copy keeps for roll-back (erasure coding):
+    /// not the clients', but they take space until rolled forward.
+    pub fn stashes(&self) -> impl Iterator<Item = cairn_store::ObjectKey> + '_ {
+        self.undo
+            .values()
+            .filter(|record| record.has_stash())
+            .map(crate::undo::UndoRecord::stash)
+    }
+
     #[must_use]
     pub fn last_update(&self) -> Version {
         self.last_update
