@@ -1,14 +1,18 @@
 //! What a run must show after healing: every PG `active+clean` on the
-//! monitor's newest map, the copies of each PG identical, no stray copies
-//! left, and a linearizable history.
+//! monitor's newest map, the copies of each PG identical (erasure-coded:
+//! every position holding its own shard of every object, the shards of one
+//! version agreeing and forming one codeword), no stray copies left, and a
+//! linearizable history.
 
 use crate::client::History;
 use crate::linearizability::{Limits, ObjectFailure, check_objects, describe};
 use crate::osd::SimOsd;
 use crate::store::SimStore;
 use bytes::Bytes;
+use cairn_ec::StripeLayout;
 use cairn_osd::ObjectState;
 use cairn_osd::daemon::read_object_state;
+use cairn_osd::ec::{EC_META_XATTR, ShardMeta};
 use cairn_placement::{ClusterMap, Placement, Redundancy};
 use cairn_store::{CollectionId, ObjectKey, ObjectStore};
 use cairn_types::{OsdId, PgId};
@@ -21,17 +25,26 @@ pub struct PgPlacement {
     pub acting: Vec<OsdId>,
     pub up: Vec<OsdId>,
     pub primary: Option<OsdId>,
+    /// Erasure-coded: the layout, and the OSD at each position (`None`: a
+    /// hole).
+    pub ec: Option<(StripeLayout, Vec<Option<OsdId>>)>,
 }
 
-/// Every PG of the replicated pools of `map`, placed.
+/// Every PG of the pools of `map`, placed.
 #[must_use]
 pub fn placements(map: &ClusterMap) -> Vec<PgPlacement> {
     let placement = Placement::new(map);
     let mut out = Vec::new();
     for pool in &map.pools {
-        if !matches!(pool.redundancy, Redundancy::Replicated { .. }) {
-            continue;
-        }
+        let layout = match pool.redundancy {
+            Redundancy::Replicated { .. } => None,
+            Redundancy::Erasure {
+                k, m, stripe_unit, ..
+            } => match StripeLayout::new(k, m, u64::from(stripe_unit)) {
+                Ok(layout) => Some(layout),
+                Err(_) => continue,
+            },
+        };
         for pg in pool.pgs() {
             let Ok(mapping) = placement.map_pg(pg) else {
                 continue;
@@ -43,6 +56,7 @@ pub fn placements(map: &ClusterMap) -> Vec<PgPlacement> {
                 acting: flat(&mapping.acting),
                 up: flat(&mapping.up),
                 primary: mapping.primary,
+                ec: layout.map(|layout| (layout, mapping.acting.clone())),
             });
         }
     }
@@ -58,6 +72,7 @@ pub fn unclean_pgs(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<(PgI
         acting,
         up,
         primary,
+        ..
     } in placements(map)
     {
         let Some(primary) = primary else {
@@ -132,11 +147,18 @@ pub fn divergence(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<Strin
         pg,
         acting,
         primary,
+        ec,
         ..
     } in placements(map)
     {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let Some(primary) = primary else { continue };
+        if let Some((layout, positions)) = &ec {
+            failures.extend(shard_divergence(pg, layout, positions, osds));
+            failures.extend(lagging(pg, primary, &acting, osds));
+            failures.extend(strays(pg, &acting, osds));
+            continue;
+        }
         let Some(reference) = osds.get(&primary).map(|o| dump(&o.store, collection)) else {
             continue;
         };
@@ -148,12 +170,6 @@ pub fn divergence(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<Strin
                 ));
                 continue;
             }
-        };
-        let last_update = |osd: OsdId| {
-            osds.get(&osd)
-                .and_then(|o| o.process.as_ref())
-                .and_then(|p| p.pgs.get(&pg))
-                .map(|slot| slot.pg.last_update())
         };
         for osd in acting.iter().filter(|o| **o != primary) {
             let Some(sim_osd) = osds.get(osd) else {
@@ -167,25 +183,235 @@ pub fn divergence(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<Strin
                 )),
                 Err(error) => failures.push(format!("{pg}: {osd} cannot list its copy: {error}")),
             }
-            if last_update(*osd) != last_update(primary) {
-                failures.push(format!(
-                    "{pg}: {osd} is at {:?}, primary {primary} at {:?}",
-                    last_update(*osd),
-                    last_update(primary)
-                ));
-            }
         }
-        for (id, sim_osd) in osds {
-            let holds = sim_osd
-                .store
-                .collections()
-                .is_ok_and(|c| c.contains(&collection));
-            if holds && !acting.contains(id) {
-                failures.push(format!("{pg}: stray copy left on {id} (acting {acting:?})"));
+        failures.extend(lagging(pg, primary, &acting, osds));
+        failures.extend(strays(pg, &acting, osds));
+    }
+    failures
+}
+
+/// The acting OSDs whose PG log ends elsewhere than the primary's.
+fn lagging(
+    pg: PgId,
+    primary: OsdId,
+    acting: &[OsdId],
+    osds: &BTreeMap<OsdId, SimOsd>,
+) -> Vec<String> {
+    let last_update = |osd: OsdId| {
+        osds.get(&osd)
+            .and_then(|o| o.process.as_ref())
+            .and_then(|p| p.pgs.get(&pg))
+            .map(|slot| slot.pg.last_update())
+    };
+    acting
+        .iter()
+        .filter(|o| **o != primary && last_update(**o) != last_update(primary))
+        .map(|osd| {
+            format!(
+                "{pg}: {osd} is at {:?}, primary {primary} at {:?}",
+                last_update(*osd),
+                last_update(primary)
+            )
+        })
+        .collect()
+}
+
+/// Copies of `pg` left on OSDs outside its acting set.
+fn strays(pg: PgId, acting: &[OsdId], osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> {
+    let collection = CollectionId::pg(pg.pool.0, pg.seed);
+    osds.iter()
+        .filter(|(id, sim_osd)| {
+            !acting.contains(id)
+                && sim_osd
+                    .store
+                    .collections()
+                    .is_ok_and(|c| c.contains(&collection))
+        })
+        .map(|(id, _)| format!("{pg}: stray copy left on {id} (acting {acting:?})"))
+        .collect()
+}
+
+/// One shard of an object as a position's OSD stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct StoredShard {
+    version: u64,
+    meta: Option<ShardMeta>,
+    /// The client's xattrs (the shard metadata apart).
+    xattrs: BTreeMap<Bytes, Bytes>,
+    data: Bytes,
+}
+
+/// Every object of one OSD's shard of a PG, each read with its checksums
+/// verified.
+fn dump_shards(
+    store: &SimStore,
+    collection: CollectionId,
+) -> Result<BTreeMap<Bytes, StoredShard>, String> {
+    let mut objects = BTreeMap::new();
+    let mut after: Option<ObjectKey> = None;
+    loop {
+        let page = cairn_osd::daemon::list_objects(store, collection, after.as_ref(), 256)
+            .map_err(|e| e.to_string())?;
+        for key in &page.keys {
+            let name = String::from_utf8_lossy(&key.name).into_owned();
+            let stat = store
+                .stat(collection, key)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let mut xattrs = store
+                .xattrs(collection, key)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let meta = xattrs
+                .remove(EC_META_XATTR)
+                .map(|m| ShardMeta::decode(&m))
+                .transpose()
+                .map_err(|e| format!("{name}: shard metadata: {e}"))?;
+            let data = store
+                .read(collection, key, cairn_store::ReadOptions::default())
+                .map_err(|e| format!("{name}: {e}"))?;
+            let shard = StoredShard {
+                version: stat.version,
+                meta,
+                xattrs,
+                data,
+            };
+            objects.insert(key.name.clone(), shard);
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(objects),
+        }
+    }
+}
+
+/// What is wrong with the shards of an erasure-coded PG: a position with
+/// no OSD or an unreadable shard, objects some positions lack, and for
+/// each object shards of other versions, xattrs, sizes or chunks, a shard
+/// holding another position's bytes, of the wrong length or failing its
+/// recorded crc32c, or parity that is not the code of the data shards.
+fn shard_divergence(
+    pg: PgId,
+    layout: &StripeLayout,
+    positions: &[Option<OsdId>],
+    osds: &BTreeMap<OsdId, SimOsd>,
+) -> Vec<String> {
+    let collection = CollectionId::pg(pg.pool.0, pg.seed);
+    let mut failures = Vec::new();
+    let mut shards: Vec<BTreeMap<Bytes, StoredShard>> = Vec::with_capacity(positions.len());
+    for (position, osd) in positions.iter().enumerate() {
+        let Some(osd) = osd else {
+            failures.push(format!("{pg}: position {position} has no OSD"));
+            return failures;
+        };
+        let Some(sim_osd) = osds.get(osd) else {
+            failures.push(format!("{pg}: position {position}: no {osd}"));
+            return failures;
+        };
+        match dump_shards(&sim_osd.store, collection) {
+            Ok(objects) => shards.push(objects),
+            Err(error) => {
+                failures.push(format!(
+                    "{pg}: {osd} (position {position}) cannot read its shard: {error}"
+                ));
+                return failures;
             }
         }
     }
+    let names: BTreeSet<&Bytes> = shards.iter().flat_map(BTreeMap::keys).collect();
+    for name in names {
+        let text = String::from_utf8_lossy(name);
+        let of_object: Vec<Option<&StoredShard>> = shards.iter().map(|s| s.get(name)).collect();
+        if let Some(lacking) = of_object.iter().position(Option::is_none) {
+            failures.push(format!(
+                "{pg}: {text}: position {lacking} ({:?}) lacks it, others hold {}",
+                positions[lacking],
+                describe_shards(&of_object)
+            ));
+            continue;
+        }
+        let of_object: Vec<&StoredShard> = of_object.into_iter().flatten().collect();
+        if let Err(why) = one_codeword(layout, &of_object) {
+            failures.push(format!(
+                "{pg}: {text}: shards disagree: {why}; {}",
+                describe_shards(&of_object.iter().map(|s| Some(*s)).collect::<Vec<_>>())
+            ));
+        }
+    }
     failures
+}
+
+fn describe_shards(shards: &[Option<&StoredShard>]) -> String {
+    let parts: Vec<String> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            None => format!("{i}: absent"),
+            Some(s) => format!(
+                "{i}: v{} {:?} {} bytes, {} xattrs",
+                s.version,
+                s.meta.map(|m| (m.shard, m.size, m.chunk)),
+                s.data.len(),
+                s.xattrs.len()
+            ),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// Whether the shards of one object (in position order) are one version
+/// of it: the same version, xattrs, size and chunk, each position's own
+/// shard of the right length and recorded checksum, and the parity the
+/// code makes of the data shards.
+fn one_codeword(layout: &StripeLayout, shards: &[&StoredShard]) -> Result<(), String> {
+    let first = shards.first().ok_or("no shards")?;
+    for (i, shard) in shards.iter().enumerate() {
+        if shard.version != first.version || shard.xattrs != first.xattrs {
+            return Err(format!("position {i}: another version or xattrs"));
+        }
+        let same_shape =
+            shard.meta.map(|m| (m.size, m.chunk)) == first.meta.map(|m| (m.size, m.chunk));
+        if !same_shape {
+            return Err(format!("position {i}: another size or chunk"));
+        }
+        if let Some(meta) = shard.meta {
+            if meta.shard as usize != i {
+                return Err(format!("position {i} holds shard {}", meta.shard));
+            }
+            let want = layout.shard_len(meta.chunk, meta.size, meta.shard);
+            if shard.data.len() as u64 != want {
+                return Err(format!(
+                    "position {i}: {} bytes, its shard has {want}",
+                    shard.data.len()
+                ));
+            }
+            if let Some(crc) = meta.crc
+                && cairn_types::crc::crc32c(&shard.data) != crc
+            {
+                return Err(format!("position {i}: bytes fail their recorded crc32c"));
+            }
+        } else if !shard.data.is_empty() {
+            return Err(format!("position {i}: data without shard metadata"));
+        }
+    }
+    let Some(meta) = first.meta else {
+        return Ok(());
+    };
+    let codec = cairn_osd::ec::codec_for(layout.k, layout.m)?;
+    let k = layout.k as usize;
+    let mut rebuilt: Vec<Option<Vec<u8>>> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i < k).then(|| s.data.to_vec()))
+        .collect();
+    cairn_ec::object::rebuild(layout, &*codec, meta.chunk, meta.size, &mut rebuilt)
+        .map_err(|e| format!("parity not rebuilt from the data shards: {e}"))?;
+    for (i, (shard, parity)) in shards.iter().zip(&rebuilt).enumerate().skip(k) {
+        if parity.as_deref() != Some(&shard.data[..]) {
+            return Err(format!(
+                "position {i}: parity is not the code of the data shards"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn diff(a: &BTreeMap<Bytes, ObjectState>, b: &BTreeMap<Bytes, ObjectState>) -> String {
@@ -506,4 +732,77 @@ pub fn lost_to_double_faults(
         }
     }
     Ok(lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shards of `data` on a 2+1 code with 4 KiB stripe units, as the
+    /// positions store them.
+    fn stored(data: &[u8]) -> (StripeLayout, Vec<StoredShard>) {
+        let layout = StripeLayout::new(2, 1, 4096).expect("a layout");
+        let codec = cairn_osd::ec::codec_for(2, 1).expect("a codec");
+        let split = cairn_ec::object::split(&layout, &*codec, data).expect("split");
+        let shards = (0u32..)
+            .zip(split.shards)
+            .map(|(shard, bytes)| StoredShard {
+                version: 7,
+                meta: Some(ShardMeta {
+                    shard,
+                    size: split.size,
+                    chunk: split.chunk,
+                    crc: Some(cairn_types::crc::crc32c(&bytes)),
+                }),
+                xattrs: BTreeMap::new(),
+                data: Bytes::from(bytes),
+            })
+            .collect();
+        (layout, shards)
+    }
+
+    fn check(layout: &StripeLayout, shards: &[StoredShard]) -> Result<(), String> {
+        one_codeword(layout, &shards.iter().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn one_codeword_passes_sound_shards_and_fails_each_kind_of_disagreement() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let (layout, sound) = stored(&data);
+        assert_eq!(check(&layout, &sound), Ok(()));
+
+        // Parity that is not the code of the data (its crc unknown, as
+        // after a parity delta).
+        let mut bad = sound.clone();
+        let mut parity = bad[2].data.to_vec();
+        parity[100] ^= 1;
+        bad[2].data = Bytes::from(parity);
+        bad[2].meta = bad[2].meta.map(|m| ShardMeta { crc: None, ..m });
+        assert!(
+            check(&layout, &bad)
+                .expect_err("parity off")
+                .contains("parity")
+        );
+
+        // A position holding another position's shard.
+        let mut moved = sound.clone();
+        moved[2] = sound[1].clone();
+        assert!(
+            check(&layout, &moved)
+                .expect_err("moved")
+                .contains("holds shard 1")
+        );
+
+        // Another version on one position.
+        let mut stale = sound.clone();
+        stale[1].version = 6;
+        assert!(check(&layout, &stale).is_err());
+
+        // Bytes that fail their recorded crc32c.
+        let mut rotten = sound;
+        let mut bytes = rotten[0].data.to_vec();
+        bytes[0] ^= 1;
+        rotten[0].data = Bytes::from(bytes);
+        assert!(check(&layout, &rotten).expect_err("rot").contains("crc32c"));
+    }
 }

@@ -6,7 +6,9 @@
 //! attempt limit and a deadline, after which the outcome is unknown), and
 //! records every operation's invocation and outcome in the history.
 
-use crate::linearizability::{ObjInput, ObjOutput, ObjectOp, Operation, Refusal, Snapshot};
+use crate::linearizability::{
+    ObjInput, ObjOutput, ObjectOp, Operation, Refusal, Snapshot, show_input, show_output,
+};
 use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -113,6 +115,9 @@ pub struct Workload {
     pub think_ms_max: u64,
     /// Time one operation may take across its retries.
     pub op_deadline_ms: u64,
+    /// The pool is erasure-coded: no omap (such pools have none), partial
+    /// overwrites, and objects that span stripes.
+    pub erasure_coded: bool,
 }
 
 #[derive(Debug)]
@@ -234,7 +239,7 @@ impl SimClient {
         } else {
             self.script.remove(0)
         };
-        let request = request_of(&input);
+        let request = request_of(&input, self.workload.erasure_coded);
         let index = history.invoke(self.id, object.clone(), input.clone(), now_ms);
         let req = ReqId {
             client: u64::from(self.id),
@@ -255,6 +260,9 @@ impl SimClient {
     }
 
     fn random_op(&mut self) -> (Bytes, ObjInput) {
+        if self.workload.erasure_coded {
+            return self.random_ec_op();
+        }
         let rng = &mut self.rng;
         let object = self.workload.objects[rng.index(self.workload.objects.len())].clone();
         let unique = format!("c{}t{}", self.id, self.next_tid);
@@ -280,6 +288,61 @@ impl SimClient {
             _ => ObjInput::SetXattr {
                 name: Bytes::from(format!("x{}", rng.below(2))),
                 value: data,
+            },
+        };
+        (object, input)
+    }
+
+    /// An operation on an erasure-coded pool: no omap; partial overwrites
+    /// (within the object, across its end, past it) and whole writes of
+    /// sizes from a few bytes to a few stripes, so that small objects,
+    /// restriping, parity deltas and stripe rewrites all happen.
+    fn random_ec_op(&mut self) -> (Bytes, ObjInput) {
+        let rng = &mut self.rng;
+        let object = self.workload.objects[rng.index(self.workload.objects.len())].clone();
+        let unique = format!("c{}t{};", self.id, self.next_tid);
+        let sized = |rng: &mut Rng| {
+            let len = match rng.below(4) {
+                0 => unique.len() as u64,
+                1 => rng.range(1, 300),
+                2 => rng.range(300, 5_000),
+                _ => rng.range(5_000, 20_000),
+            };
+            let len = usize::try_from(len).unwrap_or(0);
+            Bytes::from(unique.bytes().cycle().take(len).collect::<Vec<u8>>())
+        };
+        let input = match rng.below(100) {
+            0..20 => ObjInput::WriteFull(sized(rng)),
+            20..45 => ObjInput::Read,
+            45..53 => {
+                let seen = self.seen_versions.get(&object).copied().unwrap_or(0);
+                let expect = if rng.below(4) == 0 {
+                    seen.saturating_sub(rng.below(3))
+                } else {
+                    seen
+                };
+                ObjInput::CompareAndSet {
+                    expect,
+                    data: sized(rng),
+                }
+            }
+            53..58 => ObjInput::Remove,
+            58..90 => {
+                let offset = match rng.below(3) {
+                    0 => rng.range(0, 300),
+                    1 => rng.range(0, 5_000),
+                    _ => rng.range(0, 24_000),
+                };
+                let data = if rng.below(2) == 0 {
+                    Bytes::from(unique.clone())
+                } else {
+                    sized(rng)
+                };
+                ObjInput::Write { offset, data }
+            }
+            _ => ObjInput::SetXattr {
+                name: Bytes::from(format!("x{}", rng.below(2))),
+                value: Bytes::from(unique.clone()),
             },
         };
         (object, input)
@@ -366,8 +429,10 @@ impl SimClient {
                     ) => ObjOutput::Refused(Refusal::VersionMismatch),
                     (error, input) => {
                         out.anomalies.push(format!(
-                            "client.{} got {error:?} for {input:?} (req {:?})",
-                            self.id, current.req
+                            "client.{} got {error:?} for {} (req {:?})",
+                            self.id,
+                            brief(input, show_input),
+                            current.req
                         ));
                         ObjOutput::Unknown
                     }
@@ -455,12 +520,12 @@ impl SimClient {
             self.seen_versions.insert(current.object.clone(), version);
         }
         out.trace.push(format!(
-            "client.{} {} tid {}: {:?} -> {:?}",
+            "client.{} {} tid {}: {} -> {}",
             self.id,
             String::from_utf8_lossy(&current.object),
             current.req.tid,
-            current.input,
-            output
+            brief(&current.input, show_input),
+            brief(&output, show_output)
         ));
         history.complete(current.index, output, now_ms);
         let think = self.rng.range(0, self.workload.think_ms_max);
@@ -486,16 +551,19 @@ impl SimClient {
         }
         let req = current.req;
         let output = match reply.result {
-            Ok(outputs) => match output_of(&current.input, outputs, data) {
-                Ok(output) => output,
-                Err(why) => {
-                    out.anomalies.push(format!(
-                        "client.{} got {why} for {:?} (req {req:?})",
-                        self.id, current.input
-                    ));
-                    ObjOutput::Unknown
+            Ok(outputs) => {
+                match output_of(&current.input, outputs, data, self.workload.erasure_coded) {
+                    Ok(output) => output,
+                    Err(why) => {
+                        out.anomalies.push(format!(
+                            "client.{} got {why} for {} (req {req:?})",
+                            self.id,
+                            brief(&current.input, show_input)
+                        ));
+                        ObjOutput::Unknown
+                    }
                 }
-            },
+            }
             Err(error) => {
                 let Some(current) = self.current.as_mut() else {
                     return;
@@ -515,6 +583,17 @@ impl SimClient {
     }
 }
 
+/// `value` for the trace: as it debug-prints, or in short if that is long
+/// (the data of an erasure-coded workload's writes runs to kilobytes).
+fn brief<T: std::fmt::Debug>(value: &T, short: fn(&T) -> String) -> String {
+    let full = format!("{value:?}");
+    if full.len() <= 200 {
+        full
+    } else {
+        short(value)
+    }
+}
+
 fn is_write(input: &ObjInput) -> bool {
     !matches!(input, ObjInput::Read | ObjInput::OmapGet(_))
 }
@@ -529,8 +608,9 @@ struct Request {
 }
 
 /// The request of an operation. A read asks for the whole object (its
-/// version, data, xattrs and omap) in one request, as one state of it.
-fn request_of(input: &ObjInput) -> Request {
+/// version, data, xattrs and omap: none in an erasure-coded pool) in one
+/// request, as one state of it.
+fn request_of(input: &ObjInput, erasure_coded: bool) -> Request {
     let one = |op: OpKind| Request {
         guards: Vec::new(),
         ops: vec![op],
@@ -549,6 +629,13 @@ fn request_of(input: &ObjInput) -> Request {
             guards: vec![GuardWire::Version(*expect)],
             ..full(data)
         },
+        ObjInput::Write { offset, data } => Request {
+            data: data.clone(),
+            ..one(OpKind::Write {
+                offset: *offset,
+                len: data.len() as u64,
+            })
+        },
         ObjInput::Remove => one(OpKind::Remove),
         ObjInput::SetXattr { name, value } => one(OpKind::SetXattr {
             name: buf(name),
@@ -563,21 +650,26 @@ fn request_of(input: &ObjInput) -> Request {
         ObjInput::OmapGet(keys) => one(OpKind::OmapGet {
             keys: keys.iter().map(buf).collect(),
         }),
-        ObjInput::Read => Request {
-            ops: vec![
+        ObjInput::Read => {
+            let mut ops = vec![
                 OpKind::Stat,
                 OpKind::Read {
                     offset: 0,
                     length: None,
                 },
                 OpKind::GetXattrs,
-                OpKind::OmapGetRange {
+            ];
+            if !erasure_coded {
+                ops.push(OpKind::OmapGetRange {
                     after: None,
                     limit: OMAP_RANGE_ENTRIES_MAX,
-                },
-            ],
-            ..one(OpKind::Stat)
-        },
+                });
+            }
+            Request {
+                ops,
+                ..one(OpKind::Stat)
+            }
+        }
     }
 }
 
@@ -590,7 +682,12 @@ fn unbufs(entries: Vec<(ByteBuf, ByteBuf)>) -> BTreeMap<Bytes, Bytes> {
 
 /// What a successful answer says about the operation; `Err`: an answer
 /// that does not fit the request (an OSD or simulator bug).
-fn output_of(input: &ObjInput, outputs: Vec<OpOutput>, data: &Bytes) -> Result<ObjOutput, String> {
+fn output_of(
+    input: &ObjInput,
+    outputs: Vec<OpOutput>,
+    data: &Bytes,
+    erasure_coded: bool,
+) -> Result<ObjOutput, String> {
     let mut outputs = outputs.into_iter();
     let output = match (input, outputs.next(), outputs.next(), outputs.next()) {
         (
@@ -599,8 +696,13 @@ fn output_of(input: &ObjInput, outputs: Vec<OpOutput>, data: &Bytes) -> Result<O
             Some(OpOutput::Data { len }),
             Some(OpOutput::Xattrs(xattrs)),
         ) => {
-            let Some(OpOutput::Omap(omap)) = outputs.next() else {
-                return Err("a read answer without the omap".into());
+            let omap = if erasure_coded {
+                Vec::new()
+            } else {
+                let Some(OpOutput::Omap(omap)) = outputs.next() else {
+                    return Err("a read answer without the omap".into());
+                };
+                omap
             };
             if u64::try_from(data.len()).ok() != Some(len) {
                 return Err(format!("{len} bytes announced, {} sent", data.len()));

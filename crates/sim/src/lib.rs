@@ -1,7 +1,9 @@
 //! The deterministic simulator (test-only): runs the monitor's map service,
 //! OSDs (their PG cores over in-memory stores) and clients in one thread
 //! from one seed, with virtual time and injected faults, then heals the
-//! cluster and checks what Cairn promises.
+//! cluster and checks what Cairn promises. A third of the seeds use an
+//! erasure-coded pool (the shell's shard reads, partial writes and shard
+//! rebuilds in `osd/ec.rs`, as the daemon's), the rest a replicated one.
 //!
 //! Not here: the real network, disks or async runtime; the simulator drives
 //! the same sans-IO cores the daemons drive, through a small synchronous

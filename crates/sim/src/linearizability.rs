@@ -662,6 +662,12 @@ impl Default for ObjState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObjInput {
     WriteFull(Bytes),
+    /// Writes `data` at `offset` (a gap before it reads as zeros; creates
+    /// the object if absent).
+    Write {
+        offset: u64,
+        data: Bytes,
+    },
     /// Write-full only if the object's version is `expect` (0: absent).
     CompareAndSet {
         expect: u64,
@@ -848,6 +854,9 @@ impl Model for ObjectModel {
     fn step(&self, state: &ObjState, input: &ObjInput, output: &ObjOutput) -> Vec<ObjState> {
         match input {
             ObjInput::WriteFull(data) => Self::apply(state, output, |s| s.data = data.clone()),
+            ObjInput::Write { offset, data } => Self::apply(state, output, |s| {
+                s.data = overwrite(&s.data, *offset, data)
+            }),
             ObjInput::CompareAndSet { expect, data } => {
                 Self::compare_and_set(state, *expect, data, output)
             }
@@ -873,6 +882,29 @@ impl Model for ObjectModel {
             ObjInput::Read => Self::read(state, output),
         }
     }
+}
+
+/// `old` with `data` written at `offset`, zeros filling any gap.
+fn overwrite(old: &Bytes, offset: u64, data: &Bytes) -> Bytes {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(data.len());
+    let mut new = old.to_vec();
+    if new.len() < end {
+        new.resize(end, 0);
+    }
+    new[start..end].copy_from_slice(data);
+    Bytes::from(new)
+}
+
+/// Data for a failure report: short data whole, long data by its length
+/// and ends.
+fn show_data(data: &Bytes) -> String {
+    if data.len() <= 40 {
+        return format!("{:?}", text(data));
+    }
+    let head = text(&data.slice(..16));
+    let tail = text(&data.slice(data.len() - 16..));
+    format!("{} bytes {head:?}..{tail:?}", data.len())
 }
 
 /// One line per operation, for failure reports.
@@ -901,9 +933,10 @@ fn show_map(map: &BTreeMap<Bytes, Bytes>) -> String {
     format!("{{{}}}", parts.join(","))
 }
 
-fn show_input(input: &ObjInput) -> String {
+pub(crate) fn show_input(input: &ObjInput) -> String {
     match input {
-        ObjInput::WriteFull(data) => format!("write {:?}", text(data)),
+        ObjInput::WriteFull(data) => format!("write {}", show_data(data)),
+        ObjInput::Write { offset, data } => format!("write at {offset} {}", show_data(data)),
         ObjInput::CompareAndSet { expect, data } => {
             format!("cas v{expect} -> {:?}", text(data))
         }
@@ -922,15 +955,15 @@ fn show_input(input: &ObjInput) -> String {
     }
 }
 
-fn show_output(output: &ObjOutput) -> String {
+pub(crate) fn show_output(output: &ObjOutput) -> String {
     match output {
         ObjOutput::Written(v) => format!("ok v{v}"),
         ObjOutput::Refused(why) => format!("refused {why:?}"),
         ObjOutput::Read(None) | ObjOutput::Omap(None) => "not found".into(),
         ObjOutput::Read(Some(s)) => format!(
-            "v{} {:?} xattrs {} omap {}",
+            "v{} {} xattrs {} omap {}",
             s.version,
-            text(&s.data),
+            show_data(&s.data),
             show_map(&s.xattrs),
             show_map(&s.omap)
         ),

@@ -20,6 +20,7 @@ use cairn_placement::ClusterMap;
 use cairn_proto::map::{Incremental, OsdEndpoint};
 use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, MonError, Reply};
 use cairn_proto::osd::{ClientOp, ClientReply};
+use cairn_proto::peer::{ShardRead, ShardReadError, ShardReadOk};
 use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId};
 use std::collections::BTreeSet;
@@ -102,6 +103,19 @@ pub enum Msg {
     OpReply {
         request_id: u64,
         reply: ClientReply,
+        data: Bytes,
+    },
+    /// Primary → OSD of an erasure-coded PG, `KIND_PEER_SHARD_READ`;
+    /// `request_id` is the frame's, which the reply echoes.
+    ShardRead {
+        request_id: u64,
+        read: ShardRead,
+    },
+    /// The answer, `KIND_PEER_SHARD_READ_REPLY`: the bytes of each range
+    /// one after another in `data`.
+    ShardReadReply {
+        request_id: u64,
+        reply: Result<ShardReadOk, ShardReadError>,
         data: Bytes,
     },
 }

@@ -12,6 +12,11 @@
 //! asks for a timer, so other events can come in between, as they can in
 //! the daemon.
 //!
+//! Erasure-coded PGs take the daemon's erasure-coded paths (`osd/ec.rs`):
+//! writes planned per shard with roll-back records, partial writes and
+//! client reads over shard reads sent to the peers (answered or timed out
+//! as the daemon's), shard rebuilds for recovery.
+//!
 //! Durability: every transaction is applied to the store at once (readable,
 //! like a page cache) and becomes durable at the next sync, which the world
 //! schedules after a random disk latency; only then are the PG cores told it
@@ -45,6 +50,9 @@ use cairn_store::{CollectionId, Commit, ObjectKey, ObjectStore, Op, StoreError, 
 use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId, PoolId};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod ec;
+pub use ec::EcCounts;
 
 /// Period of the PG ticks, monitor heartbeats and peer pings (the daemon's
 /// `PG_TICK_INTERVAL`, `HEARTBEAT_INTERVAL`, `PEER_PING_INTERVAL`).
@@ -102,6 +110,14 @@ pub enum OsdTimer {
     ReadRun {
         pg: PgId,
         read: ReadId,
+    },
+    /// The daemon's timeout of the shard reads of fetch `fetch`.
+    ShardReadTimeout {
+        fetch: u64,
+    },
+    /// Plan erasure-coded write `req` again (it met `ObjectBusy`).
+    EcReplan {
+        req: ReqId,
     },
 }
 
@@ -195,6 +211,8 @@ pub struct OsdProc {
     /// When this process started, on the OSD's clock (scheduled scrubs
     /// count stamps from it at the earliest, as the daemon does).
     started_ms: u64,
+    /// Erasure-coded writes, reads and pushes waiting for shard reads.
+    ec: ec::EcState,
 }
 
 /// How long the daemon waits for a map fetch (`MON_CALL_TIMEOUT`).
@@ -244,6 +262,8 @@ pub struct SimOsd {
     /// Scheduled scrubs (the daemon's `osd_scrub_interval` and friends),
     /// started at each tick as the daemon does; `None`: none.
     pub scrub_schedule: Option<ScrubSchedule>,
+    /// What the erasure-coded paths did (for the report).
+    pub ec_counts: EcCounts,
 }
 
 /// The last object whose data `txn` writes, if any.
@@ -276,6 +296,26 @@ fn ids(osds: &[OsdId]) -> Vec<u32> {
     osds.iter().map(|o| o.0).collect()
 }
 
+/// An interval's up and acting sets for a trace line: erasure-coded, by
+/// position (`_`: a hole).
+fn sets(interval: &Interval) -> String {
+    let positions = |osds: &[Option<OsdId>]| {
+        let shown: Vec<String> = osds
+            .iter()
+            .map(|o| o.map_or("_".to_owned(), |o| o.0.to_string()))
+            .collect();
+        format!("[{}]", shown.join(", "))
+    };
+    match &interval.ec {
+        Some(ec) => format!("up {} acting {}", positions(&ec.up), positions(&ec.acting)),
+        None => format!(
+            "up {:?} acting {:?}",
+            ids(&interval.up),
+            ids(&interval.acting)
+        ),
+    }
+}
+
 fn collection_of(pg: PgId) -> CollectionId {
     CollectionId::pg(pg.pool.0, pg.seed)
 }
@@ -299,6 +339,7 @@ impl SimOsd {
             corrupt_pgs_reset: 0,
             last_data_write: None,
             scrub_schedule: None,
+            ec_counts: EcCounts::default(),
         }
     }
 
@@ -388,6 +429,7 @@ impl SimOsd {
             booted: false,
             pre_boot: Vec::new(),
             started_ms: now_ms,
+            ec: ec::EcState::new(self.incarnation),
         });
         out.sends
             .push((Node::Mon, Msg::Command(boot_command(self.id))));
@@ -542,6 +584,16 @@ impl SimOsd {
                     && msg.interval_epoch() > process.view.epoch()
             }
             Msg::Op { op, .. } => op.epoch > process.view.epoch(),
+            // The daemon's `serve_shard_read` refreshes its map first when
+            // its copy is behind the asker's interval.
+            Msg::ShardRead { read, .. } => {
+                let started = process
+                    .pgs
+                    .get(&read.pg)
+                    .map(|s| s.pg.interval().epoch_started);
+                started.is_none_or(|s| s < read.interval_epoch)
+                    && read.interval_epoch > process.view.epoch()
+            }
             _ => false,
         }
     }
@@ -612,6 +664,14 @@ impl SimOsd {
                     self.client_op(asker, op, data, out);
                 }
             }
+            Msg::ShardRead { request_id, read } => {
+                self.serve_shard_read(from, request_id, &read, out);
+            }
+            Msg::ShardReadReply {
+                request_id,
+                reply,
+                data,
+            } => self.shard_read_reply(request_id, reply, &data, out),
             _ => {}
         }
     }
@@ -674,6 +734,8 @@ impl SimOsd {
             }
             OsdTimer::Purge { pg, epoch } => self.purge(pg, epoch, out),
             OsdTimer::ReadRun { pg, read } => self.read(pg, read, out),
+            OsdTimer::ShardReadTimeout { fetch } => self.shard_read_timeout(fetch, out),
+            OsdTimer::EcReplan { req } => self.ec_plan(req, out),
         }
     }
 
@@ -807,10 +869,9 @@ impl SimOsd {
                     context,
                 } => {
                     out.trace.push(format!(
-                        "{whoami} {pg}: interval e{} up {:?} acting {:?}",
+                        "{whoami} {pg}: interval e{} {}",
                         interval.epoch_started.0,
-                        ids(&interval.up),
-                        ids(&interval.acting)
+                        sets(&interval)
                     ));
                     self.feed(pg, PgEvent::MapContext(context), out);
                     self.feed(pg, PgEvent::IntervalChange(interval), out);
@@ -942,12 +1003,11 @@ impl SimOsd {
             StoredPg::default()
         };
         out.trace.push(format!(
-            "{} {pg}: {} at interval e{} up {:?} acting {:?}",
+            "{} {pg}: {} at interval e{} {}",
             self.id,
             if exists { "loaded" } else { "created" },
             interval.epoch_started.0,
-            ids(&interval.up),
-            ids(&interval.acting)
+            sets(&interval)
         ));
         // A copy held before this start may have promised a read lease:
         // for at most a lease after the process was last alive.
@@ -1080,7 +1140,14 @@ impl SimOsd {
         for effect in plan.rest {
             match effect {
                 Effect::Store(_) => unreachable!("the plan keeps store writes apart"),
-                Effect::Note(note) => out.trace.push(format!("{} {pg}: {note}", self.id)),
+                Effect::Note(note) => {
+                    // The core's note of a roll-back (`rolled back <version>
+                    // of <object>`), counted for the report.
+                    if note.starts_with("rolled back") {
+                        self.ec_counts.rollbacks += 1;
+                    }
+                    out.trace.push(format!("{} {pg}: {note}", self.id));
+                }
                 Effect::Ignored(ignored) => {
                     if trace_ignored() {
                         out.trace
@@ -1118,6 +1185,9 @@ impl SimOsd {
                 Effect::ScrubMap(order) => {
                     out.timers
                         .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
+                }
+                Effect::Reply { req, reply } if self.is_ec_write(req) => {
+                    self.ec_core_reply(req, reply, out);
                 }
                 Effect::Reply { req, reply } => {
                     let process = self.proc_mut();
@@ -1314,6 +1384,7 @@ impl SimOsd {
         out: &mut Outbox,
     ) {
         let pulled = epoch.is_some();
+        let ec = self.is_ec(pg);
         let Some(start) = self
             .proc()
             .pgs
@@ -1326,6 +1397,14 @@ impl SimOsd {
             ));
             return;
         };
+        if ec {
+            // As the daemon: a pull is never answered in an erasure-coded
+            // PG (its primary rebuilds shards itself).
+            if !pulled {
+                self.push_shards(pg, object, &targets, start, out);
+            }
+            return;
+        }
         let read = read_object_state(&self.store, collection_of(pg), &object);
         let plan = match push_after_read(self.id, object, &targets, pulled, start, read) {
             Ok(plan) => plan,
@@ -1479,6 +1558,11 @@ impl SimOsd {
         };
         let req: ReqId = op.req.into();
         let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
+        if self.is_ec(op.pg) {
+            let (pg, epoch) = (op.pg, op.epoch);
+            let (ops, implied) = (plan.ops, plan.implied);
+            return self.ec_client_write(asker, pg, epoch, req, object, ops, guards, implied, out);
+        }
         let collection = collection_of(op.pg);
         let check = match observe(&self.store, collection, &object, guards, plan.implied) {
             Ok(check) => check,
@@ -1532,6 +1616,9 @@ impl SimOsd {
         let collection = collection_of(pg);
         let key = ObjectKey::new(Bytes::from(op.object.into_vec()));
         let guards: Vec<cairn_osd::Guard> = op.guards.into_iter().map(Into::into).collect();
+        if self.is_ec(pg) {
+            return self.ec_client_read(pg, read, key, guards, op.ops, out);
+        }
         let result = read_ops(&self.store, collection, &key, guards, op.ops);
         let done = read_done(read, &result);
         if let Some(pending) = self.proc_mut().reads.get_mut(&read) {

@@ -22,9 +22,9 @@ use cairn_proto::mon::{
 };
 use cairn_proto::osd::{
     ClientOp, ClientReply, KIND_CLIENT_OP, KIND_CLIENT_REPLY, KIND_PEER_MSG, KIND_PEER_PING,
-    KIND_PEER_PONG,
+    KIND_PEER_PONG, KIND_PEER_SHARD_READ, KIND_PEER_SHARD_READ_REPLY,
 };
-use cairn_proto::peer::{PeerMsg, PeerPing, PeerPong};
+use cairn_proto::peer::{PeerMsg, PeerPing, PeerPong, ShardRead, ShardReadReply};
 use cairn_types::{Epoch, OsdId};
 use cairn_wire::{Frame, FrameDecoder};
 
@@ -86,6 +86,15 @@ fn frame_of(from: Node, msg: &Msg) -> Result<Frame, String> {
             reply,
             data,
         } => Frame::response(*request_id, reply, data.clone()),
+        Msg::ShardRead { request_id, read } => Frame::request(read, empty()).map(|mut frame| {
+            frame.request_id = *request_id;
+            frame
+        }),
+        Msg::ShardReadReply {
+            request_id,
+            reply,
+            data,
+        } => Frame::response(*request_id, &ShardReadReply(reply.clone()), data.clone()),
     };
     frame.map_err(|e| e.to_string())
 }
@@ -183,6 +192,22 @@ pub fn decode(from: Node, bytes: &[u8]) -> Result<Msg, String> {
             reply: frame.decode_body::<ClientReply>().map_err(body)?,
             data: frame.data.bytes().clone(),
         },
+        KIND_PEER_SHARD_READ => {
+            let read = frame.decode_body::<ShardRead>().map_err(body)?;
+            sender_checks_out(from, read.from, "shard read")?;
+            Msg::ShardRead {
+                request_id: frame.request_id,
+                read,
+            }
+        }
+        KIND_PEER_SHARD_READ_REPLY => {
+            let ShardReadReply(reply) = frame.decode_body().map_err(body)?;
+            Msg::ShardReadReply {
+                request_id: frame.request_id,
+                reply,
+                data: frame.data.bytes().clone(),
+            }
+        }
         kind => return Err(format!("unknown message kind {kind:#06x}")),
     })
 }

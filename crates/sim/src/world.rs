@@ -55,9 +55,37 @@ pub const UNKNOWN_OPS_PER_MILLE_MAX: usize = 950;
 /// an hour, far beyond any lease or grace period.
 pub const CLOCK_SKEW_MS_MAX: u64 = 3_600_000;
 
+/// The shape of an erasure-coded pool: `k` data and `m` parity shards of
+/// `stripe_unit` bytes, writes taken with `min_size` shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcSpec {
+    pub k: u32,
+    pub m: u32,
+    pub stripe_unit: u32,
+}
+
+/// The seeds whose pool is erasure-coded: a third, drawn apart with this
+/// constant, which keeps every regression and double-fault seed of
+/// `tests/seeds.rs` (all found on replicated pools) replicated (31 of
+/// `CI_SEEDS` 0..100 are erasure-coded with it).
+const EC_DRAW: u64 = 0xec0d_e3d4;
+
+/// The codes an erasure-coded seed draws: 2+1 most often; those with
+/// `m >= 2` take rot, misdirected writes and metadata damage (which need
+/// `k + 2` sound shards); those with `k >= m + 2` make small overwrites
+/// parity deltas.
+const EC_SHAPES: [(u32, u32); 6] = [(2, 1), (2, 1), (3, 1), (2, 2), (3, 2), (4, 2)];
+
+/// The stripe unit of the simulated erasure-coded pools: the smallest, so
+/// that the workload's objects span stripes.
+const EC_STRIPE_UNIT: u32 = 4 << 10;
+
 /// A run's cluster, workload and faults, all drawn from the seed.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// An erasure-coded pool (`size` is then `k + m` and `min_size` the
+    /// pool's); `None`: replicated.
+    pub ec: Option<EcSpec>,
     pub osd_count: u32,
     pub size: u32,
     pub min_size: u32,
@@ -134,6 +162,7 @@ impl Scenario {
         let delay_ms_max = rng.range(1, 20);
         let weight = |rng: &mut Rng| [0, 1, 3][rng.index(3)];
         let mut scenario = Scenario {
+            ec: None,
             osd_count,
             size,
             min_size,
@@ -227,13 +256,45 @@ impl Scenario {
                 max_scrubs: usize::try_from(scheduled.range(1, 3)).unwrap_or(1),
             });
         }
+        // Likewise an erasure-coded pool, in a third of the seeds: `k + m`
+        // OSDs and as many spare as the replicated draw had, `min_size`
+        // the pool's default `k + 1` or, now and then, every shard.
+        let mut ec = Rng::new(seed ^ EC_DRAW);
+        if ec.below(3) == 0 {
+            let (k, m) = EC_SHAPES[ec.index(EC_SHAPES.len())];
+            let spare = scenario.osd_count - scenario.size;
+            scenario.size = k + m;
+            scenario.osd_count = k + m + spare;
+            scenario.min_size = if ec.below(4) == 0 { k + m } else { k + 1 };
+            scenario.ec = Some(EcSpec {
+                k,
+                m,
+                stripe_unit: EC_STRIPE_UNIT,
+            });
+        }
         scenario
+    }
+
+    /// Sound copies (replicated) or shards (erasure-coded) an object must
+    /// keep beside one damaged so that one more fault still leaves enough:
+    /// two copies, or `k + 1` shards.
+    #[must_use]
+    pub fn sound_others_min(&self) -> usize {
+        self.ec
+            .map_or(2, |ec| usize::try_from(ec.k + 1).unwrap_or(usize::MAX))
     }
 
     #[must_use]
     pub fn summary(&self) -> String {
+        let pool = match self.ec {
+            Some(ec) => format!(
+                "erasure-coded {}+{} (stripe unit {})",
+                ec.k, ec.m, ec.stripe_unit
+            ),
+            None => "replicated".into(),
+        };
         format!(
-            "{} OSDs, pool size {} min_size {} pg_num {}, {} objects, {} clients, \
+            "{} OSDs, {pool} pool size {} min_size {} pg_num {}, {} objects, {} clients, \
              PG log {} entries; chaos {} s, loss {}‰ (between OSDs {}‰), duplication {}‰, delay ≤{} ms \
              (spikes {}‰ ≤{} ms), disk ≤{} ms; faults every ~{} s \
              (weights: crash {}, partition {}, out {}, mon restart {}); \
@@ -395,6 +456,8 @@ pub struct Stats {
     /// reset for a backfill.
     pub meta_damaged: u64,
     pub corrupt_pgs_reset: u64,
+    /// What the erasure-coded paths of the OSDs did, summed.
+    pub ec: crate::osd::EcCounts,
     pub epochs: u64,
     pub clean_after_heal_ms: Option<u64>,
     pub virtual_ms: u64,
@@ -411,7 +474,8 @@ pub struct Report {
     /// proves it): the proof. Neither a pass nor a bug.
     pub double_fault: Option<String>,
     pub stats: Stats,
-    /// Trace lines around the failures (empty on success).
+    /// Trace lines around the failures (empty on success), or the whole
+    /// trace if `CAIRN_SIM_TRACE` is set.
     pub trace: Vec<String>,
 }
 
@@ -490,6 +554,7 @@ impl World {
             objects,
             think_ms_max: scenario.think_ms_max,
             op_deadline_ms: scenario.op_deadline_ms,
+            erasure_coded: scenario.ec.is_some(),
         };
         let mut clients = BTreeMap::new();
         for id in 0..scenario.client_count {
@@ -1085,9 +1150,10 @@ impl World {
     /// Damages one metadata record (a log entry, a missing mark, a dup) of
     /// a PG copy `pick` chooses on `victim`, whose process just
     /// crashed: the OSD finds it corrupt when it loads the copy again.
-    /// Only where two other copies of the PG are complete, up to date and
-    /// hold every object of this one soundly, so losing this copy is one
-    /// fault; its objects are recorded for the double-fault proof.
+    /// Only where two other copies of the PG (`k + 1` other shards,
+    /// erasure-coded) are complete, up to date and hold every object of
+    /// this one soundly, so losing this copy is one fault; its objects are
+    /// recorded for the double-fault proof.
     fn damage_pg_meta(&mut self, victim: OsdId, pick: u64) -> bool {
         let mut rng = Rng::new(pick);
         let Some(sim) = self.osds.get(&victim) else {
@@ -1141,9 +1207,10 @@ impl World {
     }
 
     /// The objects (name, version) of `victim`'s copy in `collection`, if
-    /// two other copies are complete, as far as this one, with nothing
-    /// missing, hold each of them at the same version with sound data, and
-    /// activated no earlier than it. (A reset copy vouches for nothing: if
+    /// two other copies (`k + 1` shards of the acting set: strays do not
+    /// serve erasure-coded recovery) are complete, as far as this one,
+    /// with nothing missing, hold each of them at the same version with
+    /// sound data, and activated no earlier than it. (A reset copy vouches for nothing: if
     /// it alone had activated last, a past interval only its completeness
     /// covered keeps the PG incomplete, as in Ceph when the only OSD of an
     /// interval that may have taken writes is lost; seed 200422 showed it.
@@ -1169,10 +1236,17 @@ impl World {
                 sim.store.stat(collection, key).ok()?.version,
             ));
         }
+        let members = self.ec_positions(collection).map(|positions| {
+            positions
+                .into_iter()
+                .flatten()
+                .collect::<std::collections::BTreeSet<OsdId>>()
+        });
         let sound_elsewhere = self
             .osds
             .iter()
             .filter(|(id, _)| **id != victim)
+            .filter(|(id, _)| members.as_ref().is_none_or(|m| m.contains(id)))
             .filter(|(_, other)| {
                 !other.store.meta_damaged(collection)
                     && cairn_osd::daemon::load_pg(&other.store, collection).is_ok_and(|theirs| {
@@ -1192,7 +1266,7 @@ impl World {
                     })
             })
             .count();
-        (sound_elsewhere >= 2).then_some(objects)
+        (sound_elsewhere >= self.scenario.sound_others_min()).then_some(objects)
     }
 
     /// Where `name` lives and every OSD's copy of it: (OSD, version, size,
@@ -1223,13 +1297,25 @@ impl World {
         Some((collection, key, copies))
     }
 
+    /// The OSD at each position of the erasure-coded PG of `collection` on
+    /// the monitor's newest map (`None`: replicated, or no such PG).
+    fn ec_positions(&self, collection: cairn_store::CollectionId) -> Option<Vec<Option<OsdId>>> {
+        let map = &self.mon.service.state().map;
+        checks::placements(map)
+            .into_iter()
+            .find(|p| cairn_osd::split::collection_of(p.pg) == collection)
+            .and_then(|p| p.ec.map(|(_, positions)| positions))
+    }
+
     /// Whether `victim`'s copy of `key` may be damaged: it holds the newest
     /// version with data, two other copies of that version are sound and
     /// no copy is damaged already (so a sound copy to repair from exists
     /// even after one more fault: a damaged copy plus an unacknowledged
     /// write rolled back on another, its old version then only on the
     /// damaged copy, is a double fault that loses the object anywhere,
-    /// Ceph included).
+    /// Ceph included). Erasure-coded: `k + 1` other positions of the
+    /// acting set hold their own shard of that version soundly (strays
+    /// and shards at another position do not serve its recovery).
     fn may_damage(
         &self,
         victim: OsdId,
@@ -1239,6 +1325,9 @@ impl World {
         let Some((_, _, copies)) = self.copies_of(&key.name) else {
             return false;
         };
+        if let Some(positions) = self.ec_positions(collection) {
+            return self.may_damage_shard(victim, collection, key, &copies, &positions);
+        }
         if copies.iter().any(|c| c.3) {
             return false;
         }
@@ -1254,7 +1343,48 @@ impl World {
             .osds
             .get(&victim)
             .and_then(|sim| cairn_store::ObjectStore::stat(&sim.store, collection, key).ok());
-        sound.len() >= 3 && sound.contains(&victim) && here.is_some_and(|s| s.version == newest)
+        sound.len() > self.scenario.sound_others_min()
+            && sound.contains(&victim)
+            && here.is_some_and(|s| s.version == newest)
+    }
+
+    /// [`World::may_damage`] for a shard of an erasure-coded object.
+    fn may_damage_shard(
+        &self,
+        victim: OsdId,
+        collection: cairn_store::CollectionId,
+        key: &cairn_store::ObjectKey,
+        copies: &[(OsdId, u64, u64, bool)],
+        positions: &[Option<OsdId>],
+    ) -> bool {
+        if copies.iter().any(|c| c.3) {
+            return false;
+        }
+        let Some(newest) = copies.iter().map(|c| c.1).max() else {
+            return false;
+        };
+        let own_shard = |position: usize, osd: OsdId| {
+            let Some(sim) = self.osds.get(&osd) else {
+                return false;
+            };
+            let store = &sim.store;
+            let stat = cairn_store::ObjectStore::stat(store, collection, key);
+            let meta = cairn_store::ObjectStore::xattrs(store, collection, key)
+                .ok()
+                .and_then(|x| x.get(cairn_osd::ec::EC_META_XATTR).cloned())
+                .and_then(|m| cairn_osd::ec::ShardMeta::decode(&m).ok());
+            stat.is_ok_and(|s| s.version == newest)
+                && meta.is_some_and(|m| m.shard as usize == position)
+                && !store.is_rotten(collection, key)
+        };
+        let sound_others = positions
+            .iter()
+            .enumerate()
+            .filter(|(i, osd)| osd.is_some_and(|o| o != victim && own_shard(*i, o)))
+            .count();
+        let here = copies.iter().find(|c| c.0 == victim);
+        sound_others >= self.scenario.sound_others_min()
+            && here.is_some_and(|c| c.1 == newest && c.2 > 0)
     }
 
     /// Damages `victim`'s copy of `key` at a byte `pick` chooses, if
@@ -1470,9 +1600,17 @@ impl World {
         let create = MonCommand::PoolCreate {
             name: crate::client::POOL_NAME.into(),
             pg_num: s.pg_num,
-            redundancy: RedundancySpec::Replicated {
-                size: s.size,
-                min_size: s.min_size,
+            redundancy: match s.ec {
+                None => RedundancySpec::Replicated {
+                    size: s.size,
+                    min_size: s.min_size,
+                },
+                Some(ec) => RedundancySpec::Erasure {
+                    k: ec.k,
+                    m: ec.m,
+                    min_size: Some(s.min_size),
+                    stripe_unit: Some(ec.stripe_unit),
+                },
             },
             failure_domain: FailureDomainSpec::Host,
             device_class: None,
@@ -1583,6 +1721,16 @@ impl World {
         self.stats.virtual_ms = self.now_ms;
         self.stats.disk_errors = self.osds.values().map(|o| o.disk_errors).sum();
         self.stats.corrupt_pgs_reset = self.osds.values().map(|o| o.corrupt_pgs_reset).sum();
+        let mut ec = crate::osd::EcCounts::default();
+        for counts in self.osds.values().map(|o| o.ec_counts) {
+            ec.whole_writes += counts.whole_writes;
+            ec.delta_writes += counts.delta_writes;
+            ec.stripe_writes += counts.stripe_writes;
+            ec.degraded_reads += counts.degraded_reads;
+            ec.shard_pushes += counts.shard_pushes;
+            ec.rollbacks += counts.rollbacks;
+        }
+        self.stats.ec = ec;
     }
 
     /// The whole run: setup, chaos, heal, checks.
@@ -1815,10 +1963,10 @@ pub fn run(seed: u64) -> Report {
     world.finish_stats();
     failures.extend(activity_failures(&world.stats));
     let double_fault = world.double_fault(&failures);
-    let trace = if failures.is_empty() {
-        Vec::new()
-    } else if std::env::var_os("CAIRN_SIM_TRACE").is_some() {
+    let trace = if std::env::var_os("CAIRN_SIM_TRACE").is_some() {
         world.trace.clone()
+    } else if failures.is_empty() {
+        Vec::new()
     } else {
         world.relevant_trace(&failures)
     };
