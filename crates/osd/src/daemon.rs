@@ -1855,25 +1855,27 @@ impl Osd {
                 }
             }
         }
-        // Sources: every position's OSD, each read whole and counted as the
-        // shard its metadata names (one that changed positions still holds
-        // its old shard). Those known to hold the object first (not lacking
-        // it, not being rebuilt or backfilled), this OSD's own first among
-        // them, data before parity; only their "not found" means the object
-        // is gone. Read in rounds until `k` distinct shards of one version.
-        let trusted = |o: OsdId| !targets.contains(&o) && !lacking.contains(&o);
-        let mut candidates: Vec<u32> = (0..layout.shards())
-            .filter(|s| interval.osd_at(*s).is_some())
-            .collect();
-        candidates.sort_by_key(|s| {
-            let osd = interval.osd_at(*s);
-            (!osd.is_some_and(trusted), osd != Some(self.whoami), *s)
+        // Sources: every position's OSD and every stray the log says holds
+        // the object, each read whole and counted as the shard its
+        // metadata names (one that changed positions still holds its old
+        // shard). Those known to hold the object first (positions not
+        // lacking it, not being rebuilt or backfilled, this OSD's own
+        // first, data before parity; then the strays); only the positions'
+        // "not found" means the object is gone. Read in rounds until `k`
+        // distinct shards of the version the log names.
+        let (strays, need) = lock(&self.pgs)
+            .get(&pg)
+            .map(|slot| slot.pg.rebuild_hints(&object))
+            .unwrap_or_default();
+        let candidates = ec::rebuild_order(interval, &strays, self.whoami, |o| {
+            !targets.contains(&o) && !lacking.contains(&o)
         });
+        let trusted = |o: OsdId| !targets.contains(&o) && !lacking.contains(&o);
         let key = ObjectKey::new(object.clone());
         let mut sources: ec::Sources = BTreeMap::new();
         let mut next = candidates.into_iter();
         loop {
-            let want = ec::reads_still_needed(layout.k as usize, &sources);
+            let want = ec::reads_still_needed(layout.k as usize, &sources, need);
             if want == 0 {
                 break;
             }
@@ -1882,7 +1884,9 @@ impl Osd {
             if batch.is_empty() {
                 break;
             }
-            let (got, failed) = self.fetch_shards(pg, interval, &key, 0, &batch, true).await;
+            let (got, failed) = self
+                .fetch_shards(pg, interval, &key, 0, &batch, (true, &strays))
+                .await;
             for (shard, served) in got {
                 sources.insert(shard, Ok(served));
             }
@@ -1907,7 +1911,7 @@ impl Osd {
             .map(|p| p.len() as u64)
             .sum();
         let shards: Vec<u32> = positions.iter().map(|(_, s)| *s).collect();
-        let rebuilt = match ec::rebuild_for_push(&layout, &*codec, &sources, &shards) {
+        let rebuilt = match ec::rebuild_for_push(&layout, &*codec, &sources, &shards, need) {
             Ok(rebuilt) => rebuilt,
             Err(why) => {
                 tracing::warn!(%pg, object = %String::from_utf8_lossy(&object), %why, "cannot rebuild shards yet");
@@ -2455,7 +2459,7 @@ impl Osd {
                 pgs.get(&pg).map(|s| &s.pg),
                 req.from,
                 req.interval_epoch,
-                req.shard,
+                (req.shard, req.whole),
                 &req.object,
             )
         };
@@ -2892,7 +2896,14 @@ impl Osd {
         for _attempt in 0..EC_READ_ATTEMPTS {
             let fetch = ec::fetch_for(&layout, &plan, &available)?;
             let (got, failed) = self
-                .fetch_shards(pg, interval, &key, plan.version, &fetch.ranges, false)
+                .fetch_shards(
+                    pg,
+                    interval,
+                    &key,
+                    plan.version,
+                    &fetch.ranges,
+                    (false, &[]),
+                )
                 .await;
             if failed.is_empty() {
                 let got = got
@@ -2962,7 +2973,7 @@ impl Osd {
         {
             let reads = delta.reads(&layout);
             let (served, failed) = self
-                .fetch_shards(pg, &interval, &key, base, &reads, false)
+                .fetch_shards(pg, &interval, &key, base, &reads, (false, &[]))
                 .await;
             if failed.is_empty() && served.len() == reads.len() {
                 let old: BTreeMap<u32, Vec<Bytes>> =
@@ -3024,7 +3035,7 @@ impl Osd {
             let probe: BTreeMap<u32, Vec<(u64, u64)>> =
                 (0..layout.shards()).map(|s| (s, Vec::new())).collect();
             let (_, failed) = self
-                .fetch_shards(pg, &interval, &key, 0, &probe, false)
+                .fetch_shards(pg, &interval, &key, 0, &probe, (false, &[]))
                 .await;
             let mut mixed = false;
             for (shard, error) in failed {
@@ -3080,15 +3091,16 @@ impl Osd {
         key: &ObjectKey,
         version: u64,
         ranges: &BTreeMap<u32, Vec<(u64, u64)>>,
-        whole: bool,
+        (whole, strays): (bool, &[OsdId]),
     ) -> (BTreeMap<u32, ec::Served>, Vec<(u32, ShardReadError)>) {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let mut tasks: tokio::task::JoinSet<(u32, Result<ec::Served, ShardReadError>)> =
             tokio::task::JoinSet::new();
         let mut failed = Vec::new();
-        for (&shard, ranges) in ranges {
+        for (&at, ranges) in ranges {
             let ranges = ranges.clone();
-            let osd = interval.osd_at(shard);
+            let source = ec::source_of(interval, strays, at);
+            let (osd, shard) = (source.map(|s| s.0), source.map_or(at, |s| s.1));
             if osd == Some(self.whoami) {
                 let store = self.store.clone();
                 let key = key.clone();
@@ -3096,12 +3108,12 @@ impl Osd {
                     let served = ec::serve_shard_read(
                         &*store, collection, &key, shard, version, &ranges, whole,
                     );
-                    (shard, served)
+                    (at, served)
                 });
                 continue;
             }
             let Some(osd) = osd else {
-                failed.push((shard, ShardReadError::NotServing("a hole".into())));
+                failed.push((at, ShardReadError::NotServing("a hole".into())));
                 continue;
             };
             let request = ShardRead {
@@ -3116,10 +3128,10 @@ impl Osd {
             };
             match self.peer_at(osd).await {
                 Ok(conn) => {
-                    tasks.spawn(async move { (shard, fetch_shard(&conn, &request).await) });
+                    tasks.spawn(async move { (at, fetch_shard(&conn, &request).await) });
                 }
                 Err(error) => {
-                    failed.push((shard, ShardReadError::NotServing(error.to_string())));
+                    failed.push((at, ShardReadError::NotServing(error.to_string())));
                 }
             }
         }

@@ -1368,6 +1368,13 @@ pub fn serve_shard_read(
                 "shard bytes fail their recorded crc32c {want:08x}"
             )));
         }
+        // A stray's shard counts as the shard its metadata names; one
+        // without names none, and serves only as an empty object's.
+        if shard == ANY_SHARD && !xattrs.contains_key(EC_META_XATTR) && !data.is_empty() {
+            return Err(ShardReadError::NotServing(
+                "data without shard metadata".into(),
+            ));
+        }
         parts.push(data);
     } else {
         for &(offset, len) in ranges {
@@ -1440,19 +1447,77 @@ fn shard_held(position: u32, served: &Served) -> Result<u32, String> {
     }
 }
 
-/// Whole reads of an object's shards (keyed by the position read).
+/// The shard a stray is asked for in a rebuild's whole read: whichever
+/// it holds (its metadata names it).
+pub const ANY_SHARD: u32 = u32::MAX;
+
+/// Where a rebuild reads its source `key` ([`Sources`]): the acting OSD
+/// of that position, asked for the position's shard; past the positions,
+/// a stray of `strays`, asked for [`ANY_SHARD`]. `None`: a hole.
+#[must_use]
+pub fn source_of(interval: &crate::Interval, strays: &[OsdId], key: u32) -> Option<(OsdId, u32)> {
+    let shards = interval.ec.as_ref().map_or(0, |s| s.k + s.m);
+    if key < shards {
+        return interval.osd_at(key).map(|osd| (osd, key));
+    }
+    let index = usize::try_from(key - shards).ok()?;
+    strays.get(index).map(|osd| (*osd, ANY_SHARD))
+}
+
+/// The order in which a rebuild reads its sources ([`source_of`] keys):
+/// the positions whose OSD is `trusted` (known to hold the object; this
+/// OSD, `whoami`, first, then data before parity), then the strays, then
+/// the other positions (which may hold an older shard, or the object at a
+/// position they moved from).
+#[must_use]
+pub fn rebuild_order(
+    interval: &crate::Interval,
+    strays: &[OsdId],
+    whoami: OsdId,
+    trusted: impl Fn(OsdId) -> bool,
+) -> Vec<u32> {
+    let shards = interval.ec.as_ref().map_or(0, |s| s.k + s.m);
+    let mut keys: Vec<u32> = (0..shards)
+        .filter(|s| interval.osd_at(*s).is_some())
+        .chain((0..strays.len()).filter_map(|i| u32::try_from(i).ok().map(|i| shards + i)))
+        .collect();
+    keys.sort_by_key(|key| {
+        let osd = source_of(interval, strays, *key).map(|s| s.0);
+        let rank = if *key >= shards {
+            1
+        } else if osd.is_some_and(&trusted) {
+            0
+        } else {
+            2
+        };
+        (rank, osd != Some(whoami), *key)
+    });
+    keys
+}
+
+/// Whole reads of an object's shards, keyed by the position read (or,
+/// for a stray's, by a key past every position: such a read counts only
+/// as the shard its metadata names).
 pub type Sources = BTreeMap<u32, Result<Served, ShardReadError>>;
 
 /// Of whole reads of an object's shards, the newest version that `k`
-/// distinct shards hold, with those shards (`None`: no version is held
-/// by `k`).
-fn usable_version(k: usize, sources: &Sources) -> Option<(u64, BTreeMap<u32, &Served>)> {
+/// distinct shards hold (only `need`, when given), with those shards
+/// (`None`: no such version is held by `k`).
+fn usable_version(
+    k: usize,
+    sources: &Sources,
+    need: Option<u64>,
+) -> Option<(u64, BTreeMap<u32, &Served>)> {
     let mut by_version: BTreeMap<u64, BTreeMap<u32, &Served>> = BTreeMap::new();
     for (position, result) in sources {
         let Ok(served) = result else { continue };
+        if need.is_some_and(|need| need != served.version) {
+            continue;
+        }
         let Ok(shard) = shard_held(*position, served) else {
             continue;
         };
+
         by_version
             .entry(served.version)
             .or_default()
@@ -1473,15 +1538,18 @@ fn absent(sources: &Sources) -> usize {
 }
 
 /// How many more whole reads a rebuild needs: none once `k` distinct
-/// shards at one version were read, or `k` sources known to hold the
-/// object said it is gone.
+/// shards at one version (`need`, when given) were read, or `k` sources
+/// known to hold the object said it is gone.
 #[must_use]
-pub fn reads_still_needed(k: usize, sources: &Sources) -> usize {
-    if usable_version(k, sources).is_some() || absent(sources) >= k {
+pub fn reads_still_needed(k: usize, sources: &Sources, need: Option<u64>) -> usize {
+    if need == Some(0) || usable_version(k, sources, need).is_some() || absent(sources) >= k {
         return 0;
     }
     let mut per_version: BTreeMap<u64, usize> = BTreeMap::new();
     for served in sources.values().flatten() {
+        if need.is_some_and(|need| need != served.version) {
+            continue;
+        }
         *per_version.entry(served.version).or_default() += 1;
     }
     let best = per_version.into_values().max().unwrap_or(0);
@@ -1491,7 +1559,8 @@ pub fn reads_still_needed(k: usize, sources: &Sources) -> usize {
 /// The shards to push to each target (the position it is to hold),
 /// rebuilt from whole reads of other shards (each counts as the shard its
 /// metadata names, so an OSD that changed positions is still a source
-/// for its old shard): the newest version `k` distinct shards hold. Each
+/// for its old shard): the newest version `k` distinct shards hold, or
+/// exactly `need` when the log names the version to rebuild. Each
 /// target's state is its shard's bytes, the object's client xattrs and
 /// its own shard metadata. `None`: the object does not exist (`k`
 /// sources said so; the caller passes "not found" only from sources known
@@ -1505,17 +1574,20 @@ pub fn rebuild_for_push(
     codec: &dyn cairn_ec::Codec,
     sources: &Sources,
     targets: &[u32],
+    need: Option<u64>,
 ) -> Result<Option<Vec<(u32, crate::pg::ObjectState)>>, String> {
     let k = layout.k as usize;
-    // `k` sources that hold the object's current state found it gone: any
+    // The log's newest change removed it (versions start at 1), or `k`
+    // sources that hold the object's current state found it gone: any
     // copy read elsewhere is an older one.
-    if absent(sources) >= k {
+    if need == Some(0) || absent(sources) >= k {
         return Ok(None);
     }
-    let Some((version, found)) = usable_version(k, sources) else {
+    let Some((version, found)) = usable_version(k, sources, need) else {
         let read = sources.values().filter(|r| r.is_ok()).count();
+        let which = need.map_or_else(|| "no version".to_owned(), |v| format!("version {v}"));
         return Err(format!(
-            "no version of the object is held by {k} shards ({read} read, {} absent)",
+            "{which} of the object is not held by {k} shards ({read} read, {} absent)",
             absent(sources)
         ));
     };
@@ -1542,15 +1614,28 @@ pub fn rebuild_for_push(
                 }
             }
         }
+        let data = served.parts.first().cloned().unwrap_or_default();
+        if meta.is_none() {
+            // An object without shard metadata holds no data: every shard
+            // is empty, and any source serves as any.
+            if !data.is_empty() {
+                return Err(format!("shard {shard} holds data without shard metadata"));
+            }
+            continue;
+        }
         let Some(slot) = shards.get_mut(*shard as usize) else {
             return Err(format!("no shard {shard}"));
         };
-        *slot = Some(served.parts.first().cloned().unwrap_or_default().to_vec());
+        *slot = Some(data.to_vec());
     }
     let (meta, client_xattrs) = first.unwrap_or_default();
     let (size, chunk) = meta.map_or((0, layout.chunk_for(0)), |m| (m.size, m.chunk));
-    cairn_ec::object::rebuild(layout, codec, chunk, size, &mut shards)
-        .map_err(|e| e.to_string())?;
+    if meta.is_some() {
+        cairn_ec::object::rebuild(layout, codec, chunk, size, &mut shards)
+            .map_err(|e| e.to_string())?;
+    } else {
+        shards.fill(Some(Vec::new()));
+    }
     let mut out = Vec::with_capacity(targets.len());
     for &target in targets {
         let Some(Some(data)) = shards.get(target as usize) else {
@@ -2079,9 +2164,10 @@ mod tests {
                 .filter(|i| !lost.contains(i))
                 .map(|i| (i, whole(i)))
                 .collect();
-            let rebuilt = rebuild_for_push(backend.layout(), &*backend.codec, &sources, &lost)
-                .expect("rebuilt")
-                .expect("the object exists");
+            let rebuilt =
+                rebuild_for_push(backend.layout(), &*backend.codec, &sources, &lost, None)
+                    .expect("rebuilt")
+                    .expect("the object exists");
             for (shard, state) in rebuilt {
                 let stored =
                     crate::daemon::read_object_state(&stores[shard as usize], coll, &key().name)
@@ -2093,7 +2179,7 @@ mod tests {
         // Too few, or a disagreeing version: nothing.
         let few: BTreeMap<u32, Result<Served, ShardReadError>> =
             (0..3).map(|i| (i, whole(i))).collect();
-        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &few, &[4]).is_err());
+        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &few, &[4], None).is_err());
         let mut odd: BTreeMap<u32, Result<Served, ShardReadError>> =
             (0..4).map(|i| (i, whole(i))).collect();
         for i in [2, 3] {
@@ -2102,7 +2188,7 @@ mod tests {
             }
         }
         assert!(
-            rebuild_for_push(backend.layout(), &*backend.codec, &odd, &[4]).is_err(),
+            rebuild_for_push(backend.layout(), &*backend.codec, &odd, &[4], None).is_err(),
             "two shards at each of two versions: no version has four"
         );
         // A source read at another position than its shard's (an OSD that
@@ -2111,7 +2197,7 @@ mod tests {
             .into_iter()
             .map(|(at, i)| (at, whole(i)))
             .collect();
-        let rebuilt = rebuild_for_push(backend.layout(), &*backend.codec, &moved, &[2])
+        let rebuilt = rebuild_for_push(backend.layout(), &*backend.codec, &moved, &[2], None)
             .expect("rebuilt")
             .expect("exists");
         let stored = crate::daemon::read_object_state(&stores[2], coll, &key().name)
@@ -2121,14 +2207,41 @@ mod tests {
             rebuilt[0].1, stored,
             "shard 2 rebuilt from shards 0, 1, 3 and 5"
         );
-        assert_eq!(reads_still_needed(4, &moved), 0);
-        assert_eq!(reads_still_needed(4, &few), 1);
+        assert_eq!(reads_still_needed(4, &moved, None), 0);
+        assert_eq!(reads_still_needed(4, &few, None), 1);
+        // The version the log names, and no other: four shards of version
+        // 5 rebuild version 5, not a version 6 the log says was written.
+        assert!(rebuild_for_push(backend.layout(), &*backend.codec, &moved, &[2], Some(5)).is_ok());
+        assert!(
+            rebuild_for_push(backend.layout(), &*backend.codec, &moved, &[2], Some(6)).is_err(),
+            "shards of an older version than the log's never seed a rebuild"
+        );
+        assert_eq!(reads_still_needed(4, &moved, Some(6)), 4);
+        // A stray's read, keyed past every position, counts as its shard.
+        let with_stray: BTreeMap<u32, Result<Served, ShardReadError>> =
+            [(0, 0), (1, 1), (6, 3), (7, 5)]
+                .into_iter()
+                .map(|(at, i)| (at, whole(i)))
+                .collect();
+        let rebuilt = rebuild_for_push(
+            backend.layout(),
+            &*backend.codec,
+            &with_stray,
+            &[2],
+            Some(5),
+        )
+        .expect("rebuilt")
+        .expect("exists");
+        assert_eq!(
+            rebuilt[0].1, stored,
+            "shard 2 rebuilt with two strays' shards"
+        );
 
         // Gone everywhere: the targets remove theirs.
         let gone: BTreeMap<u32, Result<Served, ShardReadError>> =
             (0..4).map(|i| (i, Err(ShardReadError::NotFound))).collect();
         assert_eq!(
-            rebuild_for_push(backend.layout(), &*backend.codec, &gone, &[4]),
+            rebuild_for_push(backend.layout(), &*backend.codec, &gone, &[4], None),
             Ok(None)
         );
     }
@@ -2458,7 +2571,7 @@ mod tests {
                 let sources: BTreeMap<u32, Result<Served, ShardReadError>> =
                     (0..n).map(|i| (i, whole(i))).collect();
                 let rebuilt =
-                    rebuild_for_push(backend.layout(), &*backend.codec, &sources, pattern)
+                    rebuild_for_push(backend.layout(), &*backend.codec, &sources, pattern, None)
                         .expect("rebuilt")
                         .expect("the object exists");
                 assert_eq!(rebuilt.len(), pattern.len(), "{what}");

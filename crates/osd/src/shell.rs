@@ -209,6 +209,9 @@ pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turn
 /// that very interval, whose primary is `from`, at position `shard`, and
 /// it does not lack the object. A read served by the bytes of another
 /// interval, primary or shard would mix what the primary assembles.
+/// Or, for a rebuild (`whole`, [`crate::ec::ANY_SHARD`]): it is a stray of
+/// that interval, whose whole shard the primary takes as the shard its
+/// metadata names, at the version the primary's log names.
 ///
 /// # Errors
 /// Why not, for the primary's log.
@@ -216,7 +219,7 @@ pub fn admit_shard_read(
     core: Option<&Pg>,
     from: OsdId,
     interval_epoch: Epoch,
-    shard: u32,
+    (shard, whole): (u32, bool),
     object: &[u8],
 ) -> Result<(), String> {
     let Some(core) = core else {
@@ -228,6 +231,15 @@ pub fn admit_shard_read(
             "interval {} with primary {:?}, asked for {interval_epoch} by {from}",
             interval.epoch_started, interval.primary
         ));
+    }
+    if shard == crate::ec::ANY_SHARD {
+        let member =
+            interval.acting.contains(&core.whoami()) || interval.up.contains(&core.whoami());
+        return if whole && !member {
+            Ok(())
+        } else {
+            Err("any shard is served only whole, by a stray".into())
+        };
     }
     if !core.is_activated_replica() {
         return Err("copy not activated".into());

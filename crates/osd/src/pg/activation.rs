@@ -515,10 +515,21 @@ impl Pg {
             self.phase = Phase::WaitingTemp { ticks: 0 };
             return;
         }
-        if !primary_ok {
+        // The acting set as it is must hold k positions that the log can
+        // bring up to date: with fewer, the PG could neither decode what
+        // it holds nor keep a shorter history from winning the next
+        // peering (its lone copies would record the newest activation).
+        let serving = ec
+            .acting
+            .iter()
+            .flatten()
+            .filter(|o| eligible.contains(o))
+            .count();
+        if !primary_ok || serving < ec.k as usize {
             self.become_incomplete(
                 format!(
-                    "{filled} positions can be brought up to date from the log, {} needed",
+                    "{} positions can be brought up to date from the log, {} needed",
+                    if primary_ok { serving } else { filled },
                     ec.k
                 ),
                 fx,

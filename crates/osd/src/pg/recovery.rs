@@ -196,6 +196,34 @@ impl Pg {
         }
     }
 
+    /// What an erasure-coded rebuild of `object` may read besides the
+    /// acting positions, and which version it must rebuild: the strays
+    /// that are up and hold the object by their logs (each read whole, as
+    /// the shard its metadata names), and the object version of the newest
+    /// logged change of it (0: removed, so nothing is read; `None`: not
+    /// in the log, as for a backfill, or last refused, where the newest
+    /// version `k` shards hold is the current one). A stray's shard of another version (a write it missed, or
+    /// one peering rolled back) never seeds the rebuild.
+    #[must_use]
+    pub fn rebuild_hints(&self, object: &Bytes) -> (Vec<OsdId>, Option<u64>) {
+        let need =
+            self.log
+                .newest_change(object)
+                .and_then(|entry| match (entry.kind, entry.result) {
+                    (LogKind::Write, crate::log::LogResult::Ok { object_version }) => {
+                        Some(object_version)
+                    }
+                    (LogKind::Remove, crate::log::LogResult::Ok { .. }) => Some(0),
+                    // A refused request changed nothing: the version before it
+                    // is not at hand.
+                    _ => None,
+                });
+        (
+            self.healing.stray_sources_of(&self.context.up_osds, object),
+            need,
+        )
+    }
+
     /// Whether this copy answers a pull from `from` of the interval that
     /// began at `interval_epoch`: only the primary of the copy's own
     /// interval may pull. A copy whose map has moved on (a split since,
@@ -249,11 +277,14 @@ pub(super) fn start_recovery(
     if let Some((k, acting)) = whence.erasure {
         // Any acting OSD that is not being backfilled may hold a usable
         // shard (one reported unreadable at its position may hold its old
-        // position's): the shell reads them and finds out.
+        // position's), and so does a stray whose log says it holds the
+        // object (peering may have given its position to a copy the log
+        // brings up to date): the shell reads them and finds out.
         let holders = acting
             .iter()
             .filter(|o| !healing.backfill_targets.contains(o) && whence.up_osds.contains(o))
-            .count();
+            .count()
+            + healing.stray_sources_of(whence.up_osds, &object).len();
         if holders < k {
             healing.unfound.insert(object);
             return;
@@ -291,13 +322,19 @@ pub(super) fn start_recovery(
 }
 
 impl Healing {
+    /// The strays that are up and known to hold `object`.
+    pub(super) fn stray_sources_of(&self, up_osds: &BTreeSet<OsdId>, object: &[u8]) -> Vec<OsdId> {
+        self.stray_sources
+            .iter()
+            .filter(|(osd, lacks)| up_osds.contains(*osd) && !lacks.contains(object))
+            .map(|(osd, _)| *osd)
+            .collect()
+    }
+
     /// A stray that is up and known to hold `object` (its copy lacks only
     /// what its log says), to pull the object from when no acting copy has
     /// it.
     pub(super) fn stray_source(&self, up_osds: &BTreeSet<OsdId>, object: &[u8]) -> Option<OsdId> {
-        self.stray_sources
-            .iter()
-            .find(|(osd, lacks)| up_osds.contains(*osd) && !lacks.contains(object))
-            .map(|(osd, _)| *osd)
+        self.stray_sources_of(up_osds, object).into_iter().next()
     }
 }

@@ -147,6 +147,9 @@ struct PushJob {
     trusted: BTreeSet<u32>,
     candidates: Vec<u32>,
     sources: ec::Sources,
+    /// The core's `rebuild_hints`: strays to read, the version to rebuild.
+    strays: Vec<OsdId>,
+    need: Option<u64>,
 }
 
 /// The daemon's `invalid_write`.
@@ -236,6 +239,8 @@ fn concat(parts: Vec<Bytes>) -> Bytes {
 struct ShardAsk<'a> {
     fetch: u64,
     interval: &'a Interval,
+    /// A rebuild's strays ([`ec::source_of`]).
+    strays: &'a [OsdId],
     key: &'a ObjectKey,
     shard: u32,
     ranges: &'a [(u64, u64)],
@@ -375,7 +380,7 @@ impl SimOsd {
             let reads = delta.reads(&layout);
             let interval = job.interval.clone();
             let then = Then::Delta(job, delta);
-            self.fetch(pg, &interval, base, &reads, false, then, out);
+            self.fetch(pg, &interval, base, &reads, (false, &[]), then, out);
             return Ok(());
         }
         self.partial_long(job, out)
@@ -473,7 +478,7 @@ impl SimOsd {
             &interval,
             0,
             &probe,
-            false,
+            (false, &[]),
             Then::Probe(job, plan, old),
             out,
         );
@@ -739,7 +744,15 @@ impl SimOsd {
         let interval = job.interval.clone();
         let ranges = job.fetch.ranges.clone();
         let version = job.plan.version;
-        self.fetch(pg, &interval, version, &ranges, false, Then::Read(job), out);
+        self.fetch(
+            pg,
+            &interval,
+            version,
+            &ranges,
+            (false, &[]),
+            Then::Read(job),
+            out,
+        );
     }
 
     /// One attempt of a read is answered: assembled, or tried again around
@@ -879,18 +892,13 @@ impl SimOsd {
                 }
             }
         }
+        let (strays, need) = slot.pg.rebuild_hints(&object);
         let trusted_osd = |o: OsdId| !targets.contains(&o) && !lacking.contains(&o);
-        let mut candidates: Vec<u32> = (0..layout.shards())
-            .filter(|s| interval.osd_at(*s).is_some())
-            .collect();
-        candidates.sort_by_key(|s| {
-            let osd = interval.osd_at(*s);
-            (!osd.is_some_and(trusted_osd), osd != Some(self.id), *s)
-        });
+        let mut candidates = ec::rebuild_order(&interval, &strays, self.id, trusted_osd);
         let trusted = candidates
             .iter()
             .copied()
-            .filter(|s| interval.osd_at(*s).is_some_and(trusted_osd))
+            .filter(|s| *s < layout.shards() && interval.osd_at(*s).is_some_and(trusted_osd))
             .collect();
         candidates.reverse();
         let job = PushJob {
@@ -901,6 +909,8 @@ impl SimOsd {
             trusted,
             candidates,
             sources: BTreeMap::new(),
+            strays,
+            need,
         };
         self.push_round(pg, Box::new(job), out);
     }
@@ -911,7 +921,7 @@ impl SimOsd {
         let Some(shape) = job.interval.ec.clone() else {
             return;
         };
-        let want = ec::reads_still_needed(shape.k as usize, &job.sources);
+        let want = ec::reads_still_needed(shape.k as usize, &job.sources, job.need);
         let mut batch: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
         while batch.len() < want {
             let Some(shard) = job.candidates.pop() else {
@@ -922,8 +932,16 @@ impl SimOsd {
         if batch.is_empty() {
             return self.push_rebuilt(pg, &job, out);
         }
-        let interval = job.interval.clone();
-        self.fetch(pg, &interval, 0, &batch, true, Then::Push(job), out);
+        let (interval, strays) = (job.interval.clone(), job.strays.clone());
+        self.fetch(
+            pg,
+            &interval,
+            0,
+            &batch,
+            (true, &strays),
+            Then::Push(job),
+            out,
+        );
     }
 
     fn push_fetched(
@@ -962,7 +980,8 @@ impl SimOsd {
             _ => return,
         };
         let shards: Vec<u32> = job.positions.iter().map(|(_, s)| *s).collect();
-        let rebuilt = match ec::rebuild_for_push(&layout, &*codec, &job.sources, &shards) {
+        let rebuilt = match ec::rebuild_for_push(&layout, &*codec, &job.sources, &shards, job.need)
+        {
             Ok(rebuilt) => rebuilt,
             Err(why) => {
                 out.trace.push(format!(
@@ -1028,7 +1047,7 @@ impl SimOsd {
         interval: &Interval,
         version: u64,
         ranges: &BTreeMap<u32, Vec<(u64, u64)>>,
-        whole: bool,
+        (whole, strays): (bool, &[OsdId]),
         then: Then,
         out: &mut Outbox,
     ) {
@@ -1050,6 +1069,7 @@ impl SimOsd {
             let asked = ShardAsk {
                 fetch: id,
                 interval,
+                strays,
                 key: &key,
                 shard,
                 ranges: shard_ranges,
@@ -1080,14 +1100,15 @@ impl SimOsd {
     ) {
         let (pg, shard) = (fetching.pg, ask.shard);
         let (version, whole) = (fetching.version, fetching.whole);
-        let osd = ask.interval.osd_at(shard);
+        let source = ec::source_of(ask.interval, ask.strays, shard);
+        let (osd, asked) = (source.map(|s| s.0), source.map_or(shard, |s| s.1));
         if osd == Some(self.id) {
             let collection = collection_of(pg);
             let served = ec::serve_shard_read(
                 &self.store,
                 collection,
                 ask.key,
-                shard,
+                asked,
                 version,
                 ask.ranges,
                 whole,
@@ -1116,7 +1137,7 @@ impl SimOsd {
             from: self.id,
             interval_epoch: ask.interval.epoch_started,
             object: ByteBuf::from(ask.key.name.to_vec()),
-            shard,
+            shard: asked,
             version,
             ranges: ask.ranges.to_vec(),
             whole,
@@ -1251,7 +1272,7 @@ impl SimOsd {
             self.proc().pgs.get(&pg).map(|s| &s.pg),
             read.from,
             read.interval_epoch,
-            read.shard,
+            (read.shard, read.whole),
             &read.object,
         );
         if let Err(why) = admitted {
