@@ -348,6 +348,19 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
         signal,
     };
     let write = match msg {
+        PgMsg::RollForward {
+            from,
+            interval_epoch,
+            committed_to,
+        } => {
+            let body = PeerMsg::RollForward {
+                pg,
+                from: *from,
+                interval_epoch: *interval_epoch,
+                committed_to: (*committed_to).into(),
+            };
+            return Ok((body, Bytes::new().into()));
+        }
         PgMsg::SubWriteAck(ack) => {
             let body = PeerMsg::SubWriteAck {
                 pg,
@@ -870,6 +883,20 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
         }
     };
     Ok(match msg {
+        PeerMsg::RollForward {
+            pg,
+            from,
+            interval_epoch,
+            committed_to,
+        } => {
+            no_data()?;
+            let msg = PgMsg::RollForward {
+                from,
+                interval_epoch,
+                committed_to: committed_to.into(),
+            };
+            (pg, msg)
+        }
         PeerMsg::Signal {
             pg,
             from,

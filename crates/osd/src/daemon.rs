@@ -2630,6 +2630,10 @@ impl Osd {
         loop {
             let prepared = match self.prepare_ec_write(op.pg, &object, req, &plan.ops).await {
                 Ok(prepared) => prepared,
+                // A plan made across an interval change (a split may have
+                // moved the object) is the core's to refuse: it sends the
+                // client to refetch the map.
+                Err(_) if self.interval_after(op.pg, op.epoch) => None,
                 Err(error) => return ClientReply::err(error),
             };
             let again = attempts < EC_WRITE_REPLANS;
@@ -2674,6 +2678,19 @@ impl Osd {
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let store = &self.store;
         let make = |slot: &PgSlot| -> Result<PgEvent, OpError> {
+            // The PG's interval began after the client's map (a split
+            // since the request came in, say): the core sends the client
+            // to refetch it, before any plan.
+            if slot.pg.interval().epoch_started > client_epoch {
+                return Ok(PgEvent::ClientWrite {
+                    req,
+                    client_epoch,
+                    object: object.clone(),
+                    ops,
+                    guard: None,
+                    prepared: None,
+                });
+            }
             // An erasure-coded write of whole objects or xattrs is planned
             // here, on this shard's state read under the PG lock (its
             // roll-back records need the object's version and xattrs).
@@ -2727,6 +2744,14 @@ impl Osd {
                 )))
             }
         }
+    }
+
+    /// Whether PG `pg`'s interval here began after `epoch` (a client's
+    /// map).
+    fn interval_after(&self, pg: PgId, epoch: Epoch) -> bool {
+        lock(&self.pgs)
+            .get(&pg)
+            .is_some_and(|slot| slot.pg.interval().epoch_started > epoch)
     }
 
     fn forget_waiters(&self, req: ReqId) {

@@ -262,6 +262,14 @@ pub enum PeerMsg {
         entries: Vec<ScrubEntryWire>,
         truncated: bool,
     },
+    /// An idle erasure-coded primary's `committed_to`: the copies drop the
+    /// roll-back records and stashes of every version up to it.
+    RollForward {
+        pg: PgId,
+        from: OsdId,
+        interval_epoch: Epoch,
+        committed_to: VersionWire,
+    },
 }
 
 /// An object key: its hash and name.

@@ -758,6 +758,15 @@ fn peer_samples(out: &mut Vec<Sample>) {
                 truncated: false,
             },
         ),
+        (
+            "RollForward",
+            PeerMsg::RollForward {
+                pg: pg(),
+                from,
+                interval_epoch,
+                committed_to: v(5, 9),
+            },
+        ),
     ];
     for (label, msg) in msgs {
         sample(out, &format!("PeerMsg/{label}"), &msg);
@@ -1596,6 +1605,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         "08032a01060201effdb6f50d016f0001",
     ),
     ("PeerMsg/ScrubMap", 0x0202, "09032a010602010a03010201030000"),
+    ("PeerMsg/RollForward", 0x0202, "0a032a01060509"),
     ("CommandRequest/FsCreate", 0x0102, "0a026673016d0164"),
     ("CommandRequest/FsRemove", 0x0102, "0b026673"),
     ("CommandRequest/FsLs", 0x0102, "0c"),

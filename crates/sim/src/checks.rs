@@ -157,6 +157,7 @@ pub fn divergence(map: &ClusterMap, osds: &BTreeMap<OsdId, SimOsd>) -> Vec<Strin
             failures.extend(shard_divergence(pg, layout, positions, osds));
             failures.extend(lagging(pg, primary, &acting, osds));
             failures.extend(strays(pg, &acting, osds));
+            failures.extend(not_rolled_forward(pg, &acting, osds));
             continue;
         }
         let Some(reference) = osds.get(&primary).map(|o| dump(&o.store, collection)) else {
@@ -217,6 +218,50 @@ fn lagging(
 }
 
 /// Copies of `pg` left on OSDs outside its acting set.
+/// Erasure coding: the roll-back records and stashes an acting OSD still
+/// keeps. A PG idle for the check's quiet time has rolled every write
+/// forward (its primary sends `RollForward` once idle), so none may be
+/// left: they would take space for good.
+fn not_rolled_forward(pg: PgId, acting: &[OsdId], osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> {
+    let collection = CollectionId::pg(pg.pool.0, pg.seed);
+    let mut failures = Vec::new();
+    for osd in acting {
+        let Some(sim_osd) = osds.get(osd) else {
+            continue;
+        };
+        let records = sim_osd
+            .store
+            .meta_range(collection, None, 100_000)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(cairn_osd::undo::UNDO_KEY_PREFIX))
+                    .count()
+            })
+            .unwrap_or(0);
+        let mut stashes = 0;
+        let mut after: Option<ObjectKey> = None;
+        while let Ok(page) = sim_osd.store.list(collection, after.as_ref(), 256) {
+            stashes += page
+                .keys
+                .iter()
+                .filter(|k| cairn_osd::undo::is_internal(&k.name))
+                .count();
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        if records > 0 || stashes > 0 {
+            failures.push(format!(
+                "{pg}: {osd} keeps {records} roll-back records and {stashes} stashes of writes \
+                 long committed"
+            ));
+        }
+    }
+    failures
+}
+
 fn strays(pg: PgId, acting: &[OsdId], osds: &BTreeMap<OsdId, SimOsd>) -> Vec<String> {
     let collection = CollectionId::pg(pg.pool.0, pg.seed);
     osds.iter()

@@ -165,7 +165,6 @@ const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
     (9, "ec-moved-shard", "holds shard"),
     (59, "ec-moved-shard", "holds shard"),
     (66, "ec-moved-shard", "holds shard"),
-    (71, "ec-moved-shard", "holds shard"),
     (72, "ec-moved-shard", "holds shard"),
     (77, "ec-moved-shard", "holds shard"),
     (82, "ec-moved-shard", "holds shard"),

@@ -282,6 +282,20 @@ impl Pg {
                 });
                 Ok(())
             }
+            PgMsg::RollForward {
+                from,
+                interval_epoch,
+                committed_to,
+            } => {
+                if !self.sent_by_current_primary(from, interval_epoch) {
+                    return Err(ignore("roll forward", "not from the active primary".into()));
+                }
+                // Every version up to it is on this copy too (the primary
+                // sends it only once every sub-write was acknowledged).
+                self.committed_to = self.committed_to.max(committed_to.min(self.last_update));
+                self.roll_forward(fx);
+                Ok(())
+            }
             PgMsg::BackfillDoneAck {
                 from,
                 interval_epoch,

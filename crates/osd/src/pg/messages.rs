@@ -135,6 +135,16 @@ pub enum PgMsg {
         from: OsdId,
         interval_epoch: Epoch,
     },
+    /// Erasure coding, from an idle primary: every version up to
+    /// `committed_to` is durable on the whole acting set, so the copies
+    /// drop their roll-back records and stashes of them (a write brings
+    /// the same news in its sub-write; without writes the last ones' would
+    /// stay, taking space).
+    RollForward {
+        from: OsdId,
+        interval_epoch: Epoch,
+        committed_to: Version,
+    },
     BackfillDoneAck {
         from: OsdId,
         interval_epoch: Epoch,
@@ -189,6 +199,7 @@ impl PgMsg {
             | PgMsg::Unreadable { from, .. }
             | PgMsg::BackfillDone { from, .. }
             | PgMsg::BackfillDoneAck { from, .. }
+            | PgMsg::RollForward { from, .. }
             | PgMsg::Purge { from, .. } => *from,
         }
     }
@@ -213,6 +224,7 @@ impl PgMsg {
             | PgMsg::Unreadable { interval_epoch, .. }
             | PgMsg::BackfillDone { interval_epoch, .. }
             | PgMsg::BackfillDoneAck { interval_epoch, .. }
+            | PgMsg::RollForward { interval_epoch, .. }
             | PgMsg::Purge { interval_epoch, .. } => *interval_epoch,
         }
     }

@@ -163,6 +163,9 @@ pub struct Pg {
     last_complete: Version,
     /// Every version up to this one is durable on its whole acting set.
     committed_to: Version,
+    /// The `committed_to` last sent to the copies (erasure coding: with a
+    /// sub-write, or in a [`PgMsg::RollForward`] once idle).
+    forwarded_to: Version,
     log: PgLog,
     /// Versions submitted to the store, not yet durable → the version before.
     uncommitted: BTreeMap<Version, Version>,
@@ -262,6 +265,7 @@ impl Pg {
             last_update: Version::ZERO,
             last_complete: Version::ZERO,
             committed_to: Version::ZERO,
+            forwarded_to: Version::ZERO,
             log: PgLog::new(limits.log_entries_max, limits.log_dups_max),
             uncommitted: BTreeMap::new(),
             inflight: BTreeMap::new(),
@@ -501,6 +505,7 @@ impl Pg {
                 for (to, msg) in self.resend_sub_writes() {
                     fx.send(to, msg);
                 }
+                self.forward_when_idle(fx);
                 let healing = &mut self.healing;
                 let mut stalled = Vec::new();
                 for (object, ticks) in &mut healing.recovering {

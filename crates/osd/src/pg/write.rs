@@ -398,6 +398,7 @@ impl Pg {
             let shard = self.interval.shard_of(*osd);
             fx.send(*osd, PgMsg::SubWrite(flight.sub_write_to(*osd, shard)));
         }
+        self.forwarded_to = self.forwarded_to.max(self.committed_to);
         self.inflight.insert(version, flight);
         Ok(())
     }
@@ -505,6 +506,64 @@ impl Pg {
             }
         }
         txn.ops.splice(0..0, forward);
+    }
+
+    /// Erasure coding, an active primary with no write in flight whose
+    /// copies have not heard of its latest `committed_to`: tells them
+    /// ([`PgMsg::RollForward`]) and rolls its own records forward, so the
+    /// last writes' stashes do not stay until the PG's next write.
+    pub(super) fn forward_when_idle(&mut self, fx: &mut Effects) {
+        if self.backend.erasure_k().is_none()
+            || !self.inflight.is_empty()
+            || self.committed_to <= self.forwarded_to
+        {
+            return;
+        }
+        self.forwarded_to = self.committed_to;
+        let msg = PgMsg::RollForward {
+            from: self.whoami,
+            interval_epoch: self.interval.epoch_started,
+            committed_to: self.committed_to,
+        };
+        let copies: BTreeSet<OsdId> = self
+            .interval
+            .acting
+            .iter()
+            .chain(self.healing.backfill_targets.iter())
+            .copied()
+            .filter(|osd| *osd != self.whoami)
+            .collect();
+        for osd in copies {
+            fx.send(osd, msg.clone());
+        }
+        self.roll_forward(fx);
+    }
+
+    /// Drops the roll-back records and stashes of every entry up to
+    /// `committed_to`, in one transaction of their own.
+    pub(super) fn roll_forward(&mut self, fx: &mut Effects) {
+        let done: Vec<Version> = self
+            .undo
+            .range(..=self.committed_to)
+            .map(|(v, _)| *v)
+            .collect();
+        if done.is_empty() {
+            return;
+        }
+        let mut txn = Transaction::new(self.collection);
+        for version in done {
+            if let Some(record) = self.undo.remove(&version) {
+                txn.ops.extend(record.forward_ops());
+                txn.push(Op::MetaRemove {
+                    key: crate::undo::undo_key(version),
+                });
+            }
+        }
+        fx.store(StoreWrite {
+            version: self.last_update,
+            txn,
+            tag: StoreTag::Part,
+        });
     }
 
     /// Appends a validated entry and submits its transaction; returns the

@@ -611,6 +611,25 @@ impl SimOsd {
                 reason: format!("PG {} is not held here", write.pg),
             });
         }
+        // The PG's interval began after the client's map (a split since
+        // the request came in, say, which may have moved the object): the
+        // core sends the client to refetch it, whatever the plan found.
+        let newer = self
+            .proc()
+            .pgs
+            .get(&write.pg)
+            .is_some_and(|slot| slot.pg.interval().epoch_started > write.client_epoch);
+        if newer {
+            let event = PgEvent::ClientWrite {
+                req,
+                client_epoch: write.client_epoch,
+                object: write.object.clone(),
+                ops: write.ops.clone(),
+                guard: None,
+                prepared: None,
+            };
+            return Ok(Some((write.pg, event)));
+        }
         let prepared = prepared?;
         let collection = collection_of(write.pg);
         let key = ObjectKey::new(write.object.clone());
@@ -829,7 +848,9 @@ impl SimOsd {
             Purpose::Partial(job, plan) => {
                 let req = job.req;
                 if let Err(error) = self.partial_read_done(job, plan, result, out) {
-                    self.ec_write_answer(req, ClientReply::err(error), out);
+                    // Through the core's interval check, as the daemon's
+                    // failed plans go.
+                    self.ec_submit(req, Err(error), out);
                 }
             }
         }
@@ -1213,7 +1234,7 @@ impl SimOsd {
                     .unwrap_or(usize::MAX);
                 let complete = failed.is_empty() && got.len() == reads;
                 if let Err(error) = self.delta_done(job, &delta, got, complete, out) {
-                    self.ec_write_answer(req, ClientReply::err(error), out);
+                    self.ec_submit(req, Err(error), out);
                 }
             }
             Then::Probe(job, plan, old) => {
@@ -1233,7 +1254,7 @@ impl SimOsd {
                     self.partial_finish(&job, &plan, &old, out)
                 };
                 if let Err(error) = outcome {
-                    self.ec_write_answer(job.req, ClientReply::err(error), out);
+                    self.ec_submit(job.req, Err(error), out);
                 }
             }
             Then::Push(job) => self.push_fetched(pg, job, got, failed, out),
