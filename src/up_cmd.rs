@@ -619,15 +619,27 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             }
             command
         }
-        Member::Osd(index) => vec![
-            "osd".into(),
-            "--data".into(),
-            path(dir.join(member.name())),
-            "--mon".into(),
-            args.mon_addr(),
-            "--addr".into(),
-            osd_addr(args.base_port, index)?,
-        ],
+        Member::Osd(index) => {
+            let data = dir.join(member.name());
+            let mut command = vec![
+                "osd".into(),
+                "--data".into(),
+                path(data.clone()),
+                "--mon".into(),
+                args.mon_addr(),
+                "--addr".into(),
+                osd_addr(args.base_port, index)?,
+            ];
+            // A new OSD asks for the id its name says, so `osd.N` of
+            // `cairn daemon stop osd.N` is `osd.N` of `cairn osd tree`
+            // (OSDs booting at once would otherwise take ids in the order
+            // they reach the monitor). One that booted keeps the id it
+            // saved, whatever its name.
+            if !data.join("osd_id").exists() {
+                command.extend(["--id".into(), index.to_string()]);
+            }
+            command
+        }
     };
     Some(Daemon::new(member, command))
 }
