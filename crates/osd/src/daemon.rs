@@ -3020,8 +3020,7 @@ impl Osd {
         }
         let plan = ec::plan_partial(&layout, size, chunk, ops).map_err(invalid)?;
         let reads = plan.reads(&layout, size);
-        let mut old = Vec::with_capacity(reads.len());
-        if reads.iter().any(|r| r.start < r.end) {
+        let old = if reads.iter().any(|r| r.start < r.end) {
             let mut read_ops = vec![OpKind::Stat];
             read_ops.extend(reads.iter().map(|r| OpKind::Read {
                 offset: r.start,
@@ -3030,28 +3029,10 @@ impl Osd {
             let (outputs, data) = self
                 .ec_read(pg, &interval, key.clone(), Vec::new(), read_ops)
                 .await?;
-            match outputs.first() {
-                Some(OpOutput::Stat {
-                    size_bytes,
-                    version,
-                }) if *version == base && *size_bytes == size => {}
-                _ => return Err(OpError::ObjectBusy),
-            }
-            let mut at = 0usize;
-            for output in &outputs[1..] {
-                let OpOutput::Data { len } = output else {
-                    return Err(OpError::ObjectBusy);
-                };
-                let len = usize::try_from(*len).unwrap_or(usize::MAX);
-                let Some(end) = at.checked_add(len).filter(|e| *e <= data.len()) else {
-                    return Err(OpError::ObjectBusy);
-                };
-                old.push(data.slice(at..end));
-                at = end;
-            }
+            ec::old_bytes_of(&outputs, &data, base, size)?
         } else {
-            old = reads.iter().map(|_| Bytes::new()).collect();
-        }
+            reads.iter().map(|_| Bytes::new()).collect()
+        };
         // Every position must hold its own shard of the object: a partial
         // write on bytes of another shard (an OSD that changed positions)
         // would mix the two. One found so is reported, and rebuilt before

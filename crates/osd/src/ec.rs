@@ -1447,6 +1447,41 @@ fn shard_held(position: u32, served: &Served) -> Result<u32, String> {
     }
 }
 
+/// The old bytes of a partial write's ranges from the read that fetched
+/// them (a stat, then one data output per range): `ObjectBusy` unless the
+/// object is still at `base` and `size` and every range came back whole.
+///
+/// # Errors
+/// `ObjectBusy`: the object changed, or the answer is not the read's.
+pub fn old_bytes_of(
+    outputs: &[OpOutput],
+    data: &Bytes,
+    base: u64,
+    size: u64,
+) -> Result<Vec<Bytes>, OpError> {
+    match outputs.first() {
+        Some(OpOutput::Stat {
+            size_bytes,
+            version,
+        }) if *version == base && *size_bytes == size => {}
+        _ => return Err(OpError::ObjectBusy),
+    }
+    let mut old = Vec::with_capacity(outputs.len().saturating_sub(1));
+    let mut at = 0usize;
+    for output in &outputs[1..] {
+        let OpOutput::Data { len } = output else {
+            return Err(OpError::ObjectBusy);
+        };
+        let len = usize::try_from(*len).unwrap_or(usize::MAX);
+        let Some(end) = at.checked_add(len).filter(|e| *e <= data.len()) else {
+            return Err(OpError::ObjectBusy);
+        };
+        old.push(data.slice(at..end));
+        at = end;
+    }
+    Ok(old)
+}
+
 /// The shard a stray is asked for in a rebuild's whole read: whichever
 /// it holds (its metadata names it).
 pub const ANY_SHARD: u32 = u32::MAX;

@@ -352,14 +352,7 @@ impl Pg {
             .map_err(|e| Reply::Invalid { reason: e.into() })?;
         self.keep_undo(&mut txn, &entry, self.committed_to);
         let prior = self.append(entry.clone(), txn, fx);
-        let replicas: BTreeSet<OsdId> = self
-            .interval
-            .acting
-            .iter()
-            .chain(self.healing.backfill_targets.iter())
-            .copied()
-            .filter(|osd| *osd != self.whoami)
-            .collect();
+        let replicas = self.other_copies();
         // Once the scan has passed the last object, no later scan pushes an
         // object created beyond it: such writes carry their data.
         let beyond_backfill = !self.healing.scan_done
@@ -525,18 +518,22 @@ impl Pg {
             interval_epoch: self.interval.epoch_started,
             committed_to: self.committed_to,
         };
-        let copies: BTreeSet<OsdId> = self
-            .interval
+        for osd in self.other_copies() {
+            fx.send(osd, msg.clone());
+        }
+        self.roll_forward(fx);
+    }
+
+    /// The copies a write goes to besides this primary: the acting set's
+    /// and the backfill targets'.
+    fn other_copies(&self) -> BTreeSet<OsdId> {
+        self.interval
             .acting
             .iter()
             .chain(self.healing.backfill_targets.iter())
             .copied()
             .filter(|osd| *osd != self.whoami)
-            .collect();
-        for osd in copies {
-            fx.send(osd, msg.clone());
-        }
-        self.roll_forward(fx);
+            .collect()
     }
 
     /// Drops the roll-back records and stashes of every entry up to

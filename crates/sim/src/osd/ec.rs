@@ -427,26 +427,7 @@ impl SimOsd {
         out: &mut Outbox,
     ) -> Result<(), OpError> {
         let (outputs, data) = result?;
-        match outputs.first() {
-            Some(OpOutput::Stat {
-                size_bytes,
-                version,
-            }) if *version == job.base && *size_bytes == job.size => {}
-            _ => return Err(OpError::ObjectBusy),
-        }
-        let mut old = Vec::with_capacity(outputs.len().saturating_sub(1));
-        let mut at = 0usize;
-        for output in &outputs[1..] {
-            let OpOutput::Data { len } = output else {
-                return Err(OpError::ObjectBusy);
-            };
-            let len = usize::try_from(*len).unwrap_or(usize::MAX);
-            let Some(end) = at.checked_add(len).filter(|e| *e <= data.len()) else {
-                return Err(OpError::ObjectBusy);
-            };
-            old.push(data.slice(at..end));
-            at = end;
-        }
+        let old = ec::old_bytes_of(&outputs, &data, job.base, job.size)?;
         self.partial_probe(job, plan, old, out)
     }
 
