@@ -3026,10 +3026,10 @@ impl Osd {
                 offset: r.start,
                 length: Some(r.end - r.start),
             }));
-            let (outputs, data) = self
+            let read = self
                 .ec_read(pg, &interval, key.clone(), Vec::new(), read_ops)
-                .await?;
-            ec::old_bytes_of(&outputs, &data, base, size)?
+                .await;
+            ec::old_bytes_of(read, base, size)?
         } else {
             reads.iter().map(|_| Bytes::new()).collect()
         };

@@ -1450,15 +1450,23 @@ fn shard_held(position: u32, served: &Served) -> Result<u32, String> {
 /// The old bytes of a partial write's ranges from the read that fetched
 /// them (a stat, then one data output per range): `ObjectBusy` unless the
 /// object is still at `base` and `size` and every range came back whole.
+/// A read that found the object gone also means it changed under the plan
+/// (a removal since): `ObjectBusy`, planned again, never the client's
+/// `NotFound` (a write creates what does not exist).
 ///
 /// # Errors
-/// `ObjectBusy`: the object changed, or the answer is not the read's.
+/// `ObjectBusy`: the object changed, or the answer is not the read's; the
+/// read's other errors.
 pub fn old_bytes_of(
-    outputs: &[OpOutput],
-    data: &Bytes,
+    read: Result<(Vec<OpOutput>, Bytes), OpError>,
     base: u64,
     size: u64,
 ) -> Result<Vec<Bytes>, OpError> {
+    let (outputs, data) = match read {
+        Ok(read) => read,
+        Err(OpError::NotFound) => return Err(OpError::ObjectBusy),
+        Err(error) => return Err(error),
+    };
     match outputs.first() {
         Some(OpOutput::Stat {
             size_bytes,

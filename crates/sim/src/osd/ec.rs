@@ -426,8 +426,7 @@ impl SimOsd {
         result: Result<(Vec<OpOutput>, Bytes), OpError>,
         out: &mut Outbox,
     ) -> Result<(), OpError> {
-        let (outputs, data) = result?;
-        let old = ec::old_bytes_of(&outputs, &data, job.base, job.size)?;
+        let old = ec::old_bytes_of(result, job.base, job.size)?;
         self.partial_probe(job, plan, old, out)
     }
 
