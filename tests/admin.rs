@@ -84,6 +84,9 @@ fn pools_hold_what_was_written(cluster: &Cluster) {
             "object put (overwrite)",
         );
     }
+    // Past the OSDs' next heartbeats (1 s apart), so no report from before
+    // the overwrites passes the check below.
+    std::thread::sleep(std::time::Duration::from_secs(3));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let df = ok_json(cluster.cairn(&["df", "--json"]), "df");
@@ -103,9 +106,18 @@ fn pools_hold_what_was_written(cluster: &Cluster) {
         table.contains("raw/stored") && table.contains("976.6 KiB"),
         "{table}"
     );
-    let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
-    let listed = pool(&pools, "ec").expect("ec in pool ls");
-    assert!(counted(listed), "pool ls: {listed}");
+    // The OSDs' reports come with their heartbeats, each on its own
+    // schedule: `pool ls` agrees once they all came after the writes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let pools = ok_json(cluster.cairn(&["pool", "ls", "--json"]), "pool ls");
+        let listed = pool(&pools, "ec").expect("ec in pool ls");
+        if counted(listed) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pool ls: {listed}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
 
 #[test]

@@ -201,6 +201,10 @@ pub struct Pg {
     /// Erasure coding: the roll-back records of this copy's entries not
     /// yet known committed (see [`crate::undo`]).
     undo: BTreeMap<Version, crate::undo::UndoRecord>,
+    /// Stashes whose records were dropped in this tick and the one before
+    /// (their removal may not be committed yet): still this copy's own,
+    /// not a client's, for usage reports ([`Pg::stashes`]).
+    dropped_stashes: [Vec<cairn_store::ObjectKey>; 2],
 }
 
 /// A PG copy as the store holds it, for [`Pg::restore`].
@@ -290,6 +294,7 @@ impl Pg {
             leases: Leases::default(),
             backend,
             undo: BTreeMap::new(),
+            dropped_stashes: [Vec::new(), Vec::new()],
         })
     }
 
@@ -471,6 +476,8 @@ impl Pg {
     }
 
     fn on_tick(&mut self, fx: &mut Effects) {
+        let [older, newer] = &mut self.dropped_stashes;
+        *older = std::mem::take(newer);
         let query = self.query();
         match &mut self.phase {
             Phase::Peering { waiting, ticks, .. } => {

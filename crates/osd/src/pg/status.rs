@@ -176,6 +176,7 @@ impl Pg {
             .values()
             .filter(|record| record.has_stash())
             .map(crate::undo::UndoRecord::stash)
+            .chain(self.dropped_stashes.iter().flatten().cloned())
     }
 
     #[must_use]

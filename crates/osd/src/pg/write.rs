@@ -492,6 +492,7 @@ impl Pg {
         let mut forward = Vec::new();
         for version in done {
             if let Some(record) = self.undo.remove(&version) {
+                self.note_dropped(&record);
                 forward.extend(record.forward_ops());
                 forward.push(Op::MetaRemove {
                     key: crate::undo::undo_key(version),
@@ -536,6 +537,14 @@ impl Pg {
             .collect()
     }
 
+    /// Remembers a dropped record's stash until its removal has surely
+    /// committed (two ticks).
+    fn note_dropped(&mut self, record: &crate::undo::UndoRecord) {
+        if record.has_stash() {
+            self.dropped_stashes[1].push(record.stash());
+        }
+    }
+
     /// Drops the roll-back records and stashes of every entry up to
     /// `committed_to`, in one transaction of their own.
     pub(super) fn roll_forward(&mut self, fx: &mut Effects) {
@@ -550,6 +559,7 @@ impl Pg {
         let mut txn = Transaction::new(self.collection);
         for version in done {
             if let Some(record) = self.undo.remove(&version) {
+                self.note_dropped(&record);
                 txn.ops.extend(record.forward_ops());
                 txn.push(Op::MetaRemove {
                     key: crate::undo::undo_key(version),
