@@ -394,39 +394,6 @@ fn inject_panic_once(osd: &Arc<Osd>) {
     });
 }
 
-fn invalid_write(e: InvalidWrite) -> OpError {
-    match e {
-        InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
-        other => OpError::Invalid(other.to_string()),
-    }
-}
-
-/// An erasure-coded write that is not partial (whole objects, creates,
-/// removes, xattrs), planned on this shard's state of the object: each
-/// shard's ops with their roll-back records (`crate::undo`).
-fn plan_ec_whole(
-    store: &dyn ObjectStore,
-    collection: CollectionId,
-    shape: &crate::pg::EcShape,
-    object: &Bytes,
-    req: ReqId,
-    ops: &[Op],
-) -> Result<PreparedWrite, OpError> {
-    let backend = ec::EcBackend::new(shape).map_err(OpError::Store)?;
-    let layout = *backend.layout();
-    let key = ObjectKey::new(object.clone());
-    let local = ec::local_object(store, collection, &key, &layout)?;
-    let writes = crate::pg::PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid_write)?;
-    let (writes, undo) = ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
-        .map_err(invalid_write)?;
-    Ok(PreparedWrite {
-        base: local.map_or(0, |l| l.version),
-        writes,
-        undo,
-        read_shards: false,
-    })
-}
-
 /// How many times an erasure-coded write refused `ObjectBusy` (an earlier
 /// write to its object landed first) is planned again by the OSD, a
 /// millisecond apart, before the client is told to retry.
@@ -2482,17 +2449,7 @@ impl Osd {
         })
         .await
         .unwrap_or_else(|e| Err(ShardReadError::Store(format!("read task: {e}"))));
-        match served {
-            Ok(served) => {
-                let ok = ShardReadOk {
-                    version: served.version,
-                    lens: served.parts.iter().map(|p| p.len() as u64).collect(),
-                    xattrs: to_bufs(served.xattrs),
-                };
-                (Ok(ok), concat(served.parts))
-            }
-            Err(error) => (Err(error), Bytes::new()),
-        }
+        ec::shard_read_reply(served)
     }
 
     /// Waits until every transaction queued so far is durable.
@@ -2695,7 +2652,7 @@ impl Osd {
             // here, on this shard's state read under the PG lock (its
             // roll-back records need the object's version and xattrs).
             let prepared = match (prepared, &slot.pg.interval().ec) {
-                (None, Some(shape)) => Some(plan_ec_whole(
+                (None, Some(shape)) => Some(ec::plan_whole(
                     &**store, collection, shape, object, req, &ops,
                 )?),
                 (prepared, _) => prepared,
@@ -2988,7 +2945,7 @@ impl Osd {
         let (base, size, chunk) = local.as_ref().map_or((0, 0, layout.chunk_for(0)), |l| {
             (l.version, l.size, l.chunk)
         });
-        let invalid = invalid_write;
+        let invalid = ec::invalid_write;
         // A small overwrite of a wide code: the old bytes it changes and
         // the parity over them, read at the planned version, and the
         // parity updated by the code's delta. A shard that cannot answer
@@ -3177,53 +3134,17 @@ async fn fetch_shard(conn: &Connection, request: &ShardRead) -> Result<ec::Serve
         .await
         .map_err(|e| lost(e.to_string()))?;
     let ShardReadReply(answer) = reply.decode_body().map_err(|e| lost(e.to_string()))?;
-    let ok = answer?;
     let want_parts = if request.whole {
         1
     } else {
         request.ranges.len()
     };
-    if (request.version != 0 && ok.version != request.version) || ok.lens.len() != want_parts {
-        return Err(ShardReadError::Stale {
-            version: ok.version,
-        });
-    }
-    let data: Bytes = reply.data.into_bytes();
-    let mut parts = Vec::with_capacity(ok.lens.len());
-    let mut at = 0usize;
-    for len in ok.lens {
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let Some(end) = at.checked_add(len).filter(|end| *end <= data.len()) else {
-            return Err(lost("reply shorter than its lengths".into()));
-        };
-        parts.push(data.slice(at..end));
-        at = end;
-    }
-    let xattrs = ok
-        .xattrs
-        .into_iter()
-        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
-        .collect();
-    Ok(ec::Served {
-        version: ok.version,
-        parts,
-        xattrs,
-    })
-}
-
-/// The parts one after another, without a copy when there is one.
-fn concat(mut parts: Vec<Bytes>) -> Bytes {
-    match parts.len() {
-        0 => Bytes::new(),
-        1 => parts.pop().unwrap_or_default(),
-        _ => {
-            let mut all = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
-            for part in parts {
-                all.extend_from_slice(&part);
-            }
-            all.freeze()
-        }
-    }
+    ec::served_of(
+        request.version,
+        want_parts,
+        answer,
+        &reply.data.into_bytes(),
+    )
 }
 
 /// Takes read `read`'s step out of a PG's effects, if the core made one.

@@ -19,10 +19,11 @@ use crate::undo::{Keep, UndoRecord};
 use bytes::{Bytes, BytesMut};
 use cairn_ec::{Codec, ReedSolomon, StripeLayout};
 use cairn_proto::osd::{OpError, OpKind, OpOutput};
-use cairn_proto::peer::ShardReadError;
+use cairn_proto::peer::{ShardReadError, ShardReadOk};
 use cairn_store::{CollectionId, ObjectKey, ObjectStore, Op, ReadOptions, StoreError, Transaction};
 use cairn_types::OsdId;
 use cairn_types::checked::CheckedBytes;
+use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::Arc;
@@ -1445,6 +1446,126 @@ fn shard_held(position: u32, served: &Served) -> Result<u32, String> {
         Some(meta) => Ok(ShardMeta::decode(meta)?.shard),
         None => Ok(position),
     }
+}
+
+/// A plan's refusal as the client gets it.
+#[must_use]
+pub fn invalid_write(e: InvalidWrite) -> OpError {
+    match e {
+        InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
+        other => OpError::Invalid(other.to_string()),
+    }
+}
+
+/// An erasure-coded write that is not partial (whole objects, creates,
+/// removes, xattrs), planned on this shard's state of the object: each
+/// shard's ops with their roll-back records (`crate::undo`). The daemon
+/// and the simulator plan it under the PG's lock.
+///
+/// # Errors
+/// The store's, reading the shard; the plan's refusal.
+pub fn plan_whole(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    shape: &crate::pg::EcShape,
+    object: &Bytes,
+    req: ReqId,
+    ops: &[Op],
+) -> Result<crate::pg::PreparedWrite, OpError> {
+    let backend = EcBackend::new(shape).map_err(OpError::Store)?;
+    let layout = *backend.layout();
+    let key = ObjectKey::new(object.clone());
+    let local = local_object(store, collection, &key, &layout)?;
+    let writes = PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid_write)?;
+    let (writes, undo) = with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
+        .map_err(invalid_write)?;
+    Ok(crate::pg::PreparedWrite {
+        base: local.map_or(0, |l| l.version),
+        writes,
+        undo,
+        read_shards: false,
+    })
+}
+
+/// A served shard read as its reply frame carries it: the reply, and
+/// the parts one after another as its data segment.
+pub fn shard_read_reply(
+    served: Result<Served, ShardReadError>,
+) -> (Result<ShardReadOk, ShardReadError>, Bytes) {
+    match served {
+        Ok(served) => {
+            let ok = ShardReadOk {
+                version: served.version,
+                lens: served.parts.iter().map(|p| p.len() as u64).collect(),
+                xattrs: served
+                    .xattrs
+                    .into_iter()
+                    .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
+                    .collect(),
+            };
+            (Ok(ok), concat(served.parts))
+        }
+        Err(error) => (Err(error), Bytes::new()),
+    }
+}
+
+/// The parts one after another, without a copy when there is one.
+fn concat(mut parts: Vec<Bytes>) -> Bytes {
+    match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut all = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+            for part in parts {
+                all.extend_from_slice(&part);
+            }
+            all.freeze()
+        }
+    }
+}
+
+/// A shard read's reply as the reading primary takes it: at `version`
+/// (0: any) and with `want_parts` parts (one for a whole read), cut from
+/// `data` by the reply's lengths. Bytes from the network: a reply whose
+/// lengths overrun its data is refused, never sliced past its end.
+///
+/// # Errors
+/// The reply's own error; `Stale` for another version or part count;
+/// `NotServing` for lengths past the data.
+pub fn served_of(
+    version: u64,
+    want_parts: usize,
+    reply: Result<ShardReadOk, ShardReadError>,
+    data: &Bytes,
+) -> Result<Served, ShardReadError> {
+    let ok = reply?;
+    if (version != 0 && ok.version != version) || ok.lens.len() != want_parts {
+        return Err(ShardReadError::Stale {
+            version: ok.version,
+        });
+    }
+    let mut parts = Vec::with_capacity(ok.lens.len());
+    let mut at = 0usize;
+    for len in ok.lens {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let Some(end) = at.checked_add(len).filter(|end| *end <= data.len()) else {
+            return Err(ShardReadError::NotServing(
+                "reply shorter than its lengths".into(),
+            ));
+        };
+        parts.push(data.slice(at..end));
+        at = end;
+    }
+    let xattrs = ok
+        .xattrs
+        .into_iter()
+        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
+        .collect();
+    Ok(Served {
+        version: ok.version,
+        parts,
+        xattrs,
+    })
 }
 
 /// The old bytes of a partial write's ranges from the read that fetched

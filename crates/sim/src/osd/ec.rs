@@ -12,16 +12,13 @@
 
 use super::{Asker, Delay, OsdTimer, Outbox, SimOsd, collection_of};
 use crate::net::{Msg, Node};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use cairn_osd::daemon::{client_reply, observe, read_done};
 use cairn_osd::ec::{self, DeltaPlan, EcBackend, EcReadPlan, LocalObject, PartialRead, Served};
 use cairn_osd::limits::{EC_READ_ATTEMPTS, SHARD_READ_TIMEOUT};
 use cairn_osd::pg::{EcShape, PreparedWrite};
 use cairn_osd::shell::admit_shard_read;
-use cairn_osd::{
-    Guard, Interval, InvalidWrite, ObjectState, PgBackend, PgEvent, PgMsg, Push, ReadId, ReqId,
-    Version,
-};
+use cairn_osd::{Guard, Interval, ObjectState, PgEvent, PgMsg, Push, ReadId, ReqId, Version};
 use cairn_proto::osd::{ClientReply, OpError, OpKind, OpOutput};
 use cairn_proto::peer::{ShardRead, ShardReadError, ShardReadOk};
 use cairn_store::{ObjectKey, Op, StoreError};
@@ -152,89 +149,6 @@ struct PushJob {
     need: Option<u64>,
 }
 
-/// The daemon's `invalid_write`.
-fn invalid_write(e: InvalidWrite) -> OpError {
-    match e {
-        InvalidWrite::NotSupported(why) => OpError::NotSupported(why),
-        other => OpError::Invalid(other.to_string()),
-    }
-}
-
-/// The daemon's `plan_ec_whole`: a write that is not partial, planned on
-/// this shard's state of the object, each shard's ops with their
-/// roll-back records.
-fn plan_whole(
-    store: &dyn cairn_store::ObjectStore,
-    pg: PgId,
-    shape: &EcShape,
-    object: &Bytes,
-    req: ReqId,
-    ops: &[Op],
-) -> Result<PreparedWrite, OpError> {
-    let backend = EcBackend::new(shape).map_err(OpError::Store)?;
-    let layout = *backend.layout();
-    let key = ObjectKey::new(object.clone());
-    let local = ec::local_object(store, collection_of(pg), &key, &layout)?;
-    let writes = PgBackend::plan_write(&backend, ops.to_vec()).map_err(invalid_write)?;
-    let (writes, undo) = ec::with_undo(&layout, object, req, local.as_ref(), None, ops, writes)
-        .map_err(invalid_write)?;
-    Ok(PreparedWrite {
-        base: local.map_or(0, |l| l.version),
-        writes,
-        undo,
-        read_shards: false,
-    })
-}
-
-/// A shard read's reply as the daemon's `fetch_shard` takes it: at the
-/// version asked, with one part per range asked (one for a whole read).
-fn served_of(
-    version: u64,
-    want_parts: usize,
-    reply: Result<ShardReadOk, ShardReadError>,
-    data: &Bytes,
-) -> Result<Served, ShardReadError> {
-    let ok = reply?;
-    if (version != 0 && ok.version != version) || ok.lens.len() != want_parts {
-        return Err(ShardReadError::Stale {
-            version: ok.version,
-        });
-    }
-    let mut parts = Vec::with_capacity(ok.lens.len());
-    let mut at = 0usize;
-    for len in ok.lens {
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let Some(end) = at.checked_add(len).filter(|end| *end <= data.len()) else {
-            return Err(ShardReadError::NotServing(
-                "reply shorter than its lengths".into(),
-            ));
-        };
-        parts.push(data.slice(at..end));
-        at = end;
-    }
-    let xattrs = ok
-        .xattrs
-        .into_iter()
-        .map(|(k, v)| (Bytes::from(k.into_vec()), Bytes::from(v.into_vec())))
-        .collect();
-    Ok(Served {
-        version: ok.version,
-        parts,
-        xattrs,
-    })
-}
-
-fn concat(parts: Vec<Bytes>) -> Bytes {
-    if parts.len() == 1 {
-        return parts.into_iter().next().unwrap_or_default();
-    }
-    let mut all = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
-    for part in parts {
-        all.extend_from_slice(&part);
-    }
-    all.freeze()
-}
-
 /// One shard's read of fetch `fetch`.
 struct ShardAsk<'a> {
     fetch: u64,
@@ -332,7 +246,14 @@ impl SimOsd {
             let Some(shape) = interval.ec.as_ref() else {
                 return;
             };
-            let planned = plan_whole(&self.store, pg, shape, &write.object, req, &write.ops);
+            let planned = ec::plan_whole(
+                &self.store,
+                collection_of(pg),
+                shape,
+                &write.object,
+                req,
+                &write.ops,
+            );
             self.ec_counts.whole_writes += u64::from(planned.is_ok());
             return self.ec_submit(req, planned, out);
         }
@@ -393,7 +314,8 @@ impl SimOsd {
             return Ok(());
         };
         let layout = ec::layout_of(&job.shape).map_err(OpError::Store)?;
-        let plan = ec::plan_partial(&layout, job.size, job.chunk, &ops).map_err(invalid_write)?;
+        let plan =
+            ec::plan_partial(&layout, job.size, job.chunk, &ops).map_err(ec::invalid_write)?;
         let reads = plan.reads(&layout, job.size);
         if !reads.iter().any(|r| r.start < r.end) {
             let old = reads.iter().map(|_| Bytes::new()).collect();
@@ -481,7 +403,7 @@ impl SimOsd {
         let backend = EcBackend::new(&job.shape).map_err(OpError::Store)?;
         let layout = *backend.layout();
         let writes = ec::partial_writes(&backend, job.size, plan, old, &job.key, ops.clone())
-            .map_err(invalid_write)?;
+            .map_err(ec::invalid_write)?;
         let (writes, undo) = ec::with_undo(
             &layout,
             &object,
@@ -491,7 +413,7 @@ impl SimOsd {
             &ops,
             writes,
         )
-        .map_err(invalid_write)?;
+        .map_err(ec::invalid_write)?;
         let prepared = PreparedWrite {
             base: job.base,
             writes,
@@ -536,7 +458,7 @@ impl SimOsd {
                     &ops,
                     writes,
                 )
-                .map_err(invalid_write)?;
+                .map_err(ec::invalid_write)?;
                 let prepared = PreparedWrite {
                     base: job.base,
                     writes,
@@ -1169,7 +1091,7 @@ impl SimOsd {
             return;
         };
         let want_parts = if fetching.whole { 1 } else { parts };
-        match served_of(fetching.version, want_parts, reply, data) {
+        match ec::served_of(fetching.version, want_parts, reply, data) {
             Ok(served) => {
                 fetching.got.insert(shard, served);
             }
@@ -1291,21 +1213,7 @@ impl SimOsd {
             &read.ranges,
             read.whole,
         );
-        let (reply, data) = match served {
-            Ok(served) => {
-                let ok = ShardReadOk {
-                    version: served.version,
-                    lens: served.parts.iter().map(|p| p.len() as u64).collect(),
-                    xattrs: served
-                        .xattrs
-                        .into_iter()
-                        .map(|(k, v)| (ByteBuf::from(k.to_vec()), ByteBuf::from(v.to_vec())))
-                        .collect(),
-                };
-                (Ok(ok), concat(served.parts))
-            }
-            Err(error) => (Err(error), Bytes::new()),
-        };
+        let (reply, data) = ec::shard_read_reply(served);
         out.sends.push((from, answer(reply, data)));
     }
 }
