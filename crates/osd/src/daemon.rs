@@ -2928,7 +2928,7 @@ impl Osd {
             return Ok(None);
         };
         if !ec::is_partial(ops) {
-            // Planned under the PG lock (`plan_ec_whole`).
+            // Planned under the PG lock (`ec::plan_whole`).
             return Ok(None);
         }
         let backend = ec::EcBackend::new(shape).map_err(OpError::Store)?;
