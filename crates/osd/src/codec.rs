@@ -458,6 +458,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
                     .take(NOTIFY_INCONSISTENT_MAX)
                     .map(|i| (buf(&i.object), i.record()))
                     .collect(),
+                shard: copy.info.shard,
             };
             return Ok((body, data.into()));
         }
@@ -968,6 +969,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             missing,
             lease,
             inconsistent,
+            shard,
         } => {
             let (log, missing) = unrecords(data, entries, missing)?;
             let inconsistent = inconsistent
@@ -981,6 +983,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                     last_update: last_update.into(),
                     last_epoch_started,
                     backfilling,
+                    shard,
                 },
                 log,
                 missing: missing.into_iter().collect(),

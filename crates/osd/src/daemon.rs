@@ -3362,6 +3362,8 @@ pub fn reset_corrupt_pg(
             epoch
         },
         backfilling: true,
+        // Emptied: no shard until a backfill fills it.
+        shard: None,
     };
     txns.push(
         Transaction::new(collection)
@@ -3952,6 +3954,7 @@ mod tests {
             last_update: Version::ZERO,
             last_epoch_started: Epoch(7),
             backfilling: false,
+            shard: None,
         };
         for info_sound in [true, false] {
             let store = cairn_store::MemStore::new();

@@ -20,20 +20,39 @@ pub struct PgInfo {
     /// A backfill into this copy began and has not finished: its objects
     /// are not to be trusted.
     pub backfilling: bool,
+    /// Erasure coding: the shard this copy's objects are (its position in
+    /// the acting set when it last activated); `None`: replication, or a
+    /// copy from before shards were recorded.
+    pub shard: Option<u32>,
 }
 
-/// Format byte of the stored [`PgInfo`].
+/// Format byte of the stored [`PgInfo`]: 1 without a shard, 2 with one.
 const INFO_FORMAT: u8 = 1;
+const INFO_FORMAT_SHARD: u8 = 2;
 
 impl PgInfo {
     /// The stored form (`exists` is implied by being stored).
     #[must_use]
     pub fn encode(&self) -> Bytes {
         let mut out = Vec::with_capacity(26);
-        out.push(INFO_FORMAT);
+        out.push(if self.shard.is_some() {
+            INFO_FORMAT_SHARD
+        } else {
+            INFO_FORMAT
+        });
         out.extend_from_slice(&self.last_epoch_started.0.to_be_bytes());
         out.push(u8::from(self.backfilling));
+        if let Some(shard) = self.shard {
+            out.extend_from_slice(&shard.to_be_bytes());
+        }
         Bytes::from(out)
+    }
+
+    /// Whether this copy may serve position `position` of an
+    /// erasure-coded PG: it holds that shard, or its shard is not known.
+    #[must_use]
+    pub fn holds_shard(&self, position: u32) -> bool {
+        self.shard.is_none_or(|s| s == position)
     }
 
     /// Reads the stored form into `self` (`last_update` comes from the log).
@@ -42,7 +61,9 @@ impl PgInfo {
     /// A description of what is wrong with the bytes.
     pub fn decode_into(&mut self, bytes: &[u8]) -> Result<(), String> {
         match bytes {
-            [INFO_FORMAT, rest @ ..] if rest.len() == 9 => {
+            [format @ (INFO_FORMAT | INFO_FORMAT_SHARD), rest @ ..]
+                if rest.len() == if *format == INFO_FORMAT { 9 } else { 13 } =>
+            {
                 let mut epoch = [0u8; 8];
                 epoch.copy_from_slice(&rest[..8]);
                 self.last_epoch_started = Epoch(u64::from_be_bytes(epoch));
@@ -51,9 +72,19 @@ impl PgInfo {
                     1 => true,
                     other => return Err(format!("backfilling flag {other}")),
                 };
+                self.shard = match rest.get(9..13) {
+                    Some(shard) => {
+                        let mut be = [0u8; 4];
+                        be.copy_from_slice(shard);
+                        Some(u32::from_be_bytes(be))
+                    }
+                    None => None,
+                };
                 Ok(())
             }
-            [format, ..] => Err(format!("PG info format {format} (this build reads 1)")),
+            [format, ..] => Err(format!(
+                "PG info format {format} (this build reads 1 and 2)"
+            )),
             [] => Err("empty PG info".into()),
         }
     }
@@ -303,6 +334,7 @@ mod tests {
                 last_update: log.last().map_or(Version::ZERO, |e| e.version),
                 last_epoch_started: Epoch(les),
                 backfilling: false,
+                shard: None,
             },
             log,
             missing: BTreeSet::new(),
@@ -315,11 +347,12 @@ mod tests {
 
     #[test]
     fn info_round_trips_and_rejects_junk() {
-        let info = PgInfo {
+        let mut info = PgInfo {
             exists: true,
             last_update: Version::ZERO,
             last_epoch_started: Epoch(9),
             backfilling: true,
+            shard: None,
         };
         let mut back = PgInfo {
             exists: true,
@@ -327,8 +360,15 @@ mod tests {
         };
         back.decode_into(&info.encode()).expect("decodes");
         assert_eq!(back, info);
+        assert_eq!(info.encode()[0], 1, "without a shard: format 1, as before");
+        info.shard = Some(3);
+        back.decode_into(&info.encode())
+            .expect("decodes with a shard");
+        assert_eq!(back, info);
+        assert!(back.holds_shard(3) && !back.holds_shard(2));
         assert!(back.decode_into(&[]).is_err());
         assert!(back.decode_into(&[2; 10]).is_err());
+        assert!(back.decode_into(&[3; 14]).is_err());
         assert!(back.decode_into(&[1, 0, 0, 0, 0, 0, 0, 0, 0, 7]).is_err());
     }
 

@@ -1142,6 +1142,7 @@ fn an_object_only_a_stray_holds_is_recovered_from_the_stray() {
         last_update: version,
         last_epoch_started: Epoch(5),
         backfilling: false,
+        shard: None,
     };
     let copy = |missing: &[&'static str]| StoredPg {
         log: vec![entry.clone()],
@@ -1318,6 +1319,7 @@ fn activating_an_old_interval_never_lowers_last_epoch_started() {
             last_update: version,
             last_epoch_started: Epoch(122),
             backfilling: false,
+            shard: None,
         }),
         ..StoredPg::default()
     };

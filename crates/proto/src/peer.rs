@@ -192,6 +192,8 @@ pub enum PeerMsg {
         lease: LeaseReport,
         /// The copy's kept inconsistencies: object names and records.
         inconsistent: Vec<(ByteBuf, InconsistencyRecord)>,
+        /// Erasure coding: the shard the copy holds, if recorded.
+        shard: Option<u32>,
     },
     /// The authoritative history; entries then missing names are the data
     /// segment, as in `Notify`.

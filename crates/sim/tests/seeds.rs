@@ -130,52 +130,20 @@ fn double_faults_are_proven_not_passed() {
 
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
-const BUGS: &[(&str, &str)] = &[
-    (
-        "ec-moved-shard",
-        "an OSD that placement moves to another position of an erasure-coded PG keeps its \
-         old position's shards: peering counts it as holding the new position's (no per-copy \
-         shard identity yet, docs/erasure-coding.md), only a read or partial write that meets \
-         such a shard has it rebuilt, so a PG reports active+clean with two positions holding \
-         the same shard (less redundancy than it claims), and a rebuild that finds fewer than \
-         k distinct shards among the acting positions never ends",
-    ),
-    (
-        "ec-stray-not-placed",
-        "erasure-coded peering fills each position from its up or acting OSD only: a copy \
-         outside both that holds the position's shard cannot be put back there (copies do not \
-         record which shard they hold), so a PG whose acting set has fewer than k positions \
-         the log brings up to date stays incomplete although other copies hold the shards \
-         (it no longer activates below k, which lost writes: seeds 57 and 77 before)",
-    ),
-    (
-        "ec-rotten-stash",
-        "an erasure-coded overwrite keeps the old bytes of the ranges it changes with \
+const BUGS: &[(&str, &str)] = &[(
+    "ec-rotten-stash",
+    "an erasure-coded overwrite keeps the old bytes of the ranges it changes with \
          CloneRange, which reads them with their checksums: a shard that rotted there makes \
          the store refuse the whole sub-write, which the daemon treats as a failed disk \
          (it exits) instead of writing the shard and leaving the rot to scrub",
-    ),
-];
+)];
 
 /// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
 /// text the failure report must contain (so a seed that starts failing
 /// differently is still caught). They run and must still fail; a fixed one
 /// must leave this list.
-const KNOWN_FAILURES: &[(u64, &str, &str)] = &[
-    (9, "ec-moved-shard", "holds shard"),
-    (59, "ec-moved-shard", "holds shard"),
-    (66, "ec-moved-shard", "holds shard"),
-    (72, "ec-moved-shard", "holds shard"),
-    (77, "ec-moved-shard", "holds shard"),
-    (82, "ec-moved-shard", "holds shard"),
-    (90, "ec-moved-shard", "holds shard"),
-    (
-        52,
-        "ec-stray-not-placed",
-        "positions can be brought up to date from the log",
-    ),
-    (4, "ec-rotten-stash", "the store refused a transaction"),
-];
+const KNOWN_FAILURES: &[(u64, &str, &str)] =
+    &[(4, "ec-rotten-stash", "the store refused a transaction")];
 
 /// Runs of at least this many seeds must show every kind of fault.
 const SWEEP_SEEDS_MIN: usize = 100;

@@ -7,7 +7,7 @@
 use super::effects::{Effect, Effects, Ignored, Reply, RetryReason, StoreTag, StoreWrite};
 use super::events::{Interval, MapContext};
 use super::messages::{Activate, Notify, PgMsg};
-use super::{Healing, INFO_KEY, Pg, Phase, missing_key, valid_name};
+use super::{Healing, INFO_KEY, Pg, Phase, missing_key, positions, valid_name};
 use crate::limits::{ADOPT_TXN_OPS_MAX, EARLY_MSGS_MAX};
 use crate::log::{DupEntry, LogEntry, LogKind, PgLog, Version};
 use crate::peering::{
@@ -485,19 +485,21 @@ impl Pg {
         }
     }
 
-    /// Peering's end for an erasure-coded PG, whose OSDs hold the shard
-    /// of their position, so an acting set is never reordered: each
-    /// position wants its up OSD if that can be brought up to date from
-    /// the log, else the OSD acting there now, else none (a hole). With
-    /// every position so filled and another acting set than now, it asks
-    /// for a temporary acting set of exactly those, positions kept, which
-    /// serves while the up OSDs are backfilled. If the primary cannot be
-    /// brought up to date (a backfill fills copies from the primary), at
-    /// least `k` positions filled are enough: the temporary set has holes
-    /// ([`cairn_placement::PG_TEMP_HOLE`]) and its primary is the first
-    /// position filled, so a PG whose primary's disk died serves on while
-    /// the spare placement chose there is filled. Otherwise the acting set
-    /// serves as it is, its other OSDs that cannot be brought up to date
+    /// Peering's end for an erasure-coded PG, whose copies each hold one
+    /// position's shard (see [`super::positions`]): each position wants
+    /// its up OSD if that holds its shard and can be brought up to date
+    /// from the log, else the OSD acting there now if so, else a copy
+    /// holding its shard that placement moved elsewhere, else none (a
+    /// hole). If that set serves more positions than the acting set, or
+    /// as many and more where placement wants them, it asks for it as a
+    /// temporary acting set (holes as [`cairn_placement::PG_TEMP_HOLE`],
+    /// its primary the first position filled), which serves while the up
+    /// OSDs are backfilled. It does so too if the primary cannot be
+    /// brought up to date (a backfill fills copies from the primary) and
+    /// at least `k` positions are filled, so a PG whose primary's disk
+    /// died serves on while the spare placement chose there is filled.
+    /// Otherwise the acting set serves as it is, its OSDs that cannot be
+    /// brought up to date or that hold another position's shard
     /// backfilled; with fewer than `k` positions the PG is incomplete (no
     /// `k` shards hold the data).
     fn finish_peering_positions(
@@ -509,22 +511,47 @@ impl Pg {
         eligible: &BTreeSet<OsdId>,
         fx: &mut Effects,
     ) {
-        let pick = |o: Option<OsdId>| o.filter(|o| eligible.contains(o));
-        let want: Vec<Option<OsdId>> = ec
-            .up
+        let holders: positions::Holders = copies
             .iter()
-            .zip(&ec.acting)
-            .map(|(up, acting)| pick(*up).or_else(|| pick(*acting)))
+            .filter(|(o, _)| eligible.contains(*o))
+            .map(|(o, c)| {
+                let holding = positions::Holding {
+                    shard: c.info.shard,
+                    complete: missing_objects_with(c, auth_log, true).is_empty(),
+                };
+                (*o, holding)
+            })
             .collect();
+        let want = positions::want(&ec.up, &ec.acting, &holders);
+        // A member at a position whose shard it does not hold is
+        // backfilled with that position's shard (emptied first), like a
+        // copy the log cannot bring up to date. So is an up OSD that does
+        // not act (the temporary acting set serves its position while it
+        // lacks objects): writes go to the acting set only, so a copy
+        // recovered from the log would miss them yet pass for one that
+        // holds this interval's history, and peering would roll back
+        // acknowledged writes to its shorter log.
+        let eligible: BTreeSet<OsdId> = eligible
+            .iter()
+            .filter(|o| {
+                let acts = ec.acting.contains(&Some(**o));
+                let up_only = !acts && ec.up.contains(&Some(**o));
+                !up_only
+                    && self
+                        .interval
+                        .shard_of(**o)
+                        .is_none_or(|p| positions::holds(&holders, **o, p as usize))
+            })
+            .copied()
+            .collect();
+        let eligible = &eligible;
         let filled = want.iter().flatten().count();
         let primary_ok = self.interval.primary.is_some_and(|p| eligible.contains(&p));
         let holes_needed = !primary_ok && filled >= ec.k as usize;
-        if want != ec.acting && (filled == want.len() || holes_needed) {
-            let temp = (want != ec.up).then(|| {
-                want.iter()
-                    .map(|o| o.unwrap_or(cairn_placement::PG_TEMP_HOLE))
-                    .collect()
-            });
+        let better =
+            filled >= ec.k as usize && positions::better(&want, &ec.acting, &ec.up, &holders);
+        if want != ec.acting && (filled == want.len() || holes_needed || better) {
+            let temp = positions::temp(&want, &ec.up);
             self.request_temp(temp, fx);
             self.phase = Phase::WaitingTemp { ticks: 0 };
             return;
@@ -586,6 +613,7 @@ impl Pg {
                 if eligible.contains(osd) && copy.info.complete() {
                     let lacks = missing_objects(copy, auth_log);
                     healing.stray_sources.insert(*osd, lacks);
+                    healing.stray_shards.insert(*osd, copy.info.shard);
                 }
             }
         }
@@ -766,6 +794,9 @@ impl Pg {
             .last_epoch_started
             .max(self.interval.epoch_started);
         self.info.backfilling = backfill;
+        // Erasure coding: this copy now holds its position's shard (a
+        // backfill fills it with that shard).
+        self.info.shard = self.interval.shard_of(self.whoami);
         ops.push(Op::MetaSet {
             key: Bytes::from_static(INFO_KEY),
             value: self.info.encode(),

@@ -112,16 +112,9 @@ impl Pg {
     /// wants, if the temporary one differs.
     pub(super) fn after_backfill(&mut self, fx: &mut Effects) {
         fx.note("backfill complete");
-        if let Some(ec) = &self.interval.ec {
-            // Positions are kept: the up set serves once every up OSD
-            // holds its position's shard.
-            let complete = ec
-                .up
-                .iter()
-                .all(|o| o.is_some_and(|o| self.healing.sources.contains(&o)));
-            if complete && ec.acting != ec.up {
-                self.request_temp(None, fx);
-            }
+        if self.interval.ec.is_some() {
+            // Positions are kept: the next stage of a move (see
+            // `positions`) comes once nothing is left to recover.
             self.maybe_clean(fx);
             return;
         }

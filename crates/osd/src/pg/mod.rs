@@ -44,6 +44,7 @@ mod backfill;
 mod effects;
 mod events;
 mod messages;
+mod positions;
 mod read;
 mod recovery;
 mod scrub;
@@ -141,6 +142,8 @@ struct Healing {
     /// (after a remap the data may sit only there, as Ceph's missing_loc
     /// counts every peer).
     stray_sources: BTreeMap<OsdId, BTreeSet<Bytes>>,
+    /// Erasure coding: the shard each stray source holds.
+    stray_shards: BTreeMap<OsdId, Option<u32>>,
     /// Activation messages, resent until acknowledged.
     activations: BTreeMap<OsdId, PgMsg>,
     /// Stray copy: ticks since the interval began (it announces itself

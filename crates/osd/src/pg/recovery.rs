@@ -4,7 +4,7 @@
 
 use super::effects::{Effect, Effects, Ignored, StoreTag, StoreWrite};
 use super::messages::{PgMsg, Push};
-use super::{Healing, Pg, Phase};
+use super::{Healing, Pg, Phase, positions};
 use crate::limits::RECOVERY_OPS_MAX;
 use crate::log::LogKind;
 use crate::scrub::Inconsistency;
@@ -183,6 +183,7 @@ impl Pg {
 
     /// Once nothing is missing, backfilled or remapped, removes the strays.
     pub(super) fn maybe_clean(&mut self, fx: &mut Effects) {
+        self.next_position_stage(fx);
         if !self.is_clean() {
             return;
         }
@@ -193,6 +194,48 @@ impl Pg {
                 interval_epoch: self.interval.epoch_started,
             };
             fx.send(stray, purge);
+        }
+    }
+
+    /// Erasure coding, once nothing is left to recover or backfill: asks
+    /// for the acting set of the next stage of a move (see `positions`),
+    /// or for the up set once every up OSD holds its position's shard.
+    fn next_position_stage(&mut self, fx: &mut Effects) {
+        let Some(ec) = &self.interval.ec else {
+            return;
+        };
+        let healing = &self.healing;
+        if !matches!(self.phase, Phase::Active)
+            || !healing.missing.is_empty()
+            || !healing.backfill_targets.is_empty()
+            || ec.acting == ec.up
+        {
+            return;
+        }
+        let mut holders: positions::Holders = healing
+            .sources
+            .iter()
+            .map(|o| {
+                let holding = positions::Holding {
+                    shard: self.interval.shard_of(*o),
+                    complete: true,
+                };
+                (*o, holding)
+            })
+            .collect();
+        for (osd, lacks) in &healing.stray_sources {
+            let holding = positions::Holding {
+                shard: healing.stray_shards.get(osd).copied().flatten(),
+                complete: lacks.is_empty(),
+            };
+            holders.entry(*osd).or_insert(holding);
+        }
+        let want = positions::want(&ec.up, &ec.acting, &holders);
+        if want.iter().flatten().count() >= ec.k as usize
+            && positions::better(&want, &ec.acting, &ec.up, &holders)
+        {
+            let temp = positions::temp(&want, &ec.up);
+            self.request_temp(temp, fx);
         }
     }
 

@@ -12,8 +12,25 @@ impl Pg {
         matches!(self.phase, Phase::Active)
             && self.healing.missing.is_empty()
             && self.healing.backfill_targets.is_empty()
-            && self.interval.acting == self.interval.up
+            && !self.remapped()
             && self.interval.acting.len() >= usize::try_from(self.interval.size).unwrap_or(0)
+    }
+
+    /// Whether other OSDs act than placement's: the acting set is not the
+    /// up set, or, erasure-coded, holds other OSDs than it (the same OSDs
+    /// in another order are copies that placement renumbered, each
+    /// serving the shard it holds: see `positions`).
+    pub(super) fn remapped(&self) -> bool {
+        match &self.interval.ec {
+            Some(ec) => {
+                let mut acting: Vec<OsdId> = ec.acting.iter().flatten().copied().collect();
+                let mut up: Vec<OsdId> = ec.up.iter().flatten().copied().collect();
+                acting.sort_unstable();
+                up.sort_unstable();
+                acting != up
+            }
+            None => self.interval.acting != self.interval.up,
+        }
     }
 
     /// The first epoch of the interval in which this copy, as primary, is
@@ -46,7 +63,7 @@ impl Pg {
         let undersized = self.interval.acting.len() < size;
         let degraded =
             undersized || !healing.missing.is_empty() || !healing.backfill_targets.is_empty();
-        let remapped = self.interval.acting != self.interval.up;
+        let remapped = self.remapped();
         if undersized {
             parts.push("undersized");
         }
