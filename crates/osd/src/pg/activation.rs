@@ -305,6 +305,7 @@ impl Pg {
                 }
                 if self.healing.backfill_done_waiting.remove(&from) {
                     self.healing.backfill_targets.remove(&from);
+                    self.healing.backfilled.insert(from);
                     self.healing.sources.insert(from);
                     if self.healing.backfill_done_waiting.is_empty() {
                         self.after_backfill(fx);

@@ -133,6 +133,12 @@ struct Healing {
     log_only_unlisted: BTreeSet<ObjectKey>,
     /// Backfill pushes in flight -> targets that have not acked, ticks.
     backfill_in_flight: BTreeMap<ObjectKey, (BTreeSet<OsdId>, u32)>,
+    /// Backfill targets that finished in this interval: they hold its
+    /// history (and record it as the last they activated in), so they
+    /// take its writes until it ends, as the acting set does. (An
+    /// erasure-coded peering rolls back what its shortest such history
+    /// lacks: a write they missed would be undone.)
+    backfilled: BTreeSet<OsdId>,
     /// Backfill targets told they are done, not yet acknowledged.
     backfill_done_waiting: BTreeSet<OsdId>,
     /// OSDs holding copies outside the acting and up sets.

@@ -100,18 +100,23 @@ pub(super) fn temp(want: &[Option<OsdId>], up: &[Option<OsdId>]) -> Option<Vec<O
     })
 }
 
-/// Positions of `acting` whose OSD can serve there.
-pub(super) fn serving(acting: &[Option<OsdId>], holders: &Holders) -> usize {
-    acting
+/// Positions of `acting` whose OSD can serve there: all of them, and
+/// those whose OSD also lacks no object.
+fn serving(acting: &[Option<OsdId>], holders: &Holders) -> (usize, usize) {
+    let serves = acting
         .iter()
         .enumerate()
-        .filter(|(p, o)| o.is_some_and(|o| holds(holders, o, *p)))
-        .count()
+        .filter_map(|(p, o)| o.filter(|o| holds(holders, *o, p)));
+    let complete = serves.clone().filter(|o| holders[o].complete).count();
+    (complete, serves.count())
 }
 
 /// Whether `want` is worth a new interval over `acting`: it serves more
-/// positions, or as many and more of them as placement wants (each stage
-/// of a move is one of those).
+/// positions from complete copies (a copy that lacks objects is rebuilt
+/// from the others, so it must not push out a whole one, which would be
+/// emptied if placement moved it), or as many and more positions, or as
+/// many and more of them where placement wants them (each stage of a
+/// move is one of those).
 pub(super) fn better(
     want: &[Option<OsdId>],
     acting: &[Option<OsdId>],
@@ -124,8 +129,9 @@ pub(super) fn better(
             .filter(|(a, u)| a.is_some() && a == u)
             .count()
     };
-    let (now, then) = (serving(acting, holders), want.iter().flatten().count());
-    want != acting && (then > now || (then == now && as_up(want) > as_up(acting)))
+    let (complete_now, now) = serving(acting, holders);
+    let (complete_then, then) = serving(want, holders);
+    want != acting && (complete_then, then, as_up(want)) > (complete_now, now, as_up(acting))
 }
 
 #[cfg(test)]
@@ -208,6 +214,9 @@ mod tests {
         h.get_mut(&OsdId(6)).expect("6").complete = false;
         let w = want(&up, &up, &h);
         assert_eq!(w, osds(&[Some(1), None, Some(5)]));
+        // Worth a temporary acting set: as is, 6 would serve position 2
+        // lacking objects and 5, at position 1, would be emptied.
+        assert!(better(&w, &up, &up, &h));
         // Lacking objects, 6 still serves where no complete copy can.
         h.remove(&OsdId(5));
         assert_eq!(want(&up, &up, &h), osds(&[Some(1), None, Some(6)]));

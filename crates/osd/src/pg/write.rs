@@ -525,13 +525,14 @@ impl Pg {
         self.roll_forward(fx);
     }
 
-    /// The copies a write goes to besides this primary: the acting set's
-    /// and the backfill targets'.
+    /// The copies a write goes to besides this primary: the acting set's,
+    /// the backfill targets' and those of targets that finished.
     fn other_copies(&self) -> BTreeSet<OsdId> {
         self.interval
             .acting
             .iter()
             .chain(self.healing.backfill_targets.iter())
+            .chain(self.healing.backfilled.iter())
             .copied()
             .filter(|osd| *osd != self.whoami)
             .collect()
