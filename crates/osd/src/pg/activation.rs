@@ -607,6 +607,13 @@ impl Pg {
         let epoch = self.interval.epoch_started;
         let members = self.members();
         let rolls_back = self.backend.erasure_k().is_some();
+        // The history adopted counts as committed (roll-back records
+        // dropped, retried requests answered as done) only once this
+        // interval is active and can take writes (`maybe_active`): a later
+        // peering may pass over an interval that never activated or is
+        // below min_size (it cannot have accepted writes) and undo the
+        // entries it adopted.
+        let committed_to = self.committed_to.min(auth_last);
         let mut healing = Healing::default();
         for (osd, copy) in copies {
             if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
@@ -649,7 +656,7 @@ impl Pg {
                 keep_through,
                 entries,
                 last_update: auth_last,
-                committed_to: auth_last,
+                committed_to,
                 missing: missing.into_iter().collect(),
                 backfill,
                 dups,
@@ -688,7 +695,8 @@ impl Pg {
             StoreTag::Activation(epoch),
             fx,
         );
-        self.committed_to = auth_last;
+        self.committed_to = committed_to;
+        self.forwarded_to = committed_to;
         self.healing = healing;
         fx.note(format!(
             "activating: {} objects to recover, {} copies to backfill",
@@ -1029,6 +1037,11 @@ impl Pg {
             return;
         }
         self.phase = Phase::Active;
+        if self.complete_acting_count() >= self.interval.min_size {
+            // Every acting copy holds the adopted history: it is committed
+            // (see `activate`); idle, the copies roll it forward.
+            self.committed_to = self.committed_to.max(self.last_update);
+        }
         self.renew_lease(fx);
         fx.note(format!("active: {}", self.state_name()));
         self.schedule_recovery(fx);
