@@ -233,12 +233,13 @@ pub fn admit_shard_read(
         ));
     }
     if shard == crate::ec::ANY_SHARD {
-        let member =
-            interval.acting.contains(&core.whoami()) || interval.up.contains(&core.whoami());
-        return if whole && !member {
+        // A copy outside the interval's service: a stray, or an up OSD
+        // that peering kept out of it as a recovery source.
+        let serving = core.is_activated_replica() || interval.primary == Some(core.whoami());
+        return if whole && !serving {
             Ok(())
         } else {
-            Err("any shard is served only whole, by a stray".into())
+            Err("any shard is served only whole, by a copy not serving the interval".into())
         };
     }
     if !core.is_activated_replica() {

@@ -479,7 +479,14 @@ impl Pg {
         // after the up set changed): serve now, but ask for the order
         // wanted, or for no temporary set, else the PG stays remapped.
         let reordered = want != *acting && same_members(&want, acting);
-        self.activate(&copies, &auth_log, auth_last, &eligible, fx);
+        self.activate(
+            &copies,
+            &auth_log,
+            auth_last,
+            &eligible,
+            &BTreeSet::new(),
+            fx,
+        );
         if reordered {
             let temp = (want != self.interval.up).then_some(want);
             self.request_temp(temp, fx);
@@ -546,6 +553,25 @@ impl Pg {
             .copied()
             .collect();
         let eligible = &eligible;
+        // An up OSD that does not act and holds a shard no whole copy in
+        // the set holds is kept as it is, a source for recovery, not
+        // emptied: it may hold objects the copy acting for its shard
+        // lacks (two copies of one shard, each missing writes). It is
+        // backfilled in the next interval, once recovery is done.
+        let kept: BTreeSet<OsdId> = holders
+            .iter()
+            .filter(|(o, h)| {
+                let up_only = !ec.acting.contains(&Some(**o)) && ec.up.contains(&Some(**o));
+                up_only
+                    && h.shard.is_some_and(|s| {
+                        want.get(s as usize)
+                            .copied()
+                            .flatten()
+                            .is_none_or(|w| holders.get(&w).is_none_or(|h| !h.complete))
+                    })
+            })
+            .map(|(o, _)| *o)
+            .collect();
         let filled = want.iter().flatten().count();
         let primary_ok = self.interval.primary.is_some_and(|p| eligible.contains(&p));
         let holes_needed = !primary_ok && filled >= ec.k as usize;
@@ -578,7 +604,7 @@ impl Pg {
             );
             return;
         }
-        self.activate(copies, auth_log, auth_last, eligible, fx);
+        self.activate(copies, auth_log, auth_last, eligible, &kept, fx);
     }
 
     pub(super) fn become_incomplete(&mut self, reason: String, fx: &mut Effects) {
@@ -596,16 +622,19 @@ impl Pg {
 
     /// Adopts the authoritative history, tells every peer to do the same
     /// (or to empty itself for a backfill), and records what each lacks.
+    /// Members in `kept` are left out of this interval: not activated,
+    /// sources for recovery as strays are.
     pub(super) fn activate(
         &mut self,
         copies: &BTreeMap<OsdId, PeerCopy>,
         auth_log: &[LogEntry],
         auth_last: Version,
         eligible: &BTreeSet<OsdId>,
+        kept: &BTreeSet<OsdId>,
         fx: &mut Effects,
     ) {
         let epoch = self.interval.epoch_started;
-        let members = self.members();
+        let members: BTreeSet<OsdId> = self.members().difference(kept).copied().collect();
         let rolls_back = self.backend.erasure_k().is_some();
         // The history adopted counts as committed (roll-back records
         // dropped, retried requests answered as done) only once this
@@ -616,7 +645,12 @@ impl Pg {
         let committed_to = self.committed_to.min(auth_last);
         let mut healing = Healing::default();
         for (osd, copy) in copies {
-            if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
+            if kept.contains(osd) {
+                let lacks = missing_objects(copy, auth_log);
+                healing.stray_sources.insert(*osd, lacks);
+                healing.stray_shards.insert(*osd, copy.info.shard);
+                healing.kept.insert(*osd);
+            } else if !members.contains(osd) && *osd != self.whoami && copy.info.exists {
                 healing.strays.insert(*osd);
                 if eligible.contains(osd) && copy.info.complete() {
                     let lacks = missing_objects(copy, auth_log);

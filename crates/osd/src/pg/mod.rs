@@ -148,6 +148,10 @@ struct Healing {
     /// (after a remap the data may sit only there, as Ceph's missing_loc
     /// counts every peer).
     stray_sources: BTreeMap<OsdId, BTreeSet<Bytes>>,
+    /// Erasure coding: up OSDs left out of this interval to serve as
+    /// recovery sources (see `finish_peering_positions`), backfilled in
+    /// the next.
+    kept: BTreeSet<OsdId>,
     /// Erasure coding: the shard each stray source holds.
     stray_shards: BTreeMap<OsdId, Option<u32>>,
     /// Activation messages, resent until acknowledged.

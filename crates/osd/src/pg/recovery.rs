@@ -230,6 +230,12 @@ impl Pg {
             };
             holders.entry(*osd).or_insert(holding);
         }
+        if !healing.kept.is_empty() {
+            // Recovery no longer needs the copies kept out of this
+            // interval: the next one backfills them.
+            self.request_temp(None, fx);
+            return;
+        }
         let want = positions::want(&ec.up, &ec.acting, &holders);
         if want.iter().flatten().count() >= ec.k as usize
             && positions::better(&want, &ec.acting, &ec.up, &holders)
