@@ -848,3 +848,86 @@ fn partial_overwrites_cut_by_sigkill_leave_no_torn_stripe() {
     let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
     assert_eq!(objects.len(), 48, "every patched object, shard by shard");
 }
+
+/// With exactly `k + m` OSDs, a split places every child PG on a
+/// permutation of its parent's OSDs, so most copies hold another
+/// position's shard than placement now gives them. Each copy records its
+/// shard and peering keeps it at that shard's position (a temporary
+/// acting set, no data moved): the PGs are clean, every shard is where
+/// its position says, and with one OSD stopped every object still
+/// decodes from the other two (two positions holding one shard, as before
+/// shard identity, would leave some objects one shard short).
+#[test]
+fn a_split_that_renumbers_shards_keeps_each_shard_at_its_position() {
+    let cluster = Cluster::up("ec-renumber", 3, 19570, &["--down-grace", "2s"]);
+    let data_dir = cluster.dir.display().to_string();
+    create_pool(&cluster, "2+1", "4", &["--min-size", "2"]);
+    let rt = runtime();
+    let client = rt
+        .block_on(Client::connect(&mon_addr(&cluster)))
+        .expect("connect");
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let sizes = [1usize, 4096, 9000, 70_001];
+    for i in 0..40u64 {
+        let name = format!("obj-{i}");
+        let data = pattern(i, sizes[i as usize % sizes.len()]);
+        rt.block_on(client.write_full(POOL, name.as_bytes(), Bytes::from(data.clone())))
+            .unwrap_or_else(|e| panic!("put {name}: {e}"));
+        model.insert(name, data);
+    }
+    let check_all = |model: &BTreeMap<String, Vec<u8>>, when: &str| {
+        rt.block_on(async {
+            for (name, data) in model {
+                let got = client
+                    .read(POOL, name.as_bytes(), range(0, None))
+                    .await
+                    .unwrap_or_else(|e| panic!("{when}: read {name}: {e}"));
+                assert!(got[..] == data[..], "{when}: {name} reads back other bytes");
+            }
+        });
+    };
+
+    ok(
+        cluster.cairn(&["pool", "set", POOL, "--pg-num", "16"]),
+        "pool set --pg-num",
+    );
+    common::wait_clean(&cluster);
+    let pgs = common::ok_json(cluster.cairn(&["pg", "ls", "--json"]), "pg ls");
+    let renumbered = pgs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["up"] != p["acting"])
+        .count();
+    eprintln!("{renumbered} of 16 PGs keep their copies in another order than placement's");
+    assert!(
+        renumbered > 0,
+        "no split child was renumbered, so this test shows nothing: {pgs}"
+    );
+    check_all(&model, "after the split");
+
+    // One OSD stops: every object decodes from the other two positions.
+    ok(
+        cluster.cairn(&["daemon", "stop", "osd.1", "--data", &data_dir]),
+        "daemon stop",
+    );
+    let stopped_addr = format!("127.0.0.1:{}", cluster.base_port + 2);
+    wait_osds(&cluster, "osd.1 marked down", |osds| {
+        osds.iter()
+            .any(|o| o["addr"] == stopped_addr.as_str() && o["up"] == false)
+    });
+    check_all(&model, "one OSD of three down");
+    ok(
+        cluster.cairn(&["daemon", "start", "osd.1", "--data", &data_dir]),
+        "daemon start",
+    );
+    common::wait_clean(&cluster);
+
+    // Every shard at its position on disk.
+    let acting = pool_acting(&cluster);
+    let dirs = common::checks::osd_dirs(&cluster, cluster.base_port);
+    ok(cluster.cairn(&["down", "--data", &data_dir]), "cairn down");
+    let layout = cairn_ec::StripeLayout::new(2, 1, 4096).expect("layout");
+    let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
+    assert_eq!(objects, model, "the shards decode to what was written");
+}

@@ -139,11 +139,21 @@ pub fn log_tail_seq(log: &[LogEntry]) -> u64 {
 /// first) does not block peering while any of its OSDs answers. An OSD
 /// with no copy answers with epoch 0: its copy, if it had one, was removed
 /// only after a later interval went clean, which then covers this one.
+///
+/// An erasure-coded PG needs `need` (its `k`) of such an interval's OSDs
+/// to answer with complete copies, not one (Ceph's `PriorSet` and its
+/// recoverability check alike): a write that interval began may sit on
+/// some of its shards only, and whether it reached `k` of them (to keep)
+/// or fewer (to roll back, which the copies that lack it show by their
+/// shorter logs) is known only from `k` of them. With fewer answering,
+/// the answering copies could all hold a write too few shards hold, and
+/// peering would keep it undecodable.
 #[must_use]
 pub fn blocked_by(
     past: &[PastInterval],
     history_from: Epoch,
     copies: &BTreeMap<OsdId, PeerCopy>,
+    need: usize,
 ) -> Option<String> {
     let newest_start = copies
         .values()
@@ -170,14 +180,21 @@ pub fn blocked_by(
             })
         })
         .find(|p| {
-            !p.acting
+            p.acting
                 .iter()
-                .any(|osd| copies.get(osd).is_some_and(|c| c.info.complete()))
+                .filter(|osd| copies.get(osd).is_some_and(|c| c.info.complete()))
+                .count()
+                < need.max(1)
         })
         .map(|p| {
             let osds: Vec<String> = p.acting.iter().map(|o| o.to_string()).collect();
+            let answered = if need > 1 {
+                format!("fewer than {need} of those OSDs answered with complete copies")
+            } else {
+                "none of those OSDs answered with a complete copy".to_owned()
+            };
             format!(
-                "epochs {}-{} on [{}] may have accepted writes and none of those OSDs answered with a complete copy",
+                "epochs {}-{} on [{}] may have accepted writes and {answered}",
                 p.first.0,
                 p.last.0,
                 osds.join(",")
@@ -455,18 +472,24 @@ mod tests {
             maybe_rw: true,
         }];
         let only_one: BTreeMap<OsdId, PeerCopy> = [(OsdId(1), copy(vec![], 2))].into();
-        assert!(blocked_by(&past, Epoch(1), &only_one).is_some());
+        assert!(blocked_by(&past, Epoch(1), &only_one, 1).is_some());
         let with_three: BTreeMap<OsdId, PeerCopy> =
             [(OsdId(1), copy(vec![], 2)), (OsdId(3), copy(vec![], 3))].into();
-        assert_eq!(blocked_by(&past, Epoch(1), &with_three), None);
+        assert_eq!(blocked_by(&past, Epoch(1), &with_three, 1), None);
+        // Erasure-coded with k = 2: one of the interval's two shards is
+        // not enough to tell a write on one shard from one on both.
+        assert!(blocked_by(&past, Epoch(1), &with_three, 2).is_some());
+        let both: BTreeMap<OsdId, PeerCopy> =
+            [(OsdId(2), copy(vec![], 3)), (OsdId(3), copy(vec![], 3))].into();
+        assert_eq!(blocked_by(&past, Epoch(1), &both, 2), None);
         // An activation after the interval ended covers it.
         let newer: BTreeMap<OsdId, PeerCopy> = [(OsdId(1), copy(vec![], 7))].into();
-        assert_eq!(blocked_by(&past, Epoch(1), &newer), None);
+        assert_eq!(blocked_by(&past, Epoch(1), &newer, 1), None);
         let read_only = vec![PastInterval {
             maybe_rw: false,
             ..past[0].clone()
         }];
-        assert_eq!(blocked_by(&read_only, Epoch(1), &only_one), None);
+        assert_eq!(blocked_by(&read_only, Epoch(1), &only_one, 1), None);
     }
 
     #[test]
@@ -484,17 +507,17 @@ mod tests {
         // so none was acknowledged.
         let answers: BTreeMap<OsdId, PeerCopy> =
             [(OsdId(1), copy(vec![], 2)), (OsdId(2), behind.clone())].into();
-        assert_eq!(blocked_by(&past, Epoch(1), &answers), None);
+        assert_eq!(blocked_by(&past, Epoch(1), &answers, 1), None);
         // No copy at all (epoch 0) proves the same.
         let absent: BTreeMap<OsdId, PeerCopy> =
             [(OsdId(1), copy(vec![], 2)), (OsdId(3), PeerCopy::default())].into();
-        assert_eq!(blocked_by(&past, Epoch(1), &absent), None);
+        assert_eq!(blocked_by(&past, Epoch(1), &absent, 1), None);
         // An incomplete copy that activated in the interval may hold
         // acknowledged writes only the silent primary has: blocked.
         behind.info.last_epoch_started = Epoch(5);
         let activated: BTreeMap<OsdId, PeerCopy> =
             [(OsdId(1), copy(vec![], 2)), (OsdId(2), behind)].into();
-        assert!(blocked_by(&past, Epoch(1), &activated).is_some());
+        assert!(blocked_by(&past, Epoch(1), &activated, 1).is_some());
     }
 
     #[test]

@@ -432,7 +432,10 @@ impl Pg {
             return;
         }
         let copies = copies.clone();
-        if let Some(reason) = blocked_by(&self.context.past, self.context.history_from, &copies) {
+        let need = self.backend.erasure_k().unwrap_or(1);
+        if let Some(reason) =
+            blocked_by(&self.context.past, self.context.history_from, &copies, need)
+        {
             self.become_incomplete(reason, fx);
             return;
         }
