@@ -307,6 +307,7 @@ impl Pg {
                     self.healing.backfill_targets.remove(&from);
                     self.healing.backfilled.insert(from);
                     self.healing.sources.insert(from);
+                    self.commit_if_writable();
                     if self.healing.backfill_done_waiting.is_empty() {
                         self.after_backfill(fx);
                     }
@@ -1061,6 +1062,20 @@ impl Pg {
         }
     }
 
+    /// Once the interval can take writes (active, `min_size` complete
+    /// acting copies) with none in flight, every acting copy holds the
+    /// whole log: it is committed (see `activate`), and the copies roll
+    /// it forward when idle. Called on activation and when a backfill
+    /// completes a copy (an interval below `min_size` may reach it so).
+    pub(super) fn commit_if_writable(&mut self) {
+        if matches!(self.phase, Phase::Active)
+            && self.inflight.is_empty()
+            && self.complete_acting_count() >= self.interval.min_size
+        {
+            self.committed_to = self.committed_to.max(self.last_update);
+        }
+    }
+
     pub(super) fn maybe_active(&mut self, fx: &mut Effects) {
         let Phase::Activating {
             waiting,
@@ -1074,11 +1089,7 @@ impl Pg {
             return;
         }
         self.phase = Phase::Active;
-        if self.complete_acting_count() >= self.interval.min_size {
-            // Every acting copy holds the adopted history: it is committed
-            // (see `activate`); idle, the copies roll it forward.
-            self.committed_to = self.committed_to.max(self.last_update);
-        }
+        self.commit_if_writable();
         self.renew_lease(fx);
         fx.note(format!("active: {}", self.state_name()));
         self.schedule_recovery(fx);
