@@ -28,6 +28,11 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
          shards",
     ),
     (
+        5226,
+        "erasure coding: two copies of one shard each missed writes the other had; the one \
+         placement moved was emptied and an object went below k shards",
+    ),
+    (
         3480,
         "erasure coding: an activation that never completed rolled its history forward; a \
          later peering passed over it and undid an entry whose roll-back record was gone",
