@@ -212,6 +212,12 @@ impl Pg {
         {
             return;
         }
+        if !healing.kept.is_empty() {
+            // Recovery no longer needs the copies kept out of this
+            // interval: the next one backfills them.
+            self.request_temp(None, fx);
+            return;
+        }
         let mut holders: positions::Holders = healing
             .sources
             .iter()
@@ -229,12 +235,6 @@ impl Pg {
                 complete: lacks.is_empty(),
             };
             holders.entry(*osd).or_insert(holding);
-        }
-        if !healing.kept.is_empty() {
-            // Recovery no longer needs the copies kept out of this
-            // interval: the next one backfills them.
-            self.request_temp(None, fx);
-            return;
         }
         let want = positions::want(&ec.up, &ec.acting, &holders);
         if want.iter().flatten().count() >= ec.k as usize
