@@ -50,6 +50,27 @@ fn pool_acting(cluster: &Cluster) -> BTreeMap<String, Vec<u64>> {
         .collect()
 }
 
+/// Reads every object of `model` whole and checks its bytes.
+fn read_all(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    model: &BTreeMap<String, Vec<u8>>,
+    when: &str,
+) {
+    rt.block_on(async {
+        for (name, data) in model {
+            let got = client
+                .read(POOL, name.as_bytes(), range(0, None))
+                .await
+                .unwrap_or_else(|e| panic!("{when}: read {name}: {e}"));
+            assert!(
+                got[..] == data[..],
+                "{when}: {name} reads back different bytes"
+            );
+        }
+    });
+}
+
 fn range(offset_bytes: u64, length_bytes: Option<u64>) -> ReadRange {
     ReadRange {
         offset_bytes,
@@ -421,16 +442,9 @@ fn an_erasure_coded_pool_reads_around_a_lost_osd_and_rebuilds_its_shards() {
         model.insert(name, data);
     };
     let check_all = |model: &BTreeMap<String, Vec<u8>>, when: &str| {
+        read_all(&rt, &client, model, when);
         rt.block_on(async {
             for (name, data) in model {
-                let got = client
-                    .read(POOL, name.as_bytes(), range(0, None))
-                    .await
-                    .unwrap_or_else(|e| panic!("{when}: read {name}: {e}"));
-                assert!(
-                    got[..] == data[..],
-                    "{when}: {name} reads back different bytes"
-                );
                 if data.len() > 9000 {
                     let got = client
                         .read(POOL, name.as_bytes(), range(4000, Some(5000)))
@@ -875,17 +889,6 @@ fn a_split_that_renumbers_shards_keeps_each_shard_at_its_position() {
             .unwrap_or_else(|e| panic!("put {name}: {e}"));
         model.insert(name, data);
     }
-    let check_all = |model: &BTreeMap<String, Vec<u8>>, when: &str| {
-        rt.block_on(async {
-            for (name, data) in model {
-                let got = client
-                    .read(POOL, name.as_bytes(), range(0, None))
-                    .await
-                    .unwrap_or_else(|e| panic!("{when}: read {name}: {e}"));
-                assert!(got[..] == data[..], "{when}: {name} reads back other bytes");
-            }
-        });
-    };
 
     ok(
         cluster.cairn(&["pool", "set", POOL, "--pg-num", "16"]),
@@ -904,7 +907,7 @@ fn a_split_that_renumbers_shards_keeps_each_shard_at_its_position() {
         renumbered > 0,
         "no split child was renumbered, so this test shows nothing: {pgs}"
     );
-    check_all(&model, "after the split");
+    read_all(&rt, &client, &model, "after the split");
 
     // One OSD stops: every object decodes from the other two positions.
     ok(
@@ -916,7 +919,7 @@ fn a_split_that_renumbers_shards_keeps_each_shard_at_its_position() {
         osds.iter()
             .any(|o| o["addr"] == stopped_addr.as_str() && o["up"] == false)
     });
-    check_all(&model, "one OSD of three down");
+    read_all(&rt, &client, &model, "one OSD of three down");
     ok(
         cluster.cairn(&["daemon", "start", "osd.1", "--data", &data_dir]),
         "daemon start",

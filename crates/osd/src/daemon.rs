@@ -62,7 +62,7 @@ use crate::shell::{
     push_start, servable, splits_due,
 };
 use crate::throttle::{Priority, Throttle};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use cairn_placement::Weight;
 use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::mon::MonCommand;
@@ -3670,18 +3670,7 @@ pub fn read_ops(
         }
         outputs.push(output);
     }
-    let data = match data.len() {
-        0 => Bytes::new(),
-        1 => data.pop().unwrap_or_default(),
-        _ => {
-            let mut all = BytesMut::with_capacity(data.iter().map(Bytes::len).sum());
-            for part in data {
-                all.extend_from_slice(&part);
-            }
-            all.freeze()
-        }
-    };
-    Ok((outputs, data))
+    Ok((outputs, crate::ec::concat(data)))
 }
 
 /// Serves one read-only op from the store.

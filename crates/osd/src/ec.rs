@@ -1510,7 +1510,7 @@ pub fn shard_read_reply(
 }
 
 /// The parts one after another, without a copy when there is one.
-fn concat(mut parts: Vec<Bytes>) -> Bytes {
+pub(crate) fn concat(mut parts: Vec<Bytes>) -> Bytes {
     match parts.len() {
         0 => Bytes::new(),
         1 => parts.pop().unwrap_or_default(),
