@@ -158,6 +158,10 @@ struct Summary {
     latency_p99_secs: f64,
     latency_max_secs: f64,
     objects_removed: u64,
+    /// Reads of an erasure-coded pool the data shards answered directly,
+    /// and those the primary answered (docs/erasure-coding.md).
+    direct_reads: u64,
+    reads_via_primary: u64,
     first_error: Option<String>,
 }
 
@@ -206,6 +210,9 @@ pub fn run(args: &ObjectArgs) -> CliResult {
         let mut seen = HashSet::new();
         written.retain(|entry| seen.insert(entry.name.clone()));
         let mut summary = objects.0;
+        let direct = client.direct_read_stats();
+        summary.direct_reads = direct.direct;
+        summary.reads_via_primary = direct.via_primary;
         if args.mode == Mode::Write {
             write_list(&list_path, &written)?;
         } else if let Some(first) = listed.first() {
@@ -602,6 +609,8 @@ impl Stats {
             latency_p99_secs: percentile(0.99),
             latency_max_secs: self.latency_ns_max.into_inner() as f64 / 1e9,
             objects_removed: 0,
+            direct_reads: 0,
+            reads_via_primary: 0,
             first_error: self
                 .first_error
                 .into_inner()
@@ -685,6 +694,12 @@ fn print_summary(summary: &Summary, list_path: &std::path::Path) {
         fixed(summary.latency_p99_secs, 4),
         fixed(summary.latency_max_secs, 4)
     );
+    if summary.direct_reads + summary.reads_via_primary > 0 {
+        println!(
+            "Direct shard reads:    {} (via the primary: {})",
+            summary.direct_reads, summary.reads_via_primary
+        );
+    }
     if let Some(error) = &summary.first_error {
         println!("First error:           {error}");
     }

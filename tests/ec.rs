@@ -934,3 +934,178 @@ fn a_split_that_renumbers_shards_keeps_each_shard_at_its_position() {
     let (objects, _) = common::checks::shards_match(&acting, &dirs, &layout);
     assert_eq!(objects, model, "the shards decode to what was written");
 }
+
+/// Reads `model` whole until every read is answered by the data shards
+/// directly (a fresh write is not committed on the shards until the
+/// primary's next message, and read delegation starts with the second
+/// lease renewal), or the deadline passes.
+fn wait_direct(rt: &tokio::runtime::Runtime, client: &Client, model: &BTreeMap<String, Vec<u8>>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let before = client.direct_read_stats();
+        read_all(rt, client, model, "waiting for direct reads");
+        let after = client.direct_read_stats();
+        if after.via_primary == before.via_primary {
+            assert_eq!(after.direct - before.direct, model.len() as u64);
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reads still go through the primary: {after:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn direct_shard_reads_skip_the_primary_and_never_mix_versions() {
+    let cluster = Cluster::up("ec-direct", 3, 19610, &["--down-grace", "2s"]);
+    let data_dir = cluster.dir.display().to_string();
+    create_pool(&cluster, "2+1", "8", &["--min-size", "2"]);
+    let rt = runtime();
+    let client = rt
+        .block_on(Client::connect(&mon_addr(&cluster)))
+        .expect("connect");
+    // Small objects (split across both data shards), one of a single
+    // stripe, and a large one whose ranged reads touch one shard.
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let sizes = [0usize, 1, 4096, 8192, 70_001, 1 << 20];
+    for (i, size) in sizes.iter().enumerate() {
+        let name = format!("obj-{size}");
+        let data = pattern(i as u64 + 7, *size);
+        rt.block_on(client.write_full(POOL, name.as_bytes(), Bytes::from(data.clone())))
+            .unwrap_or_else(|e| panic!("put {name}: {e}"));
+        model.insert(name, data);
+    }
+    wait_direct(&rt, &client, &model);
+
+    // Ranged reads within one stripe unit, across units and shards, past
+    // the end, and of a missing object: all answered directly.
+    let before = client.direct_read_stats();
+    let big = &model["obj-1048576"];
+    let ranges = [
+        (0u64, 100u64),
+        (4096 * 5 + 17, 4000),
+        (4095, 2),
+        (100_000, 70_000),
+        ((1 << 20) - 10, 100),
+        (2 << 20, 10),
+    ];
+    rt.block_on(async {
+        for (offset, len) in ranges {
+            let got = client
+                .read(POOL, b"obj-1048576", range(offset, Some(len)))
+                .await
+                .expect("range read");
+            let start = usize::try_from(offset).expect("small").min(big.len());
+            let end = usize::try_from(offset + len).expect("small").min(big.len());
+            assert!(got[..] == big[start..end], "range {offset}+{len}");
+        }
+        let small = &model["obj-70001"];
+        let got = client
+            .read(POOL, b"obj-70001", range(5000, Some(3000)))
+            .await
+            .expect("range read of a smaller-chunk object");
+        assert!(got[..] == small[5000..8000]);
+        let missing = client.read(POOL, b"never-written", range(0, None)).await;
+        assert!(matches!(missing, Err(ClientError::NotFound)), "{missing:?}");
+    });
+    let after = client.direct_read_stats();
+    assert_eq!(
+        (
+            after.direct - before.direct,
+            after.via_primary - before.via_primary
+        ),
+        (ranges.len() as u64 + 2, 0),
+        "every read of a settled object goes to the shards"
+    );
+
+    // One writer overwrites an object with uniform values while readers
+    // read it: every read returns one whole value, never older than the
+    // last write acknowledged before the read began. Reads racing a write
+    // go to the primary; in the writer's pauses (longer than the primary's
+    // tick, which tells the shards the last write is committed) the shards
+    // answer.
+    const WRITES: u64 = 60;
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let fill = |v: u64| Bytes::from(vec![(v % 251) as u8 + 1; 4096]);
+    rt.block_on(client.write_full(POOL, b"race", fill(0)))
+        .expect("first write");
+    let before = client.direct_read_stats();
+    rt.block_on(async {
+        let writer = {
+            let (client, acked) = (client.clone(), acked.clone());
+            tokio::spawn(async move {
+                for v in 1..=WRITES {
+                    client
+                        .write_full(POOL, b"race", fill(v))
+                        .await
+                        .expect("overwrite");
+                    acked.store(v, std::sync::atomic::Ordering::SeqCst);
+                    if v % 15 == 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+                    }
+                }
+            })
+        };
+        let mut readers = Vec::new();
+        for _ in 0..4 {
+            let (client, acked) = (client.clone(), acked.clone());
+            readers.push(tokio::spawn(async move {
+                let mut last = 0u64;
+                let mut reads = 0u64;
+                while acked.load(std::sync::atomic::Ordering::SeqCst) < WRITES {
+                    let floor = acked.load(std::sync::atomic::Ordering::SeqCst);
+                    let got = client
+                        .read(POOL, b"race", range(0, None))
+                        .await
+                        .expect("read during overwrites");
+                    assert_eq!(got.len(), 4096);
+                    assert!(got.iter().all(|b| *b == got[0]), "a read mixed two writes");
+                    // Values cycle through 251 bytes; the writes never wrap.
+                    let value = u64::from(got[0] - 1);
+                    assert!(
+                        value >= floor && value >= last,
+                        "read {value} after {floor} was acknowledged (last read {last})"
+                    );
+                    last = value;
+                    reads += 1;
+                }
+                reads
+            }));
+        }
+        writer.await.expect("writer");
+        for reader in readers {
+            assert!(reader.await.expect("reader") > 0);
+        }
+    });
+    let raced = client.direct_read_stats();
+    eprintln!(
+        "during overwrites: {} direct reads, {} via the primary",
+        raced.direct - before.direct,
+        raced.via_primary - before.via_primary
+    );
+    assert!(
+        raced.via_primary > before.via_primary && raced.direct > before.direct,
+        "reads did not both race writes and go direct between them, so this test shows nothing"
+    );
+
+    // A data shard's OSD stops: reads go to the primary, which decodes.
+    let acting = pool_acting(&cluster);
+    let (pg, osds) = acting
+        .iter()
+        .find(|(_, osds)| osds.len() == 3)
+        .expect("a PG");
+    eprintln!("stopping osd.{} (position 1 of PG {pg})", osds[1]);
+    ok(
+        cluster.cairn(&[
+            "daemon",
+            "stop",
+            &format!("osd.{}", osds[1]),
+            "--data",
+            &data_dir,
+        ]),
+        "daemon stop",
+    );
+    read_all(&rt, &client, &model, "with one OSD stopped");
+}

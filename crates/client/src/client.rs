@@ -1,18 +1,22 @@
 //! [`Client`]: the map follower and request executor.
 
 use crate::error::ClientError;
-use crate::limits::{ClientOptions, MAP_SUBSCRIBE_RETRY, MAP_SUBSCRIBE_WAIT};
+use crate::limits::{
+    ClientOptions, DIRECT_READ_BYTES_MAX, DIRECT_READ_TIMEOUT, MAP_SUBSCRIBE_RETRY,
+    MAP_SUBSCRIBE_WAIT,
+};
 use crate::ops::{Guard, ObjectStat, ReadOp, ReadResult, WriteOp, read_results};
 use crate::retry::{Decision, Retrier, Setback};
 use bytes::Bytes;
+use cairn_placement::Redundancy;
 use cairn_placement::{ClusterMap, Placement};
 use cairn_proto::limits::{GUARDS_PER_OP_MAX, OPS_PER_REQUEST_MAX};
 use cairn_proto::map::OsdEndpoint;
 use cairn_proto::mon::MapFetch;
 use cairn_proto::mon::{MonClient, MonCommand, Reply};
 use cairn_proto::osd::{
-    ClientOp, ClientReply, GuardWire, OpKind, OpOutput, PgAction, PgCommand, PgCommandReply,
-    ReqIdWire,
+    ClientOp, ClientReply, ClientShardRead, ClientShardReadReply, DirectPart, GuardWire, OpKind,
+    OpOutput, PgAction, PgCommand, PgCommandReply, ReqIdWire,
 };
 use cairn_types::{Epoch, OsdId, PgId};
 use cairn_wire::{ConnectOptions, Connection};
@@ -94,6 +98,20 @@ struct Inner {
     connections: Mutex<HashMap<String, Connection>>,
     /// When the map subscription last answered (`None`: not following).
     followed_at: Mutex<Option<Instant>>,
+    /// Reads the shards answered directly, and reads tried directly that
+    /// the primary answered.
+    direct_reads: AtomicU64,
+    direct_fallbacks: AtomicU64,
+}
+
+/// How the client's direct shard reads went since it connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirectReadStats {
+    /// Reads the OSDs holding the data shards answered.
+    pub direct: u64,
+    /// Reads tried directly that went to the primary (a shard declined,
+    /// a write to the object was not yet committed, the parts disagreed).
+    pub via_primary: u64,
 }
 
 /// A connection to a Cairn cluster; clone it freely (clones share the map,
@@ -162,6 +180,8 @@ impl Client {
                 view: Mutex::new(None),
                 connections: Mutex::new(HashMap::new()),
                 followed_at: Mutex::new(None),
+                direct_reads: AtomicU64::new(0),
+                direct_fallbacks: AtomicU64::new(0),
             }),
         };
         client.refresh_map().await?;
@@ -562,8 +582,153 @@ impl Client {
         if request.ops.iter().any(OpKind::is_write) {
             return Err(ClientError::Invalid("a write in a read operation".into()));
         }
+        if let ([OpKind::Read { offset, length }], []) =
+            (request.ops.as_slice(), request.guards.as_slice())
+            && let Some(tried) = self.direct_read(pool, object, *offset, *length).await
+        {
+            let inner = &self.inner;
+            match tried {
+                Some(read) => {
+                    inner.direct_reads.fetch_add(1, Ordering::Relaxed);
+                    return read.map(|bytes| vec![ReadResult::Data(bytes)]);
+                }
+                None => inner.direct_fallbacks.fetch_add(1, Ordering::Relaxed),
+            };
+        }
         let (outputs, data) = self.execute(request).await?;
         read_results(outputs, &data, count).map_err(ClientError::Unexpected)
+    }
+
+    /// A read of an erasure-coded object straight from the OSDs holding
+    /// its data shards, each sending its part with the object's version
+    /// (docs/erasure-coding.md, "Direct shard reads"). `None` when the
+    /// read is not for them (a replicated pool, a long read, direct reads
+    /// off); `Some(None)` when a shard declines or the parts disagree:
+    /// the caller then asks the primary, at once.
+    async fn direct_read(
+        &self,
+        pool: &str,
+        object: &[u8],
+        offset: u64,
+        length: Option<u64>,
+    ) -> Option<Option<Result<Bytes, ClientError>>> {
+        if length.is_some_and(|l| l > DIRECT_READ_BYTES_MAX)
+            || !self.inner.options.direct_reads
+            || object.is_empty()
+            || object.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX
+        {
+            return None;
+        }
+        let view = self.view(false).await.ok()?;
+        let pool = view.map.pool_by_name(pool)?;
+        let Redundancy::Erasure {
+            k, m, stripe_unit, ..
+        } = pool.redundancy
+        else {
+            return None;
+        };
+        Some(
+            self.try_direct(&view, pool, (k, m, stripe_unit), object, (offset, length))
+                .await,
+        )
+    }
+
+    /// [`Client::direct_read`] of an erasure-coded pool's object.
+    async fn try_direct(
+        &self,
+        view: &MapView,
+        pool: &cairn_placement::Pool,
+        (k, m, stripe_unit): (u32, u32, u32),
+        object: &[u8],
+        (offset, length): (u64, Option<u64>),
+    ) -> Option<Result<Bytes, ClientError>> {
+        let layout = cairn_ec::layout::StripeLayout::new(k, m, u64::from(stripe_unit)).ok()?;
+        let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, object);
+        let mapping = view.placement.map_pg(pg).ok()?;
+        let mut targets = Vec::new();
+        for shard in 0..k {
+            let osd = (*mapping.acting.get(usize::try_from(shard).ok()?)?)?;
+            targets.push((shard, view.endpoints.get(&osd)?.addr.clone()));
+        }
+        let request = |shard| ClientShardRead {
+            pg,
+            epoch: view.map.epoch,
+            object: ByteBuf::from(object.to_vec()),
+            shard,
+            offset,
+            length,
+        };
+        // A ranged read of an object of a stripe or more (chunks of the
+        // stripe unit) needs only the shards holding the range: ask those
+        // first, and every data shard if the object turns out smaller.
+        if let Some(length) = length {
+            let range = offset..offset.saturating_add(length);
+            let touched: Vec<u32> = layout
+                .shard_ranges(layout.stripe_unit, range)
+                .into_iter()
+                .map(|(shard, _)| shard)
+                .collect();
+            if !touched.is_empty() && touched.len() < targets.len() {
+                let some: Vec<_> = targets
+                    .iter()
+                    .filter(|(shard, _)| touched.contains(shard))
+                    .cloned()
+                    .collect();
+                let parts = self.direct_parts(pg, some, &request).await?;
+                match assemble_direct(&layout, (offset, Some(length)), &parts, true) {
+                    Assembled::Done(read) => return Some(read),
+                    Assembled::SmallerChunk => {}
+                    Assembled::Refused => return None,
+                }
+            }
+        }
+        let parts = self.direct_parts(pg, targets, &request).await?;
+        match assemble_direct(&layout, (offset, length), &parts, false) {
+            Assembled::Done(read) => Some(read),
+            Assembled::SmallerChunk | Assembled::Refused => None,
+        }
+    }
+
+    /// Sends a direct read to each of `targets` (shard, address) at once;
+    /// their parts, or `None` if any declined or did not answer in time.
+    async fn direct_parts(
+        &self,
+        pg: PgId,
+        targets: Vec<(u32, String)>,
+        request: &impl Fn(u32) -> ClientShardRead,
+    ) -> Option<Vec<(u32, DirectPart, Bytes)>> {
+        let calls = targets.into_iter().map(|(shard, addr)| {
+            let request = request(shard);
+            async move {
+                let call = async {
+                    let conn = self.connection(&addr).await.ok()?;
+                    conn.call::<ClientShardRead, ClientShardReadReply>(&request, Bytes::new())
+                        .await
+                        .ok()
+                };
+                let (ClientShardReadReply(reply), data) =
+                    tokio::time::timeout(DIRECT_READ_TIMEOUT, call)
+                        .await
+                        .ok()??;
+                match reply {
+                    Ok(part) => Some((shard, part, data)),
+                    Err(why) => {
+                        tracing::trace!(%pg, shard, %why, "direct read declined");
+                        None
+                    }
+                }
+            }
+        });
+        join_all(calls.collect()).await.into_iter().collect()
+    }
+
+    /// How direct shard reads went since this client connected.
+    #[must_use]
+    pub fn direct_read_stats(&self) -> DirectReadStats {
+        DirectReadStats {
+            direct: self.inner.direct_reads.load(Ordering::Relaxed),
+            via_primary: self.inner.direct_fallbacks.load(Ordering::Relaxed),
+        }
     }
 
     /// The one result of a single read.
@@ -942,6 +1107,107 @@ async fn follow_map(inner: std::sync::Weak<Inner>) {
     }
 }
 
+/// Runs `futures` together on this task; their outputs in order.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => *output = Some(value),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// What direct parts came to.
+#[derive(Debug)]
+enum Assembled {
+    Done(Result<Bytes, ClientError>),
+    /// Parts of only the shards a stripe-unit chunk puts the range on,
+    /// from an object with smaller chunks: ask every data shard.
+    SmallerChunk,
+    /// Parts that disagree or do not fit together: ask the primary.
+    Refused,
+}
+
+/// The bytes `offset..offset + length` (`None`: to the end) of an
+/// erasure-coded object from its data shards' direct parts (`some`: of
+/// only the shards holding the range if chunks are the stripe unit, else
+/// of every data shard), if every part is of one version, size and chunk
+/// (`NotFound` if none found the object). Bytes from the network: never
+/// trusted to index or to size a buffer.
+fn assemble_direct(
+    layout: &cairn_ec::layout::StripeLayout,
+    (offset, length): (u64, Option<u64>),
+    parts: &[(u32, DirectPart, Bytes)],
+    some: bool,
+) -> Assembled {
+    if parts.is_empty() || (!some && parts.len() != layout.k as usize) {
+        return Assembled::Refused;
+    }
+    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
+        return Assembled::Done(Err(ClientError::NotFound));
+    }
+    let mut shape = None;
+    let mut pieces = Vec::with_capacity(parts.len());
+    for (shard, part, data) in parts {
+        let DirectPart::Found {
+            version,
+            size,
+            chunk,
+            shard_offset,
+        } = *part
+        else {
+            return Assembled::Refused;
+        };
+        if *shape.get_or_insert((version, size, chunk)) != (version, size, chunk) {
+            return Assembled::Refused;
+        }
+        let Some(end) = shard_offset.checked_add(data.len() as u64) else {
+            return Assembled::Refused;
+        };
+        pieces.push((*shard, shard_offset..end, &data[..]));
+    }
+    let Some((_, size, chunk)) = shape else {
+        return Assembled::Refused;
+    };
+    if some && chunk != layout.stripe_unit {
+        return Assembled::SmallerChunk;
+    }
+    if chunk == 0
+        || chunk > layout.stripe_unit
+        || chunk % cairn_ec::CHUNK_ALIGN != 0
+        || !layout.fits(chunk, size)
+    {
+        return Assembled::Refused;
+    }
+    let start = offset.min(size);
+    let end = length
+        .map_or(size, |l| offset.saturating_add(l).min(size))
+        .max(start);
+    // The shards' parts cut the range exactly.
+    let received: u64 = pieces.iter().map(|(_, r, _)| r.end - r.start).sum();
+    if received != end - start {
+        return Assembled::Refused;
+    }
+    match cairn_ec::object::gather(layout, chunk, start..end, &pieces) {
+        Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
+        Err(_) => Assembled::Refused,
+    }
+}
+
 /// Sorts an OSD's answer into done, retry or fail (the retry policy's
 /// [`crate::retry::classify`]).
 fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
@@ -987,6 +1253,133 @@ mod tests {
             classify(reply(OpError::Invalid("x".into())), Bytes::new()),
             Attempt::Fail(ClientError::Op(_))
         ));
+    }
+
+    #[test]
+    fn direct_parts_assemble_only_when_they_agree_and_fit() {
+        use cairn_ec::layout::StripeLayout;
+        let layout = StripeLayout::new(2, 1, 4096).expect("layout");
+        let object: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        let found = |version, shard_offset| DirectPart::Found {
+            version,
+            size: 4096,
+            chunk: 2048,
+            shard_offset,
+        };
+        let part = |shard: u32, part, range: std::ops::Range<usize>| {
+            (shard, part, Bytes::copy_from_slice(&object[range]))
+        };
+        let whole = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(5, 0), 2048..4096),
+        ];
+        let Assembled::Done(Ok(bytes)) = assemble_direct(&layout, (0, None), &whole, false) else {
+            panic!("agreeing parts assemble");
+        };
+        assert_eq!(&bytes[..], &object[..]);
+        let Assembled::Done(Ok(bytes)) = assemble_direct(
+            &layout,
+            (2000, Some(100)),
+            &[
+                part(0, found(5, 2000), 2000..2048),
+                part(1, found(5, 0), 2048..2100),
+            ],
+            false,
+        ) else {
+            panic!("a range across both shards assembles");
+        };
+        assert_eq!(&bytes[..], &object[2000..2100]);
+        // Another version on one shard: a write came between.
+        let torn = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(6, 0), 2048..4096),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &torn, false),
+            Assembled::Refused
+        ));
+        // One shard missing, short, or lying about where its bytes are.
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &whole[..1], false),
+            Assembled::Refused
+        ));
+        let short = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(5, 0), 2048..4000),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &short, false),
+            Assembled::Refused
+        ));
+        let lying = [
+            part(0, found(5, u64::MAX - 10), 0..2048),
+            part(1, found(5, 0), 2048..4096),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &lying, false),
+            Assembled::Refused
+        ));
+        let huge = DirectPart::Found {
+            version: 5,
+            size: u64::MAX / 2,
+            chunk: 4096,
+            shard_offset: 0,
+        };
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, None),
+                &[(0, huge.clone(), Bytes::new()), (1, huge, Bytes::new())],
+                false
+            ),
+            Assembled::Refused
+        ));
+        // Absent everywhere: not found; absent on one shard only: ask the
+        // primary.
+        let absent = [
+            (0, DirectPart::Absent, Bytes::new()),
+            (1, DirectPart::Absent, Bytes::new()),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &absent, false),
+            Assembled::Done(Err(ClientError::NotFound))
+        ));
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, None),
+                &[whole[0].clone(), absent[1].clone()],
+                false
+            ),
+            Assembled::Refused
+        ));
+        // Only the shard a stripe-unit chunk puts the range on, but the
+        // object is smaller: every data shard is asked next.
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, Some(100)),
+                &[part(0, found(5, 0), 0..100)],
+                true
+            ),
+            Assembled::SmallerChunk
+        ));
+        let big = DirectPart::Found {
+            version: 5,
+            size: 1 << 20,
+            chunk: 4096,
+            // Object byte 8192 + 10 is in the second stripe's first chunk.
+            shard_offset: 4096 + 10,
+        };
+        let Assembled::Done(Ok(bytes)) = assemble_direct(
+            &layout,
+            (8192 + 10, Some(100)),
+            &[(0, big, Bytes::copy_from_slice(&object[10..110]))],
+            true,
+        ) else {
+            panic!("one shard's part of a large object assembles");
+        };
+        assert_eq!(&bytes[..], &object[10..110]);
     }
 
     #[test]

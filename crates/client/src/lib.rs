@@ -19,7 +19,7 @@ pub mod retry;
 mod client;
 mod ops;
 
-pub use client::{Client, ListCursor, ListPage, ReadRange, ReqId};
+pub use client::{Client, DirectReadStats, ListCursor, ListPage, ReadRange, ReqId};
 pub use config::{ClientConfig, config_path};
 pub use error::ClientError;
 pub use limits::ClientOptions;

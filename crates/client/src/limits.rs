@@ -24,6 +24,15 @@ pub const MAP_SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// Time to open a TCP connection to a monitor or an OSD.
 pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 
+/// Largest ranged read sent to an erasure-coded object's shards directly
+/// (a larger one goes through the primary; a read to the end of the
+/// object goes direct, and the primary takes it if a shard's part is
+/// past the reply limit).
+pub const DIRECT_READ_BYTES_MAX: u64 = 16 << 20;
+/// How long a direct shard read may take before the client asks the
+/// primary instead.
+pub const DIRECT_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How a [`crate::Client`] retries. Every field has a written-out default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientOptions {
@@ -40,6 +49,11 @@ pub struct ClientOptions {
     /// Writes pass a full cluster up to the OSDs' failsafe ratio
     /// ([`cairn_proto::osd::ClientOp::full_try`]): for the MDS only.
     pub full_try: bool,
+    /// Reads of an erasure-coded object (whole, or of at most
+    /// [`DIRECT_READ_BYTES_MAX`]) go straight to the OSDs holding its data
+    /// shards, past the primary, and to the primary only when those
+    /// decline ([`cairn_proto::osd::ClientShardRead`]).
+    pub direct_reads: bool,
 }
 
 impl Default for ClientOptions {
@@ -53,6 +67,7 @@ impl Default for ClientOptions {
             connect_timeout: CONNECT_TIMEOUT_DEFAULT,
             follow_map: true,
             full_try: false,
+            direct_reads: true,
         }
     }
 }

@@ -484,8 +484,19 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
             from,
             interval_epoch,
             seq,
+            delegate,
+        } => {
+            let body = PeerMsg::Lease {
+                pg,
+                from: *from,
+                interval_epoch: *interval_epoch,
+                seq: *seq,
+                ack: false,
+                delegate: *delegate,
+            };
+            return Ok((body, Bytes::new().into()));
         }
-        | PgMsg::LeaseAck {
+        PgMsg::LeaseAck {
             from,
             interval_epoch,
             seq,
@@ -495,7 +506,8 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
                 from: *from,
                 interval_epoch: *interval_epoch,
                 seq: *seq,
-                ack: matches!(msg, PgMsg::LeaseAck { .. }),
+                ack: true,
+                delegate: None,
             };
             return Ok((body, Bytes::new().into()));
         }
@@ -1070,6 +1082,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
             interval_epoch,
             seq,
             ack,
+            delegate,
         } => {
             no_data()?;
             let msg = if ack {
@@ -1083,6 +1096,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                     from,
                     interval_epoch,
                     seq,
+                    delegate,
                 }
             };
             (pg, msg)

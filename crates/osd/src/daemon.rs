@@ -70,9 +70,10 @@ use cairn_proto::mon::{
     MapFetch, MonClient, MonError, OsdStats, PgStat, PgUsage, Reply as MonReply,
 };
 use cairn_proto::osd::{
-    ClientOp, ClientReply, GuardWire, KIND_CLIENT_OP, KIND_PEER_HELLO, KIND_PEER_MSG,
-    KIND_PEER_PING, KIND_PEER_SHARD_READ, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction,
-    PgCommand, PgCommandReply,
+    ClientOp, ClientReply, ClientShardRead, ClientShardReadReply, DirectPart, GuardWire,
+    KIND_CLIENT_OP, KIND_CLIENT_SHARD_READ, KIND_PEER_HELLO, KIND_PEER_MSG, KIND_PEER_PING,
+    KIND_PEER_SHARD_READ, KIND_PG_COMMAND, OpError, OpKind, OpOutput, PgAction, PgCommand,
+    PgCommandReply,
 };
 use cairn_proto::peer::{
     HELLO_VERSION, PeerHello, PeerHelloReply, PeerMsg, PeerPing, PeerPong, ShardRead,
@@ -2270,6 +2271,13 @@ impl Osd {
                 };
                 Frame::response(frame.request_id, &reply, data).ok()
             }
+            KIND_CLIENT_SHARD_READ => {
+                let (reply, data) = match frame.decode_body::<ClientShardRead>() {
+                    Ok(req) => self.client_shard_read(req).await,
+                    Err(error) => (Err(format!("malformed direct read: {error}")), Bytes::new()),
+                };
+                Frame::response(frame.request_id, &ClientShardReadReply(reply), data).ok()
+            }
             KIND_PEER_HELLO => {
                 let reply = match frame.decode_body::<PeerHello>() {
                     Ok(hello) => self.peer_hello(hello, &session).await,
@@ -2450,6 +2458,64 @@ impl Osd {
         .await
         .unwrap_or_else(|e| Err(ShardReadError::Store(format!("read task: {e}"))));
         ec::shard_read_reply(served)
+    }
+
+    /// Serves a client's direct read of one shard of an erasure-coded PG
+    /// (docs/erasure-coding.md, "Direct shard reads"): only while
+    /// [`Pg::serves_direct_read`] holds both before the store read and
+    /// after it, so the part returned was committed and current when it
+    /// was read. Any refusal sends the client to the primary.
+    async fn client_shard_read(&self, req: ClientShardRead) -> (Result<DirectPart, String>, Bytes) {
+        let pg = req.pg;
+        let object = Bytes::from(req.object.into_vec());
+        if object.is_empty() || object.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX {
+            return (Err("invalid object name".into()), Bytes::new());
+        }
+        // A client ahead of this OSD may know of a split or a new interval
+        // this OSD has not seen: the primary answers it.
+        if req.epoch > self.map_epoch() {
+            return (
+                Err("this OSD's map is behind the client's".into()),
+                Bytes::new(),
+            );
+        }
+        if let Err(Turned::Retry(why) | Turned::NotSupported(why)) =
+            admit_request(&read(&self.map), pg, &object)
+        {
+            return (Err(why), Bytes::new());
+        }
+        let check = |osd: &Osd| -> Result<cairn_ec::layout::StripeLayout, String> {
+            let pgs = lock(&osd.pgs);
+            let core = &pgs.get(&pg).ok_or("PG not held here")?.pg;
+            core.serves_direct_read(req.shard, &object, clock_ms())?;
+            let shape = core.interval().ec.as_ref().ok_or("not erasure-coded")?;
+            ec::layout_of(shape)
+        };
+        let layout = match check(self) {
+            Ok(layout) => layout,
+            Err(why) => return (Err(why), Bytes::new()),
+        };
+        let store = self.store.clone();
+        let collection = CollectionId::pg(pg.pool.0, pg.seed);
+        let key = ObjectKey::new(object.clone());
+        let range = (req.offset, req.length);
+        let shard = req.shard;
+        let served = tokio::task::spawn_blocking(move || {
+            ec::serve_direct_part(&*store, collection, &key, &layout, shard, range)
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("read task: {e}")));
+        let served = served.and_then(|part| check(self).map(|_| part));
+        match served {
+            Ok((part, data)) => {
+                self.io.read_ops.fetch_add(1, Ordering::Relaxed);
+                self.io
+                    .read_bytes
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                (Ok(part), data)
+            }
+            Err(why) => (Err(why), Bytes::new()),
+        }
     }
 
     /// Waits until every transaction queued so far is durable.

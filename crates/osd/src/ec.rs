@@ -1396,6 +1396,80 @@ pub fn serve_shard_read(
     })
 }
 
+/// Serves a client's direct read (`cairn_proto::osd::ClientShardRead`)
+/// from this OSD's shard `shard` of `key`: the part of object bytes
+/// `offset..offset + length` (`None`: to the end) that lives on this
+/// shard, with the object's version, size and chunk, so the client can
+/// assemble the parts of all data shards once they agree. The object is
+/// checked at one version before and after the read, so the part is
+/// never torn by a write between them; the caller checks afterwards that
+/// this version is committed (`Pg::serves_direct_read`).
+///
+/// # Errors
+/// Why the read is not served directly (the client asks the primary).
+pub fn serve_direct_part(
+    store: &dyn ObjectStore,
+    collection: CollectionId,
+    key: &ObjectKey,
+    layout: &StripeLayout,
+    shard: u32,
+    (offset, length): (u64, Option<u64>),
+) -> Result<(cairn_proto::osd::DirectPart, Bytes), String> {
+    use cairn_proto::osd::DirectPart;
+    let version = || match store.stat(collection, key) {
+        Ok(stat) => Ok(Some(stat.version)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    };
+    let Some(before) = version()? else {
+        return Ok((DirectPart::Absent, Bytes::new()));
+    };
+    let meta = shard_meta(store, collection, key)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(ShardMeta {
+            shard,
+            size: 0,
+            chunk: layout.chunk_for(0),
+            crc: None,
+        });
+    if meta.shard != shard {
+        return Err(format!("holds shard {}, not shard {shard}", meta.shard));
+    }
+    let start = offset.min(meta.size);
+    let end = length.map_or(meta.size, |l| offset.saturating_add(l).min(meta.size));
+    let part = layout
+        .shard_ranges(meta.chunk, start..end.max(start))
+        .into_iter()
+        .find(|(s, _)| *s == shard)
+        .map(|(_, r)| r);
+    let (shard_offset, data) = match part {
+        Some(r) if r.end - r.start > u64::from(cairn_wire::limits::DATA_SIZE_BYTES_MAX) => {
+            return Err(format!("a part of {} bytes", r.end - r.start));
+        }
+        Some(r) => {
+            let data = store
+                .read(
+                    collection,
+                    key,
+                    ReadOptions::range(r.start, r.end - r.start),
+                )
+                .map_err(|e| e.to_string())?;
+            (r.start, data)
+        }
+        None => (0, Bytes::new()),
+    };
+    if version()? != Some(before) {
+        return Err("the object changed while it was read".into());
+    }
+    let found = DirectPart::Found {
+        version: before,
+        size: meta.size,
+        chunk: meta.chunk,
+        shard_offset,
+    };
+    Ok((found, data))
+}
+
 fn store_error(e: StoreError) -> ShardReadError {
     match e {
         StoreError::NotFound { .. } => ShardReadError::NotFound,

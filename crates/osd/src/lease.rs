@@ -22,6 +22,15 @@
 //!   promises to an unknown holder for what may remain of such a promise
 //!   (the shell knows how long the OSD was down; see `daemon.rs`).
 //!
+//! - Direct shard reads (erasure coding): a renewal may delegate reading
+//!   to the replica. The primary sends, with renewal `n`, the number `a`
+//!   of the replica's latest acknowledged renewal and `serve_ms`, how long
+//!   it may itself still read from the moment it sends `n`. The replica
+//!   took renewal `a` before acknowledging it, and the primary had that
+//!   acknowledgement before sending `n`; so the replica's receipt of `a`
+//!   plus `serve_ms` (less the clock drift) ends before the primary's own
+//!   lease, on any clocks whose rates agree within the bound below.
+//!
 //! Times are milliseconds of a clock the shell sets before each event
 //! ([`Leases::set_clock`]); leases are off until the shell enables them.
 //!
@@ -68,6 +77,13 @@ pub struct Leases {
     sent: VecDeque<(u64, u64)>,
     /// Replica -> send time of its latest acknowledged renewal.
     acked: BTreeMap<OsdId, u64>,
+    /// Replica -> number of its latest acknowledged renewal.
+    acked_seq: BTreeMap<OsdId, u64>,
+    /// Replica: renewals of this interval's primary taken, (number,
+    /// receipt time).
+    granted: VecDeque<(u64, u64)>,
+    /// Replica: until when it may serve direct shard reads.
+    delegated_until_ms: u64,
     promise: Option<Promise>,
     /// New primary: holder -> end of a promise that binds this interval.
     waits: BTreeMap<Option<OsdId>, u64>,
@@ -108,6 +124,9 @@ impl Leases {
     pub fn new_interval(&mut self) {
         self.sent.clear();
         self.acked.clear();
+        self.acked_seq.clear();
+        self.granted.clear();
+        self.delegated_until_ms = 0;
         self.waits.clear();
         self.released.clear();
     }
@@ -128,32 +147,61 @@ impl Leases {
         if let Some((_, at)) = self.sent.iter().find(|(s, _)| *s == seq) {
             let entry = self.acked.entry(from).or_insert(0);
             *entry = (*entry).max(*at);
+            let entry = self.acked_seq.entry(from).or_insert(0);
+            *entry = (*entry).max(seq);
         }
+    }
+
+    /// Primary: when its lease ends (`None`: it does not hold one now, or
+    /// leases are off and nothing bounds its reads).
+    fn readable_until(
+        &self,
+        now_ms: u64,
+        replicas: impl IntoIterator<Item = OsdId>,
+    ) -> Option<u64> {
+        let lease = self.lease_ms?;
+        let now_ms = now_ms.max(self.clock_ms);
+        // The replicas' promises run `lease` on their clocks, which may run
+        // faster than this one.
+        let readable_ms = lease - drift_ms(lease);
+        let mut until = u64::MAX;
+        for r in replicas {
+            until = until.min(self.acked.get(&r)?.saturating_add(readable_ms));
+        }
+        (until > now_ms).then_some(until)
     }
 
     /// Primary: whether it may serve reads now, with these replicas.
     #[must_use]
     pub fn readable(&self, now_ms: u64, replicas: impl IntoIterator<Item = OsdId>) -> bool {
-        let Some(lease) = self.lease_ms else {
-            return true;
-        };
-        let now_ms = now_ms.max(self.clock_ms);
-        // The replicas' promises run `lease` on their clocks, which may run
-        // faster than this one.
-        let readable_ms = lease - drift_ms(lease);
-        replicas.into_iter().all(|r| {
-            self.acked
-                .get(&r)
-                .is_some_and(|at| at.saturating_add(readable_ms) > now_ms)
-        })
+        self.lease_ms.is_none() || self.readable_until(now_ms, replicas).is_some()
     }
 
-    /// Replica: the primary of `interval` renewed; promises and says
-    /// whether to acknowledge.
-    pub fn grant(&mut self, interval: Epoch, primary: OsdId) -> bool {
+    /// Primary, sending a renewal now: what it delegates to `replica` for
+    /// direct shard reads, `(acked_seq, serve_ms)` (`None`: nothing, as
+    /// the replica acknowledged no renewal yet or the primary holds no
+    /// lease).
+    #[must_use]
+    pub fn delegation(
+        &self,
+        replica: OsdId,
+        replicas: impl IntoIterator<Item = OsdId>,
+    ) -> Option<(u64, u64)> {
+        let acked_seq = *self.acked_seq.get(&replica)?;
+        let until = self.readable_until(self.clock_ms, replicas)?;
+        Some((acked_seq, until - self.clock_ms))
+    }
+
+    /// Replica: the primary of `interval` renewed (renewal `seq`);
+    /// promises and says whether to acknowledge.
+    pub fn grant(&mut self, interval: Epoch, primary: OsdId, seq: u64) -> bool {
         let Some(lease) = self.lease_ms else {
             return false;
         };
+        if self.granted.len() == LEASE_RENEWALS_KEPT {
+            self.granted.pop_front();
+        }
+        self.granted.push_back((seq, self.clock_ms));
         let until_ms = self.clock_ms.saturating_add(lease);
         // An unexpired promise to someone else is not shortened.
         let keep_other = self
@@ -167,6 +215,25 @@ impl Leases {
             });
         }
         true
+    }
+
+    /// Replica: the primary delegated direct shard reads with a renewal
+    /// (see [`Leases::delegation`]). A renewal this copy does not recall
+    /// taking delegates nothing.
+    pub fn delegated(&mut self, (acked_seq, serve_ms): (u64, u64)) {
+        if let Some((_, took_ms)) = self.granted.iter().find(|(s, _)| *s == acked_seq) {
+            // The primary's clock may run slower than this one.
+            let until = took_ms
+                .saturating_add(serve_ms)
+                .saturating_sub(drift_ms(serve_ms));
+            self.delegated_until_ms = self.delegated_until_ms.max(until);
+        }
+    }
+
+    /// Replica: whether it may serve direct shard reads at `now_ms`.
+    #[must_use]
+    pub fn serves_direct(&self, now_ms: u64) -> bool {
+        self.lease_ms.is_some() && self.delegated_until_ms > now_ms.max(self.clock_ms)
     }
 
     /// What this copy tells a new primary (`querier`) about its promise.
@@ -334,7 +401,7 @@ mod tests {
         let seq = primary.renew().expect("enabled");
         let mut replica = enabled(500_000);
         replica.set_clock(500_300);
-        assert!(replica.grant(Epoch(5), P));
+        assert!(replica.grant(Epoch(5), P, 1));
         primary.set_clock(10_400);
         primary.acked(R, seq);
         // Both clocks advance 3.5 s: the primary's lease has 100 ms left;
@@ -373,7 +440,7 @@ mod tests {
         // A new primary whose clock runs 0.9% fast waits out a promise
         // reported by a holder whose clock is accurate.
         let mut replica = enabled(0);
-        replica.grant(Epoch(5), P);
+        replica.grant(Epoch(5), P, 1);
         let mut new = enabled(0);
         new.new_interval();
         new.peer_report(R, replica.report(NEW, false));
@@ -382,6 +449,54 @@ mod tests {
             waited_real_ms >= 4_000.0 * 0.999,
             "waited {waited_real_ms:.1} ms"
         );
+    }
+
+    #[test]
+    fn a_delegated_window_ends_before_the_primary_lease() {
+        // Real time = the primary's clock. The replica's clock is far off
+        // and runs 0.9% fast; messages take 200 ms.
+        let fast = |real_ms: u64| 900_000 + real_ms * 1009 / 1000;
+        let mut primary = enabled(0);
+        let mut replica = enabled(fast(0));
+        assert_eq!(primary.delegation(R, [R]), None, "nothing acknowledged");
+        let first = primary.renew().expect("enabled");
+        replica.set_clock(fast(200));
+        assert!(replica.grant(Epoch(5), P, first));
+        primary.set_clock(400);
+        primary.acked(R, first);
+        // The next renewal, a second later, delegates.
+        primary.set_clock(1_000);
+        let second = primary.renew().expect("enabled");
+        let delegate = primary
+            .delegation(R, [R])
+            .expect("the primary holds a lease");
+        assert_eq!(delegate.0, first);
+        replica.set_clock(fast(1_200));
+        assert!(replica.grant(Epoch(5), P, second));
+        replica.delegated(delegate);
+        assert!(replica.serves_direct(fast(1_200)));
+        let primary_last_ms = (0..10_000)
+            .rev()
+            .find(|&t| primary.readable(t, [R]))
+            .expect("readable");
+        let replica_last_ms = (0..10_000)
+            .rev()
+            .find(|&t| replica.serves_direct(fast(t)))
+            .expect("serves");
+        assert!(
+            replica_last_ms < primary_last_ms,
+            "the replica served until {replica_last_ms} ms, the primary's lease ended at {primary_last_ms} ms"
+        );
+        // A renewal the replica never took delegates nothing; a new
+        // interval ends the window.
+        let mut other = enabled(0);
+        other.delegated((99, 3_000));
+        assert!(!other.serves_direct(0));
+        replica.new_interval();
+        assert!(!replica.serves_direct(fast(1_200)));
+        let mut off = Leases::default();
+        off.delegated((1, 3_000));
+        assert!(!off.serves_direct(0), "leases off: no direct reads");
     }
 
     #[test]
@@ -432,7 +547,7 @@ mod tests {
     #[test]
     fn a_holder_that_answered_and_does_not_serve_releases_its_promises() {
         let mut replica = enabled(0);
-        replica.grant(Epoch(5), P);
+        replica.grant(Epoch(5), P, 1);
         let mut new = enabled(100);
         new.new_interval();
         new.peer_report(R, replica.report(NEW, false));
@@ -463,12 +578,12 @@ mod tests {
         let report = restarted.report(NEW, false);
         assert_eq!(report.holder, Some(None), "an unknown holder");
         // Its own primary's renewals do not shorten that promise.
-        restarted.grant(Epoch(9), P);
+        restarted.grant(Epoch(9), P, 1);
         assert_eq!(restarted.report(NEW, false).holder, Some(None));
         let mut off = Leases::default();
         assert!(off.renew().is_none());
         assert!(off.readable(0, [R]));
-        assert!(!off.grant(Epoch(1), P));
+        assert!(!off.grant(Epoch(1), P, 1));
         off.bind_own(NEW);
         assert_eq!(off.wait_ms(), 0);
     }

@@ -19,6 +19,8 @@
 //! | `0x0208` | [`crate::peer::PeerHelloReply`] | OSD → OSD, response |
 //! | `0x0209` | [`crate::peer::ShardRead`] | primary → shard OSD of an erasure-coded PG, request |
 //! | `0x020a` | [`crate::peer::ShardReadReply`] | shard OSD → primary, response |
+//! | `0x020b` | [`ClientShardRead`] | client → an OSD acting in an erasure-coded PG, request |
+//! | `0x020c` | [`ClientShardReadReply`] | that OSD → client, response |
 
 use cairn_types::{Epoch, PgId};
 use cairn_wire::Message;
@@ -36,6 +38,8 @@ pub const KIND_PEER_HELLO: u16 = 0x0207;
 pub const KIND_PEER_HELLO_REPLY: u16 = 0x0208;
 pub const KIND_PEER_SHARD_READ: u16 = 0x0209;
 pub const KIND_PEER_SHARD_READ_REPLY: u16 = 0x020a;
+pub const KIND_CLIENT_SHARD_READ: u16 = 0x020b;
+pub const KIND_CLIENT_SHARD_READ_REPLY: u16 = 0x020c;
 
 /// What an operator asks of a PG's primary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,6 +344,53 @@ pub enum OpError {
     /// An exclusive create found the object; nothing was changed.
     #[error("object exists")]
     Exists,
+}
+
+/// Request `KIND_CLIENT_SHARD_READ`: a direct read, past the primary, of
+/// shard `shard`'s part of bytes `offset..offset + length` (`None`: to the
+/// end) of an object of an erasure-coded PG, sent to the OSD at position
+/// `shard` of the PG's acting set in the client's map at `epoch`. The
+/// client sends one to each data position and assembles the parts when
+/// they agree; otherwise it asks the primary (docs/erasure-coding.md,
+/// "Direct shard reads").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientShardRead {
+    pub pg: PgId,
+    pub epoch: Epoch,
+    pub object: ByteBuf,
+    pub shard: u32,
+    pub offset: u64,
+    pub length: Option<u64>,
+}
+
+impl Message for ClientShardRead {
+    const KIND: u16 = KIND_CLIENT_SHARD_READ;
+}
+
+/// Response `KIND_CLIENT_SHARD_READ_REPLY`: the shard's part, or why this
+/// OSD does not serve it directly now (the client then asks the primary,
+/// at once).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientShardReadReply(pub Result<DirectPart, String>);
+
+impl Message for ClientShardReadReply {
+    const KIND: u16 = KIND_CLIENT_SHARD_READ_REPLY;
+}
+
+/// One shard's answer to a direct read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DirectPart {
+    /// The object does not exist.
+    Absent,
+    /// The object at `version`, of `size` bytes in chunks of `chunk`; the
+    /// data segment holds this shard's bytes from shard offset
+    /// `shard_offset` (none if the range touches no byte of this shard).
+    Found {
+        version: u64,
+        size: u64,
+        chunk: u64,
+        shard_offset: u64,
+    },
 }
 
 /// Response `KIND_CLIENT_REPLY`. `version` is the PG version of a write.

@@ -39,8 +39,9 @@ impl Message for PeerPong {
 
 /// The peer protocol's version, in the hello: a receiver refuses versions
 /// it does not know rather than guess at their meaning. 2: `Push` carries
-/// the object's omap in its data segment.
-pub const HELLO_VERSION: u16 = 2;
+/// the object's omap in its data segment. 3: `Lease` renewals delegate
+/// direct shard reads.
+pub const HELLO_VERSION: u16 = 3;
 
 /// Request `KIND_PEER_HELLO`: the first message on an OSD → OSD connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,13 +237,17 @@ pub enum PeerMsg {
         object: ByteBuf,
         kind: ObjectSignalKind,
     },
-    /// A read-lease renewal (`ack: false`) or its acknowledgement.
+    /// A read-lease renewal (`ack: false`) or its acknowledgement. A
+    /// renewal may delegate direct shard reads: `(acked_seq, serve_ms)`,
+    /// the receiver may serve them until `serve_ms` after it took renewal
+    /// `acked_seq`, whose acknowledgement the primary had before sending.
     Lease {
         pg: PgId,
         from: OsdId,
         interval_epoch: Epoch,
         seq: u64,
         ack: bool,
+        delegate: Option<(u64, u64)>,
     },
     /// The primary asks for a scrub map of the keys in `(after, through]`.
     ScrubRequest {

@@ -21,8 +21,8 @@ use cairn_proto::mon::{
 };
 use cairn_proto::mon::{FsStatus, MdsInfo, MdsRole};
 use cairn_proto::osd::{
-    ClientOp, ClientReply, GuardWire, OpError, OpKind, OpOutput, PgAction, PgCommand,
-    PgCommandReply, ReqIdWire, VersionWire,
+    ClientOp, ClientReply, ClientShardRead, ClientShardReadReply, DirectPart, GuardWire, OpError,
+    OpKind, OpOutput, PgAction, PgCommand, PgCommandReply, ReqIdWire, VersionWire,
 };
 use cairn_proto::peer::{
     HELLO_VERSION, InconsistencyRecord, KeyWire, LeaseReport, ObjectSignalKind, OpWire, PeerHello,
@@ -727,6 +727,18 @@ fn peer_samples(out: &mut Vec<Sample>) {
                 interval_epoch,
                 seq: 4,
                 ack: true,
+                delegate: None,
+            },
+        ),
+        (
+            "Lease/Delegate",
+            PeerMsg::Lease {
+                pg: pg(),
+                from,
+                interval_epoch,
+                seq: 4,
+                ack: false,
+                delegate: Some((3, 2500)),
             },
         ),
         (
@@ -1270,6 +1282,38 @@ fn shard_read_samples(out: &mut Vec<Sample>) {
             xattrs: vec![(b("a"), b("b"))],
         })),
     );
+    sample(
+        out,
+        "ClientShardRead",
+        &ClientShardRead {
+            pg: pg(),
+            epoch: Epoch(6),
+            object: b("o"),
+            shard: 1,
+            offset: 4096,
+            length: Some(100),
+        },
+    );
+    sample(
+        out,
+        "ClientShardReadReply/Found",
+        &ClientShardReadReply(Ok(DirectPart::Found {
+            version: 9,
+            size: 4096,
+            chunk: 2048,
+            shard_offset: 0,
+        })),
+    );
+    sample(
+        out,
+        "ClientShardReadReply/Absent",
+        &ClientShardReadReply(Ok(DirectPart::Absent)),
+    );
+    sample(
+        out,
+        "ClientShardReadReply/Err",
+        &ClientShardReadReply(Err("x".into())),
+    );
     let errors = [
         ("NotServing", ShardReadError::NotServing("x".into())),
         ("Stale", ShardReadError::Stale { version: 10 }),
@@ -1575,7 +1619,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     (
         "PeerHello",
         0x0207,
-        "02010e3132372e302e302e323a363830300500",
+        "03010e3132372e302e302e323a363830300500",
     ),
     ("PeerHelloReply/Ok", 0x0208, "0002"),
     ("PeerHelloReply/Err", 0x0208, "01026e6f"),
@@ -1599,7 +1643,8 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         "05032a0106016f0103010161016205010603",
     ),
     ("PeerMsg/ObjectSignal", 0x0202, "06032a0106016f02"),
-    ("PeerMsg/Lease", 0x0202, "07032a01060401"),
+    ("PeerMsg/Lease", 0x0202, "07032a0106040100"),
+    ("PeerMsg/Lease/Delegate", 0x0202, "07032a010604000103c413"),
     (
         "PeerMsg/ScrubRequest",
         0x0202,
@@ -1759,6 +1804,10 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("MdsPollReply", 0x0303, "000c030400070501010166060209"),
     ("ShardRead", 0x0209, "032a0106016f020902802064000100"),
     ("ShardReadReply/Ok", 0x020a, "00090264010101610162"),
+    ("ClientShardRead", 0x020b, "032a06016f0180200164"),
+    ("ClientShardReadReply/Found", 0x020c, "0001098020801000"),
+    ("ClientShardReadReply/Absent", 0x020c, "0000"),
+    ("ClientShardReadReply/Err", 0x020c, "010178"),
     ("ShardReadReply/Err/NotServing", 0x020a, "01000178"),
     ("ShardReadReply/Err/Stale", 0x020a, "01010a"),
     ("ShardReadReply/Err/NotFound", 0x020a, "0102"),

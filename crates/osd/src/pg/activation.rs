@@ -200,6 +200,7 @@ impl Pg {
                 from,
                 interval_epoch,
                 seq,
+                delegate,
             } => {
                 if !self.sent_by_current_primary(from, interval_epoch) {
                     return Err(ignore(
@@ -207,7 +208,10 @@ impl Pg {
                         "not from the active primary".into(),
                     ));
                 }
-                if self.leases.grant(current, from) {
+                if self.leases.grant(current, from, seq) {
+                    if let Some(delegate) = delegate {
+                        self.leases.delegated(delegate);
+                    }
                     let ack = PgMsg::LeaseAck {
                         from: self.whoami,
                         interval_epoch,

@@ -165,11 +165,15 @@ pub enum PgMsg {
         deep: bool,
     },
     ScrubMap(ScrubMap),
-    /// The primary renews its read lease (`seq` numbers the renewal).
+    /// The primary renews its read lease (`seq` numbers the renewal);
+    /// `delegate`: `(acked_seq, serve_ms)`, the receiver may serve direct
+    /// shard reads until `serve_ms` after it took renewal `acked_seq`
+    /// (see [`crate::lease`]).
     LeaseRenew {
         from: OsdId,
         interval_epoch: Epoch,
         seq: u64,
+        delegate: Option<(u64, u64)>,
     },
     LeaseAck {
         from: OsdId,

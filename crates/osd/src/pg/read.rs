@@ -182,16 +182,63 @@ impl Pg {
         let Some(seq) = self.leases.renew() else {
             return;
         };
-        for osd in &self.interval.acting {
-            if *osd != self.whoami {
-                let renew = PgMsg::LeaseRenew {
-                    from: self.whoami,
-                    interval_epoch: self.interval.epoch_started,
-                    seq,
-                };
-                fx.send(*osd, renew);
-            }
+        // Direct shard reads are delegated only while every copy holds
+        // every object (see `serves_direct_read`).
+        let delegating = self.interval.ec.is_some() && self.is_clean();
+        let replicas = || {
+            self.interval
+                .acting
+                .iter()
+                .copied()
+                .filter(|o| *o != self.whoami)
+        };
+        for osd in replicas() {
+            let renew = PgMsg::LeaseRenew {
+                from: self.whoami,
+                interval_epoch: self.interval.epoch_started,
+                seq,
+                delegate: delegating
+                    .then(|| self.leases.delegation(osd, replicas()))
+                    .flatten(),
+            };
+            fx.send(osd, renew);
         }
+    }
+
+    /// Whether this copy may serve a direct read of shard `shard` of
+    /// `object` at `now_ms` (erasure coding; docs/erasure-coding.md,
+    /// "Direct shard reads"): it acts at that position and holds that
+    /// shard; it holds a read lease (the primary its own, taken while
+    /// the PG is clean; a replica one the primary delegated while clean,
+    /// which ends before the primary's); it does not lack the object; and
+    /// no write to the object is logged here above `committed_to` (one
+    /// that may still roll back). The shell asks again after its store
+    /// read, so what it read was committed and current at that moment.
+    ///
+    /// # Errors
+    /// Why not, for the client, which then asks the primary.
+    pub fn serves_direct_read(&self, shard: u32, object: &[u8], now_ms: u64) -> Result<(), String> {
+        if self.interval.ec.is_none() {
+            return Err("not an erasure-coded PG".into());
+        }
+        if self.interval.osd_at(shard) != Some(self.whoami) || self.info.shard != Some(shard) {
+            return Err(format!("this OSD does not serve shard {shard}"));
+        }
+        let leased = if self.is_active_primary() {
+            self.leases.enabled() && self.is_clean() && self.may_serve_reads(now_ms)
+        } else {
+            self.is_activated_replica() && self.leases.serves_direct(now_ms)
+        };
+        if !leased {
+            return Err("no read lease for direct reads".into());
+        }
+        if self.lacks(object) {
+            return Err("this copy lacks the object".into());
+        }
+        if self.object_unsettled(object) {
+            return Err("a write to the object is not yet committed".into());
+        }
+        Ok(())
     }
 
     /// Whether this copy lacks `object` (a read must wait for recovery).

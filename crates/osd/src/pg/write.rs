@@ -148,12 +148,12 @@ impl Pg {
     /// Whether a logged write to `object` is not yet known durable on the
     /// acting set (in flight, or awaiting peering): its outcome could still
     /// change what a guard sees.
-    pub(super) fn object_unsettled(&self, object: &Bytes) -> bool {
+    pub(super) fn object_unsettled(&self, object: &[u8]) -> bool {
         self.log
             .iter()
             .rev()
             .take_while(|entry| entry.version > self.committed_to)
-            .any(|entry| entry.object == *object && entry.kind != LogKind::Refused)
+            .any(|entry| entry.object == object && entry.kind != LogKind::Refused)
     }
 
     /// The object's version after the log's newest write to it (0: it
