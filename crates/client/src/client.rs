@@ -1,5 +1,6 @@
 //! [`Client`]: the map follower and request executor.
 
+use crate::direct::{Assembled, assemble_direct, first_shards};
 use crate::error::ClientError;
 use crate::limits::{
     ClientOptions, DIRECT_READ_BYTES_MAX, DIRECT_READ_TIMEOUT, MAP_SUBSCRIBE_RETRY,
@@ -661,25 +662,17 @@ impl Client {
         // A ranged read of an object of a stripe or more (chunks of the
         // stripe unit) needs only the shards holding the range: ask those
         // first, and every data shard if the object turns out smaller.
-        if let Some(length) = length {
-            let range = offset..offset.saturating_add(length);
-            let touched: Vec<u32> = layout
-                .shard_ranges(layout.stripe_unit, range)
-                .into_iter()
-                .map(|(shard, _)| shard)
+        if let Some(touched) = first_shards(&layout, offset, length) {
+            let some: Vec<_> = targets
+                .iter()
+                .filter(|(shard, _)| touched.contains(shard))
+                .cloned()
                 .collect();
-            if !touched.is_empty() && touched.len() < targets.len() {
-                let some: Vec<_> = targets
-                    .iter()
-                    .filter(|(shard, _)| touched.contains(shard))
-                    .cloned()
-                    .collect();
-                let parts = self.direct_parts(pg, some, &request).await?;
-                match assemble_direct(&layout, (offset, Some(length)), &parts, true) {
-                    Assembled::Done(read) => return Some(read),
-                    Assembled::SmallerChunk => {}
-                    Assembled::Refused => return None,
-                }
+            let parts = self.direct_parts(pg, some, &request).await?;
+            match assemble_direct(&layout, (offset, length), &parts, true) {
+                Assembled::Done(read) => return Some(read),
+                Assembled::SmallerChunk => {}
+                Assembled::Refused => return None,
             }
         }
         let parts = self.direct_parts(pg, targets, &request).await?;
@@ -1131,83 +1124,6 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
     outputs.into_iter().flatten().collect()
 }
 
-/// What direct parts came to.
-#[derive(Debug)]
-enum Assembled {
-    Done(Result<Bytes, ClientError>),
-    /// Parts of only the shards a stripe-unit chunk puts the range on,
-    /// from an object with smaller chunks: ask every data shard.
-    SmallerChunk,
-    /// Parts that disagree or do not fit together: ask the primary.
-    Refused,
-}
-
-/// The bytes `offset..offset + length` (`None`: to the end) of an
-/// erasure-coded object from its data shards' direct parts (`some`: of
-/// only the shards holding the range if chunks are the stripe unit, else
-/// of every data shard), if every part is of one version, size and chunk
-/// (`NotFound` if none found the object). Bytes from the network: never
-/// trusted to index or to size a buffer.
-fn assemble_direct(
-    layout: &cairn_ec::layout::StripeLayout,
-    (offset, length): (u64, Option<u64>),
-    parts: &[(u32, DirectPart, Bytes)],
-    some: bool,
-) -> Assembled {
-    if parts.is_empty() || (!some && parts.len() != layout.k as usize) {
-        return Assembled::Refused;
-    }
-    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
-        return Assembled::Done(Err(ClientError::NotFound));
-    }
-    let mut shape = None;
-    let mut pieces = Vec::with_capacity(parts.len());
-    for (shard, part, data) in parts {
-        let DirectPart::Found {
-            version,
-            size,
-            chunk,
-            shard_offset,
-        } = *part
-        else {
-            return Assembled::Refused;
-        };
-        if *shape.get_or_insert((version, size, chunk)) != (version, size, chunk) {
-            return Assembled::Refused;
-        }
-        let Some(end) = shard_offset.checked_add(data.len() as u64) else {
-            return Assembled::Refused;
-        };
-        pieces.push((*shard, shard_offset..end, &data[..]));
-    }
-    let Some((_, size, chunk)) = shape else {
-        return Assembled::Refused;
-    };
-    if some && chunk != layout.stripe_unit {
-        return Assembled::SmallerChunk;
-    }
-    if chunk == 0
-        || chunk > layout.stripe_unit
-        || chunk % cairn_ec::CHUNK_ALIGN != 0
-        || !layout.fits(chunk, size)
-    {
-        return Assembled::Refused;
-    }
-    let start = offset.min(size);
-    let end = length
-        .map_or(size, |l| offset.saturating_add(l).min(size))
-        .max(start);
-    // The shards' parts cut the range exactly.
-    let received: u64 = pieces.iter().map(|(_, r, _)| r.end - r.start).sum();
-    if received != end - start {
-        return Assembled::Refused;
-    }
-    match cairn_ec::object::gather(layout, chunk, start..end, &pieces) {
-        Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
-        Err(_) => Assembled::Refused,
-    }
-}
-
 /// Sorts an OSD's answer into done, retry or fail (the retry policy's
 /// [`crate::retry::classify`]).
 fn classify(reply: ClientReply, bytes: Bytes) -> Attempt {
@@ -1253,133 +1169,6 @@ mod tests {
             classify(reply(OpError::Invalid("x".into())), Bytes::new()),
             Attempt::Fail(ClientError::Op(_))
         ));
-    }
-
-    #[test]
-    fn direct_parts_assemble_only_when_they_agree_and_fit() {
-        use cairn_ec::layout::StripeLayout;
-        let layout = StripeLayout::new(2, 1, 4096).expect("layout");
-        let object: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
-        let found = |version, shard_offset| DirectPart::Found {
-            version,
-            size: 4096,
-            chunk: 2048,
-            shard_offset,
-        };
-        let part = |shard: u32, part, range: std::ops::Range<usize>| {
-            (shard, part, Bytes::copy_from_slice(&object[range]))
-        };
-        let whole = [
-            part(0, found(5, 0), 0..2048),
-            part(1, found(5, 0), 2048..4096),
-        ];
-        let Assembled::Done(Ok(bytes)) = assemble_direct(&layout, (0, None), &whole, false) else {
-            panic!("agreeing parts assemble");
-        };
-        assert_eq!(&bytes[..], &object[..]);
-        let Assembled::Done(Ok(bytes)) = assemble_direct(
-            &layout,
-            (2000, Some(100)),
-            &[
-                part(0, found(5, 2000), 2000..2048),
-                part(1, found(5, 0), 2048..2100),
-            ],
-            false,
-        ) else {
-            panic!("a range across both shards assembles");
-        };
-        assert_eq!(&bytes[..], &object[2000..2100]);
-        // Another version on one shard: a write came between.
-        let torn = [
-            part(0, found(5, 0), 0..2048),
-            part(1, found(6, 0), 2048..4096),
-        ];
-        assert!(matches!(
-            assemble_direct(&layout, (0, None), &torn, false),
-            Assembled::Refused
-        ));
-        // One shard missing, short, or lying about where its bytes are.
-        assert!(matches!(
-            assemble_direct(&layout, (0, None), &whole[..1], false),
-            Assembled::Refused
-        ));
-        let short = [
-            part(0, found(5, 0), 0..2048),
-            part(1, found(5, 0), 2048..4000),
-        ];
-        assert!(matches!(
-            assemble_direct(&layout, (0, None), &short, false),
-            Assembled::Refused
-        ));
-        let lying = [
-            part(0, found(5, u64::MAX - 10), 0..2048),
-            part(1, found(5, 0), 2048..4096),
-        ];
-        assert!(matches!(
-            assemble_direct(&layout, (0, None), &lying, false),
-            Assembled::Refused
-        ));
-        let huge = DirectPart::Found {
-            version: 5,
-            size: u64::MAX / 2,
-            chunk: 4096,
-            shard_offset: 0,
-        };
-        assert!(matches!(
-            assemble_direct(
-                &layout,
-                (0, None),
-                &[(0, huge.clone(), Bytes::new()), (1, huge, Bytes::new())],
-                false
-            ),
-            Assembled::Refused
-        ));
-        // Absent everywhere: not found; absent on one shard only: ask the
-        // primary.
-        let absent = [
-            (0, DirectPart::Absent, Bytes::new()),
-            (1, DirectPart::Absent, Bytes::new()),
-        ];
-        assert!(matches!(
-            assemble_direct(&layout, (0, None), &absent, false),
-            Assembled::Done(Err(ClientError::NotFound))
-        ));
-        assert!(matches!(
-            assemble_direct(
-                &layout,
-                (0, None),
-                &[whole[0].clone(), absent[1].clone()],
-                false
-            ),
-            Assembled::Refused
-        ));
-        // Only the shard a stripe-unit chunk puts the range on, but the
-        // object is smaller: every data shard is asked next.
-        assert!(matches!(
-            assemble_direct(
-                &layout,
-                (0, Some(100)),
-                &[part(0, found(5, 0), 0..100)],
-                true
-            ),
-            Assembled::SmallerChunk
-        ));
-        let big = DirectPart::Found {
-            version: 5,
-            size: 1 << 20,
-            chunk: 4096,
-            // Object byte 8192 + 10 is in the second stripe's first chunk.
-            shard_offset: 4096 + 10,
-        };
-        let Assembled::Done(Ok(bytes)) = assemble_direct(
-            &layout,
-            (8192 + 10, Some(100)),
-            &[(0, big, Bytes::copy_from_slice(&object[10..110]))],
-            true,
-        ) else {
-            panic!("one shard's part of a large object assembles");
-        };
-        assert_eq!(&bytes[..], &object[10..110]);
     }
 
     #[test]

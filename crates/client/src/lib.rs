@@ -12,6 +12,7 @@
 //! [`retry::Retrier`], which the simulator's clients run too.
 
 pub mod config;
+pub mod direct;
 pub mod error;
 pub mod limits;
 pub mod retry;

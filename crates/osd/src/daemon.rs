@@ -57,9 +57,9 @@ use crate::pg::{
 };
 use crate::scrub::{self, Inconsistency, ScrubEntry, ScrubMap, ScrubOrder, ScrubStamps};
 use crate::shell::{
-    PeerAction, PeerContext, PgSync, ScrubSchedule, Turned, admit_peer_msg, admit_request,
-    admit_shard_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync, push_after_read,
-    push_start, servable, splits_due,
+    PeerAction, PeerContext, PgSync, ScrubSchedule, Turned, admit_direct_read, admit_peer_msg,
+    admit_request, admit_shard_read, due_scrubs, new_copy_lease_bound_ms, plan_pg_sync,
+    push_after_read, push_start, servable, splits_due,
 };
 use crate::throttle::{Priority, Throttle};
 use bytes::Bytes;
@@ -2467,29 +2467,10 @@ impl Osd {
     /// was read. Any refusal sends the client to the primary.
     async fn client_shard_read(&self, req: ClientShardRead) -> (Result<DirectPart, String>, Bytes) {
         let pg = req.pg;
-        let object = Bytes::from(req.object.into_vec());
-        if object.is_empty() || object.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX {
-            return (Err("invalid object name".into()), Bytes::new());
-        }
-        // A client ahead of this OSD may know of a split or a new interval
-        // this OSD has not seen: the primary answers it.
-        if req.epoch > self.map_epoch() {
-            return (
-                Err("this OSD's map is behind the client's".into()),
-                Bytes::new(),
-            );
-        }
-        if let Err(Turned::Retry(why) | Turned::NotSupported(why)) =
-            admit_request(&read(&self.map), pg, &object)
-        {
-            return (Err(why), Bytes::new());
-        }
-        let check = |osd: &Osd| -> Result<cairn_ec::layout::StripeLayout, String> {
+        let check = |osd: &Osd| {
+            let view = read(&osd.map);
             let pgs = lock(&osd.pgs);
-            let core = &pgs.get(&pg).ok_or("PG not held here")?.pg;
-            core.serves_direct_read(req.shard, &object, clock_ms())?;
-            let shape = core.interval().ec.as_ref().ok_or("not erasure-coded")?;
-            ec::layout_of(shape)
+            admit_direct_read(pgs.get(&pg).map(|s| &s.pg), &view, &req, clock_ms())
         };
         let layout = match check(self) {
             Ok(layout) => layout,
@@ -2497,7 +2478,7 @@ impl Osd {
         };
         let store = self.store.clone();
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
-        let key = ObjectKey::new(object.clone());
+        let key = ObjectKey::new(Bytes::copy_from_slice(&req.object));
         let range = (req.offset, req.length);
         let shard = req.shard;
         let served = tokio::task::spawn_blocking(move || {

@@ -204,6 +204,38 @@ pub fn admit_request(view: &MapView, pg: PgId, object: &[u8]) -> Result<(), Turn
     }
 }
 
+/// Whether this OSD serves a client's direct shard read now
+/// ([`Pg::serves_direct_read`], after the request's own checks: a valid
+/// name of this PG, and a client map no newer than this OSD's, which may
+/// not know of a split or interval the client does); the PG's stripe
+/// layout if so. The daemon and the simulator ask before and after the
+/// store read.
+///
+/// # Errors
+/// Why not, for the client, which then asks the primary.
+pub fn admit_direct_read(
+    core: Option<&Pg>,
+    view: &MapView,
+    req: &cairn_proto::osd::ClientShardRead,
+    now_ms: u64,
+) -> Result<cairn_ec::layout::StripeLayout, String> {
+    let object = &req.object[..];
+    if object.is_empty() || object.len() > cairn_proto::limits::OBJECT_NAME_BYTES_MAX {
+        return Err("invalid object name".into());
+    }
+    if req.epoch > view.epoch() {
+        return Err("this OSD's map is behind the client's".into());
+    }
+    if let Err(Turned::Retry(why) | Turned::NotSupported(why)) = admit_request(view, req.pg, object)
+    {
+        return Err(why);
+    }
+    let core = core.ok_or("PG not held here")?;
+    core.serves_direct_read(req.shard, object, now_ms)?;
+    let shape = core.interval().ec.as_ref().ok_or("not erasure-coded")?;
+    crate::ec::layout_of(shape)
+}
+
 /// Whether this copy serves a shard read of `object` from `from` for the
 /// interval that started at `interval_epoch`: it is an activated copy of
 /// that very interval, whose primary is `from`, at position `shard`, and

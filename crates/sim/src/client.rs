@@ -13,12 +13,15 @@ use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
 use cairn_client::ClientError;
+use cairn_client::direct::{Assembled, assemble_direct, first_shards};
 use cairn_client::limits::ClientOptions;
 use cairn_client::retry::{Decision, Retrier, Setback};
 use cairn_osd::ReqId;
 use cairn_osd::limits::OMAP_RANGE_ENTRIES_MAX;
 use cairn_osd::map_view::MapView;
-use cairn_proto::osd::{ClientOp, ClientReply, GuardWire, OpKind, OpOutput, ReqIdWire};
+use cairn_proto::osd::{
+    ClientOp, ClientReply, ClientShardRead, DirectPart, GuardWire, OpKind, OpOutput, ReqIdWire,
+};
 use cairn_types::Epoch;
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
@@ -131,6 +134,21 @@ struct Current {
     /// When to try again: `cairn-client`'s policy, in virtual time.
     retrier: Retrier,
     attempt: u32,
+    /// A data read of an erasure-coded object tried straight from the
+    /// data shards, before the primary.
+    direct: Option<Direct>,
+}
+
+/// A direct read in progress: its round (0: only the shards a ranged read
+/// touches, if chunks are the stripe unit; 1: every data shard), the
+/// shards still to answer and the parts so far.
+#[derive(Debug)]
+struct Direct {
+    round: u64,
+    subset: bool,
+    layout: cairn_ec::layout::StripeLayout,
+    waiting: Vec<u32>,
+    parts: Vec<(u32, DirectPart, Bytes)>,
 }
 
 /// One client.
@@ -215,7 +233,15 @@ impl SimClient {
                 }
             }
             ClientTimer::Timeout { attempt } => {
-                if self.current.as_ref().is_some_and(|c| c.attempt == attempt) {
+                let current = self.current.as_ref();
+                if current.is_some_and(|c| c.attempt == attempt && c.direct.is_some()) {
+                    out.trace.push(format!(
+                        "client.{}: a direct read got no answer in time",
+                        self.id
+                    ));
+                    return self.via_primary(now_ms, history, out);
+                }
+                if current.is_some_and(|c| c.attempt == attempt) {
                     // As the real client after a transport failure.
                     let setback = Setback::Again {
                         refetch_map: true,
@@ -255,8 +281,160 @@ impl SimClient {
             started_ms: now_ms,
             retrier: Retrier::new(&self.options()),
             attempt: 0,
+            direct: None,
         });
+        let direct = self
+            .current
+            .as_ref()
+            .is_some_and(|c| matches!(c.input, ObjInput::ReadData { .. }));
+        if direct && self.workload.erasure_coded {
+            return self.send_direct(0, now_ms, history, out);
+        }
         self.send(now_ms, history, out);
+    }
+
+    /// Sends a direct read of round `round` to the data shards' OSDs, as
+    /// `Client::read` does; asks the primary instead when the map places
+    /// no OSD at a data position.
+    fn send_direct(&mut self, round: u64, now_ms: u64, history: &mut History, out: &mut ClientOut) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        let ObjInput::ReadData { offset, length } = current.input else {
+            return;
+        };
+        let map = &self.view.state.map;
+        let target = map.pool_by_name(POOL_NAME).and_then(|pool| {
+            let cairn_placement::Redundancy::Erasure {
+                k, m, stripe_unit, ..
+            } = pool.redundancy
+            else {
+                return None;
+            };
+            let layout = cairn_ec::layout::StripeLayout::new(k, m, u64::from(stripe_unit)).ok()?;
+            let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, &current.object);
+            let acting = self.view.placement.map_pg(pg).ok()?.acting;
+            Some((layout, pg, acting))
+        });
+        let Some((layout, pg, acting)) = target else {
+            return self.via_primary(now_ms, history, out);
+        };
+        let first = (round == 0)
+            .then(|| first_shards(&layout, offset, length))
+            .flatten();
+        let subset = first.is_some();
+        let shards = first.unwrap_or_else(|| (0..layout.k).collect());
+        let mut sends = Vec::new();
+        for shard in &shards {
+            let Some(Some(osd)) = acting.get(*shard as usize) else {
+                return self.via_primary(now_ms, history, out);
+            };
+            let read = ClientShardRead {
+                pg,
+                epoch: self.view.epoch(),
+                object: ByteBuf::from(current.object.to_vec()),
+                shard: *shard,
+                offset,
+                length,
+            };
+            let request_id = (current.req.tid << 16) | (round << 8) | u64::from(*shard);
+            sends.push((Node::Osd(*osd), Msg::DirectRead { request_id, read }));
+        }
+        out.trace.push(format!(
+            "client.{} {} tid {}: direct read round {round} of shards {shards:?} ({pg})",
+            self.id,
+            String::from_utf8_lossy(&current.object),
+            current.req.tid,
+        ));
+        out.sends.extend(sends);
+        current.direct = Some(Direct {
+            round,
+            subset,
+            layout,
+            waiting: shards,
+            parts: Vec::new(),
+        });
+        let attempt = current.attempt;
+        out.timers
+            .push((ATTEMPT_TIMEOUT_MS, ClientTimer::Timeout { attempt }));
+    }
+
+    /// Gives up on a direct read: the primary answers, with the retry
+    /// policy (a new attempt number, so the direct read's timer is void).
+    fn via_primary(&mut self, now_ms: u64, history: &mut History, out: &mut ClientOut) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        current.direct = None;
+        current.attempt += 1;
+        self.send(now_ms, history, out);
+    }
+
+    /// A data shard's answer to direct read frame `request_id`.
+    pub fn direct_reply(
+        &mut self,
+        now_ms: u64,
+        request_id: u64,
+        reply: Result<DirectPart, String>,
+        data: Bytes,
+        history: &mut History,
+        out: &mut ClientOut,
+    ) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        let (tid, round, shard) = (
+            request_id >> 16,
+            (request_id >> 8) & 0xff,
+            request_id & 0xff,
+        );
+        let Some(direct) = current.direct.as_mut() else {
+            return;
+        };
+        let shard = u32::try_from(shard).unwrap_or(u32::MAX);
+        if tid != current.req.tid || round != direct.round || !direct.waiting.contains(&shard) {
+            return;
+        }
+        let part = match reply {
+            Ok(part) => part,
+            Err(why) => {
+                out.trace.push(format!(
+                    "client.{} tid {tid}: shard {shard} declines a direct read: {why}",
+                    self.id
+                ));
+                return self.via_primary(now_ms, history, out);
+            }
+        };
+        direct.waiting.retain(|s| *s != shard);
+        direct.parts.push((shard, part, data));
+        if !direct.waiting.is_empty() {
+            return;
+        }
+        let ObjInput::ReadData { offset, length } = current.input else {
+            return;
+        };
+        let assembled = assemble_direct(
+            &direct.layout,
+            (offset, length),
+            &direct.parts,
+            direct.subset,
+        );
+        match assembled {
+            Assembled::Done(Ok(bytes)) => {
+                self.finish(now_ms, ObjOutput::Data(Some(bytes)), history, out)
+            }
+            Assembled::Done(Err(ClientError::NotFound)) => {
+                self.finish(now_ms, ObjOutput::Data(None), history, out);
+            }
+            Assembled::SmallerChunk => self.send_direct(1, now_ms, history, out),
+            Assembled::Done(Err(_)) | Assembled::Refused => {
+                out.trace.push(format!(
+                    "client.{} tid {tid}: direct parts do not agree",
+                    self.id
+                ));
+                self.via_primary(now_ms, history, out);
+            }
+        }
     }
 
     fn random_op(&mut self) -> (Bytes, ObjInput) {
@@ -313,7 +491,20 @@ impl SimClient {
         };
         let input = match rng.below(100) {
             0..20 => ObjInput::WriteFull(sized(rng)),
-            20..45 => ObjInput::Read,
+            20..33 => ObjInput::Read,
+            33..45 => {
+                let offset = match rng.below(3) {
+                    0 => 0,
+                    1 => rng.range(0, 5_000),
+                    _ => rng.range(0, 24_000),
+                };
+                let length = match rng.below(3) {
+                    0 => None,
+                    1 => Some(rng.range(1, 300)),
+                    _ => Some(rng.range(1, 20_000)),
+                };
+                ObjInput::ReadData { offset, length }
+            }
             45..53 => {
                 let seen = self.seen_versions.get(&object).copied().unwrap_or(0);
                 let expect = if rng.below(4) == 0 {
@@ -417,6 +608,7 @@ impl SimClient {
                     (ClientError::GaveUp { .. }, _) => ObjOutput::Unknown,
                     (ClientError::NotFound, ObjInput::Read) => ObjOutput::Read(None),
                     (ClientError::NotFound, ObjInput::OmapGet(_)) => ObjOutput::Omap(None),
+                    (ClientError::NotFound, ObjInput::ReadData { .. }) => ObjOutput::Data(None),
                     // As the daemon answers a logged refusal
                     // (`refusal_error`): what the ops implied, or the
                     // request's own guard by index.
@@ -595,7 +787,10 @@ fn brief<T: std::fmt::Debug>(value: &T, short: fn(&T) -> String) -> String {
 }
 
 fn is_write(input: &ObjInput) -> bool {
-    !matches!(input, ObjInput::Read | ObjInput::OmapGet(_))
+    !matches!(
+        input,
+        ObjInput::Read | ObjInput::OmapGet(_) | ObjInput::ReadData { .. }
+    )
 }
 
 /// A client request as `cairn-client` sends it: guards, ops and the data
@@ -649,6 +844,10 @@ fn request_of(input: &ObjInput, erasure_coded: bool) -> Request {
         }),
         ObjInput::OmapGet(keys) => one(OpKind::OmapGet {
             keys: keys.iter().map(buf).collect(),
+        }),
+        ObjInput::ReadData { offset, length } => one(OpKind::Read {
+            offset: *offset,
+            length: *length,
         }),
         ObjInput::Read => {
             let mut ops = vec![
@@ -713,6 +912,12 @@ fn output_of(
                 xattrs: unbufs(xattrs),
                 omap: unbufs(omap),
             }))
+        }
+        (ObjInput::ReadData { .. }, Some(OpOutput::Data { len }), None, None) => {
+            if u64::try_from(data.len()).ok() != Some(len) {
+                return Err(format!("{len} bytes announced, {} sent", data.len()));
+            }
+            ObjOutput::Data(Some(data.clone()))
         }
         (ObjInput::OmapGet(_), Some(OpOutput::Omap(entries)), None, None) => {
             ObjOutput::Omap(Some(unbufs(entries)))

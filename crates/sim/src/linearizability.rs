@@ -685,6 +685,13 @@ pub enum ObjInput {
     OmapGet(Vec<Bytes>),
     /// The whole object.
     Read,
+    /// Bytes `offset..offset + length` (`None`: to the end) of the object's
+    /// data, as `Client::read` asks (on an erasure-coded pool, straight
+    /// from the data shards when they may answer).
+    ReadData {
+        offset: u64,
+        length: Option<u64>,
+    },
 }
 
 /// A refused write's reason.
@@ -715,6 +722,8 @@ pub enum ObjOutput {
     /// An omap get: the present keys' values, or `None` if the object does
     /// not exist.
     Omap(Option<BTreeMap<Bytes, Bytes>>),
+    /// A data read: the bytes, or `None` if the object does not exist.
+    Data(Option<Bytes>),
     /// No answer: the operation may or may not have taken effect.
     Unknown,
 }
@@ -822,6 +831,34 @@ impl ObjectModel {
         }
     }
 
+    fn read_data(
+        state: &ObjState,
+        (offset, length): (u64, Option<u64>),
+        output: &ObjOutput,
+    ) -> Vec<ObjState> {
+        match output {
+            ObjOutput::Data(None) if !state.exists => vec![state.clone()],
+            ObjOutput::Data(Some(got)) if state.exists => {
+                let size = state.data.len();
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(size);
+                let end = length
+                    .map_or(size, |l| {
+                        usize::try_from(offset.saturating_add(l))
+                            .unwrap_or(usize::MAX)
+                            .min(size)
+                    })
+                    .max(start);
+                if got[..] == state.data[start..end] {
+                    vec![state.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            ObjOutput::Unknown => vec![state.clone()],
+            _ => Vec::new(),
+        }
+    }
+
     fn omap_get(state: &ObjState, keys: &[Bytes], output: &ObjOutput) -> Vec<ObjState> {
         match output {
             ObjOutput::Omap(None) if !state.exists => vec![state.clone()],
@@ -880,6 +917,9 @@ impl Model for ObjectModel {
             },
             ObjInput::OmapGet(keys) => Self::omap_get(state, keys, output),
             ObjInput::Read => Self::read(state, output),
+            ObjInput::ReadData { offset, length } => {
+                Self::read_data(state, (*offset, *length), output)
+            }
         }
     }
 }
@@ -952,6 +992,10 @@ pub(crate) fn show_input(input: &ObjInput) -> String {
             format!("omap-get {keys:?}")
         }
         ObjInput::Read => "read".into(),
+        ObjInput::ReadData { offset, length } => match length {
+            Some(length) => format!("read data {offset}+{length}"),
+            None => format!("read data from {offset}"),
+        },
     }
 }
 
@@ -959,7 +1003,8 @@ pub(crate) fn show_output(output: &ObjOutput) -> String {
     match output {
         ObjOutput::Written(v) => format!("ok v{v}"),
         ObjOutput::Refused(why) => format!("refused {why:?}"),
-        ObjOutput::Read(None) | ObjOutput::Omap(None) => "not found".into(),
+        ObjOutput::Read(None) | ObjOutput::Omap(None) | ObjOutput::Data(None) => "not found".into(),
+        ObjOutput::Data(Some(data)) => show_data(data),
         ObjOutput::Read(Some(s)) => format!(
             "v{} {} xattrs {} omap {}",
             s.version,

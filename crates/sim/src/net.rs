@@ -19,7 +19,7 @@ use cairn_osd::PgMsg;
 use cairn_placement::ClusterMap;
 use cairn_proto::map::{Incremental, OsdEndpoint};
 use cairn_proto::mon::{FailureReport, Heartbeat, MonCommand, MonError, Reply};
-use cairn_proto::osd::{ClientOp, ClientReply};
+use cairn_proto::osd::{ClientOp, ClientReply, ClientShardRead, DirectPart};
 use cairn_proto::peer::{ShardRead, ShardReadError, ShardReadOk};
 use cairn_types::checked::CheckedBytes;
 use cairn_types::{Epoch, OsdId, PgId};
@@ -103,6 +103,20 @@ pub enum Msg {
     OpReply {
         request_id: u64,
         reply: ClientReply,
+        data: Bytes,
+    },
+    /// Client → OSD acting in an erasure-coded PG, `KIND_CLIENT_SHARD_READ`:
+    /// a direct read of one shard's part; `request_id` is the frame's,
+    /// which the reply echoes.
+    DirectRead {
+        request_id: u64,
+        read: ClientShardRead,
+    },
+    /// The answer, `KIND_CLIENT_SHARD_READ_REPLY`: the part's bytes in
+    /// `data`.
+    DirectReadReply {
+        request_id: u64,
+        reply: Result<DirectPart, String>,
         data: Bytes,
     },
     /// Primary → OSD of an erasure-coded PG, `KIND_PEER_SHARD_READ`;

@@ -667,6 +667,9 @@ impl SimOsd {
             Msg::ShardRead { request_id, read } => {
                 self.serve_shard_read(from, request_id, &read, out);
             }
+            Msg::DirectRead { request_id, read } => {
+                self.serve_direct_read(from, request_id, &read, out);
+            }
             Msg::ShardReadReply {
                 request_id,
                 reply,

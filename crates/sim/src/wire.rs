@@ -21,8 +21,9 @@ use cairn_proto::mon::{
     decode_map_response,
 };
 use cairn_proto::osd::{
-    ClientOp, ClientReply, KIND_CLIENT_OP, KIND_CLIENT_REPLY, KIND_PEER_MSG, KIND_PEER_PING,
-    KIND_PEER_PONG, KIND_PEER_SHARD_READ, KIND_PEER_SHARD_READ_REPLY,
+    ClientOp, ClientReply, ClientShardRead, ClientShardReadReply, KIND_CLIENT_OP,
+    KIND_CLIENT_REPLY, KIND_CLIENT_SHARD_READ, KIND_CLIENT_SHARD_READ_REPLY, KIND_PEER_MSG,
+    KIND_PEER_PING, KIND_PEER_PONG, KIND_PEER_SHARD_READ, KIND_PEER_SHARD_READ_REPLY,
 };
 use cairn_proto::peer::{PeerMsg, PeerPing, PeerPong, ShardRead, ShardReadReply};
 use cairn_types::{Epoch, OsdId};
@@ -86,6 +87,19 @@ fn frame_of(from: Node, msg: &Msg) -> Result<Frame, String> {
             reply,
             data,
         } => Frame::response(*request_id, reply, data.clone()),
+        Msg::DirectRead { request_id, read } => Frame::request(read, empty()).map(|mut frame| {
+            frame.request_id = *request_id;
+            frame
+        }),
+        Msg::DirectReadReply {
+            request_id,
+            reply,
+            data,
+        } => Frame::response(
+            *request_id,
+            &ClientShardReadReply(reply.clone()),
+            data.clone(),
+        ),
         Msg::ShardRead { request_id, read } => Frame::request(read, empty()).map(|mut frame| {
             frame.request_id = *request_id;
             frame
@@ -192,6 +206,18 @@ pub fn decode(from: Node, bytes: &[u8]) -> Result<Msg, String> {
             reply: frame.decode_body::<ClientReply>().map_err(body)?,
             data: frame.data.bytes().clone(),
         },
+        KIND_CLIENT_SHARD_READ => Msg::DirectRead {
+            request_id: frame.request_id,
+            read: frame.decode_body::<ClientShardRead>().map_err(body)?,
+        },
+        KIND_CLIENT_SHARD_READ_REPLY => {
+            let ClientShardReadReply(reply) = frame.decode_body().map_err(body)?;
+            Msg::DirectReadReply {
+                request_id: frame.request_id,
+                reply,
+                data: frame.data.bytes().clone(),
+            }
+        }
         KIND_PEER_SHARD_READ => {
             let read = frame.decode_body::<ShardRead>().map_err(body)?;
             sender_checks_out(from, read.from, "shard read")?;

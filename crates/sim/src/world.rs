@@ -795,6 +795,21 @@ impl World {
                             let history = &mut self.history;
                             sim.reply(self.now_ms, request_id, reply, &data, history, &mut out);
                         }
+                        Msg::DirectReadReply {
+                            request_id,
+                            reply,
+                            data,
+                        } => {
+                            let history = &mut self.history;
+                            sim.direct_reply(
+                                self.now_ms,
+                                request_id,
+                                reply,
+                                data,
+                                history,
+                                &mut out,
+                            );
+                        }
                         _ => {}
                     }
                 }
@@ -1729,6 +1744,7 @@ impl World {
             ec.degraded_reads += counts.degraded_reads;
             ec.shard_pushes += counts.shard_pushes;
             ec.rollbacks += counts.rollbacks;
+            ec.direct_parts += counts.direct_parts;
         }
         self.stats.ec = ec;
     }

@@ -229,6 +229,7 @@ impl Totals {
         self.ec.degraded_reads += s.ec.degraded_reads;
         self.ec.shard_pushes += s.ec.shard_pushes;
         self.ec.rollbacks += s.ec.rollbacks;
+        self.ec.direct_parts += s.ec.direct_parts;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -273,6 +274,7 @@ impl Totals {
             ec.rollbacks > 0,
             "no erasure-coded write rolled back: {self:?}"
         );
+        assert!(ec.direct_parts > 0, "no direct shard read served: {self:?}");
         let unknown = self.workload_ops - self.acknowledged;
         assert!(
             unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,

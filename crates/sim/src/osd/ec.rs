@@ -17,9 +17,9 @@ use cairn_osd::daemon::{client_reply, observe, read_done};
 use cairn_osd::ec::{self, DeltaPlan, EcBackend, EcReadPlan, LocalObject, PartialRead, Served};
 use cairn_osd::limits::{EC_READ_ATTEMPTS, SHARD_READ_TIMEOUT};
 use cairn_osd::pg::{EcShape, PreparedWrite};
-use cairn_osd::shell::admit_shard_read;
+use cairn_osd::shell::{admit_direct_read, admit_shard_read};
 use cairn_osd::{Guard, Interval, ObjectState, PgEvent, PgMsg, Push, ReadId, ReqId, Version};
-use cairn_proto::osd::{ClientReply, OpError, OpKind, OpOutput};
+use cairn_proto::osd::{ClientReply, ClientShardRead, OpError, OpKind, OpOutput};
 use cairn_proto::peer::{ShardRead, ShardReadError, ShardReadOk};
 use cairn_store::{ObjectKey, Op, StoreError};
 use cairn_types::{Epoch, OsdId, PgId};
@@ -48,6 +48,8 @@ pub struct EcCounts {
     pub shard_pushes: u64,
     /// Writes rolled back on this OSD's shards by peering.
     pub rollbacks: u64,
+    /// Parts of direct shard reads served to clients.
+    pub direct_parts: u64,
 }
 
 /// The erasure-coded work of a process in progress.
@@ -1215,6 +1217,58 @@ impl SimOsd {
         );
         let (reply, data) = ec::shard_read_reply(served);
         out.sends.push((from, answer(reply, data)));
+    }
+}
+
+impl SimOsd {
+    /// A client's direct shard read, as the daemon's `client_shard_read`
+    /// serves it: admitted before and after the store read.
+    pub(super) fn serve_direct_read(
+        &mut self,
+        from: Node,
+        request_id: u64,
+        read: &ClientShardRead,
+        out: &mut Outbox,
+    ) {
+        let now_ms = self.now_ms;
+        let admit = |osd: &SimOsd| {
+            let process = osd.proc();
+            let core = process.pgs.get(&read.pg).map(|s| &s.pg);
+            admit_direct_read(core, &process.view, read, now_ms)
+        };
+        let served = admit(self).and_then(|layout| {
+            let key = ObjectKey::new(Bytes::copy_from_slice(&read.object));
+            ec::serve_direct_part(
+                &self.store,
+                collection_of(read.pg),
+                &key,
+                &layout,
+                read.shard,
+                (read.offset, read.length),
+            )
+        });
+        let served = served.and_then(|part| admit(self).map(|_| part));
+        if let Err(why) = &served {
+            out.trace.push(format!(
+                "{} declines a direct read of {} shard {}: {why}",
+                self.id,
+                String::from_utf8_lossy(&read.object),
+                read.shard
+            ));
+        }
+        let (reply, data) = match served {
+            Ok((part, data)) => {
+                self.ec_counts.direct_parts += 1;
+                (Ok(part), data)
+            }
+            Err(why) => (Err(why), Bytes::new()),
+        };
+        let reply = Msg::DirectReadReply {
+            request_id,
+            reply,
+            data,
+        };
+        out.sends.push((from, reply));
     }
 }
 

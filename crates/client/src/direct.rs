@@ -1,0 +1,253 @@
+//! Direct shard reads of erasure-coded objects (docs/erasure-coding.md,
+//! "Direct shard reads"): which data shards to ask, and the object bytes
+//! from their parts. Pure, so the simulator's clients run the same rules.
+
+use crate::error::ClientError;
+use bytes::Bytes;
+use cairn_ec::layout::StripeLayout;
+use cairn_proto::osd::DirectPart;
+
+/// The data shards to ask first for bytes `offset..offset + length`: for
+/// a ranged read, those holding the range if the object's chunks are the
+/// stripe unit (an object of a stripe or more), when fewer than every
+/// data shard (`None`: ask every data shard).
+#[must_use]
+pub fn first_shards(layout: &StripeLayout, offset: u64, length: Option<u64>) -> Option<Vec<u32>> {
+    let range = offset..offset.saturating_add(length?);
+    let touched: Vec<u32> = layout
+        .shard_ranges(layout.stripe_unit, range)
+        .into_iter()
+        .map(|(shard, _)| shard)
+        .collect();
+    (!touched.is_empty() && touched.len() < layout.k as usize).then_some(touched)
+}
+
+/// What direct parts came to.
+#[derive(Debug)]
+pub enum Assembled {
+    Done(Result<Bytes, ClientError>),
+    /// Parts of only the shards a stripe-unit chunk puts the range on,
+    /// from an object with smaller chunks: ask every data shard.
+    SmallerChunk,
+    /// Parts that disagree or do not fit together: ask the primary.
+    Refused,
+}
+
+/// The bytes `offset..offset + length` (`None`: to the end) of an
+/// erasure-coded object from its data shards' direct parts (`some`: of
+/// only the shards holding the range if chunks are the stripe unit, else
+/// of every data shard), if every part is of one version, size and chunk
+/// (`NotFound` if none found the object). Bytes from the network: never
+/// trusted to index or to size a buffer.
+pub fn assemble_direct(
+    layout: &StripeLayout,
+    (offset, length): (u64, Option<u64>),
+    parts: &[(u32, DirectPart, Bytes)],
+    some: bool,
+) -> Assembled {
+    if parts.is_empty() || (!some && parts.len() != layout.k as usize) {
+        return Assembled::Refused;
+    }
+    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
+        return Assembled::Done(Err(ClientError::NotFound));
+    }
+    let mut shape = None;
+    let mut pieces = Vec::with_capacity(parts.len());
+    for (shard, part, data) in parts {
+        let DirectPart::Found {
+            version,
+            size,
+            chunk,
+            shard_offset,
+        } = *part
+        else {
+            return Assembled::Refused;
+        };
+        if *shape.get_or_insert((version, size, chunk)) != (version, size, chunk) {
+            return Assembled::Refused;
+        }
+        let Some(end) = shard_offset.checked_add(data.len() as u64) else {
+            return Assembled::Refused;
+        };
+        pieces.push((*shard, shard_offset..end, &data[..]));
+    }
+    let Some((_, size, chunk)) = shape else {
+        return Assembled::Refused;
+    };
+    if some && chunk != layout.stripe_unit {
+        return Assembled::SmallerChunk;
+    }
+    if chunk == 0
+        || chunk > layout.stripe_unit
+        || chunk % cairn_ec::CHUNK_ALIGN != 0
+        || !layout.fits(chunk, size)
+    {
+        return Assembled::Refused;
+    }
+    let start = offset.min(size);
+    let end = length
+        .map_or(size, |l| offset.saturating_add(l).min(size))
+        .max(start);
+    // The shards' parts cut the range exactly.
+    let received: u64 = pieces.iter().map(|(_, r, _)| r.end - r.start).sum();
+    if received != end - start {
+        return Assembled::Refused;
+    }
+    match cairn_ec::object::gather(layout, chunk, start..end, &pieces) {
+        Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
+        Err(_) => Assembled::Refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_parts_assemble_only_when_they_agree_and_fit() {
+        let layout = StripeLayout::new(2, 1, 4096).expect("layout");
+        let object: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        let found = |version, shard_offset| DirectPart::Found {
+            version,
+            size: 4096,
+            chunk: 2048,
+            shard_offset,
+        };
+        let part = |shard: u32, part, range: std::ops::Range<usize>| {
+            (shard, part, Bytes::copy_from_slice(&object[range]))
+        };
+        let whole = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(5, 0), 2048..4096),
+        ];
+        let Assembled::Done(Ok(bytes)) = assemble_direct(&layout, (0, None), &whole, false) else {
+            panic!("agreeing parts assemble");
+        };
+        assert_eq!(&bytes[..], &object[..]);
+        let Assembled::Done(Ok(bytes)) = assemble_direct(
+            &layout,
+            (2000, Some(100)),
+            &[
+                part(0, found(5, 2000), 2000..2048),
+                part(1, found(5, 0), 2048..2100),
+            ],
+            false,
+        ) else {
+            panic!("a range across both shards assembles");
+        };
+        assert_eq!(&bytes[..], &object[2000..2100]);
+        // Another version on one shard: a write came between.
+        let torn = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(6, 0), 2048..4096),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &torn, false),
+            Assembled::Refused
+        ));
+        // One shard missing, short, or lying about where its bytes are.
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &whole[..1], false),
+            Assembled::Refused
+        ));
+        let short = [
+            part(0, found(5, 0), 0..2048),
+            part(1, found(5, 0), 2048..4000),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &short, false),
+            Assembled::Refused
+        ));
+        let lying = [
+            part(0, found(5, u64::MAX - 10), 0..2048),
+            part(1, found(5, 0), 2048..4096),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &lying, false),
+            Assembled::Refused
+        ));
+        let huge = DirectPart::Found {
+            version: 5,
+            size: u64::MAX / 2,
+            chunk: 4096,
+            shard_offset: 0,
+        };
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, None),
+                &[(0, huge.clone(), Bytes::new()), (1, huge, Bytes::new())],
+                false
+            ),
+            Assembled::Refused
+        ));
+        // Absent everywhere: not found; absent on one shard only: ask the
+        // primary.
+        let absent = [
+            (0, DirectPart::Absent, Bytes::new()),
+            (1, DirectPart::Absent, Bytes::new()),
+        ];
+        assert!(matches!(
+            assemble_direct(&layout, (0, None), &absent, false),
+            Assembled::Done(Err(ClientError::NotFound))
+        ));
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, None),
+                &[whole[0].clone(), absent[1].clone()],
+                false
+            ),
+            Assembled::Refused
+        ));
+        // Only the shard a stripe-unit chunk puts the range on, but the
+        // object is smaller: every data shard is asked next.
+        assert!(matches!(
+            assemble_direct(
+                &layout,
+                (0, Some(100)),
+                &[part(0, found(5, 0), 0..100)],
+                true
+            ),
+            Assembled::SmallerChunk
+        ));
+        let big = DirectPart::Found {
+            version: 5,
+            size: 1 << 20,
+            chunk: 4096,
+            // Object byte 8192 + 10 is in the second stripe's first chunk.
+            shard_offset: 4096 + 10,
+        };
+        let Assembled::Done(Ok(bytes)) = assemble_direct(
+            &layout,
+            (8192 + 10, Some(100)),
+            &[(0, big, Bytes::copy_from_slice(&object[10..110]))],
+            true,
+        ) else {
+            panic!("one shard's part of a large object assembles");
+        };
+        assert_eq!(&bytes[..], &object[10..110]);
+    }
+
+    #[test]
+    fn a_ranged_read_asks_first_only_the_shards_holding_its_range() {
+        let layout = StripeLayout::new(4, 2, 4096).expect("layout");
+        assert_eq!(
+            first_shards(&layout, 0, None),
+            None,
+            "to the end: every shard"
+        );
+        assert_eq!(first_shards(&layout, 100, Some(200)), Some(vec![0]));
+        assert_eq!(first_shards(&layout, 4095, Some(2)), Some(vec![0, 1]));
+        assert_eq!(
+            first_shards(&layout, 5 * 4096 + 1, Some(3)),
+            Some(vec![1]),
+            "the second stripe's second chunk"
+        );
+        assert_eq!(
+            first_shards(&layout, 0, Some(16_384)),
+            None,
+            "a whole stripe"
+        );
+    }
+}
