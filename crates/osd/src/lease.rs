@@ -84,6 +84,10 @@ pub struct Leases {
     granted: VecDeque<(u64, u64)>,
     /// Replica: until when it may serve direct shard reads.
     delegated_until_ms: u64,
+    /// Primary: replica -> until when the direct-read window it delegated
+    /// to it may run (kept across intervals: a delegate may not have moved
+    /// on yet).
+    delegated_to: BTreeMap<OsdId, u64>,
     promise: Option<Promise>,
     /// New primary: holder -> end of a promise that binds this interval.
     waits: BTreeMap<Option<OsdId>, u64>,
@@ -181,15 +185,41 @@ impl Leases {
     /// direct shard reads, `(acked_seq, serve_ms)` (`None`: nothing, as
     /// the replica acknowledged no renewal yet or the primary holds no
     /// lease).
-    #[must_use]
     pub fn delegation(
-        &self,
+        &mut self,
         replica: OsdId,
         replicas: impl IntoIterator<Item = OsdId>,
     ) -> Option<(u64, u64)> {
         let acked_seq = *self.acked_seq.get(&replica)?;
         let until = self.readable_until(self.clock_ms, replicas)?;
+        let entry = self.delegated_to.entry(replica).or_insert(0);
+        *entry = (*entry).max(until);
         Some((acked_seq, until - self.clock_ms))
+    }
+
+    /// Whether a direct-read window this copy delegated may still run.
+    fn delegating(&self) -> bool {
+        self.delegated_to
+            .values()
+            .any(|until| *until > self.clock_ms)
+    }
+
+    /// New primary, starting an interval with `acting`: a copy it
+    /// delegated direct reads to that does not act in it (and so gets none
+    /// of its writes) may serve reads until its window ends, unless it
+    /// answers the query (then it has moved on): activation waits.
+    pub fn bind_delegates(&mut self, acting: &[OsdId]) {
+        let clock = self.clock_ms;
+        self.delegated_to.retain(|_, until| *until > clock);
+        let running: Vec<(OsdId, u64)> = self
+            .delegated_to
+            .iter()
+            .filter(|(osd, _)| !acting.contains(osd))
+            .map(|(osd, until)| (*osd, until - clock))
+            .collect();
+        for (osd, remaining_ms) in running {
+            self.note(Some(osd), remaining_ms);
+        }
     }
 
     /// Replica: the primary of `interval` renewed (renewal `seq`);
@@ -242,10 +272,13 @@ impl Leases {
         let running = self
             .promise
             .filter(|p| p.until_ms > self.clock_ms && p.holder != Some(querier));
+        // A primary whose delegates may still read is serving: a new
+        // primary must wait out the promises made to it, which outlast
+        // every window it delegated.
         LeaseReport {
             holder: running.map(|p| p.holder),
             remaining_ms: running.map_or(0, |p| p.until_ms - self.clock_ms),
-            serving,
+            serving: serving || self.delegating(),
         }
     }
 
@@ -487,6 +520,30 @@ mod tests {
             replica_last_ms < primary_last_ms,
             "the replica served until {replica_last_ms} ms, the primary's lease ended at {primary_last_ms} ms"
         );
+        // The primary moves to a new interval: while a window it delegated
+        // may run, it tells a new primary it serves, so the new primary
+        // waits out the promises made to it.
+        primary.new_interval();
+        assert!(primary.report(NEW, false).serving);
+        // Or, primary again in an interval without the delegate, it waits
+        // for the window to end (unless the delegate answers: it moved on).
+        primary.bind_delegates(&[P]);
+        assert!(primary.wait_ms() > 0);
+        assert!(primary.wait_ms() < 4_000);
+        let mut answered = primary.clone();
+        answered.peer_report(R, LeaseReport::default());
+        assert_eq!(answered.wait_ms(), 0);
+        let mut with_it = primary.clone();
+        with_it.new_interval();
+        with_it.bind_delegates(&[P, R]);
+        assert_eq!(
+            with_it.wait_ms(),
+            0,
+            "a delegate that acts gets every write"
+        );
+        primary.set_clock(primary_last_ms + 1);
+        assert!(!primary.report(NEW, false).serving);
+        assert_eq!(primary.wait_ms(), 0);
         // A renewal the replica never took delegates nothing; a new
         // interval ends the window.
         let mut other = enabled(0);

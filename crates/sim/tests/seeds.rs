@@ -28,6 +28,16 @@ const REGRESSION_SEEDS: &[(u64, &str)] = &[
          shards",
     ),
     (
+        1027,
+        "erasure coding: an overwrite's roll-back stash read a rotten range; the store \
+         refused the sub-write and the OSD stopped (CloneRange now copies rot as rot)",
+    ),
+    (
+        1072,
+        "erasure coding: an overwrite's roll-back stash read a rotten range; the store \
+         refused the sub-write and the OSD stopped (CloneRange now copies rot as rot)",
+    ),
+    (
         5226,
         "erasure coding: two copies of one shard each missed writes the other had; the one \
          placement moved was emptied and an object went below k shards",
@@ -151,14 +161,7 @@ fn double_faults_are_proven_not_passed() {
 
 /// Bugs the simulator found that are not fixed yet (see the simulator
 /// section of `docs/reliability.md` for the diagnosis of each).
-const BUGS: &[(&str, &str)] = &[(
-    "ec-rotten-stash",
-    "an erasure-coded overwrite keeps the old bytes of the ranges it changes with \
-         CloneRange, which reads them with their checksums: a shard that rotted there makes \
-         the store refuse the whole sub-write, which the daemon treats as a failed disk \
-         (it exits) instead of writing the shard and leaving the rot to scrub (no CI seed \
-         shows it today; sweep seeds 1072, 1277, 1382, 3021 and 3462 do)",
-)];
+const BUGS: &[(&str, &str)] = &[];
 
 /// Seeds of [`CI_SEEDS`] that fail because of a known bug: the bug, and
 /// text the failure report must contain (so a seed that starts failing

@@ -257,16 +257,15 @@ fn apply_object_op(c: CollectionId, coll: &mut MemCollection, op: &Op) -> Result
             let size = source.data.len() as u64;
             let end = offset.saturating_add(*length).min(size);
             if *offset < end {
-                if let Some(at) = source.rotten {
-                    let block = usize_of(limits::CSUM_BLOCK_BYTES);
-                    let first = at / block * block;
-                    if usize_of(*offset) < first + block && first < usize_of(end) {
-                        return Err(StoreError::Corrupt(format!(
-                            "{c}/{from:?}: checksum mismatch in bytes {first}..{}",
-                            first + block
-                        )));
-                    }
-                }
+                // Rot is copied as rot (as the disk store does): a rotten
+                // byte's block, copied, fails at its new place too.
+                let block = usize_of(limits::CSUM_BLOCK_BYTES);
+                let copied_rot = source.rotten.and_then(|r| {
+                    let first = r / block * block;
+                    let (start, stop) = (usize_of(*offset), usize_of(end));
+                    (start < first + block && first < stop)
+                        .then(|| r.clamp(start, stop - 1) - start)
+                });
                 let bytes = source.data[usize_of(*offset)..usize_of(end)].to_vec();
                 let target = coll.objects.entry(to.clone()).or_default();
                 let at = usize_of(*to_offset);
@@ -280,6 +279,9 @@ fn apply_object_op(c: CollectionId, coll: &mut MemCollection, op: &Op) -> Result
                     target.data.resize(at + bytes.len(), 0);
                 }
                 target.data[at..at + bytes.len()].copy_from_slice(&bytes);
+                if let Some(within) = copied_rot {
+                    target.rotten = Some(at + within);
+                }
             }
         }
         Op::Rename { from, to } => {

@@ -345,7 +345,19 @@ impl Batch<'_> {
             return Ok(());
         }
         let what = || format!("clone source {from} in {c}");
-        let bytes = read_record(self.shared, &source, range.start, end, true, &what)?;
+        // Rot is copied as rot: bytes whose checksums fail are copied as
+        // they are, and the blocks they land in fail their checksums too,
+        // so a roll-back stash neither refuses the transaction (the OSD
+        // would stop) nor turns rotten bytes into sound ones.
+        let (bytes, rotten) = match read_record(self.shared, &source, range.start, end, true, &what)
+        {
+            Ok(bytes) => (bytes, Vec::new()),
+            Err(StoreError::Corrupt(_)) => (
+                read_record(self.shared, &source, range.start, end, false, &what)?,
+                failing_ranges(self.shared, &source, range.start..end, &what)?,
+            ),
+            Err(error) => return Err(error),
+        };
         let shared = self.shared;
         let state = self.object_mut(ctx, c, to)?;
         let mut rec = state.record.take().unwrap_or_else(ObjectRecord::empty);
@@ -354,7 +366,20 @@ impl Batch<'_> {
             ctx,
             wrote_data: false,
         };
-        let result = writer.write(&mut rec, to_offset, &bytes, Payload::None);
+        let mut result = Ok(());
+        if !rotten.is_empty() {
+            // Inline data has no checksums to fail.
+            result = writer.move_inline_to_extent(&mut rec);
+        }
+        if result.is_ok() {
+            result = writer.write(&mut rec, to_offset, &bytes, Payload::None);
+        }
+        if result.is_ok() {
+            for bad in &rotten {
+                let at = to_offset + (bad.start - range.start);
+                fail_checksums(&mut rec, at..at + (bad.end - bad.start));
+            }
+        }
         let wrote = writer.wrote_data;
         self.object_mut_loaded(c, to).record = Some(rec);
         self.wrote_data |= wrote;
@@ -698,6 +723,60 @@ fn restore<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, before: Option<V>) {
         Some(v) => map.insert(key, v),
         None => map.remove(&key),
     };
+}
+
+/// The ranges of `source`'s bytes in `range` whose checksums fail, one
+/// checksum block's span of object bytes at a time (a rotten block that
+/// straddles two spans marks both).
+fn failing_ranges(
+    shared: &Shared,
+    source: &ObjectRecord,
+    range: std::ops::Range<u64>,
+    what: &dyn Fn() -> String,
+) -> Result<Vec<std::ops::Range<u64>>, StoreError> {
+    let block = limits::CSUM_BLOCK_BYTES;
+    let mut bad: Vec<std::ops::Range<u64>> = Vec::new();
+    let mut at = range.start;
+    while at < range.end {
+        let end = ((at / block + 1) * block).min(range.end);
+        match read_record(shared, source, at, end, true, what) {
+            Ok(_) => {}
+            Err(StoreError::Corrupt(_)) => match bad.last_mut() {
+                Some(last) if last.end == at => last.end = end,
+                _ => bad.push(at..end),
+            },
+            Err(error) => return Err(error),
+        }
+        at = end;
+    }
+    Ok(bad)
+}
+
+/// Makes every checksum block holding a byte of `range` of `rec` fail
+/// (its recorded checksum inverted): bytes copied from rotten ones read
+/// as `Corrupt`, as their source did.
+fn fail_checksums(rec: &mut ObjectRecord, range: std::ops::Range<u64>) {
+    let Data::Extents { extents, pieces } = &mut rec.data else {
+        return;
+    };
+    let block = limits::CSUM_BLOCK_BYTES;
+    for piece in pieces.iter() {
+        let start = range.start.max(piece.logical);
+        let end = range.end.min(piece.end());
+        if start >= end {
+            continue;
+        }
+        let Some(extent) = extents.get_mut(piece.extent as usize) else {
+            continue;
+        };
+        let first = (piece.offset + (start - piece.logical)) / block;
+        let last = (piece.offset + (end - piece.logical) - 1) / block;
+        for index in first..=last {
+            if let Some(csum) = extent.csums.get_mut(to_index(index)) {
+                *csum = !*csum;
+            }
+        }
+    }
 }
 
 fn extents_of(rec: ObjectRecord) -> Vec<Extent> {

@@ -54,6 +54,8 @@ impl Pg {
     /// Starts the current interval: the primary peers, a stray copy tells
     /// the primary it exists (so it is removed once the PG is clean).
     pub(super) fn enter_interval(&mut self, fx: &mut Effects) {
+        // Renewals and delegated reads are of one interval and primary.
+        self.leases.new_interval();
         self.healing = Healing::default();
         self.early.clear();
         self.pushes_owed.clear();
@@ -130,6 +132,7 @@ impl Pg {
     pub(super) fn start_peering(&mut self, fx: &mut Effects) {
         self.leases.new_interval();
         self.leases.bind_own(self.whoami);
+        self.leases.bind_delegates(&self.interval.acting);
         let waiting = self.probe_set();
         for osd in &waiting {
             fx.send(*osd, self.query());

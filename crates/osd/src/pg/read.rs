@@ -182,24 +182,28 @@ impl Pg {
         let Some(seq) = self.leases.renew() else {
             return;
         };
-        // Direct shard reads are delegated only while every copy holds
-        // every object (see `serves_direct_read`).
-        let delegating = self.interval.ec.is_some() && self.is_clean();
-        let replicas = || {
-            self.interval
-                .acting
-                .iter()
-                .copied()
-                .filter(|o| *o != self.whoami)
-        };
-        for osd in replicas() {
+        // Direct shard reads are delegated to the acting copies, which
+        // take every write of the interval (each declines objects it
+        // lacks: see `serves_direct_read`).
+        let delegating = self.interval.ec.is_some();
+        let replicas: Vec<_> = self
+            .interval
+            .acting
+            .iter()
+            .copied()
+            .filter(|o| *o != self.whoami)
+            .collect();
+        for &osd in &replicas {
+            let delegate = if delegating {
+                self.leases.delegation(osd, replicas.iter().copied())
+            } else {
+                None
+            };
             let renew = PgMsg::LeaseRenew {
                 from: self.whoami,
                 interval_epoch: self.interval.epoch_started,
                 seq,
-                delegate: delegating
-                    .then(|| self.leases.delegation(osd, replicas()))
-                    .flatten(),
+                delegate,
             };
             fx.send(osd, renew);
         }
@@ -208,9 +212,9 @@ impl Pg {
     /// Whether this copy may serve a direct read of shard `shard` of
     /// `object` at `now_ms` (erasure coding; docs/erasure-coding.md,
     /// "Direct shard reads"): it acts at that position and holds that
-    /// shard; it holds a read lease (the primary its own, taken while
-    /// the PG is clean; a replica one the primary delegated while clean,
-    /// which ends before the primary's); it does not lack the object; and
+    /// shard; it holds a read lease (the primary its own; a replica one
+    /// the primary delegated, which ends before the primary's); it does
+    /// not lack the object (recovery owes it); and
     /// no write to the object is logged here above `committed_to` (one
     /// that may still roll back). The shell asks again after its store
     /// read, so what it read was committed and current at that moment.
@@ -225,7 +229,7 @@ impl Pg {
             return Err(format!("this OSD does not serve shard {shard}"));
         }
         let leased = if self.is_active_primary() {
-            self.leases.enabled() && self.is_clean() && self.may_serve_reads(now_ms)
+            self.leases.enabled() && self.may_serve_reads(now_ms)
         } else {
             self.is_activated_replica() && self.leases.serves_direct(now_ms)
         };
