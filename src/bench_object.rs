@@ -162,6 +162,8 @@ struct Summary {
     /// and those the primary answered (docs/erasure-coding.md).
     direct_reads: u64,
     reads_via_primary: u64,
+    /// Of the direct reads, those that decoded a missing data shard.
+    direct_reads_decoded: u64,
     first_error: Option<String>,
 }
 
@@ -213,6 +215,7 @@ pub fn run(args: &ObjectArgs) -> CliResult {
         let direct = client.direct_read_stats();
         summary.direct_reads = direct.direct;
         summary.reads_via_primary = direct.via_primary;
+        summary.direct_reads_decoded = direct.decoded;
         if args.mode == Mode::Write {
             write_list(&list_path, &written)?;
         } else if let Some(first) = listed.first() {
@@ -611,6 +614,7 @@ impl Stats {
             objects_removed: 0,
             direct_reads: 0,
             reads_via_primary: 0,
+            direct_reads_decoded: 0,
             first_error: self
                 .first_error
                 .into_inner()
@@ -696,8 +700,8 @@ fn print_summary(summary: &Summary, list_path: &std::path::Path) {
     );
     if summary.direct_reads + summary.reads_via_primary > 0 {
         println!(
-            "Direct shard reads:    {} (via the primary: {})",
-            summary.direct_reads, summary.reads_via_primary
+            "Direct shard reads:    {} (decoded: {}; via the primary: {})",
+            summary.direct_reads, summary.direct_reads_decoded, summary.reads_via_primary
         );
     }
     if let Some(error) = &summary.first_error {

@@ -1090,7 +1090,9 @@ fn direct_shard_reads_skip_the_primary_and_never_mix_versions() {
         "reads did not both race writes and go direct between them, so this test shows nothing"
     );
 
-    // A data shard's OSD stops: reads go to the primary, which decodes.
+    // A data shard's OSD stops: reads go to the primary until its PGs are
+    // active again without it, then to the shards again, the client
+    // decoding what the stopped OSD held from the other two.
     let acting = pool_acting(&cluster);
     let (pg, osds) = acting
         .iter()
@@ -1108,4 +1110,11 @@ fn direct_shard_reads_skip_the_primary_and_never_mix_versions() {
         "daemon stop",
     );
     read_all(&rt, &client, &model, "with one OSD stopped");
+    let before = client.direct_read_stats();
+    wait_direct(&rt, &client, &model);
+    let after = client.direct_read_stats();
+    assert!(
+        after.decoded > before.decoded,
+        "no direct read decoded a missing data shard: {after:?}"
+    );
 }

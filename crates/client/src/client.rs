@@ -1,6 +1,6 @@
 //! [`Client`]: the map follower and request executor.
 
-use crate::direct::{Assembled, assemble_direct, first_shards};
+use crate::direct::{Assembled, Plan, assemble_direct, assemble_rows, plan};
 use crate::error::ClientError;
 use crate::limits::{
     ClientOptions, DIRECT_READ_BYTES_MAX, DIRECT_READ_TIMEOUT, MAP_SUBSCRIBE_RETRY,
@@ -103,6 +103,9 @@ struct Inner {
     /// the primary answered.
     direct_reads: AtomicU64,
     direct_fallbacks: AtomicU64,
+    direct_decoded: AtomicU64,
+    /// Reed–Solomon codes by `(k, m)`, for direct reads that decode.
+    codecs: Mutex<BTreeMap<(u32, u32), Arc<cairn_ec::ReedSolomon>>>,
 }
 
 /// How the client's direct shard reads went since it connected.
@@ -113,6 +116,9 @@ pub struct DirectReadStats {
     /// Reads tried directly that went to the primary (a shard declined,
     /// a write to the object was not yet committed, the parts disagreed).
     pub via_primary: u64,
+    /// Of the direct reads, those that decoded a data shard whose
+    /// position had no OSD from the stripes of `k` others.
+    pub decoded: u64,
 }
 
 /// A connection to a Cairn cluster; clone it freely (clones share the map,
@@ -183,6 +189,8 @@ impl Client {
                 followed_at: Mutex::new(None),
                 direct_reads: AtomicU64::new(0),
                 direct_fallbacks: AtomicU64::new(0),
+                direct_decoded: AtomicU64::new(0),
+                codecs: Mutex::new(BTreeMap::new()),
             }),
         };
         client.refresh_map().await?;
@@ -646,40 +654,74 @@ impl Client {
         let layout = cairn_ec::layout::StripeLayout::new(k, m, u64::from(stripe_unit)).ok()?;
         let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, object);
         let mapping = view.placement.map_pg(pg).ok()?;
-        let mut targets = Vec::new();
-        for shard in 0..k {
-            let osd = (*mapping.acting.get(usize::try_from(shard).ok()?)?)?;
-            targets.push((shard, view.endpoints.get(&osd)?.addr.clone()));
-        }
-        let request = |shard| ClientShardRead {
+        // By position: the address of the OSD acting there, if any.
+        let addrs: Vec<Option<String>> = (0..layout.shards() as usize)
+            .map(|i| {
+                let osd = mapping.acting.get(i).copied().flatten()?;
+                Some(view.endpoints.get(&osd)?.addr.clone())
+            })
+            .collect();
+        let live: Vec<bool> = addrs.iter().map(Option::is_some).collect();
+        let request = |shard, rows| ClientShardRead {
             pg,
             epoch: view.map.epoch,
             object: ByteBuf::from(object.to_vec()),
             shard,
             offset,
             length,
+            rows,
+        };
+        let targets = |shards: &[u32]| -> Option<Vec<(u32, String)>> {
+            shards
+                .iter()
+                .map(|s| Some((*s, addrs.get(*s as usize)?.clone()?)))
+                .collect()
         };
         // A ranged read of an object of a stripe or more (chunks of the
-        // stripe unit) needs only the shards holding the range: ask those
-        // first, and every data shard if the object turns out smaller.
-        if let Some(touched) = first_shards(&layout, offset, length) {
-            let some: Vec<_> = targets
-                .iter()
-                .filter(|(shard, _)| touched.contains(shard))
-                .cloned()
-                .collect();
-            let parts = self.direct_parts(pg, some, &request).await?;
-            match assemble_direct(&layout, (offset, length), &parts, true) {
-                Assembled::Done(read) => return Some(read),
-                Assembled::SmallerChunk => {}
-                Assembled::Refused => return None,
+        // stripe unit) needs only the shards holding the range: round 0
+        // asks those, round 1 every data shard if the object turned out
+        // smaller. With a data position empty, `k` positions send rows to
+        // decode from.
+        for round in 0..2 {
+            match plan(&layout, &live, (offset, length), round)? {
+                Plan::Parts { shards, subset } => {
+                    let parts = self
+                        .direct_parts(pg, targets(&shards)?, &|s| request(s, false))
+                        .await?;
+                    match assemble_direct(&layout, (offset, length), &parts, subset) {
+                        Assembled::Done(read) => return Some(read),
+                        Assembled::SmallerChunk => {}
+                        Assembled::Refused => return None,
+                    }
+                }
+                Plan::Rows { shards } => {
+                    let parts = self
+                        .direct_parts(pg, targets(&shards)?, &|s| request(s, true))
+                        .await?;
+                    let codec = self.codec(k, m)?;
+                    return match assemble_rows(&layout, &*codec, (offset, length), &parts) {
+                        Assembled::Done(read) => {
+                            self.inner.direct_decoded.fetch_add(1, Ordering::Relaxed);
+                            Some(read)
+                        }
+                        Assembled::SmallerChunk | Assembled::Refused => None,
+                    };
+                }
             }
         }
-        let parts = self.direct_parts(pg, targets, &request).await?;
-        match assemble_direct(&layout, (offset, length), &parts, false) {
-            Assembled::Done(read) => Some(read),
-            Assembled::SmallerChunk | Assembled::Refused => None,
+        None
+    }
+
+    /// The Reed–Solomon code of a `k`+`m` pool, made once per client (its
+    /// working space is the costly part).
+    fn codec(&self, k: u32, m: u32) -> Option<Arc<cairn_ec::ReedSolomon>> {
+        let mut codecs = lock(&self.inner.codecs);
+        if let Some(codec) = codecs.get(&(k, m)) {
+            return Some(codec.clone());
         }
+        let codec = Arc::new(cairn_ec::ReedSolomon::new(k as usize, m as usize).ok()?);
+        codecs.insert((k, m), codec.clone());
+        Some(codec)
     }
 
     /// Sends a direct read to each of `targets` (shard, address) at once;
@@ -721,6 +763,7 @@ impl Client {
         DirectReadStats {
             direct: self.inner.direct_reads.load(Ordering::Relaxed),
             via_primary: self.inner.direct_fallbacks.load(Ordering::Relaxed),
+            decoded: self.inner.direct_decoded.load(Ordering::Relaxed),
         }
     }
 

@@ -7,6 +7,54 @@ use bytes::Bytes;
 use cairn_ec::layout::StripeLayout;
 use cairn_proto::osd::DirectPart;
 
+/// Whom a direct read asks, and for what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// The data shards' parts of the range (`subset`: only those a
+    /// stripe-unit chunk puts it on; see [`first_shards`]).
+    Parts { shards: Vec<u32>, subset: bool },
+    /// A data position has no OSD: the stripes the range touches from `k`
+    /// positions that have one, to decode the missing data.
+    Rows { shards: Vec<u32> },
+}
+
+/// The plan of round `round` (0, then 1 when the object's chunks turned
+/// out smaller than the stripe unit) of a direct read of bytes
+/// `offset..offset + length`, with `live[i]` whether position `i` of the
+/// acting set has an OSD; `None`: fewer than `k` have one.
+#[must_use]
+pub fn plan(
+    layout: &StripeLayout,
+    live: &[bool],
+    (offset, length): (u64, Option<u64>),
+    round: u32,
+) -> Option<Plan> {
+    let k = layout.k as usize;
+    if live.len() != layout.shards() as usize {
+        return None;
+    }
+    if live[..k].iter().all(|l| *l) {
+        let first = (round == 0)
+            .then(|| first_shards(layout, offset, length))
+            .flatten();
+        return Some(match first {
+            Some(shards) => Plan::Parts {
+                shards,
+                subset: true,
+            },
+            None => Plan::Parts {
+                shards: (0..layout.k).collect(),
+                subset: false,
+            },
+        });
+    }
+    let shards: Vec<u32> = (0..layout.shards())
+        .filter(|i| live[*i as usize])
+        .take(k)
+        .collect();
+    (shards.len() == k).then_some(Plan::Rows { shards })
+}
+
 /// The data shards to ask first for bytes `offset..offset + length`: for
 /// a ranged read, those holding the range if the object's chunks are the
 /// stripe unit (an object of a stripe or more), when fewer than every
@@ -94,6 +142,89 @@ pub fn assemble_direct(
         return Assembled::Refused;
     }
     match cairn_ec::object::gather(layout, chunk, start..end, &pieces) {
+        Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
+        Err(_) => Assembled::Refused,
+    }
+}
+
+/// The bytes `offset..offset + length` (`None`: to the end) of an
+/// erasure-coded object from the rows ([`Plan::Rows`]) of `k` of its
+/// shards, the missing data decoded with `codec`, if every part is of one
+/// version, size and chunk (`NotFound` if none found the object). Bytes
+/// from the network: every length is checked against the layout before it
+/// sizes anything.
+pub fn assemble_rows(
+    layout: &StripeLayout,
+    codec: &dyn cairn_ec::Codec,
+    (offset, length): (u64, Option<u64>),
+    parts: &[(u32, DirectPart, Bytes)],
+) -> Assembled {
+    if parts.len() != layout.k as usize {
+        return Assembled::Refused;
+    }
+    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
+        return Assembled::Done(Err(ClientError::NotFound));
+    }
+    let mut shape = None;
+    for (_, part, _) in parts {
+        let DirectPart::Found {
+            version,
+            size,
+            chunk,
+            shard_offset,
+        } = *part
+        else {
+            return Assembled::Refused;
+        };
+        if *shape.get_or_insert((version, size, chunk, shard_offset))
+            != (version, size, chunk, shard_offset)
+        {
+            return Assembled::Refused;
+        }
+    }
+    let Some((_, size, chunk, shard_offset)) = shape else {
+        return Assembled::Refused;
+    };
+    if chunk == 0
+        || chunk > layout.stripe_unit
+        || chunk % cairn_ec::CHUNK_ALIGN != 0
+        || !layout.fits(chunk, size)
+    {
+        return Assembled::Refused;
+    }
+    let start = offset.min(size);
+    let end = length
+        .map_or(size, |l| offset.saturating_add(l).min(size))
+        .max(start);
+    let rows = layout.stripes(chunk, start..end);
+    if rows.is_empty() {
+        return Assembled::Done(Ok(Bytes::new()));
+    }
+    // The rows are an object of their own, striped alike.
+    let width = u64::from(layout.k) * chunk;
+    let base = rows.start * width;
+    let rows_size = (rows.end * width).min(size) - base;
+    if shard_offset != rows.start * chunk {
+        return Assembled::Refused;
+    }
+    let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards() as usize];
+    for (shard, _, data) in parts {
+        let Some(slot) = shards.get_mut(*shard as usize) else {
+            return Assembled::Refused;
+        };
+        if slot.is_some() || data.len() as u64 != layout.shard_len(chunk, rows_size, *shard) {
+            return Assembled::Refused;
+        }
+        *slot = Some(data.to_vec());
+    }
+    if cairn_ec::object::rebuild(layout, codec, chunk, rows_size, &mut shards).is_err() {
+        return Assembled::Refused;
+    }
+    let pieces: Vec<(u32, std::ops::Range<u64>, &[u8])> = (0..layout.k)
+        .zip(&shards)
+        .filter_map(|(j, s)| s.as_deref().map(|s| (j, 0..s.len() as u64, s)))
+        .collect();
+    match cairn_ec::object::gather(layout, chunk, start - base..end - base, &pieces) {
         Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
         Err(_) => Assembled::Refused,
     }
@@ -227,6 +358,94 @@ mod tests {
             panic!("one shard's part of a large object assembles");
         };
         assert_eq!(&bytes[..], &object[10..110]);
+    }
+
+    #[test]
+    fn a_missing_data_shard_is_decoded_from_the_rows_of_k_others() {
+        let layout = StripeLayout::new(2, 1, 4096).expect("layout");
+        let codec = cairn_ec::ReedSolomon::new(2, 1).expect("codec");
+        let all_live = [true, true, true];
+        assert!(matches!(
+            plan(&layout, &all_live, (0, None), 0),
+            Some(Plan::Parts { subset: false, .. })
+        ));
+        assert_eq!(
+            plan(&layout, &[false, true, true], (0, None), 0),
+            Some(Plan::Rows { shards: vec![1, 2] })
+        );
+        assert_eq!(
+            plan(&layout, &[true, true, false], (0, Some(100)), 0),
+            Some(Plan::Parts {
+                shards: vec![0],
+                subset: true
+            }),
+            "a parity hole costs nothing"
+        );
+        assert_eq!(plan(&layout, &[false, true, false], (0, None), 0), None);
+        for size in [1usize, 100, 4096, 8192, 70_001] {
+            let object: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+            let shards = cairn_ec::object::split(&layout, &codec, &object).expect("split");
+            for (offset, length) in [
+                (0u64, None),
+                (10, Some(100)),
+                (8190, Some(5000)),
+                (60_000, None),
+            ] {
+                let start = usize::try_from(offset).expect("small").min(size);
+                let end = length
+                    .map_or(size, |l| {
+                        usize::try_from(offset + l).expect("small").min(size)
+                    })
+                    .max(start);
+                let rows = layout.stripes(shards.chunk, start as u64..end as u64);
+                // Data shard 0 is missing: shard 1 and the parity answer.
+                let parts: Vec<(u32, DirectPart, Bytes)> = [1u32, 2]
+                    .iter()
+                    .map(|&shard| {
+                        let bytes = &shards.shards[shard as usize];
+                        let from = usize::try_from(rows.start * shards.chunk)
+                            .expect("small")
+                            .min(bytes.len());
+                        let to = usize::try_from(rows.end * shards.chunk)
+                            .expect("small")
+                            .min(bytes.len());
+                        let part = DirectPart::Found {
+                            version: 3,
+                            size: size as u64,
+                            chunk: shards.chunk,
+                            shard_offset: rows.start * shards.chunk,
+                        };
+                        (shard, part, Bytes::copy_from_slice(&bytes[from..to]))
+                    })
+                    .collect();
+                let got = assemble_rows(&layout, &codec, (offset, length), &parts);
+                let Assembled::Done(Ok(bytes)) = got else {
+                    panic!("size {size} range {offset}+{length:?}: {got:?}");
+                };
+                assert_eq!(
+                    &bytes[..],
+                    &object[start..end],
+                    "size {size} {offset}+{length:?}"
+                );
+                // A part one byte short, or of another version: refused.
+                if parts[0].2.len() > 1 {
+                    let mut short = parts.clone();
+                    short[0].2 = short[0].2.slice(1..);
+                    assert!(matches!(
+                        assemble_rows(&layout, &codec, (offset, length), &short),
+                        Assembled::Refused
+                    ));
+                }
+                let mut torn = parts.clone();
+                if let DirectPart::Found { version, .. } = &mut torn[1].1 {
+                    *version = 4;
+                }
+                assert!(matches!(
+                    assemble_rows(&layout, &codec, (offset, length), &torn),
+                    Assembled::Refused
+                ));
+            }
+        }
     }
 
     #[test]

@@ -2479,7 +2479,7 @@ impl Osd {
         let store = self.store.clone();
         let collection = CollectionId::pg(pg.pool.0, pg.seed);
         let key = ObjectKey::new(Bytes::copy_from_slice(&req.object));
-        let range = (req.offset, req.length);
+        let range = (req.offset, req.length, req.rows);
         let shard = req.shard;
         let served = tokio::task::spawn_blocking(move || {
             ec::serve_direct_part(&*store, collection, &key, &layout, shard, range)

@@ -1399,8 +1399,10 @@ pub fn serve_shard_read(
 /// Serves a client's direct read (`cairn_proto::osd::ClientShardRead`)
 /// from this OSD's shard `shard` of `key`: the part of object bytes
 /// `offset..offset + length` (`None`: to the end) that lives on this
-/// shard, with the object's version, size and chunk, so the client can
-/// assemble the parts of all data shards once they agree. The object is
+/// shard (`rows`: this shard's bytes of every stripe the range touches,
+/// for a client decoding a missing data shard), with the object's
+/// version, size and chunk, so the client can assemble the parts of all
+/// data shards once they agree. The object is
 /// checked at one version before and after the read, so the part is
 /// never torn by a write between them; the caller checks afterwards that
 /// this version is committed (`Pg::serves_direct_read`).
@@ -1413,7 +1415,7 @@ pub fn serve_direct_part(
     key: &ObjectKey,
     layout: &StripeLayout,
     shard: u32,
-    (offset, length): (u64, Option<u64>),
+    (offset, length, rows): (u64, Option<u64>, bool),
 ) -> Result<(cairn_proto::osd::DirectPart, Bytes), String> {
     use cairn_proto::osd::DirectPart;
     let version = || match store.stat(collection, key) {
@@ -1437,15 +1439,24 @@ pub fn serve_direct_part(
     }
     let start = offset.min(meta.size);
     let end = length.map_or(meta.size, |l| offset.saturating_add(l).min(meta.size));
-    let part = layout
-        .shard_ranges(meta.chunk, start..end.max(start))
-        .into_iter()
-        .find(|(s, _)| *s == shard)
-        .map(|(_, r)| r);
+    let range = start..end.max(start);
+    let part = if rows {
+        let stripes = layout.stripes(meta.chunk, range);
+        let len = layout.shard_len(meta.chunk, meta.size, shard);
+        (!stripes.is_empty())
+            .then(|| (stripes.start * meta.chunk).min(len)..(stripes.end * meta.chunk).min(len))
+    } else {
+        layout
+            .shard_ranges(meta.chunk, range)
+            .into_iter()
+            .find(|(s, _)| *s == shard)
+            .map(|(_, r)| r)
+    };
     let (shard_offset, data) = match part {
         Some(r) if r.end - r.start > u64::from(cairn_wire::limits::DATA_SIZE_BYTES_MAX) => {
             return Err(format!("a part of {} bytes", r.end - r.start));
         }
+        Some(r) if r.is_empty() => (r.start, Bytes::new()),
         Some(r) => {
             let data = store
                 .read(

@@ -352,7 +352,9 @@ pub enum OpError {
 /// `shard` of the PG's acting set in the client's map at `epoch`. The
 /// client sends one to each data position and assembles the parts when
 /// they agree; otherwise it asks the primary (docs/erasure-coding.md,
-/// "Direct shard reads").
+/// "Direct shard reads"). `rows`: the shard's bytes of every stripe the
+/// range touches instead (data or parity), for a client that decodes a
+/// missing data shard.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientShardRead {
     pub pg: PgId,
@@ -361,6 +363,7 @@ pub struct ClientShardRead {
     pub shard: u32,
     pub offset: u64,
     pub length: Option<u64>,
+    pub rows: bool,
 }
 
 impl Message for ClientShardRead {

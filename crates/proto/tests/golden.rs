@@ -1292,6 +1292,7 @@ fn shard_read_samples(out: &mut Vec<Sample>) {
             shard: 1,
             offset: 4096,
             length: Some(100),
+            rows: true,
         },
     );
     sample(
@@ -1804,7 +1805,7 @@ const GOLDEN: &[(&str, u16, &str)] = &[
     ("MdsPollReply", 0x0303, "000c030400070501010166060209"),
     ("ShardRead", 0x0209, "032a0106016f020902802064000100"),
     ("ShardReadReply/Ok", 0x020a, "00090264010101610162"),
-    ("ClientShardRead", 0x020b, "032a06016f0180200164"),
+    ("ClientShardRead", 0x020b, "032a06016f018020016401"),
     ("ClientShardReadReply/Found", 0x020c, "0001098020801000"),
     ("ClientShardReadReply/Absent", 0x020c, "0000"),
     ("ClientShardReadReply/Err", 0x020c, "010178"),

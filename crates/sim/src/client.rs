@@ -13,7 +13,7 @@ use crate::net::{MapUpdate, Msg, Node};
 use crate::rng::Rng;
 use bytes::Bytes;
 use cairn_client::ClientError;
-use cairn_client::direct::{Assembled, assemble_direct, first_shards};
+use cairn_client::direct::{Assembled, Plan, assemble_direct, assemble_rows, plan};
 use cairn_client::limits::ClientOptions;
 use cairn_client::retry::{Decision, Retrier, Setback};
 use cairn_osd::ReqId;
@@ -144,8 +144,8 @@ struct Current {
 /// shards still to answer and the parts so far.
 #[derive(Debug)]
 struct Direct {
-    round: u64,
-    subset: bool,
+    round: u32,
+    plan: Plan,
     layout: cairn_ec::layout::StripeLayout,
     waiting: Vec<u32>,
     parts: Vec<(u32, DirectPart, Bytes)>,
@@ -167,6 +167,8 @@ pub struct SimClient {
     /// Operations to run before the workload's random ones (the final
     /// reads of the verifying client).
     pub script: Vec<(Bytes, ObjInput)>,
+    /// Reed–Solomon codes by `(k, m)`, for direct reads that decode.
+    codecs: BTreeMap<(u32, u32), std::sync::Arc<cairn_ec::ReedSolomon>>,
 }
 
 /// What a client step wants done.
@@ -191,6 +193,7 @@ impl SimClient {
             rng,
             workload,
             script: Vec::new(),
+            codecs: BTreeMap::new(),
         }
     }
 
@@ -296,7 +299,7 @@ impl SimClient {
     /// Sends a direct read of round `round` to the data shards' OSDs, as
     /// `Client::read` does; asks the primary instead when the map places
     /// no OSD at a data position.
-    fn send_direct(&mut self, round: u64, now_ms: u64, history: &mut History, out: &mut ClientOut) {
+    fn send_direct(&mut self, round: u32, now_ms: u64, history: &mut History, out: &mut ClientOut) {
         let Some(current) = self.current.as_mut() else {
             return;
         };
@@ -314,16 +317,20 @@ impl SimClient {
             let layout = cairn_ec::layout::StripeLayout::new(k, m, u64::from(stripe_unit)).ok()?;
             let pg = cairn_placement::hash::object_pg(pool.id, pool.pg_num, &current.object);
             let acting = self.view.placement.map_pg(pg).ok()?.acting;
-            Some((layout, pg, acting))
+            let acting: Vec<Option<cairn_types::OsdId>> = (0..layout.shards() as usize)
+                .map(|i| acting.get(i).copied().flatten())
+                .collect();
+            let live: Vec<bool> = acting.iter().map(Option::is_some).collect();
+            let plan = plan(&layout, &live, (offset, length), round)?;
+            Some((layout, pg, acting, plan))
         });
-        let Some((layout, pg, acting)) = target else {
+        let Some((layout, pg, acting, plan)) = target else {
             return self.via_primary(now_ms, history, out);
         };
-        let first = (round == 0)
-            .then(|| first_shards(&layout, offset, length))
-            .flatten();
-        let subset = first.is_some();
-        let shards = first.unwrap_or_else(|| (0..layout.k).collect());
+        let (shards, rows) = match &plan {
+            Plan::Parts { shards, .. } => (shards.clone(), false),
+            Plan::Rows { shards } => (shards.clone(), true),
+        };
         let mut sends = Vec::new();
         for shard in &shards {
             let Some(Some(osd)) = acting.get(*shard as usize) else {
@@ -336,20 +343,22 @@ impl SimClient {
                 shard: *shard,
                 offset,
                 length,
+                rows,
             };
-            let request_id = (current.req.tid << 16) | (round << 8) | u64::from(*shard);
+            let request_id = (current.req.tid << 16) | (u64::from(round) << 8) | u64::from(*shard);
             sends.push((Node::Osd(*osd), Msg::DirectRead { request_id, read }));
         }
         out.trace.push(format!(
-            "client.{} {} tid {}: direct read round {round} of shards {shards:?} ({pg})",
+            "client.{} {} tid {}: direct read round {round} of shards {shards:?}{} ({pg})",
             self.id,
             String::from_utf8_lossy(&current.object),
             current.req.tid,
+            if rows { " (rows, to decode)" } else { "" },
         ));
         out.sends.extend(sends);
         current.direct = Some(Direct {
             round,
-            subset,
+            plan,
             layout,
             waiting: shards,
             parts: Vec::new(),
@@ -392,7 +401,10 @@ impl SimClient {
             return;
         };
         let shard = u32::try_from(shard).unwrap_or(u32::MAX);
-        if tid != current.req.tid || round != direct.round || !direct.waiting.contains(&shard) {
+        if tid != current.req.tid
+            || round != u64::from(direct.round)
+            || !direct.waiting.contains(&shard)
+        {
             return;
         }
         let part = match reply {
@@ -413,12 +425,26 @@ impl SimClient {
         let ObjInput::ReadData { offset, length } = current.input else {
             return;
         };
-        let assembled = assemble_direct(
-            &direct.layout,
-            (offset, length),
-            &direct.parts,
-            direct.subset,
-        );
+        let layout = direct.layout;
+        let assembled = match &direct.plan {
+            Plan::Parts { subset, .. } => {
+                assemble_direct(&layout, (offset, length), &direct.parts, *subset)
+            }
+            Plan::Rows { .. } => {
+                let codec = match self.codecs.entry((layout.k, layout.m)) {
+                    std::collections::btree_map::Entry::Occupied(e) => Some(e.get().clone()),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        cairn_ec::ReedSolomon::new(layout.k as usize, layout.m as usize)
+                            .ok()
+                            .map(|c| e.insert(std::sync::Arc::new(c)).clone())
+                    }
+                };
+                match codec {
+                    Some(codec) => assemble_rows(&layout, &*codec, (offset, length), &direct.parts),
+                    None => Assembled::Refused,
+                }
+            }
+        };
         match assembled {
             Assembled::Done(Ok(bytes)) => {
                 self.finish(now_ms, ObjOutput::Data(Some(bytes)), history, out)

@@ -1745,6 +1745,7 @@ impl World {
             ec.shard_pushes += counts.shard_pushes;
             ec.rollbacks += counts.rollbacks;
             ec.direct_parts += counts.direct_parts;
+            ec.direct_rows += counts.direct_rows;
         }
         self.stats.ec = ec;
     }

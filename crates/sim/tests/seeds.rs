@@ -233,6 +233,7 @@ impl Totals {
         self.ec.shard_pushes += s.ec.shard_pushes;
         self.ec.rollbacks += s.ec.rollbacks;
         self.ec.direct_parts += s.ec.direct_parts;
+        self.ec.direct_rows += s.ec.direct_rows;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -278,6 +279,10 @@ impl Totals {
             "no erasure-coded write rolled back: {self:?}"
         );
         assert!(ec.direct_parts > 0, "no direct shard read served: {self:?}");
+        assert!(
+            ec.direct_rows > 0,
+            "no direct read decoded a missing data shard: {self:?}"
+        );
         let unknown = self.workload_ops - self.acknowledged;
         assert!(
             unknown * 1000 <= self.workload_ops * SWEEP_UNKNOWN_PER_MILLE_MAX,

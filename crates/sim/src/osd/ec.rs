@@ -48,8 +48,10 @@ pub struct EcCounts {
     pub shard_pushes: u64,
     /// Writes rolled back on this OSD's shards by peering.
     pub rollbacks: u64,
-    /// Parts of direct shard reads served to clients.
+    /// Parts of direct shard reads served to clients, and of them the
+    /// stripes sent to a client decoding a missing data shard.
     pub direct_parts: u64,
+    pub direct_rows: u64,
 }
 
 /// The erasure-coded work of a process in progress.
@@ -1244,7 +1246,7 @@ impl SimOsd {
                 &key,
                 &layout,
                 read.shard,
-                (read.offset, read.length),
+                (read.offset, read.length, read.rows),
             )
         });
         let served = served.and_then(|part| admit(self).map(|_| part));
@@ -1259,6 +1261,7 @@ impl SimOsd {
         let (reply, data) = match served {
             Ok((part, data)) => {
                 self.ec_counts.direct_parts += 1;
+                self.ec_counts.direct_rows += u64::from(read.rows);
                 (Ok(part), data)
             }
             Err(why) => (Err(why), Bytes::new()),
