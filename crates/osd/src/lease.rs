@@ -487,13 +487,14 @@ mod tests {
     #[test]
     fn a_delegated_window_ends_before_the_primary_lease() {
         // Real time = the primary's clock. The replica's clock is far off
-        // and runs 0.9% fast; messages take 200 ms.
-        let fast = |real_ms: u64| 900_000 + real_ms * 1009 / 1000;
+        // and runs 0.9% slow (the direction in which a window measured on
+        // the primary's clock would outlast it); messages take 200 ms.
+        let replica_clock = |real_ms: u64| 900_000 + real_ms * 991 / 1000;
         let mut primary = enabled(0);
-        let mut replica = enabled(fast(0));
+        let mut replica = enabled(replica_clock(0));
         assert_eq!(primary.delegation(R, [R]), None, "nothing acknowledged");
         let first = primary.renew().expect("enabled");
-        replica.set_clock(fast(200));
+        replica.set_clock(replica_clock(200));
         assert!(replica.grant(Epoch(5), P, first));
         primary.set_clock(400);
         primary.acked(R, first);
@@ -504,17 +505,17 @@ mod tests {
             .delegation(R, [R])
             .expect("the primary holds a lease");
         assert_eq!(delegate.0, first);
-        replica.set_clock(fast(1_200));
+        replica.set_clock(replica_clock(1_200));
         assert!(replica.grant(Epoch(5), P, second));
         replica.delegated(delegate);
-        assert!(replica.serves_direct(fast(1_200)));
+        assert!(replica.serves_direct(replica_clock(1_200)));
         let primary_last_ms = (0..10_000)
             .rev()
             .find(|&t| primary.readable(t, [R]))
             .expect("readable");
         let replica_last_ms = (0..10_000)
             .rev()
-            .find(|&t| replica.serves_direct(fast(t)))
+            .find(|&t| replica.serves_direct(replica_clock(t)))
             .expect("serves");
         assert!(
             replica_last_ms < primary_last_ms,
@@ -550,7 +551,7 @@ mod tests {
         other.delegated((99, 3_000));
         assert!(!other.serves_direct(0));
         replica.new_interval();
-        assert!(!replica.serves_direct(fast(1_200)));
+        assert!(!replica.serves_direct(replica_clock(1_200)));
         let mut off = Leases::default();
         off.delegated((1, 3_000));
         assert!(!off.serves_direct(0), "leases off: no direct reads");

@@ -236,7 +236,7 @@ impl Pg {
         if !leased {
             return Err("no read lease for direct reads".into());
         }
-        if self.lacks(object) {
+        if self.info.backfilling || self.lacks(object) {
             return Err("this copy lacks the object".into());
         }
         if self.object_unsettled(object) {
