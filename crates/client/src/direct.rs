@@ -96,46 +96,27 @@ pub fn assemble_direct(
     if parts.is_empty() || (!some && parts.len() != layout.k as usize) {
         return Assembled::Refused;
     }
-    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
-        return Assembled::Done(Err(ClientError::NotFound));
-    }
-    let mut shape = None;
+    let (size, chunk) = match agreed_shape(parts) {
+        Ok(shape) => shape,
+        Err(answer) => return answer,
+    };
     let mut pieces = Vec::with_capacity(parts.len());
     for (shard, part, data) in parts {
-        let DirectPart::Found {
-            version,
-            size,
-            chunk,
-            shard_offset,
-        } = *part
-        else {
+        let DirectPart::Found { shard_offset, .. } = *part else {
             return Assembled::Refused;
         };
-        if *shape.get_or_insert((version, size, chunk)) != (version, size, chunk) {
-            return Assembled::Refused;
-        }
         let Some(end) = shard_offset.checked_add(data.len() as u64) else {
             return Assembled::Refused;
         };
         pieces.push((*shard, shard_offset..end, &data[..]));
     }
-    let Some((_, size, chunk)) = shape else {
-        return Assembled::Refused;
-    };
     if some && chunk != layout.stripe_unit {
         return Assembled::SmallerChunk;
     }
-    if chunk == 0
-        || chunk > layout.stripe_unit
-        || chunk % cairn_ec::CHUNK_ALIGN != 0
-        || !layout.fits(chunk, size)
-    {
+    let Some(std::ops::Range { start, end }) = read_range(layout, chunk, size, (offset, length))
+    else {
         return Assembled::Refused;
-    }
-    let start = offset.min(size);
-    let end = length
-        .map_or(size, |l| offset.saturating_add(l).min(size))
-        .max(start);
+    };
     // The shards' parts cut the range exactly.
     let received: u64 = pieces.iter().map(|(_, r, _)| r.end - r.start).sum();
     if received != end - start {
@@ -162,40 +143,14 @@ pub fn assemble_rows(
     if parts.len() != layout.k as usize {
         return Assembled::Refused;
     }
-    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
-        return Assembled::Done(Err(ClientError::NotFound));
-    }
-    let mut shape = None;
-    for (_, part, _) in parts {
-        let DirectPart::Found {
-            version,
-            size,
-            chunk,
-            shard_offset,
-        } = *part
-        else {
-            return Assembled::Refused;
-        };
-        if *shape.get_or_insert((version, size, chunk, shard_offset))
-            != (version, size, chunk, shard_offset)
-        {
-            return Assembled::Refused;
-        }
-    }
-    let Some((_, size, chunk, shard_offset)) = shape else {
+    let (size, chunk) = match agreed_shape(parts) {
+        Ok(shape) => shape,
+        Err(answer) => return answer,
+    };
+    let Some(std::ops::Range { start, end }) = read_range(layout, chunk, size, (offset, length))
+    else {
         return Assembled::Refused;
     };
-    if chunk == 0
-        || chunk > layout.stripe_unit
-        || chunk % cairn_ec::CHUNK_ALIGN != 0
-        || !layout.fits(chunk, size)
-    {
-        return Assembled::Refused;
-    }
-    let start = offset.min(size);
-    let end = length
-        .map_or(size, |l| offset.saturating_add(l).min(size))
-        .max(start);
     let rows = layout.stripes(chunk, start..end);
     if rows.is_empty() {
         return Assembled::Done(Ok(Bytes::new()));
@@ -204,15 +159,17 @@ pub fn assemble_rows(
     let width = u64::from(layout.k) * chunk;
     let base = rows.start * width;
     let rows_size = (rows.end * width).min(size) - base;
-    if shard_offset != rows.start * chunk {
-        return Assembled::Refused;
-    }
     let mut shards: Vec<Option<Vec<u8>>> = vec![None; layout.shards() as usize];
-    for (shard, _, data) in parts {
+    for (shard, part, data) in parts {
         let Some(slot) = shards.get_mut(*shard as usize) else {
             return Assembled::Refused;
         };
-        if slot.is_some() || data.len() as u64 != layout.shard_len(chunk, rows_size, *shard) {
+        let at_rows = matches!(part, DirectPart::Found { shard_offset, .. }
+            if *shard_offset == rows.start * chunk);
+        if !at_rows
+            || slot.is_some()
+            || data.len() as u64 != layout.shard_len(chunk, rows_size, *shard)
+        {
             return Assembled::Refused;
         }
         *slot = Some(data.to_vec());
@@ -228,6 +185,55 @@ pub fn assemble_rows(
         Ok(bytes) => Assembled::Done(Ok(Bytes::from(bytes))),
         Err(_) => Assembled::Refused,
     }
+}
+
+/// The size and chunk every part shows, all at one version; `Err`: the
+/// answer when they do not (`NotFound` if no part found the object).
+fn agreed_shape(parts: &[(u32, DirectPart, Bytes)]) -> Result<(u64, u64), Assembled> {
+    if parts.iter().all(|(_, part, _)| *part == DirectPart::Absent) {
+        return Err(Assembled::Done(Err(ClientError::NotFound)));
+    }
+    let mut shape = None;
+    for (_, part, _) in parts {
+        let DirectPart::Found {
+            version,
+            size,
+            chunk,
+            ..
+        } = *part
+        else {
+            return Err(Assembled::Refused);
+        };
+        if *shape.get_or_insert((version, size, chunk)) != (version, size, chunk) {
+            return Err(Assembled::Refused);
+        }
+    }
+    shape
+        .map(|(_, size, chunk)| (size, chunk))
+        .ok_or(Assembled::Refused)
+}
+
+/// The object bytes a read of `offset..offset + length` (`None`: to the
+/// end) covers in an object of `size` bytes striped with `chunk`; `None`
+/// for a chunk or size no layout makes (bytes from the network).
+fn read_range(
+    layout: &StripeLayout,
+    chunk: u64,
+    size: u64,
+    (offset, length): (u64, Option<u64>),
+) -> Option<std::ops::Range<u64>> {
+    if chunk == 0
+        || chunk > layout.stripe_unit
+        || !chunk.is_multiple_of(cairn_ec::CHUNK_ALIGN)
+        || !layout.fits(chunk, size)
+    {
+        return None;
+    }
+    let start = offset.min(size);
+    let end = length
+        .map_or(size, |l| offset.saturating_add(l).min(size))
+        .max(start);
+    Some(start..end)
 }
 
 #[cfg(test)]
