@@ -2,7 +2,8 @@
 //! behind the [`Codec`] trait ([`ReedSolomon`], on `reed-solomon-simd`'s
 //! SIMD engine), the [`StripeLayout`] that maps an object's bytes onto
 //! `k` data shards and `m` parity shards, and whole objects to shards and
-//! back ([`object`]: split, join, rebuild, gather).
+//! back ([`object`]: split, join, rebuild, gather, and [`object::check`],
+//! which re-encodes an object to find shards that disagree with its parity).
 //!
 //! Pure: no I/O, no async, no clock. The OSD's EC backend decides what to
 //! read and write; this crate computes what the bytes are.
@@ -26,4 +27,4 @@ pub mod object;
 
 pub use codec::{CODE_BLOCK_BYTES, Codec, CodecError, ReedSolomon};
 pub use layout::{CHUNK_ALIGN, Extent, LayoutError, StripeLayout};
-pub use object::{ObjectError, Shards};
+pub use object::{ObjectError, Parity, Shards};

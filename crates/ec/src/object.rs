@@ -199,6 +199,174 @@ pub fn rebuild(
     Ok(())
 }
 
+/// What re-encoding an object's shards found ([`check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parity {
+    /// The parity shards are the code of the data shards.
+    Consistent,
+    /// These shards (at most `m`) disagree with what the others agree on:
+    /// rebuilding them from the others makes the object consistent.
+    Bad(std::collections::BTreeSet<u32>),
+    /// The shards disagree, and which are wrong cannot be told (more
+    /// wrong shards than the code can locate).
+    Unlocated,
+}
+
+/// Checks that the parity of an object of `size` bytes striped with
+/// `chunk` is the code of its data over a window of its stripe rows, and
+/// if not, which shards are wrong. `pieces[i]` is shard `i`'s bytes from
+/// `start` (a multiple of `chunk`) to the window's end (`start` plus the
+/// length of the parity pieces), cut where the shard ends. `trusted[i]`:
+/// shard `i`'s bytes are known good (they matched a checksum recorded
+/// when they were written).
+///
+/// With `k` trusted shards, the others are rebuilt from them and those
+/// that differ are the bad ones. Otherwise each stripe row is decoded on
+/// its own: a row's wrong shards are located when they are at most
+/// `m / 2` (the code's distance is `m + 1`, so that many are pinned down
+/// uniquely), among the untrusted shards.
+///
+/// # Errors
+/// Not `k + m` pieces, one of the wrong length, a window that does not
+/// start a row, or a codec of another shape.
+pub fn check(
+    layout: &StripeLayout,
+    codec: &dyn Codec,
+    (chunk, size): (u64, u64),
+    start: u64,
+    pieces: &[&[u8]],
+    trusted: &[bool],
+) -> Result<Parity, ObjectError> {
+    check_codec(layout, codec)?;
+    let (k, m, n) = (
+        layout.k as usize,
+        layout.m as usize,
+        layout.shards() as usize,
+    );
+    if pieces.len() != n || trusted.len() != n {
+        return Err(ObjectError::ShardCount {
+            got: pieces.len().min(trusted.len()),
+            want: n,
+        });
+    }
+    let width = pieces[k].len() as u64;
+    let end = start.saturating_add(width);
+    if chunk == 0 || !start.is_multiple_of(chunk) || end > layout.parity_len(chunk, size) {
+        return Err(ObjectError::Uncovered { start, end });
+    }
+    for (i, piece) in (0u32..).zip(pieces) {
+        let want = end
+            .min(layout.shard_len(chunk, size, i))
+            .saturating_sub(start);
+        if piece.len() as u64 != want {
+            return Err(ObjectError::ShardLength {
+                shard: i,
+                got: piece.len() as u64,
+                want,
+            });
+        }
+    }
+    let width = usize_of(width);
+    let parity = parity_of(codec, &pieces[..k], width, m)?;
+    if parity.iter().zip(&pieces[k..]).all(|(a, b)| a == b) {
+        return Ok(Parity::Consistent);
+    }
+    // Every piece as long as the parity (data shards end in zeros).
+    let full: Vec<Vec<u8>> = pieces
+        .iter()
+        .map(|s| {
+            let mut s = s.to_vec();
+            s.resize(width, 0);
+            s
+        })
+        .collect();
+    let good: Vec<usize> = (0..n).filter(|i| trusted[*i]).collect();
+    let mut bad = std::collections::BTreeSet::new();
+    if good.len() >= k {
+        let rebuilt = decode_from(codec, &full, &good[..k])?;
+        bad.extend((0..n).filter(|i| rebuilt[*i] != full[*i]).map(|i| i as u32));
+    } else {
+        let untrusted: Vec<usize> = (0..n).filter(|i| !trusted[*i]).collect();
+        for at in (0..width).step_by(usize_of(chunk)) {
+            let to = (at + usize_of(chunk)).min(width);
+            let row: Vec<Vec<u8>> = full.iter().map(|s| s[at..to].to_vec()).collect();
+            match locate_in_row(codec, &row, &untrusted, m / 2)? {
+                Some(wrong) => bad.extend(wrong.iter().map(|i| *i as u32)),
+                None => return Ok(Parity::Unlocated),
+            }
+        }
+    }
+    if bad.is_empty() || bad.len() > m {
+        return Ok(Parity::Unlocated);
+    }
+    Ok(Parity::Bad(bad))
+}
+
+/// Every shard (each of one length) as the code gives it from the shards
+/// at positions `basis` (`k` of them).
+fn decode_from(
+    codec: &dyn Codec,
+    shards: &[Vec<u8>],
+    basis: &[usize],
+) -> Result<Vec<Vec<u8>>, ObjectError> {
+    let mut slots: Vec<Option<Vec<u8>>> = (0..shards.len())
+        .map(|i| basis.contains(&i).then(|| shards[i].clone()))
+        .collect();
+    codec.reconstruct(&mut slots)?;
+    Ok(slots.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+/// The shards of one stripe row that are wrong: none if the row is a
+/// codeword, else the one set of at most `most` shards among `candidates`
+/// whose removal leaves a codeword (`None`: no such set, or several).
+fn locate_in_row(
+    codec: &dyn Codec,
+    row: &[Vec<u8>],
+    candidates: &[usize],
+    most: usize,
+) -> Result<Option<Vec<usize>>, ObjectError> {
+    let (k, n) = (codec.k(), row.len());
+    let consistent_without = |left_out: &[usize]| -> Result<bool, ObjectError> {
+        let basis: Vec<usize> = (0..n).filter(|i| !left_out.contains(i)).take(k).collect();
+        let rebuilt = decode_from(codec, row, &basis)?;
+        Ok((0..n)
+            .filter(|i| !left_out.contains(i))
+            .all(|i| rebuilt[i] == row[i]))
+    };
+    if consistent_without(&[])? {
+        return Ok(Some(Vec::new()));
+    }
+    for size in 1..=most {
+        let mut found: Vec<Vec<usize>> = Vec::new();
+        for set in subsets(candidates, size) {
+            if consistent_without(&set)? {
+                found.push(set);
+            }
+        }
+        match found.len() {
+            0 => {}
+            1 => return Ok(found.pop()),
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Every subset of `items` with `size` elements, in order.
+fn subsets(items: &[usize], size: usize) -> Vec<Vec<usize>> {
+    if size == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for (i, first) in items.iter().enumerate() {
+        for mut rest in subsets(&items[i + 1..], size - 1) {
+            rest.insert(0, *first);
+            out.push(rest);
+        }
+    }
+    out
+}
+
 /// Object bytes `range` of an object striped with `chunk`, from pieces of
 /// its data shards: `(shard, shard byte range, bytes)`, as
 /// [`StripeLayout::shard_ranges`] names them (a piece may hold more).
@@ -237,6 +405,7 @@ mod tests {
     use super::*;
     use crate::ReedSolomon;
     use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
     fn object(len: usize, seed: u8) -> Vec<u8> {
         (0..len)
@@ -292,6 +461,109 @@ mod tests {
             gather(&layout, s.chunk, 0..20, &pieces),
             Err(ObjectError::Uncovered { .. })
         ));
+    }
+
+    /// Re-encoding finds the shards that disagree: any `m / 2` of them
+    /// with nothing trusted, any `m` of the others with `k` trusted, and
+    /// says so rather than guess when it cannot tell (2+1, nothing
+    /// trusted).
+    #[test]
+    fn re_encoding_locates_the_wrong_shards_it_can_and_no_more() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            usize::try_from(rng % below as u64).expect("small")
+        };
+        let mut checked = 0;
+        for (k, m) in [(2u32, 1u32), (4, 2), (8, 3)] {
+            let layout = StripeLayout::new(k, m, 4096).expect("layout");
+            let codec = ReedSolomon::new(k as usize, m as usize).expect("codec");
+            let n = (k + m) as usize;
+            for case in 0..60 {
+                let len = [300, 5000, 70_001, 200_000][case % 4];
+                let s = split(&layout, &codec, &object(len, case as u8)).expect("split");
+                let none = vec![false; n];
+                let check = |shards: &[Vec<u8>], trusted: &[bool]| {
+                    let whole: Vec<&[u8]> = shards.iter().map(Vec::as_slice).collect();
+                    super::check(&layout, &codec, (s.chunk, s.size), 0, &whole, trusted)
+                        .expect("check")
+                };
+                // Rows 1 and 2 only.
+                let (from, to) = (s.chunk, 3 * s.chunk);
+                let windowed = layout.parity_len(s.chunk, s.size) >= to;
+                let check_window = |shards: &[Vec<u8>], trusted: &[bool]| {
+                    let window: Vec<&[u8]> = shards
+                        .iter()
+                        .map(|x| &x[usize_of(from).min(x.len())..usize_of(to).min(x.len())])
+                        .collect();
+                    super::check(&layout, &codec, (s.chunk, s.size), from, &window, trusted)
+                        .expect("check a window")
+                };
+                assert_eq!(check(&s.shards, &none), Parity::Consistent);
+                // Some shards trusted (the first k of a shuffled order) or
+                // none; then as many wrong shards as can be located.
+                let mut order: Vec<usize> = (0..n).collect();
+                for i in (1..n).rev() {
+                    order.swap(i, next(i + 1));
+                }
+                let with_trust = case % 2 == 0;
+                let mut trusted = vec![false; n];
+                let (wrong_max, pool) = if with_trust {
+                    for &i in &order[..k as usize] {
+                        trusted[i] = true;
+                    }
+                    (m as usize, &order[k as usize..])
+                } else {
+                    (m as usize / 2, &order[..])
+                };
+                let count = if wrong_max == 0 {
+                    1
+                } else {
+                    1 + next(wrong_max)
+                };
+                let wrong: BTreeSet<usize> = pool
+                    .iter()
+                    .filter(|i| !s.shards[**i].is_empty())
+                    .take(count)
+                    .copied()
+                    .collect();
+                let mut shards = s.shards.clone();
+                let mut inside = 0;
+                for &i in &wrong {
+                    let at = next(shards[i].len());
+                    shards[i][at] ^= 1 + next(255) as u8;
+                    inside += usize::from((usize_of(from)..usize_of(to)).contains(&at));
+                }
+                let found = check(&shards, &trusted);
+                let what = format!("{k}+{m}, {len} bytes, wrong {wrong:?}, trusted {trusted:?}");
+                if windowed && inside == 0 {
+                    assert_eq!(
+                        check_window(&shards, &trusted),
+                        Parity::Consistent,
+                        "{what}"
+                    );
+                } else if windowed && inside == wrong.len() {
+                    assert_eq!(check_window(&shards, &trusted), found, "{what}: window");
+                }
+                if wrong_max == 0 {
+                    assert_eq!(found, Parity::Unlocated, "{what}");
+                } else {
+                    let want: BTreeSet<u32> = wrong.iter().map(|i| *i as u32).collect();
+                    assert_eq!(found, Parity::Bad(want.clone()), "{what}");
+                    let mut slots: Vec<Option<Vec<u8>>> = shards.into_iter().map(Some).collect();
+                    for i in &want {
+                        slots[*i as usize] = None;
+                    }
+                    rebuild(&layout, &codec, s.chunk, s.size, &mut slots).expect("rebuild");
+                    let rebuilt: Vec<Vec<u8>> = slots.into_iter().flatten().collect();
+                    assert_eq!(rebuilt, s.shards, "{what}");
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 180);
     }
 
     fn shapes() -> impl Strategy<Value = (u32, u32, u64)> {

@@ -542,6 +542,7 @@ pub fn encode_pg_msg(pg: PgId, msg: &PgMsg) -> Result<(PeerMsg, CheckedBytes), P
                     omap_digest: e.omap_digest,
                     data_digest: e.data_digest,
                     error: e.error.clone(),
+                    sealed: e.sealed,
                 })
                 .collect();
             let body = PeerMsg::ScrubMap {
@@ -1154,6 +1155,7 @@ fn decode_peering(msg: PeerMsg, data: &Bytes) -> Result<(PgId, PgMsg), PeerDecod
                     omap_digest: e.omap_digest,
                     data_digest: e.data_digest,
                     error: e.error,
+                    sealed: e.sealed,
                 });
             }
             let map = ScrubMap {
@@ -1370,6 +1372,7 @@ mod tests {
                 omap_digest: 2,
                 data_digest: None,
                 error: Some("corrupt".into()),
+                sealed: true,
             }],
             truncated: false,
         });

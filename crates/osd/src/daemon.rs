@@ -32,7 +32,7 @@ use crate::ec;
 use crate::hello::{check_hello, source_ip};
 use crate::lease::{AliveStamp, Leases, restart_lease_bound_ms};
 use crate::limits::{ALIVE_INTERVAL_MS, LEASE_MS};
-use crate::limits::{BACKFILL_SCAN_KEYS, PG_TICK_INTERVAL};
+use crate::limits::{BACKFILL_SCAN_KEYS, PARITY_CHECK_BUDGET, PG_TICK_INTERVAL};
 use crate::limits::{
     BOOT_REPEAT_PAUSE, BOOT_RETRY_INTERVAL, MAP_PAGES_MAX, META_PAGE_KEYS, OMAP_PAGE_KEYS,
     PEER_SEND_ATTEMPTS, PG_STAT_INCONSISTENT_MAX, SCRUB_LIST_PAGE_KEYS, SCRUB_READ_BYTES,
@@ -1671,6 +1671,11 @@ impl Osd {
                             osd.purge(pg, interval_epoch).await;
                         });
                     }
+                    Effect::VerifyParity { chunk, checks } => {
+                        self.spawn(move |osd: Arc<Osd>| async move {
+                            osd.verify_parity(pg, chunk, checks).await;
+                        });
+                    }
                     Effect::Reply { req, reply } => {
                         let waiters = lock(&self.pending).remove(&req).unwrap_or_default();
                         for waiter in waiters {
@@ -1923,6 +1928,81 @@ impl Osd {
             self.recovered_objects.fetch_add(1, Ordering::Relaxed);
             self.recovered_bytes.fetch_add(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// A deep scrub's parity check of an erasure-coded PG's chunk: each
+    /// object's shards read window by window from every position at the
+    /// version the scrub maps agreed on, re-encoded, and what disagrees
+    /// reported to the core (which records it, and repairs it if asked).
+    /// Under the recovery throttle; after [`PARITY_CHECK_BUDGET`] the
+    /// objects not yet checked wait for the next deep scrub.
+    async fn verify_parity(&self, pg: PgId, chunk: u64, checks: Vec<scrub::ParityCheck>) {
+        let started = std::time::Instant::now();
+        let mut found = Vec::new();
+        let mut checked = 0usize;
+        let total = checks.len();
+        for check in checks {
+            if started.elapsed() > PARITY_CHECK_BUDGET {
+                break;
+            }
+            let Some(interval) = lock(&self.pgs).get(&pg).map(|s| s.pg.interval().clone()) else {
+                return;
+            };
+            let Some(shape) = &interval.ec else { return };
+            let (layout, codec) = match (ec::layout_of(shape), ec::codec_for(shape.k, shape.m)) {
+                (Ok(layout), Ok(codec)) => (layout, codec),
+                _ => return,
+            };
+            let _permit = self.recovery.acquire(Priority::Misplaced).await;
+            let collection = CollectionId::pg(pg.pool.0, pg.seed);
+            let key = ObjectKey::new(check.object.clone());
+            let store = self.store.clone();
+            let local_key = key.clone();
+            let local_layout = layout;
+            let local = tokio::task::spawn_blocking(move || {
+                ec::local_object(&*store, collection, &local_key, &local_layout)
+            })
+            .await;
+            let Ok(Ok(Some(local))) = local else { continue };
+            if local.version != check.version {
+                continue;
+            }
+            for window in ec::parity_windows(&layout, local.chunk, local.size) {
+                let ranges: BTreeMap<u32, Vec<(u64, u64)>> = (0..layout.shards())
+                    .map(|s| (s, vec![(window.start, window.end - window.start)]))
+                    .collect();
+                let (got, _failed) = self
+                    .fetch_shards(pg, &interval, &key, check.version, &ranges, (false, &[]))
+                    .await;
+                self.recovery
+                    .pace((window.end - window.start) * u64::from(layout.shards()))
+                    .await;
+                match ec::parity_verdict(
+                    &layout,
+                    &*codec,
+                    &interval,
+                    &check,
+                    (local.chunk, local.size),
+                    &window,
+                    &got,
+                ) {
+                    Ok(None) => {}
+                    Ok(Some(inconsistency)) => {
+                        found.push(inconsistency);
+                        break;
+                    }
+                    Err(why) => {
+                        tracing::debug!(%pg, object = %String::from_utf8_lossy(&check.object), %why, "parity check skipped");
+                        break;
+                    }
+                }
+            }
+            checked += 1;
+        }
+        if checked < total {
+            tracing::info!(%pg, checked, total, "parity check of a scrub chunk cut short by its time budget");
+        }
+        self.feed(pg, PgEvent::ParityChecked { chunk, found }).await;
     }
 
     /// Sets the recovery throttle for a busy or an idle (no client op in
@@ -3576,6 +3656,7 @@ fn scrub_entry(
         omap_digest: 0,
         data_digest: None,
         error: None,
+        sealed: false,
     };
     let result = (|| -> Result<(), StoreError> {
         let stat = store.stat(collection, key)?;
@@ -3611,6 +3692,7 @@ fn scrub_entry(
             if let Some(meta) = xattrs.get(crate::ec::EC_META_XATTR) {
                 let meta = crate::ec::ShardMeta::decode(meta)
                     .map_err(|e| StoreError::Corrupt(format!("shard metadata: {e}")))?;
+                entry.sealed = meta.crc == Some(crc);
                 if meta.crc.is_some_and(|want| want != crc) {
                     return Err(StoreError::Corrupt(format!(
                         "shard {} holds bytes whose crc32c {crc:08x} is not the {:08x} its write recorded",

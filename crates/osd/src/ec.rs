@@ -12,9 +12,10 @@
 //! `docs/erasure-coding.md`.
 
 use crate::daemon::{observe, op_error, read_op, refusal_error};
+use crate::limits::PARITY_CHECK_WINDOW_BYTES;
 use crate::log::{LogEntry, ReqId};
 use crate::pg::{InvalidWrite, PgBackend, Push, ShardWrites, check_ops};
-use crate::scrub::{Inconsistency, ScrubMap};
+use crate::scrub::{Inconsistency, ParityCheck, ScrubMap};
 use crate::undo::{Keep, UndoRecord};
 use bytes::{Bytes, BytesMut};
 use cairn_ec::{Codec, ReedSolomon, StripeLayout};
@@ -1923,6 +1924,100 @@ pub struct Fetch {
     pub decode: Option<(Range<u64>, Vec<u32>)>,
 }
 
+/// The windows of shard bytes (whole stripe rows, from the start) a
+/// deep scrub's parity check of an object of `size` bytes striped with
+/// `chunk` reads one after the other: all `k + m` shards' bytes of a
+/// window together at most [`PARITY_CHECK_WINDOW_BYTES`] (at least a row).
+#[must_use]
+pub fn parity_windows(layout: &StripeLayout, chunk: u64, size: u64) -> Vec<Range<u64>> {
+    let end = layout.parity_len(chunk, size);
+    let chunk = chunk.max(1);
+    let rows = (PARITY_CHECK_WINDOW_BYTES / u64::from(layout.shards()) / chunk).max(1);
+    let step = rows * chunk;
+    (0..end.div_ceil(step))
+        .map(|i| i * step..((i + 1) * step).min(end))
+        .collect()
+}
+
+/// What re-encoding one window of an object's shards found: `Ok(None)`,
+/// they agree; `Ok(Some(_))`, the inconsistency to record (repairable
+/// when the wrong shards could be told); `Err`, the window could not be
+/// checked (a shard not read, or not of the object's shape).
+///
+/// # Errors
+/// As above: the object is left for the next deep scrub.
+pub fn parity_verdict(
+    layout: &StripeLayout,
+    codec: &dyn Codec,
+    interval: &crate::Interval,
+    check: &ParityCheck,
+    (chunk, size): (u64, u64),
+    window: &Range<u64>,
+    got: &BTreeMap<u32, Served>,
+) -> Result<Option<Inconsistency>, String> {
+    let n = layout.shards();
+    let mut pieces: Vec<&[u8]> = Vec::with_capacity(n as usize);
+    for shard in 0..n {
+        let Some(served) = got.get(&shard) else {
+            return Err(format!("shard {shard} was not read"));
+        };
+        if served.version != check.version {
+            return Err(format!("shard {shard} is at version {}", served.version));
+        }
+        pieces.push(served.parts.first().map_or(&[][..], |p| &p[..]));
+    }
+    let trusted: Vec<bool> = (0..n).map(|s| check.sealed.contains(&s)).collect();
+    let parity = cairn_ec::object::check(
+        layout,
+        codec,
+        (chunk, size),
+        window.start,
+        &pieces,
+        &trusted,
+    )
+    .map_err(|e| e.to_string())?;
+    let osds = |shards: &mut dyn Iterator<Item = u32>| -> BTreeSet<OsdId> {
+        shards.filter_map(|s| interval.osd_at(s)).collect()
+    };
+    Ok(match parity {
+        cairn_ec::Parity::Consistent => None,
+        cairn_ec::Parity::Bad(bad) => {
+            let auth = (0..n)
+                .find(|s| !bad.contains(s))
+                .and_then(|s| interval.osd_at(s));
+            let named: Vec<String> = bad
+                .iter()
+                .map(|s| match interval.osd_at(*s) {
+                    Some(osd) => format!("shard {s} on osd.{}", osd.0),
+                    None => format!("shard {s}"),
+                })
+                .collect();
+            Some(Inconsistency {
+                object: check.object.clone(),
+                bad: osds(&mut bad.iter().copied()),
+                auth,
+                reason: format!(
+                    "{} disagree{} with the code of the others (bytes {}..{} of each shard)",
+                    named.join(", "),
+                    if named.len() == 1 { "s" } else { "" },
+                    window.start,
+                    window.end
+                ),
+            })
+        }
+        cairn_ec::Parity::Unlocated => Some(Inconsistency {
+            object: check.object.clone(),
+            bad: osds(&mut (0..n).filter(|s| !check.sealed.contains(s))),
+            auth: None,
+            reason: format!(
+                "parity does not match the data (bytes {}..{} of each shard), and which of the \
+                 unsealed shards is wrong cannot be told",
+                window.start, window.end
+            ),
+        }),
+    })
+}
+
 /// How to fetch `plan`'s ranges from the `available` shards.
 ///
 /// # Errors
@@ -2832,6 +2927,193 @@ mod tests {
         }
         // 3 + 21 + 231 patterns.
         assert_eq!(checked, 255);
+    }
+
+    /// A deep scrub re-encodes an object whose shards a partial write left
+    /// unsealed (their crc32c unknown): bytes rewritten under sound block
+    /// checksums on such a shard pass every per-shard check, and only the
+    /// parity check finds them. With 4+2 and 8+3 one such shard is named
+    /// and rebuilt exactly; with 2+1 (one parity shard) the mismatch is
+    /// reported without guessing which shard is wrong.
+    #[test]
+    fn a_deep_scrub_re_encodes_partially_written_objects_and_finds_silent_damage() {
+        let coll = CollectionId::pg(1, 0);
+        let pg = cairn_types::PgId::new(cairn_types::PoolId(1), 0);
+        let order = crate::scrub::ScrubOrder {
+            to: OsdId(0),
+            interval_epoch: cairn_types::Epoch(1),
+            chunk: 0,
+            after: None,
+            through: None,
+            deep: true,
+        };
+        for (k, m) in [(2u32, 1u32), (4, 2), (8, 3)] {
+            let shape = shape(k, m);
+            let backend = EcBackend::new(&shape).expect("shape");
+            let layout = *backend.layout();
+            let interval = crate::Interval {
+                epoch_started: cairn_types::Epoch(1),
+                up: (0..k + m).map(OsdId).collect(),
+                acting: (0..k + m).map(OsdId).collect(),
+                primary: Some(OsdId(0)),
+                min_size: k + 1,
+                size: k + m,
+                ec: Some(shape.clone()),
+            };
+            let n = k + m;
+            // Big enough for several parity-check windows.
+            let size = 3 * PARITY_CHECK_WINDOW_BYTES * u64::from(k) / u64::from(n) + 20_777;
+            let data: Vec<u8> = (0..size).map(|i| (i * 13 + u64::from(k)) as u8).collect();
+            for victim in 0..n {
+                let stores = stores(n);
+                apply(
+                    &stores,
+                    &backend.plan_write(write_full(&data, 1)).expect("plan"),
+                );
+                // A partial write of data shard 1 and the parity (its
+                // bytes unchanged: only the seals matter here), as
+                // `delta_writes` and `partial_writes` leave them.
+                let touched: BTreeSet<u32> = std::iter::once(1).chain(k..n).collect();
+                for &i in &touched {
+                    let store = &stores[i as usize];
+                    let xattrs = store.xattrs(coll, &key()).expect("xattrs");
+                    let mut meta =
+                        ShardMeta::decode(&xattrs[EC_META_XATTR]).expect("shard metadata");
+                    meta.crc = None;
+                    let txn = Transaction::new(coll)
+                        .with(Op::SetXattrs {
+                            object: key(),
+                            xattrs: BTreeMap::from([(
+                                Bytes::from_static(EC_META_XATTR),
+                                meta.encode(),
+                            )]),
+                        })
+                        .with(Op::SetVersion {
+                            object: key(),
+                            version: 2,
+                        });
+                    store.apply(txn).expect("unseal");
+                }
+                for i in (0..n).filter(|i| !touched.contains(i)) {
+                    let txn = Transaction::new(coll).with(Op::SetVersion {
+                        object: key(),
+                        version: 2,
+                    });
+                    stores[i as usize].apply(txn).expect("version");
+                }
+                let before: Vec<_> = (0..n)
+                    .map(|i| {
+                        crate::daemon::read_object_state(&stores[i as usize], coll, &key().name)
+                            .expect("readable")
+                            .expect("present")
+                    })
+                    .collect();
+                // Silent damage: other bytes, written properly, in the
+                // middle window.
+                let len = before[victim as usize].data.len();
+                let at = len / 2;
+                let garbage: Vec<u8> = before[victim as usize].data[at..at + 64]
+                    .iter()
+                    .map(|b| b ^ 0xa5)
+                    .collect();
+                let txn = Transaction::new(coll).with(Op::Write {
+                    object: key(),
+                    offset: at as u64,
+                    data: CheckedBytes::summed(Bytes::from(garbage)),
+                });
+                stores[victim as usize].apply(txn).expect("rewrite");
+                let what = format!("{k}+{m}, damage on shard {victim}");
+
+                let maps: BTreeMap<OsdId, ScrubMap> = (0..n)
+                    .map(|i| {
+                        let map = crate::daemon::build_scrub_map(
+                            &stores[i as usize],
+                            pg,
+                            OsdId(i),
+                            &order,
+                        )
+                        .expect("scrub map");
+                        (OsdId(i), map)
+                    })
+                    .collect();
+                let found = backend.compare_scrub_maps(&maps, OsdId(0));
+                let positions: BTreeMap<OsdId, u32> = (0..n).map(|i| (OsdId(i), i)).collect();
+                let checks = crate::scrub::parity_checks(&maps, &positions, &found);
+                if !touched.contains(&victim) {
+                    // A sealed shard: its own crc32c gives it away, and
+                    // the object is not re-encoded (it is already found).
+                    assert_eq!(found.len(), 1, "{what}: {found:?}");
+                    assert_eq!(found[0].bad, BTreeSet::from([OsdId(victim)]), "{what}");
+                    assert!(checks.is_empty(), "{what}: {checks:?}");
+                    continue;
+                }
+                assert!(found.is_empty(), "{what}: the maps see nothing: {found:?}");
+                assert_eq!(checks.len(), 1, "{what}");
+                let sealed: BTreeSet<u32> = (0..n).filter(|i| !touched.contains(i)).collect();
+                assert_eq!(checks[0].sealed, sealed, "{what}");
+                let local = local_object(&stores[0], coll, &key(), &layout)
+                    .expect("readable")
+                    .expect("present");
+                let windows = parity_windows(&layout, local.chunk, local.size);
+                assert!(windows.len() >= 3, "{what}: {windows:?}");
+                let mut verdicts = Vec::new();
+                for window in &windows {
+                    let got: BTreeMap<u32, Served> = (0..n)
+                        .map(|i| {
+                            let ranges = [(window.start, window.end - window.start)];
+                            let served = serve_shard_read(
+                                &stores[i as usize],
+                                coll,
+                                &key(),
+                                i,
+                                2,
+                                &ranges,
+                                false,
+                            )
+                            .expect("served");
+                            (i, served)
+                        })
+                        .collect();
+                    let verdict = parity_verdict(
+                        &layout,
+                        &*backend.codec,
+                        &interval,
+                        &checks[0],
+                        (local.chunk, local.size),
+                        window,
+                        &got,
+                    )
+                    .expect("checked");
+                    verdicts.push(verdict);
+                }
+                let found: Vec<&Inconsistency> = verdicts.iter().flatten().collect();
+                assert_eq!(found.len(), 1, "{what}: one window holds the damage");
+                if m == 1 {
+                    let unsealed: BTreeSet<OsdId> = touched.iter().map(|i| OsdId(*i)).collect();
+                    assert_eq!(found[0].bad, unsealed, "{what}");
+                    assert_eq!(found[0].auth, None, "{what}: no guess");
+                    continue;
+                }
+                assert_eq!(found[0].bad, BTreeSet::from([OsdId(victim)]), "{what}");
+                let auth = found[0].auth.expect("repairable");
+                assert_ne!(auth, OsdId(victim), "{what}");
+                let whole =
+                    |i: u32| serve_shard_read(&stores[i as usize], coll, &key(), i, 0, &[], true);
+                // Repair reads the others (the scrub marked the victim lacking).
+                let sources: Sources = (0..n)
+                    .filter(|i| *i != victim)
+                    .map(|i| (i, whole(i)))
+                    .collect();
+                let rebuilt =
+                    rebuild_for_push(&layout, &*backend.codec, &sources, &[victim], Some(2))
+                        .expect("rebuilt")
+                        .expect("the object exists");
+                assert_eq!(
+                    rebuilt[0].1.data, before[victim as usize].data,
+                    "{what}: rebuilt as written"
+                );
+            }
+        }
     }
 
     /// Small overwrites of wide codes go by parity delta: random writes and

@@ -260,6 +260,19 @@ pub const PG_TEMP_RESEND_TICKS: u32 = RESEND_TICKS * 3;
 /// issued again (its messages may have died with a connection).
 pub const STALLED_TICKS: u32 = 10;
 
+/// Ticks a deep scrub waits for the shell's parity check of a chunk of an
+/// erasure-coded PG before going on without it (writes to the chunk wait
+/// meanwhile). The shell stops checking after [`PARITY_CHECK_BUDGET`].
+pub const PARITY_CHECK_TICKS_MAX: u32 = 120;
+
+/// How long the shell re-encodes one chunk's objects before reporting
+/// what it checked (the rest wait for the next deep scrub).
+pub const PARITY_CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The bytes of all shards together a parity check reads at once (whole
+/// stripe rows, at least one).
+pub const PARITY_CHECK_WINDOW_BYTES: u64 = 4 << 20;
+
 /// How often the shell ticks every PG.
 pub const PG_TICK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 

@@ -37,6 +37,9 @@ pub struct ScrubEntry {
     pub data_digest: Option<u32>,
     /// The store could not read the object (a checksum mismatch, say).
     pub error: Option<String>,
+    /// An erasure-coded shard whose bytes matched the crc32c its write
+    /// recorded (deep scrub only): a parity check trusts it.
+    pub sealed: bool,
 }
 
 /// One copy's report on one chunk.
@@ -409,6 +412,69 @@ pub(crate) enum Stage {
         maps: BTreeMap<OsdId, ScrubMap>,
         ticks: u32,
     },
+    /// An erasure-coded PG's deep scrub: the maps agreed on these
+    /// objects, whose shards the shell re-encodes
+    /// ([`Effect::VerifyParity`](crate::pg::Effect::VerifyParity));
+    /// `found` is what the maps showed.
+    Verifying {
+        through: Option<ObjectKey>,
+        found: Vec<Inconsistency>,
+        ticks: u32,
+    },
+}
+
+/// An object of an erasure-coded PG whose parity a deep scrub checks:
+/// every shard is at `version`, and those at positions `sealed` matched
+/// the crc32c their write recorded. The others changed by partial writes
+/// since (or were never sealed), so only re-encoding tells whether they
+/// still agree with the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParityCheck {
+    pub object: Bytes,
+    pub version: u64,
+    pub sealed: BTreeSet<u32>,
+}
+
+/// The objects of a deep scrub's chunk of an erasure-coded PG to check
+/// by re-encoding: held with data at one version on every position
+/// (`positions`: each acting OSD's), read without error, not already
+/// found inconsistent, and not sealed on every shard.
+#[must_use]
+pub fn parity_checks(
+    maps: &BTreeMap<OsdId, ScrubMap>,
+    positions: &BTreeMap<OsdId, u32>,
+    found: &[Inconsistency],
+) -> Vec<ParityCheck> {
+    if positions.is_empty() || positions.keys().any(|osd| !maps.contains_key(osd)) {
+        return Vec::new();
+    }
+    let mut seen: BTreeMap<&Bytes, Vec<(u32, &ScrubEntry)>> = BTreeMap::new();
+    for (osd, shard) in positions {
+        for entry in maps.get(osd).map(|m| &m.entries[..]).unwrap_or_default() {
+            seen.entry(&entry.name).or_default().push((*shard, entry));
+        }
+    }
+    seen.into_iter()
+        .filter(|(name, _)| !found.iter().any(|f| f.object == **name))
+        .filter_map(|(name, entries)| {
+            let (_, first) = entries.first()?;
+            let agreed = entries.len() == positions.len()
+                && entries.iter().all(|(_, e)| {
+                    e.version == first.version && e.error.is_none() && e.data_digest.is_some()
+                });
+            let has_data = entries.iter().any(|(_, e)| e.size > 0);
+            let unsealed = entries.iter().any(|(_, e)| !e.sealed);
+            (agreed && has_data && unsealed).then(|| ParityCheck {
+                object: name.clone(),
+                version: first.version,
+                sealed: entries
+                    .iter()
+                    .filter(|(_, e)| e.sealed)
+                    .map(|(s, _)| *s)
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 impl ScrubRun {
@@ -416,9 +482,9 @@ impl ScrubRun {
     fn through(&self) -> Option<Option<&ObjectKey>> {
         match &self.stage {
             Stage::Listing => None,
-            Stage::Draining { through } | Stage::Collecting { through, .. } => {
-                Some(through.as_ref())
-            }
+            Stage::Draining { through }
+            | Stage::Collecting { through, .. }
+            | Stage::Verifying { through, .. } => Some(through.as_ref()),
         }
     }
 
@@ -536,6 +602,7 @@ mod tests {
             omap_digest: 2,
             data_digest: data,
             error: None,
+            sealed: false,
         }
     }
 

@@ -866,6 +866,7 @@ fn scrub_entry(name: &str, version: u64, data_digest: u32) -> ScrubEntry {
         omap_digest: 0,
         data_digest: Some(data_digest),
         error: None,
+        sealed: false,
     }
 }
 

@@ -41,7 +41,7 @@ impl Message for PeerPong {
 /// it does not know rather than guess at their meaning. 2: `Push` carries
 /// the object's omap in its data segment. 3: `Lease` renewals delegate
 /// direct shard reads.
-pub const HELLO_VERSION: u16 = 3;
+pub const HELLO_VERSION: u16 = 4;
 
 /// Request `KIND_PEER_HELLO`: the first message on an OSD → OSD connection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -295,6 +295,9 @@ pub struct ScrubEntryWire {
     pub omap_digest: u32,
     pub data_digest: Option<u32>,
     pub error: Option<String>,
+    /// The bytes matched the checksum their write recorded (deep scrubs
+    /// of erasure-coded shards).
+    pub sealed: bool,
 }
 
 /// The peering messages that carry only their sender and interval.

@@ -1189,6 +1189,9 @@ impl SimOsd {
                     out.timers
                         .push((Delay::Io, OsdTimer::ScrubMap { pg, order }));
                 }
+                Effect::VerifyParity { chunk, checks } => {
+                    self.verify_parity(pg, chunk, checks, out);
+                }
                 Effect::Reply { req, reply } if self.is_ec_write(req) => {
                     self.ec_core_reply(req, reply, out);
                 }

@@ -1746,6 +1746,8 @@ impl World {
             ec.rollbacks += counts.rollbacks;
             ec.direct_parts += counts.direct_parts;
             ec.direct_rows += counts.direct_rows;
+            ec.parity_checks += counts.parity_checks;
+            ec.parity_findings += counts.parity_findings;
         }
         self.stats.ec = ec;
     }

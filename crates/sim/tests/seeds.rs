@@ -234,6 +234,8 @@ impl Totals {
         self.ec.rollbacks += s.ec.rollbacks;
         self.ec.direct_parts += s.ec.direct_parts;
         self.ec.direct_rows += s.ec.direct_rows;
+        self.ec.parity_checks += s.ec.parity_checks;
+        self.ec.parity_findings += s.ec.parity_findings;
     }
 
     /// A sweep that never crashed, cut, dropped or flipped anything
@@ -282,6 +284,10 @@ impl Totals {
         assert!(
             ec.direct_rows > 0,
             "no direct read decoded a missing data shard: {self:?}"
+        );
+        assert!(
+            ec.parity_checks > 0,
+            "no deep scrub re-encoded an object: {self:?}"
         );
         let unknown = self.workload_ops - self.acknowledged;
         assert!(

@@ -5,7 +5,7 @@
 use super::events::{IntervalError, ReadId};
 use super::messages::PgMsg;
 use crate::log::{LogResult, ReqId, Version};
-use crate::scrub::ScrubOrder;
+use crate::scrub::{ParityCheck, ScrubOrder};
 use crate::throttle::Priority;
 use bytes::Bytes;
 use cairn_store::{ObjectKey, StoreError, Transaction};
@@ -166,7 +166,8 @@ pub struct StoreWrite {
 /// 2. **Then the rest, kind by kind** in this order: [`Effect::Note`],
 ///    [`Effect::Ignored`], [`Effect::PgTempSet`]/[`Effect::PgTempClear`],
 ///    [`Effect::Push`], [`Effect::Scan`], [`Effect::Purge`],
-///    [`Effect::ScrubList`], [`Effect::ScrubMap`], [`Effect::Reply`],
+///    [`Effect::ScrubList`], [`Effect::ScrubMap`],
+///    [`Effect::VerifyParity`], [`Effect::Reply`],
 ///    [`Effect::ReadAnswer`], [`Effect::Read`], [`Effect::Send`]; **within
 ///    a kind, in list order**. That order is what matters: sends to one peer keep the order the core made them in
 ///    (a replica takes sub-writes only in log order), replies keep version
@@ -232,6 +233,14 @@ pub enum Effect {
     /// Read this scrub map and send it to its `to` (this OSD's own as a
     /// [`PgEvent::Peer`](super::PgEvent::Peer) of [`PgMsg::ScrubMap`]).
     ScrubMap(ScrubOrder),
+    /// Re-encode these objects' shards (read from every position at their
+    /// version) and report what disagrees as
+    /// [`PgEvent::ParityChecked`](super::PgEvent::ParityChecked) of
+    /// `chunk`.
+    VerifyParity {
+        chunk: u64,
+        checks: Vec<ParityCheck>,
+    },
 }
 
 /// The kinds of [`Effect`] other than [`Effect::Store`], in the order
@@ -246,6 +255,7 @@ enum Kind {
     Purge,
     ScrubList,
     ScrubMap,
+    VerifyParity,
     Reply,
     ReadAnswer,
     Read,
@@ -285,6 +295,7 @@ impl Effect {
             Effect::Purge { .. } => Kind::Purge,
             Effect::ScrubList { .. } => Kind::ScrubList,
             Effect::ScrubMap(_) => Kind::ScrubMap,
+            Effect::VerifyParity { .. } => Kind::VerifyParity,
             Effect::Reply { .. } => Kind::Reply,
             Effect::ReadAnswer { .. } => Kind::ReadAnswer,
             Effect::Read { .. } => Kind::Read,

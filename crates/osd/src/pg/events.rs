@@ -6,6 +6,7 @@ use super::effects::StoreTag;
 use super::messages::{PgMsg, SubWrite, SubWriteAck};
 use crate::log::{ReqId, Version, err_code};
 use crate::peering::PastInterval;
+use crate::scrub::Inconsistency;
 use bytes::Bytes;
 use cairn_store::{ObjectKey, Op};
 use cairn_types::{Epoch, OsdId};
@@ -280,6 +281,12 @@ pub enum PgEvent {
     ScrubPage {
         keys: Vec<ObjectKey>,
         more: bool,
+    },
+    /// What re-encoding the objects of a deep scrub's chunk found
+    /// (answering [`Effect::VerifyParity`](super::Effect::VerifyParity)).
+    ParityChecked {
+        chunk: u64,
+        found: Vec<Inconsistency>,
     },
     /// This copy's store could not read `object` (a checksum mismatch):
     /// the primary recovers it from another copy.

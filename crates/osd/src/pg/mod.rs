@@ -474,6 +474,7 @@ impl Pg {
                 self.on_scrub_page(keys, more, fx);
                 Ok(())
             }
+            PgEvent::ParityChecked { chunk, found } => self.on_parity_checked(chunk, found, fx),
             PgEvent::ReadError { object, error } => {
                 self.on_read_error(object, error, fx);
                 Ok(())

@@ -4,7 +4,7 @@
 
 use super::effects::{Effect, Effects, Ignored, StoreTag, StoreWrite};
 use super::{Pg, valid_name};
-use crate::limits::STALLED_TICKS;
+use crate::limits::{PARITY_CHECK_TICKS_MAX, STALLED_TICKS};
 use crate::scrub::{Inconsistency, ScrubMap, ScrubRun, ScrubStamps, Stage};
 use bytes::Bytes;
 use cairn_store::{ObjectKey, Op, Transaction};
@@ -205,6 +205,75 @@ impl Pg {
             ));
         }
         let found = self.backend.compare_scrub_maps(&maps, self.whoami);
+        // An erasure-coded PG's deep scrub also re-encodes the objects whose
+        // shards the maps cannot vouch for, writes to the chunk still held.
+        let checks = if run.deep && self.interval.ec.is_some() {
+            let positions: BTreeMap<OsdId, u32> = self
+                .interval
+                .acting
+                .iter()
+                .filter_map(|osd| self.interval.shard_of(*osd).map(|s| (*osd, s)))
+                .collect();
+            crate::scrub::parity_checks(&maps, &positions, &found)
+        } else {
+            Vec::new()
+        };
+        if !checks.is_empty() {
+            run.stage = Stage::Verifying {
+                through,
+                found,
+                ticks: 0,
+            };
+            fx.push(Effect::VerifyParity {
+                chunk: run.chunk,
+                checks,
+            });
+            self.scrub.run = Some(run);
+            return Ok(());
+        }
+        self.conclude_chunk(run, through, found, fx);
+        Ok(())
+    }
+
+    /// The shell re-encoded the chunk's objects: what it found joins what
+    /// the maps showed.
+    pub(super) fn on_parity_checked(
+        &mut self,
+        chunk: u64,
+        more: Vec<Inconsistency>,
+        fx: &mut Effects,
+    ) -> Result<(), Ignored> {
+        let Some(mut run) = self.scrub.run.take() else {
+            return Err(Ignored::Scrub(
+                "a parity check with no scrub under way".into(),
+            ));
+        };
+        if run.chunk != chunk || !matches!(run.stage, Stage::Verifying { .. }) {
+            self.scrub.run = Some(run);
+            return Err(Ignored::Scrub(format!(
+                "a parity check of chunk {chunk}, not the one under way"
+            )));
+        }
+        let Stage::Verifying {
+            through, mut found, ..
+        } = std::mem::replace(&mut run.stage, Stage::Listing)
+        else {
+            unreachable!("matched above");
+        };
+        found.extend(more.into_iter().filter(|f| valid_name(&f.object)));
+        self.conclude_chunk(run, through, found, fx);
+        Ok(())
+    }
+
+    /// Records what a chunk's scrub found (repairing it if asked), clears
+    /// what a deep scrub no longer finds, and goes on to the next chunk.
+    fn conclude_chunk(
+        &mut self,
+        mut run: ScrubRun,
+        through: Option<ObjectKey>,
+        found: Vec<Inconsistency>,
+        fx: &mut Effects,
+    ) {
         run.errors += found.len() as u64;
         // A deep scrub (which checks all a light one does) clears the kept
         // inconsistencies of its chunk that it no longer finds.
@@ -256,7 +325,6 @@ impl Pg {
         if repairs {
             self.schedule_recovery(fx);
         }
-        Ok(())
     }
 
     pub(super) fn finish_scrub(&mut self, run: &ScrubRun, fx: &mut Effects) {
@@ -353,6 +421,23 @@ impl Pg {
         self.prioritize(object, fx);
     }
 
+    fn give_up_parity_check(&mut self, fx: &mut Effects) {
+        let Some(mut run) = self.scrub.run.take() else {
+            return;
+        };
+        let Stage::Verifying { through, found, .. } =
+            std::mem::replace(&mut run.stage, Stage::Listing)
+        else {
+            self.scrub.run = Some(run);
+            return;
+        };
+        fx.note(format!(
+            "scrub: the parity check of chunk {} got no answer; going on without it",
+            run.chunk
+        ));
+        self.conclude_chunk(run, through, found, fx);
+    }
+
     /// Resends scrub requests that got no answer.
     pub(super) fn scrub_tick(&mut self, fx: &mut Effects) {
         let resend = match self.scrub.run.as_mut().map(|run| &mut run.stage) {
@@ -362,6 +447,16 @@ impl Pg {
             }
             Some(Stage::Draining { .. }) => {
                 self.scrub_progress(fx);
+                None
+            }
+            Some(Stage::Verifying { ticks, .. }) => {
+                // The shell always answers; should it not (its task died),
+                // the chunk goes on without the parity check rather than
+                // hold its writes for ever.
+                *ticks += 1;
+                if *ticks >= PARITY_CHECK_TICKS_MAX {
+                    self.give_up_parity_check(fx);
+                }
                 None
             }
             Some(Stage::Listing) | None => None,

@@ -17,6 +17,7 @@ use cairn_osd::daemon::{client_reply, observe, read_done};
 use cairn_osd::ec::{self, DeltaPlan, EcBackend, EcReadPlan, LocalObject, PartialRead, Served};
 use cairn_osd::limits::{EC_READ_ATTEMPTS, SHARD_READ_TIMEOUT};
 use cairn_osd::pg::{EcShape, PreparedWrite};
+use cairn_osd::scrub::{Inconsistency, ParityCheck};
 use cairn_osd::shell::{admit_direct_read, admit_shard_read};
 use cairn_osd::{Guard, Interval, ObjectState, PgEvent, PgMsg, Push, ReadId, ReqId, Version};
 use cairn_proto::osd::{ClientReply, ClientShardRead, OpError, OpKind, OpOutput};
@@ -52,6 +53,9 @@ pub struct EcCounts {
     /// stripes sent to a client decoding a missing data shard.
     pub direct_parts: u64,
     pub direct_rows: u64,
+    /// Objects a deep scrub re-encoded, and inconsistencies that found.
+    pub parity_checks: u64,
+    pub parity_findings: u64,
 }
 
 /// The erasure-coded work of a process in progress.
@@ -101,6 +105,21 @@ enum Then {
     Delta(Box<PartialJob>, DeltaPlan),
     Probe(Box<PartialJob>, PartialRead, Vec<Bytes>),
     Push(Box<PushJob>),
+    Verify(Box<VerifyJob>),
+}
+
+/// A deep scrub's parity check of a chunk (the daemon's `verify_parity`):
+/// object after object, window after window.
+#[derive(Debug)]
+struct VerifyJob {
+    chunk: u64,
+    interval: Interval,
+    /// The objects still to check, the current one first.
+    checks: std::collections::VecDeque<ParityCheck>,
+    /// The current object's chunk and size, and its windows still to read.
+    shape: (u64, u64),
+    windows: std::collections::VecDeque<std::ops::Range<u64>>,
+    found: Vec<Inconsistency>,
 }
 
 /// An erasure-coded read (the daemon's `ec_read`).
@@ -962,6 +981,134 @@ impl SimOsd {
         }
     }
 
+    // ---- parity checks ----
+
+    /// The daemon's `verify_parity`: each object's shards read window by
+    /// window at its agreed version, re-encoded, and what disagrees
+    /// reported to the core.
+    pub(super) fn verify_parity(
+        &mut self,
+        pg: PgId,
+        chunk: u64,
+        checks: Vec<ParityCheck>,
+        out: &mut Outbox,
+    ) {
+        let Some(interval) = self.ec_interval(pg) else {
+            return;
+        };
+        let job = VerifyJob {
+            chunk,
+            interval,
+            checks: checks.into(),
+            shape: (0, 0),
+            windows: std::collections::VecDeque::new(),
+            found: Vec::new(),
+        };
+        self.verify_next(pg, Box::new(job), out);
+    }
+
+    /// Reads the current object's next window, or starts the next object,
+    /// or reports once none is left.
+    fn verify_next(&mut self, pg: PgId, mut job: Box<VerifyJob>, out: &mut Outbox) {
+        let Some(shape) = job.interval.ec.clone() else {
+            return;
+        };
+        let Ok(layout) = ec::layout_of(&shape) else {
+            return;
+        };
+        loop {
+            if let Some(window) = job.windows.front().cloned() {
+                let Some(check) = job.checks.front() else {
+                    return;
+                };
+                let version = check.version;
+                let ranges: BTreeMap<u32, Vec<(u64, u64)>> = (0..layout.shards())
+                    .map(|s| (s, vec![(window.start, window.end - window.start)]))
+                    .collect();
+                let interval = job.interval.clone();
+                return self.fetch(
+                    pg,
+                    &interval,
+                    version,
+                    &ranges,
+                    (false, &[]),
+                    Then::Verify(job),
+                    out,
+                );
+            }
+            // The object just checked (if any) is done.
+            if job.shape != (0, 0) {
+                job.checks.pop_front();
+                job.shape = (0, 0);
+            }
+            let Some(check) = job.checks.front() else {
+                let (chunk, found) = (job.chunk, std::mem::take(&mut job.found));
+                self.ec_counts.parity_findings += found.len() as u64;
+                self.feed(pg, PgEvent::ParityChecked { chunk, found }, out);
+                return;
+            };
+            let key = ObjectKey::new(check.object.clone());
+            match ec::local_object(&self.store, collection_of(pg), &key, &layout) {
+                Ok(Some(local)) if local.version == check.version => {
+                    self.ec_counts.parity_checks += 1;
+                    job.shape = (local.chunk, local.size);
+                    job.windows = ec::parity_windows(&layout, local.chunk, local.size).into();
+                    if job.windows.is_empty() {
+                        job.shape = (1, 0);
+                    }
+                }
+                _ => {
+                    job.checks.pop_front();
+                }
+            }
+        }
+    }
+
+    fn verify_fetched(
+        &mut self,
+        pg: PgId,
+        mut job: Box<VerifyJob>,
+        got: &BTreeMap<u32, Served>,
+        out: &mut Outbox,
+    ) {
+        let (Some(shape), Some(check), Some(window)) = (
+            job.interval.ec.clone(),
+            job.checks.front(),
+            job.windows.pop_front(),
+        ) else {
+            return;
+        };
+        let (layout, codec) = match (ec::layout_of(&shape), ec::codec_for(shape.k, shape.m)) {
+            (Ok(layout), Ok(codec)) => (layout, codec),
+            _ => return,
+        };
+        let verdict = ec::parity_verdict(
+            &layout,
+            &*codec,
+            &job.interval,
+            check,
+            job.shape,
+            &window,
+            got,
+        );
+        match verdict {
+            Ok(None) => {}
+            Ok(Some(inconsistency)) => {
+                job.found.push(inconsistency);
+                job.windows.clear();
+            }
+            Err(why) => {
+                out.trace.push(format!(
+                    "{} {pg}: parity check of {} skipped: {why}",
+                    self.id,
+                    String::from_utf8_lossy(&check.object)
+                ));
+                job.windows.clear();
+            }
+        }
+        self.verify_next(pg, job, out);
+    }
+
     // ---- shard reads ----
 
     /// Starts shard reads of `key` at `version` (0: any) from each
@@ -1164,6 +1311,7 @@ impl SimOsd {
                 }
             }
             Then::Push(job) => self.push_fetched(pg, job, got, failed, out),
+            Then::Verify(job) => self.verify_fetched(pg, job, &got, out),
         }
     }
 
@@ -1281,5 +1429,10 @@ fn fetching_key(then: &Then) -> Bytes {
         Then::Read(job) => job.key.name.clone(),
         Then::Delta(job, _) | Then::Probe(job, ..) => job.key.name.clone(),
         Then::Push(job) => job.object.clone(),
+        Then::Verify(job) => job
+            .checks
+            .front()
+            .map(|c| c.object.clone())
+            .unwrap_or_default(),
     }
 }
