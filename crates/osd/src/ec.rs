@@ -153,12 +153,12 @@ impl EcBackend {
     /// # Errors
     /// A shape the codec or layout refuses.
     pub fn new(shape: &EcShape) -> Result<EcBackend, String> {
-        let layout = layout_of(shape)?;
-        let codec =
-            ReedSolomon::new(shape.k as usize, shape.m as usize).map_err(|e| e.to_string())?;
+        // The process's codec of the shape: making one (its tables, the
+        // XOR probe) costs more than coding a small object, and whole
+        // writes make a backend each.
         Ok(EcBackend {
-            layout,
-            codec: Arc::new(codec),
+            layout: layout_of(shape)?,
+            codec: codec_for(shape.k, shape.m)?,
         })
     }
 

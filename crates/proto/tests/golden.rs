@@ -1652,7 +1652,11 @@ const GOLDEN: &[(&str, u16, &str)] = &[
         0x0202,
         "08032a01060201effdb6f50d016f0001",
     ),
-    ("PeerMsg/ScrubMap", 0x0202, "09032a010602010a0301020103000100"),
+    (
+        "PeerMsg/ScrubMap",
+        0x0202,
+        "09032a010602010a0301020103000100",
+    ),
     ("PeerMsg/RollForward", 0x0202, "0a032a01060509"),
     ("CommandRequest/FsCreate", 0x0102, "0a026673016d0164"),
     ("CommandRequest/FsRemove", 0x0102, "0b026673"),
