@@ -5,7 +5,7 @@
 # them divided by the bytes written. Cairn: the OSD stores' allocated bytes
 # (`stored_bytes` in `cairn status --json`, summed over OSDs) before and
 # after each set, on a 6-OSD cluster (pools 2+1, 4+2, size 3); shards of
-# 2 KiB or less live inline in the store's metadata records and allocate
+# 1 KiB or less live inline in the store's metadata records and allocate
 # nothing there (their cost is the layout's (k+m)/k). Ceph:
 # `ceph df detail` of its 3-OSD anchor cluster (pools ec21 and rep3; 4+2
 # needs 6 failure domains), USED over STORED.
