@@ -20,6 +20,21 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# tests/s3.rs drives the gateway with the newest boto3 at its defaults (the
+# AWS SDKs' checksum trailers change between releases): a virtual
+# environment outside the clone, upgraded on every run.
+S3_CLIENTS=${CAIRN_S3_CLIENTS:-/var/tmp/cairn-s3-clients}
+if [ ! -x "$S3_CLIENTS/bin/python" ]; then
+  if ! python3 -m venv "$S3_CLIENTS" 2>/dev/null; then
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+    python3 -m venv "$S3_CLIENTS"
+  fi
+fi
+"$S3_CLIENTS/bin/python" -m pip install --quiet --upgrade boto3
+export CAIRN_S3_PYTHON="$S3_CLIENTS/bin/python"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -563,7 +563,7 @@ fn parse_inline_max(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-fn init_logging() {
+pub(crate) fn init_logging() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -601,7 +601,7 @@ pub fn run_mds(args: MdsArgs) -> CliResult {
     Ok(())
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut terminate) = signal(SignalKind::terminate()) else {
         std::future::pending::<()>().await;

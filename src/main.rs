@@ -19,6 +19,7 @@ mod pg_cmd;
 mod placement_cmd;
 mod pool_cmd;
 mod reports;
+mod s3_cmd;
 mod status_cmd;
 mod units;
 mod up_cmd;
@@ -78,6 +79,8 @@ enum Command {
     Mds(fs_cmd::MdsArgs),
     /// Mount a file system with FUSE (in the foreground, until unmounted).
     Mount(fs_cmd::MountArgs),
+    /// S3: run a gateway (`serve`), manage its users (`user create|ls|rm`).
+    S3(s3_cmd::S3Args),
 }
 
 /// `cairn osd`: either daemon flags or an admin subcommand.
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
         Command::Fs(args) => fs_cmd::run_fs(args),
         Command::Mds(args) => fs_cmd::run_mds(args),
         Command::Mount(args) => fs_cmd::run_mount(args),
+        Command::S3(args) => s3_cmd::run_s3(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,1379 @@
+//! The S3 operations over the cluster (the `s3s::S3` trait): buckets,
+//! objects kept whole in their head, and listings merged from the bucket's
+//! index shards.
+
+use crate::auth::Keys;
+use crate::meta::{
+    self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
+    ObjectMeta,
+};
+use bytes::{Bytes, BytesMut};
+use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
+use futures::StreamExt;
+use md5::{Digest, Md5};
+use s3s::dto::{
+    Bucket, ChecksumAlgorithm, CommonPrefix, CopyObjectInput, CopyObjectOutput, CopyObjectResult,
+    CopySource, CreateBucketInput, CreateBucketOutput, DeleteBucketInput, DeleteBucketOutput,
+    DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
+    ETag, ETagCondition, GetBucketLocationInput, GetBucketLocationOutput, GetObjectInput,
+    GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput,
+    ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
+    ListObjectsV2Output, Object, Owner, PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp,
+};
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The largest object a single PUT stores (kept whole in its head until
+/// large objects are striped over tail objects).
+pub const PUT_BYTES_MAX: u64 = 64 << 20;
+/// S3's longest key, in bytes.
+pub const KEY_BYTES_MAX: usize = 1024;
+/// S3's most keys in one DeleteObjects.
+pub const DELETE_OBJECTS_MAX: usize = 1000;
+/// Index entries read from a shard at a time while listing.
+const LIST_PAGE: u32 = 1000;
+
+/// The gateway: stateless, every answer read from the cluster.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    client: Client,
+    keys: Keys,
+    default_pool: String,
+}
+
+impl Gateway {
+    #[must_use]
+    pub fn new(client: Client, keys: Keys, default_pool: String) -> Gateway {
+        Gateway {
+            client,
+            keys,
+            default_pool,
+        }
+    }
+
+    /// The user a signed request comes from.
+    fn user<T>(&self, req: &S3Request<T>) -> S3Result<String> {
+        let Some(credentials) = &req.credentials else {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
+        };
+        self.keys
+            .user_of(&credentials.access_key)
+            .ok_or_else(|| s3_error!(InvalidAccessKeyId))
+    }
+
+    async fn bucket(&self, name: &str) -> S3Result<BucketRecord> {
+        match meta::omap_value(&self.client, BUCKETS_OBJECT, name.as_bytes())
+            .await
+            .map_err(internal)?
+        {
+            Some(value) => meta::decode(&format!("bucket {name}"), &value).map_err(internal),
+            None => Err(s3_error!(NoSuchBucket)),
+        }
+    }
+
+    /// The bucket, if `user` owns it.
+    async fn owned_bucket(&self, name: &str, user: &str) -> S3Result<BucketRecord> {
+        let bucket = self.bucket(name).await?;
+        if bucket.owner != user {
+            return Err(s3_error!(
+                AccessDenied,
+                "the bucket belongs to another user"
+            ));
+        }
+        Ok(bucket)
+    }
+
+    /// An object's metadata and its raw bytes as stored (for guards).
+    async fn head(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Option<(ObjectMeta, Bytes)>> {
+        let name = meta::head_name(&bucket.id, key);
+        let op = ReadOp::new().xattr(HEAD_XATTR);
+        match self.client.operate_read(&bucket.pool, &name, op).await {
+            Ok(results) => match results.into_iter().next() {
+                Some(ReadResult::Value(Some(raw))) => {
+                    let meta = meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+                    Ok(Some((meta, raw)))
+                }
+                _ => Ok(None),
+            },
+            Err(ClientError::NotFound) => Ok(None),
+            Err(e) => Err(client_error(e)),
+        }
+    }
+
+    /// Writes an object's bytes and metadata as one compound operation on
+    /// its head (guarded by `If-None-Match: *` or `If-Match`), then its
+    /// index entry.
+    async fn store(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        data: Bytes,
+        object_meta: &ObjectMeta,
+        (if_none_match, if_match): (Option<&ETagCondition>, Option<&ETagCondition>),
+    ) -> S3Result<()> {
+        let head = meta::head_name(&bucket.id, key);
+        let mut op = WriteOp::new();
+        // Conditional writes, atomic on the head: create-only, or only
+        // over the version whose ETag the client named.
+        if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
+            op = op.guard(Guard::NotExists);
+        } else if let Some(condition) = if_match {
+            let Some((current, raw)) = self.head(bucket, key).await? else {
+                return Err(s3_error!(PreconditionFailed));
+            };
+            if !etag_matches(condition, &current.etag) {
+                return Err(s3_error!(PreconditionFailed));
+            }
+            op = op.guard(Guard::Xattr {
+                name: Bytes::from_static(HEAD_XATTR),
+                value: Some(raw),
+            });
+        }
+        let op = op
+            .write_full(data)
+            .set_xattr(HEAD_XATTR, &meta::encode(object_meta));
+        match self.client.operate(&bucket.pool, &head, op).await {
+            Ok(_) => {}
+            Err(ClientError::CompareFailed { .. }) => return Err(s3_error!(PreconditionFailed)),
+            Err(e) => return Err(client_error(e)),
+        }
+        let entry = IndexEntry {
+            size: object_meta.size,
+            etag: object_meta.etag.clone(),
+            mtime_ms: object_meta.mtime_ms,
+        };
+        let index = meta::index_object(&bucket.id, key);
+        let op = WriteOp::new()
+            .create(false)
+            .omap_set([(key.as_bytes(), &meta::encode(&entry)[..])]);
+        self.client
+            .operate(META_POOL, &index, op)
+            .await
+            .map_err(client_error)?;
+        Ok(())
+    }
+
+    /// An object's bytes `offset..offset + length` (`None`: to the end) as
+    /// of metadata `raw` (`None` if it changed since).
+    async fn read_as_of(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        raw: Bytes,
+        (offset, length): (u64, Option<u64>),
+    ) -> S3Result<Option<Bytes>> {
+        let head = meta::head_name(&bucket.id, key);
+        let op = ReadOp::new()
+            .guard(Guard::Xattr {
+                name: Bytes::from_static(HEAD_XATTR),
+                value: Some(raw),
+            })
+            .read(offset, length);
+        match self.client.operate_read(&bucket.pool, &head, op).await {
+            Ok(results) => match results.into_iter().next() {
+                Some(ReadResult::Data(data)) => Ok(Some(data)),
+                other => Err(internal(format!("unexpected read result {other:?}"))),
+            },
+            Err(ClientError::CompareFailed { .. }) => Ok(None),
+            Err(ClientError::NotFound) => Err(s3_error!(NoSuchKey)),
+            Err(e) => Err(client_error(e)),
+        }
+    }
+
+    /// Removes an object (guarded by `If-Match`), then its index entry.
+    async fn delete_key(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        if_match: Option<&ETagCondition>,
+    ) -> S3Result<()> {
+        check_key(key)?;
+        let head = meta::head_name(&bucket.id, key);
+        if let Some(condition) = if_match {
+            let Some((current, raw)) = self.head(bucket, key).await? else {
+                return Err(s3_error!(NoSuchKey));
+            };
+            if !etag_matches(condition, &current.etag) {
+                return Err(s3_error!(PreconditionFailed));
+            }
+            let op = WriteOp::new()
+                .guard(Guard::Xattr {
+                    name: Bytes::from_static(HEAD_XATTR),
+                    value: Some(raw),
+                })
+                .remove();
+            match self.client.operate(&bucket.pool, &head, op).await {
+                Ok(_) => {}
+                Err(ClientError::CompareFailed { .. }) => {
+                    return Err(s3_error!(PreconditionFailed));
+                }
+                Err(e) => return Err(client_error(e)),
+            }
+        } else {
+            match self.client.remove(&bucket.pool, &head).await {
+                Ok(()) | Err(ClientError::NotFound) => {}
+                Err(e) => return Err(client_error(e)),
+            }
+        }
+        let index = meta::index_object(&bucket.id, key);
+        match self
+            .client
+            .omap_remove(META_POOL, &index, &[Bytes::copy_from_slice(key.as_bytes())])
+            .await
+        {
+            Ok(_) | Err(ClientError::NotFound) => {}
+            Err(e) => return Err(client_error(e)),
+        }
+        Ok(())
+    }
+
+    /// The bucket's index entries after `after` in key order, merged from
+    /// its shards, `want` at most.
+    async fn index_after(
+        &self,
+        bucket: &BucketRecord,
+        after: Option<&[u8]>,
+        lister: &mut Lister,
+    ) -> S3Result<Option<(String, IndexEntry)>> {
+        if lister.shards.is_empty() {
+            lister.shards = (0..INDEX_SHARDS)
+                .map(|_| ShardCursor {
+                    buffered: VecDeque::new(),
+                    after: after.map(Bytes::copy_from_slice),
+                    done: false,
+                })
+                .collect();
+        }
+        for (shard, cursor) in lister.shards.iter_mut().enumerate() {
+            if cursor.buffered.is_empty() && !cursor.done {
+                let object = meta::index_shard(&bucket.id, u32::try_from(shard).unwrap_or(0));
+                let page = match self
+                    .client
+                    .omap_range(META_POOL, &object, cursor.after.as_deref(), LIST_PAGE)
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(ClientError::NotFound) => Vec::new(),
+                    Err(e) => return Err(client_error(e)),
+                };
+                cursor.done = page.len() < LIST_PAGE as usize;
+                if let Some((last, _)) = page.last() {
+                    cursor.after = Some(last.clone());
+                }
+                cursor.buffered.extend(page);
+            }
+        }
+        let next = lister
+            .shards
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.buffered.front().map(|(k, _)| (i, k.clone())))
+            .min_by(|a, b| a.1.cmp(&b.1))
+            .map(|(i, _)| i);
+        let Some(shard) = next else {
+            return Ok(None);
+        };
+        let Some((key, value)) = lister.shards[shard].buffered.pop_front() else {
+            return Ok(None);
+        };
+        let key = String::from_utf8(key.to_vec()).map_err(|e| internal(e.to_string()))?;
+        let entry = meta::decode(&format!("index entry {key}"), &value).map_err(internal)?;
+        Ok(Some((key, entry)))
+    }
+
+    /// One page of a listing: objects and common prefixes after `after`
+    /// (skipping keys under `skip_prefix`, a common prefix returned on the
+    /// page before), at most `max` of them together.
+    async fn list_page(
+        &self,
+        bucket: &BucketRecord,
+        query: &ListQuery<'_>,
+    ) -> S3Result<ListResult> {
+        let prefix = query.prefix;
+        // Start at the prefix: the omap range starts after a key just below it.
+        let mut start: Option<Vec<u8>> = query.after.map(|a| a.as_bytes().to_vec());
+        if !prefix.is_empty() && start.as_deref().is_none_or(|s| s < prefix.as_bytes()) {
+            start = Some(below(prefix.as_bytes()));
+        }
+        let mut lister = Lister::default();
+        let mut result = ListResult::default();
+        if query.max == 0 {
+            return Ok(result);
+        }
+        while let Some((key, entry)) = self
+            .index_after(bucket, start.as_deref(), &mut lister)
+            .await?
+        {
+            if let Some(skip) = query.skip_prefix
+                && key.starts_with(skip)
+            {
+                continue;
+            }
+            if query.after.is_some_and(|a| key.as_str() <= a) {
+                continue;
+            }
+            if !key.starts_with(prefix) {
+                if key.as_str() > prefix {
+                    break;
+                }
+                continue;
+            }
+            let rolled = query.delimiter.filter(|d| !d.is_empty()).and_then(|d| {
+                key[prefix.len()..]
+                    .find(d)
+                    .map(|at| key[..prefix.len() + at + d.len()].to_owned())
+            });
+            if result.count() == query.max {
+                result.truncated = true;
+                break;
+            }
+            match rolled {
+                Some(common) => {
+                    if result.prefixes.last() != Some(&common) {
+                        result.last = Some(Marker::Prefix(common.clone()));
+                        result.prefixes.push(common);
+                    }
+                }
+                None => {
+                    result.last = Some(Marker::Key(key.clone()));
+                    result.objects.push((key, entry));
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Where a listing resumes: after a key, or after every key under a
+/// common prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Marker {
+    Key(String),
+    Prefix(String),
+}
+
+impl Marker {
+    /// An opaque continuation token (hex, so any key fits).
+    fn token(&self) -> String {
+        let (kind, text) = match self {
+            Marker::Key(k) => ('k', k),
+            Marker::Prefix(p) => ('p', p),
+        };
+        std::iter::once(kind as u8)
+            .chain(text.bytes())
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    fn parse(token: &str) -> S3Result<Marker> {
+        let bad = || {
+            s3_error!(
+                InvalidArgument,
+                "The continuation token provided is incorrect"
+            )
+        };
+        if !token.len().is_multiple_of(2) {
+            return Err(bad());
+        }
+        let bytes: Vec<u8> = (0..token.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(token.get(i..i + 2).unwrap_or("zz"), 16))
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        let (kind, text) = bytes.split_first().ok_or_else(bad)?;
+        let text = String::from_utf8(text.to_vec()).map_err(|_| bad())?;
+        match kind {
+            b'k' => Ok(Marker::Key(text)),
+            b'p' => Ok(Marker::Prefix(text)),
+            _ => Err(bad()),
+        }
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Marker::Key(t) | Marker::Prefix(t) => t,
+        }
+    }
+}
+
+struct ListQuery<'a> {
+    prefix: &'a str,
+    delimiter: Option<&'a str>,
+    after: Option<&'a str>,
+    skip_prefix: Option<&'a str>,
+    max: usize,
+}
+
+#[derive(Default)]
+struct ListResult {
+    objects: Vec<(String, IndexEntry)>,
+    prefixes: Vec<String>,
+    truncated: bool,
+    last: Option<Marker>,
+}
+
+impl ListResult {
+    fn count(&self) -> usize {
+        self.objects.len() + self.prefixes.len()
+    }
+}
+
+#[derive(Default)]
+struct Lister {
+    shards: Vec<ShardCursor>,
+}
+
+struct ShardCursor {
+    buffered: VecDeque<(Bytes, Bytes)>,
+    after: Option<Bytes>,
+    done: bool,
+}
+
+/// A key that sorts just below every key starting with `prefix` (and
+/// after any key below the prefix that is not much longer).
+fn below(prefix: &[u8]) -> Vec<u8> {
+    let mut out = prefix.to_vec();
+    match out.pop() {
+        Some(0) | None => out,
+        Some(last) => {
+            out.push(last - 1);
+            out.extend_from_slice(&[0xff; 16]);
+            out
+        }
+    }
+}
+
+/// The resume point of a listing from V2's token or start-after, or
+/// V1's marker: `(after, skip_prefix)`.
+fn resume(
+    token: Option<&str>,
+    start_after: Option<&str>,
+) -> S3Result<(Option<String>, Option<String>)> {
+    if let Some(token) = token {
+        let marker = Marker::parse(token)?;
+        return Ok(match marker {
+            Marker::Key(k) => (Some(k), None),
+            Marker::Prefix(p) => (Some(p.clone()), Some(p)),
+        });
+    }
+    Ok((start_after.map(str::to_owned), None))
+}
+
+/// S3's URL encoding of a key in a listing (`encoding-type=url`).
+fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn internal(e: impl std::fmt::Display) -> S3Error {
+    let mut error = S3Error::new(S3ErrorCode::InternalError);
+    error.set_message(e.to_string());
+    error
+}
+
+fn client_error(e: ClientError) -> S3Error {
+    match e {
+        ClientError::Full(why) => {
+            let mut error = S3Error::new(S3ErrorCode::ServiceUnavailable);
+            error.set_message(format!("the cluster is full: {why}"));
+            error
+        }
+        ClientError::NoPool(pool) => internal(format!("pool {pool} does not exist")),
+        other => internal(other),
+    }
+}
+
+impl From<MetaError> for S3Error {
+    fn from(e: MetaError) -> S3Error {
+        match e {
+            MetaError::Client(e) => client_error(e),
+            other => internal(other),
+        }
+    }
+}
+
+fn timestamp(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// S3's bucket name rules (the DNS-compatible ones, as AWS enforces them).
+fn valid_bucket_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let edges_ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    (3..=63).contains(&bytes.len())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'.' || *b == b'-')
+        && bytes.first().copied().is_some_and(edges_ok)
+        && bytes.last().copied().is_some_and(edges_ok)
+        && !name.contains("..")
+        && !name.contains(".-")
+        && !name.contains("-.")
+        && name.parse::<std::net::Ipv4Addr>().is_err()
+        && !name.starts_with("xn--")
+        && !name.starts_with("sthree-")
+        && !name.ends_with("-s3alias")
+        && !name.ends_with("--ol-s3")
+}
+
+fn check_key(key: &str) -> S3Result<()> {
+    if key.is_empty() {
+        return Err(s3_error!(InvalidArgument, "the object key is empty"));
+    }
+    if key.len() > KEY_BYTES_MAX {
+        return Err(s3_error!(KeyTooLongError));
+    }
+    Ok(())
+}
+
+/// Whether an `If-Match`/`If-None-Match` condition matches an ETag.
+fn etag_matches(condition: &ETagCondition, etag: &str) -> bool {
+    match condition {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(want) => want.value() == etag,
+    }
+}
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let name = input.bucket;
+        if !valid_bucket_name(&name) {
+            return Err(s3_error!(InvalidBucketName));
+        }
+        // A location constraint naming a pool puts the bucket there.
+        let wanted = input
+            .create_bucket_configuration
+            .and_then(|c| c.location_constraint)
+            .map(|l| l.as_str().to_owned());
+        let map = self.client.refresh_map().await.map_err(client_error)?;
+        let pool = match wanted {
+            Some(pool) if map.pools.iter().any(|p| p.name == pool) && pool != META_POOL => pool,
+            _ => self.default_pool.clone(),
+        };
+        let record = BucketRecord {
+            id: meta::random_hex(8),
+            owner: user.clone(),
+            pool,
+            created_secs: meta::now_ms() / 1000,
+        };
+        let made = meta::omap_create(
+            &self.client,
+            BUCKETS_OBJECT,
+            name.as_bytes(),
+            &meta::encode(&record),
+        )
+        .await?;
+        if !made {
+            let existing = self.bucket(&name).await?;
+            return Err(if existing.owner == user {
+                s3_error!(BucketAlreadyOwnedByYou)
+            } else {
+                s3_error!(BucketAlreadyExists)
+            });
+        }
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{name}")),
+        }))
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        let user = self.user(&req)?;
+        let name = req.input.bucket;
+        let bucket = self.owned_bucket(&name, &user).await?;
+        for shard in 0..INDEX_SHARDS {
+            let object = meta::index_shard(&bucket.id, shard);
+            match self.client.omap_range(META_POOL, &object, None, 1).await {
+                Ok(page) if !page.is_empty() => return Err(s3_error!(BucketNotEmpty)),
+                Ok(_) | Err(ClientError::NotFound) => {}
+                Err(e) => return Err(client_error(e)),
+            }
+        }
+        // Only the record read: a bucket made again meanwhile stays.
+        let raw = meta::encode(&bucket);
+        let op = WriteOp::new()
+            .guard(Guard::OmapKey {
+                key: Bytes::from(name.clone()),
+                value: Some(raw),
+            })
+            .omap_remove([name.as_bytes()]);
+        match self.client.operate(META_POOL, BUCKETS_OBJECT, op).await {
+            Ok(_) | Err(ClientError::CompareFailed { .. }) => {}
+            Err(e) => return Err(client_error(e)),
+        }
+        for shard in 0..INDEX_SHARDS {
+            let object = meta::index_shard(&bucket.id, shard);
+            match self.client.remove(META_POOL, &object).await {
+                Ok(()) | Err(ClientError::NotFound) => {}
+                Err(e) => return Err(client_error(e)),
+            }
+        }
+        Ok(S3Response::new(DeleteBucketOutput::default()))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        let user = self.user(&req)?;
+        self.owned_bucket(&req.input.bucket, &user).await?;
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        let user = self.user(&req)?;
+        self.owned_bucket(&req.input.bucket, &user).await?;
+        Ok(S3Response::new(GetBucketLocationOutput::default()))
+    }
+
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let user = self.user(&req)?;
+        let mut buckets = Vec::new();
+        let mut after: Option<Bytes> = None;
+        loop {
+            let page = match self
+                .client
+                .omap_range(META_POOL, BUCKETS_OBJECT, after.as_deref(), LIST_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(ClientError::NotFound) => Vec::new(),
+                Err(e) => return Err(client_error(e)),
+            };
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            for (name, value) in &page {
+                let name = String::from_utf8_lossy(name).into_owned();
+                let record: BucketRecord = meta::decode(&format!("bucket {name}"), value)?;
+                if record.owner == user {
+                    buckets.push(Bucket {
+                        name: Some(name),
+                        creation_date: Some(timestamp(record.created_secs * 1000)),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            owner: Some(Owner {
+                display_name: Some(user.clone()),
+                id: Some(user),
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let user = self.user(&req)?;
+        let trailers = req.trailing_headers.clone();
+        let mut input = req.input;
+        check_key(&input.key)?;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        if input
+            .content_length
+            .is_some_and(|l| l < 0 || l as u64 > PUT_BYTES_MAX)
+        {
+            return Err(s3_error!(
+                EntityTooLarge,
+                "objects above {PUT_BYTES_MAX} bytes need a multipart upload (not yet served)"
+            ));
+        }
+        let Some(mut body) = input.body.take() else {
+            return Err(s3_error!(IncompleteBody));
+        };
+        let mut checksum = s3s::checksum::ChecksumHasher::default();
+        let algorithm = input
+            .checksum_algorithm
+            .as_ref()
+            .map(|a| a.as_str().to_owned());
+        let wants = |given: bool, name: &str| given || algorithm.as_deref() == Some(name);
+        if wants(input.checksum_crc32.is_some(), ChecksumAlgorithm::CRC32) {
+            checksum.crc32 = Some(Default::default());
+        }
+        if wants(input.checksum_crc32c.is_some(), ChecksumAlgorithm::CRC32C) {
+            checksum.crc32c = Some(Default::default());
+        }
+        if wants(input.checksum_sha1.is_some(), ChecksumAlgorithm::SHA1) {
+            checksum.sha1 = Some(Default::default());
+        }
+        if wants(input.checksum_sha256.is_some(), ChecksumAlgorithm::SHA256) {
+            checksum.sha256 = Some(Default::default());
+        }
+        if wants(
+            input.checksum_crc64nvme.is_some(),
+            ChecksumAlgorithm::CRC64NVME,
+        ) {
+            checksum.crc64nvme = Some(Default::default());
+        }
+        let mut md5 = Md5::new();
+        let mut data = BytesMut::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
+            if data.len() as u64 + chunk.len() as u64 > PUT_BYTES_MAX {
+                return Err(s3_error!(
+                    EntityTooLarge,
+                    "objects above {PUT_BYTES_MAX} bytes need a multipart upload (not yet served)"
+                ));
+            }
+            md5.update(&chunk);
+            checksum.update(&chunk);
+            data.extend_from_slice(&chunk);
+        }
+        let data = data.freeze();
+        if input
+            .content_length
+            .is_some_and(|l| u64::try_from(l).ok() != Some(data.len() as u64))
+        {
+            return Err(s3_error!(IncompleteBody));
+        }
+        let etag: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        if let Some(content_md5) = &input.content_md5 {
+            let want = decode_base64(content_md5).ok_or_else(|| s3_error!(InvalidDigest))?;
+            let want: String = want.iter().map(|b| format!("{b:02x}")).collect();
+            if want != etag {
+                return Err(s3_error!(
+                    BadDigest,
+                    "the Content-MD5 you specified did not match what we received"
+                ));
+            }
+        }
+        // Trailing checksums (aws-chunked bodies) arrive after the body.
+        if let Some(trailers) = trailers.and_then(|t| t.take()) {
+            let get = |name: &str| -> S3Result<Option<String>> {
+                trailers
+                    .get(name)
+                    .map(|v| {
+                        v.to_str()
+                            .map(str::to_owned)
+                            .map_err(|_| s3_error!(InvalidArgument, "bad trailer {name}"))
+                    })
+                    .transpose()
+            };
+            input.checksum_crc32 = get("x-amz-checksum-crc32")?.or(input.checksum_crc32);
+            input.checksum_crc32c = get("x-amz-checksum-crc32c")?.or(input.checksum_crc32c);
+            input.checksum_sha1 = get("x-amz-checksum-sha1")?.or(input.checksum_sha1);
+            input.checksum_sha256 = get("x-amz-checksum-sha256")?.or(input.checksum_sha256);
+            input.checksum_crc64nvme =
+                get("x-amz-checksum-crc64nvme")?.or(input.checksum_crc64nvme);
+        }
+        let got = checksum.finalize();
+        let mut checksums = BTreeMap::new();
+        for (name, computed, given) in [
+            ("CRC32", &got.checksum_crc32, &input.checksum_crc32),
+            ("CRC32C", &got.checksum_crc32c, &input.checksum_crc32c),
+            ("SHA1", &got.checksum_sha1, &input.checksum_sha1),
+            ("SHA256", &got.checksum_sha256, &input.checksum_sha256),
+            (
+                "CRC64NVME",
+                &got.checksum_crc64nvme,
+                &input.checksum_crc64nvme,
+            ),
+        ] {
+            if let Some(given) = given
+                && computed.as_ref() != Some(given)
+            {
+                return Err(s3_error!(
+                    BadDigest,
+                    "the {name} checksum you specified did not match what we received"
+                ));
+            }
+            if let Some(computed) = computed {
+                checksums.insert(name.to_owned(), computed.clone());
+            }
+        }
+        let mtime_ms = meta::now_ms();
+        let object_meta = ObjectMeta {
+            size: data.len() as u64,
+            etag: etag.clone(),
+            mtime_ms,
+            content_type: input.content_type.map(|c| c.to_string()),
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            expires: None,
+            user: input.metadata.unwrap_or_default().into_iter().collect(),
+            checksums: checksums.clone(),
+        };
+        let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
+        self.store(&bucket, &input.key, data, &object_meta, conditions)
+            .await?;
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(etag)),
+            checksum_crc32: got.checksum_crc32,
+            checksum_crc32c: got.checksum_crc32c,
+            checksum_sha1: got.checksum_sha1,
+            checksum_sha256: got.checksum_sha256,
+            checksum_crc64nvme: got.checksum_crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        // Metadata first, then the bytes of that same version (guarded by
+        // its metadata: a PUT between the two reads is read again).
+        for _ in 0..8 {
+            let Some((object_meta, raw)) = self.head(&bucket, &input.key).await? else {
+                return Err(s3_error!(NoSuchKey));
+            };
+            check_conditions(
+                &object_meta,
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+                input.if_modified_since.as_ref(),
+                input.if_unmodified_since.as_ref(),
+            )?;
+            let size = object_meta.size;
+            let range = match &input.range {
+                Some(range) => Some(range.check(size)?),
+                None => None,
+            };
+            let (offset, length) = range
+                .as_ref()
+                .map_or((0, size), |r| (r.start, r.end - r.start));
+            let Some(data) = self
+                .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
+                .await?
+            else {
+                continue;
+            };
+            let whole = range.is_none();
+            let checksums = input
+                .checksum_mode
+                .as_ref()
+                .is_some_and(|m| m.as_str() == "ENABLED")
+                && whole;
+            let content_range = range
+                .as_ref()
+                .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1)));
+            let length = data.len();
+            let body = StreamingBlob::wrap(futures::stream::once(async move {
+                Ok::<Bytes, std::io::Error>(data)
+            }));
+            let pick = |name: &str| {
+                checksums
+                    .then(|| object_meta.checksums.get(name).cloned())
+                    .flatten()
+            };
+            return Ok(S3Response::new(GetObjectOutput {
+                body: Some(body),
+                content_length: Some(to_i64(length as u64)),
+                content_range,
+                accept_ranges: Some("bytes".into()),
+                e_tag: Some(ETag::Strong(object_meta.etag.clone())),
+                last_modified: Some(timestamp(object_meta.mtime_ms)),
+                content_type: object_meta
+                    .content_type
+                    .as_deref()
+                    .and_then(|c| c.parse().ok()),
+                content_encoding: object_meta.content_encoding.clone(),
+                content_disposition: object_meta.content_disposition.clone(),
+                content_language: object_meta.content_language.clone(),
+                cache_control: object_meta.cache_control.clone(),
+                metadata: (!object_meta.user.is_empty())
+                    .then(|| object_meta.user.clone().into_iter().collect()),
+                checksum_crc32: pick("CRC32"),
+                checksum_crc32c: pick("CRC32C"),
+                checksum_sha1: pick("SHA1"),
+                checksum_sha256: pick("SHA256"),
+                checksum_crc64nvme: pick("CRC64NVME"),
+                ..Default::default()
+            }));
+        }
+        Err(s3_error!(SlowDown, "the object changed under every read"))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let Some((object_meta, _)) = self.head(&bucket, &input.key).await? else {
+            return Err(s3_error!(NoSuchKey));
+        };
+        check_conditions(
+            &object_meta,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        )?;
+        let checksums = input
+            .checksum_mode
+            .as_ref()
+            .is_some_and(|m| m.as_str() == "ENABLED");
+        let pick = |name: &str| {
+            checksums
+                .then(|| object_meta.checksums.get(name).cloned())
+                .flatten()
+        };
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some(to_i64(object_meta.size)),
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(ETag::Strong(object_meta.etag.clone())),
+            last_modified: Some(timestamp(object_meta.mtime_ms)),
+            content_type: object_meta
+                .content_type
+                .as_deref()
+                .and_then(|c| c.parse().ok()),
+            content_encoding: object_meta.content_encoding.clone(),
+            content_disposition: object_meta.content_disposition.clone(),
+            content_language: object_meta.content_language.clone(),
+            cache_control: object_meta.cache_control.clone(),
+            metadata: (!object_meta.user.is_empty())
+                .then(|| object_meta.user.clone().into_iter().collect()),
+            checksum_crc32: pick("CRC32"),
+            checksum_crc32c: pick("CRC32C"),
+            checksum_sha1: pick("SHA1"),
+            checksum_sha256: pick("SHA256"),
+            checksum_crc64nvme: pick("CRC64NVME"),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        self.delete_key(&bucket, &input.key, input.if_match.as_ref())
+            .await?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        if input.delete.objects.len() > DELETE_OBJECTS_MAX {
+            return Err(s3_error!(
+                MalformedXML,
+                "at most {DELETE_OBJECTS_MAX} keys may be deleted at once"
+            ));
+        }
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for object in input.delete.objects {
+            let condition = object.e_tag.clone().map(ETagCondition::ETag);
+            match self
+                .delete_key(&bucket, &object.key, condition.as_ref())
+                .await
+            {
+                Ok(()) => {
+                    if !quiet {
+                        deleted.push(DeletedObject {
+                            key: Some(object.key),
+                            ..Default::default()
+                        });
+                    }
+                }
+                Err(e) => errors.push(s3s::dto::Error {
+                    code: Some(e.code().as_str().to_owned()),
+                    key: Some(object.key),
+                    message: e.message().map(str::to_owned),
+                    ..Default::default()
+                }),
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..Default::default()
+        }))
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        check_key(&input.key)?;
+        let CopySource::Bucket {
+            bucket: source_bucket,
+            key: source_key,
+            version_id,
+        } = &input.copy_source
+        else {
+            return Err(s3_error!(NotImplemented, "copies from access points"));
+        };
+        if version_id.is_some() {
+            return Err(s3_error!(NotImplemented, "versioning is not served yet"));
+        }
+        let target = self.owned_bucket(&input.bucket, &user).await?;
+        let source = self.owned_bucket(source_bucket, &user).await?;
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == "REPLACE");
+        if !replace && source.id == target.id && **source_key == *input.key {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
+        for _ in 0..8 {
+            let Some((from, raw)) = self.head(&source, source_key).await? else {
+                return Err(s3_error!(NoSuchKey));
+            };
+            // The copy-source conditions, as a read's.
+            check_conditions(
+                &from,
+                input.copy_source_if_match.as_ref(),
+                input.copy_source_if_none_match.as_ref(),
+                input.copy_source_if_modified_since.as_ref(),
+                input.copy_source_if_unmodified_since.as_ref(),
+            )
+            .map_err(|e| {
+                if e.code() == &S3ErrorCode::NotModified {
+                    s3_error!(PreconditionFailed)
+                } else {
+                    e
+                }
+            })?;
+            let Some(data) = self.read_as_of(&source, source_key, raw, (0, None)).await? else {
+                continue;
+            };
+            let mut to = from.clone();
+            to.mtime_ms = meta::now_ms();
+            if replace {
+                to.content_type = input.content_type.as_ref().map(ToString::to_string);
+                to.content_encoding.clone_from(&input.content_encoding);
+                to.content_disposition
+                    .clone_from(&input.content_disposition);
+                to.content_language.clone_from(&input.content_language);
+                to.cache_control.clone_from(&input.cache_control);
+                to.user = input
+                    .metadata
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
+            }
+            self.store(&target, &input.key, data, &to, (None, None))
+                .await?;
+            return Ok(S3Response::new(CopyObjectOutput {
+                copy_object_result: Some(CopyObjectResult {
+                    e_tag: Some(ETag::Strong(to.etag.clone())),
+                    last_modified: Some(timestamp(to.mtime_ms)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }));
+        }
+        Err(s3_error!(
+            SlowDown,
+            "the source object changed under every read"
+        ))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
+        let (after, skip) = resume(
+            input.continuation_token.as_deref(),
+            input.start_after.as_deref(),
+        )?;
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let query = ListQuery {
+            prefix: &prefix,
+            delimiter: input.delimiter.as_deref(),
+            after: after.as_deref(),
+            skip_prefix: skip.as_deref(),
+            max,
+        };
+        let result = self.list_page(&bucket, &query).await?;
+        let url = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == "url");
+        let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+        let key_count = result.count();
+        let next = result
+            .truncated
+            .then(|| result.last.as_ref().map(Marker::token))
+            .flatten();
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(input.bucket),
+            prefix: Some(enc(&prefix)),
+            delimiter: input.delimiter.as_deref().map(enc),
+            max_keys: Some(i32::try_from(max).unwrap_or(1000)),
+            key_count: Some(i32::try_from(key_count).unwrap_or(i32::MAX)),
+            is_truncated: Some(result.truncated),
+            continuation_token: input.continuation_token,
+            next_continuation_token: next,
+            start_after: input.start_after.as_deref().map(enc),
+            encoding_type: input.encoding_type,
+            contents: Some(
+                result
+                    .objects
+                    .iter()
+                    .map(|(key, entry)| listed(&enc(key), entry))
+                    .collect(),
+            ),
+            common_prefixes: (!result.prefixes.is_empty()).then(|| {
+                result
+                    .prefixes
+                    .iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
+        let prefix = input.prefix.clone().unwrap_or_default();
+        // V1's marker is a key (or a common prefix a page ended with).
+        let marker = input.marker.clone().filter(|m| !m.is_empty());
+        let skip = marker
+            .as_ref()
+            .filter(|m| {
+                input
+                    .delimiter
+                    .as_ref()
+                    .is_some_and(|d| !d.is_empty() && m.ends_with(d.as_str()))
+            })
+            .cloned();
+        let query = ListQuery {
+            prefix: &prefix,
+            delimiter: input.delimiter.as_deref(),
+            after: marker.as_deref(),
+            skip_prefix: skip.as_deref(),
+            max,
+        };
+        let result = self.list_page(&bucket, &query).await?;
+        let url = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == "url");
+        let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+        let next_marker = (result.truncated && input.delimiter.is_some())
+            .then(|| result.last.as_ref().map(|m| enc(m.text())))
+            .flatten();
+        Ok(S3Response::new(ListObjectsOutput {
+            name: Some(input.bucket),
+            prefix: Some(enc(&prefix)),
+            delimiter: input.delimiter.as_deref().map(enc),
+            marker: Some(input.marker.as_deref().map(enc).unwrap_or_default()),
+            max_keys: Some(i32::try_from(max).unwrap_or(1000)),
+            is_truncated: Some(result.truncated),
+            next_marker,
+            encoding_type: input.encoding_type,
+            contents: Some(
+                result
+                    .objects
+                    .iter()
+                    .map(|(key, entry)| listed(&enc(key), entry))
+                    .collect(),
+            ),
+            common_prefixes: (!result.prefixes.is_empty()).then(|| {
+                result
+                    .prefixes
+                    .iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }))
+    }
+}
+
+fn listed(key: &str, entry: &IndexEntry) -> Object {
+    Object {
+        key: Some(key.to_owned()),
+        size: Some(to_i64(entry.size)),
+        e_tag: Some(ETag::Strong(entry.etag.clone())),
+        last_modified: Some(timestamp(entry.mtime_ms)),
+        storage_class: Some(s3s::dto::ObjectStorageClass::from_static(
+            s3s::dto::ObjectStorageClass::STANDARD,
+        )),
+        ..Default::default()
+    }
+}
+
+/// `If-Match`, `If-None-Match`, `If-Modified-Since` and
+/// `If-Unmodified-Since` on a read, as S3 orders them.
+fn check_conditions(
+    object: &ObjectMeta,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<()> {
+    let secs = |t: &Timestamp| -> std::time::SystemTime {
+        let t: time::OffsetDateTime = t.clone().into();
+        UNIX_EPOCH + Duration::from_secs(u64::try_from(t.unix_timestamp()).unwrap_or(0))
+    };
+    // Dates in HTTP have whole seconds.
+    let mtime_secs = UNIX_EPOCH + Duration::from_secs(object.mtime_ms / 1000);
+    if let Some(condition) = if_match {
+        if !etag_matches(condition, &object.etag) {
+            return Err(s3_error!(PreconditionFailed));
+        }
+    } else if let Some(since) = if_unmodified_since
+        && mtime_secs > secs(since)
+    {
+        return Err(s3_error!(PreconditionFailed));
+    }
+    if let Some(condition) = if_none_match {
+        if etag_matches(condition, &object.etag) {
+            return Err(S3Error::new(S3ErrorCode::NotModified));
+        }
+    } else if let Some(since) = if_modified_since
+        && mtime_secs <= secs(since)
+    {
+        return Err(S3Error::new(S3ErrorCode::NotModified));
+    }
+    Ok(())
+}
+
+/// Standard base64 (Content-MD5) to bytes.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        })
+    };
+    let text = text.trim().trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in text.bytes() {
+        acc = (acc << 6) | value(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_follow_s3s_rules() {
+        for good in [
+            "abc",
+            "my-bucket.1",
+            "a23456789012345678901234567890123456789012345678901234567890123",
+        ] {
+            assert!(valid_bucket_name(good), "{good}");
+        }
+        for bad in [
+            "ab",
+            "ABC",
+            "a_b",
+            "-ab",
+            "ab-",
+            "a..b",
+            "a.-b",
+            "192.168.1.1",
+            "xn--abc",
+            "a234567890123456789012345678901234567890123456789012345678901234",
+        ] {
+            assert!(!valid_bucket_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_round_trip_and_junk_is_refused() {
+        for marker in [Marker::Key("a/b c".into()), Marker::Prefix("dir/".into())] {
+            assert_eq!(Marker::parse(&marker.token()).expect("parses"), marker);
+        }
+        for junk in ["", "zz", "6", "7861"] {
+            assert!(Marker::parse(junk).is_err(), "{junk}");
+        }
+    }
+
+    #[test]
+    fn below_sorts_under_every_key_with_the_prefix() {
+        for prefix in [&b"a"[..], b"dir/", b"x\x00", b"\x00"] {
+            let low = below(prefix);
+            assert!(low.as_slice() < prefix, "{prefix:?}");
+            let mut longer = prefix.to_vec();
+            longer.push(0);
+            assert!(low < longer);
+        }
+    }
+
+    #[test]
+    fn base64_and_url_encoding() {
+        assert_eq!(decode_base64("AQID").expect("valid"), vec![1, 2, 3]);
+        assert_eq!(decode_base64("AQI=").expect("valid"), vec![1, 2]);
+        assert!(decode_base64("A?ID").is_none());
+        assert_eq!(url_encode("a b/ç+"), "a%20b/%C3%A7%2B");
+    }
+}

@@ -1,0 +1,295 @@
+//! What the gateway keeps in the cluster: users and their keys, buckets,
+//! bucket indexes and object heads. Every record is JSON in an omap value
+//! or an xattr, so `cairn object omap-get` shows it.
+//!
+//! Layout (see `docs/s3.md`):
+//! - pool [`META_POOL`] holds object [`USERS_OBJECT`] (omap `user/NAME` →
+//!   [`UserRecord`], `key/ACCESS_KEY` → [`KeyRecord`]), object
+//!   [`BUCKETS_OBJECT`] (omap `NAME` → [`BucketRecord`]) and each bucket's
+//!   index shards `index.ID.N` (omap `KEY` → [`IndexEntry`]);
+//! - an object's head is object `ID/KEY` in the bucket's pool: its bytes,
+//!   and its metadata in xattr [`HEAD_XATTR`] ([`ObjectMeta`]).
+
+use bytes::Bytes;
+use cairn_client::{Client, ClientError, Guard, WriteOp};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The pool of the gateway's own records.
+pub const META_POOL: &str = "s3.meta";
+pub const USERS_OBJECT: &[u8] = b"users";
+pub const BUCKETS_OBJECT: &[u8] = b"buckets";
+/// Index shards per bucket: listing merges them, writes spread over them.
+pub const INDEX_SHARDS: u32 = 8;
+/// The xattr of an object head holding its [`ObjectMeta`].
+pub const HEAD_XATTR: &[u8] = b"s3.meta";
+
+/// A gateway user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRecord {
+    pub name: String,
+    pub created_secs: u64,
+    pub access_keys: Vec<String>,
+}
+
+/// An access key: whose, and its secret.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub user: String,
+    pub secret: String,
+}
+
+/// A bucket: its id (unique per creation, so a bucket deleted and made
+/// again never sees the old one's objects), owner and pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketRecord {
+    pub id: String,
+    pub owner: String,
+    pub pool: String,
+    pub created_secs: u64,
+}
+
+/// A bucket index entry: what a listing shows of an object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub size: u64,
+    pub etag: String,
+    pub mtime_ms: u64,
+}
+
+/// An object's metadata, kept on its head.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    pub size: u64,
+    /// The hex MD5 of the bytes (S3's ETag of a single PUT), unquoted.
+    pub etag: String,
+    pub mtime_ms: u64,
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+    pub cache_control: Option<String>,
+    /// `Expires` as the client sent it (RFC 7231 date), kept verbatim.
+    pub expires: Option<String>,
+    /// `x-amz-meta-*`, without the prefix.
+    pub user: BTreeMap<String, String>,
+    /// Checksums the client sent and the gateway verified, by algorithm
+    /// (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3
+    /// returns them.
+    pub checksums: BTreeMap<String, String>,
+}
+
+/// Why a record could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("record {what} is not valid: {why}")]
+    Corrupt { what: String, why: String },
+}
+
+pub fn encode<T: Serialize>(record: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec(record).unwrap_or_default())
+}
+
+/// Decodes record `what`.
+///
+/// # Errors
+/// [`MetaError::Corrupt`] if it is not one.
+pub fn decode<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<T, MetaError> {
+    serde_json::from_slice(bytes).map_err(|e| MetaError::Corrupt {
+        what: what.to_owned(),
+        why: e.to_string(),
+    })
+}
+
+/// The head object of `key` in bucket `id`.
+#[must_use]
+pub fn head_name(bucket_id: &str, key: &str) -> Vec<u8> {
+    format!("{bucket_id}/{key}").into_bytes()
+}
+
+/// The index shard holding `key` of bucket `id`.
+#[must_use]
+pub fn index_object(bucket_id: &str, key: &str) -> Vec<u8> {
+    let shard = xxhash_rust::xxh3::xxh3_64(key.as_bytes()) % u64::from(INDEX_SHARDS);
+    index_shard(bucket_id, u32::try_from(shard).unwrap_or(0))
+}
+
+#[must_use]
+pub fn index_shard(bucket_id: &str, shard: u32) -> Vec<u8> {
+    format!("index.{bucket_id}.{shard}").into_bytes()
+}
+
+/// Reads one omap value of a record object (`None`: absent, or the object
+/// does not exist yet).
+///
+/// # Errors
+/// The cluster's error.
+pub async fn omap_value(
+    client: &Client,
+    object: &[u8],
+    key: &[u8],
+) -> Result<Option<Bytes>, MetaError> {
+    match client
+        .omap_get(META_POOL, object, &[Bytes::copy_from_slice(key)])
+        .await
+    {
+        Ok(mut found) => Ok(found.remove(key)),
+        Err(ClientError::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets `key` of a record object to `value` only if it is absent now (the
+/// object is made if missing): `false` if another got there first.
+///
+/// # Errors
+/// The cluster's error.
+pub async fn omap_create(
+    client: &Client,
+    object: &[u8],
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool, MetaError> {
+    let op = WriteOp::new()
+        .create(false)
+        .guard(Guard::OmapKey {
+            key: Bytes::copy_from_slice(key),
+            value: None,
+        })
+        .omap_set([(key, value)]);
+    match client.operate(META_POOL, object, op).await {
+        Ok(_) => Ok(true),
+        Err(ClientError::CompareFailed { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Unix time now, in milliseconds.
+#[must_use]
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A fresh random identifier of `bytes` bytes, in hex (bucket ids,
+/// access keys and secrets), from the OS's random source.
+#[must_use]
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    let filled = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
+    if filled.is_err() {
+        // No /dev/urandom: time and a counter still make distinct ids.
+        let seed = now_ms() ^ u64::from(std::process::id()).rotate_left(32);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (xxhash_rust::xxh3::xxh3_64_with_seed(&(i as u64).to_le_bytes(), seed) & 0xff)
+                as u8;
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A user and one access key, made: `(access key, secret)`.
+///
+/// # Errors
+/// The user exists, or the cluster's error.
+pub async fn create_user(client: &Client, name: &str) -> Result<(String, String), MetaError> {
+    let access = random_hex(10).to_uppercase();
+    let secret = random_hex(20);
+    let user = UserRecord {
+        name: name.to_owned(),
+        created_secs: now_ms() / 1000,
+        access_keys: vec![access.clone()],
+    };
+    let key = KeyRecord {
+        user: name.to_owned(),
+        secret: secret.clone(),
+    };
+    let user_key = format!("user/{name}");
+    let access_key = format!("key/{access}");
+    let op = WriteOp::new()
+        .create(false)
+        .guard(Guard::OmapKey {
+            key: Bytes::from(user_key.clone()),
+            value: None,
+        })
+        .omap_set([
+            (user_key.as_bytes(), &encode(&user)[..]),
+            (access_key.as_bytes(), &encode(&key)[..]),
+        ]);
+    match client.operate(META_POOL, USERS_OBJECT, op).await {
+        Ok(_) => Ok((access, secret)),
+        Err(ClientError::CompareFailed { .. }) => Err(MetaError::Corrupt {
+            what: format!("user {name}"),
+            why: "exists already".into(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every user.
+///
+/// # Errors
+/// The cluster's error, or a record that does not decode.
+pub async fn list_users(client: &Client) -> Result<Vec<UserRecord>, MetaError> {
+    let mut users = Vec::new();
+    let mut after: Option<Bytes> = Some(Bytes::from_static(b"user/"));
+    loop {
+        let page = match client
+            .omap_range(META_POOL, USERS_OBJECT, after.as_deref(), 1000)
+            .await
+        {
+            Ok(page) => page,
+            Err(ClientError::NotFound) => return Ok(users),
+            Err(e) => return Err(e.into()),
+        };
+        let Some((last, _)) = page.last() else {
+            return Ok(users);
+        };
+        after = Some(last.clone());
+        for (k, v) in &page {
+            if !k.starts_with(b"user/") {
+                return Ok(users);
+            }
+            users.push(decode(&String::from_utf8_lossy(k), v)?);
+        }
+    }
+}
+
+/// Removes a user and its keys.
+///
+/// # Errors
+/// No such user, or the cluster's error.
+pub async fn remove_user(client: &Client, name: &str) -> Result<(), MetaError> {
+    let user_key = format!("user/{name}");
+    let Some(value) = omap_value(client, USERS_OBJECT, user_key.as_bytes()).await? else {
+        return Err(MetaError::Corrupt {
+            what: format!("user {name}"),
+            why: "no such user".into(),
+        });
+    };
+    let user: UserRecord = decode(&user_key, &value)?;
+    let mut keys: Vec<Bytes> = vec![Bytes::from(user_key)];
+    keys.extend(
+        user.access_keys
+            .iter()
+            .map(|k| Bytes::from(format!("key/{k}"))),
+    );
+    client.omap_remove(META_POOL, USERS_OBJECT, &keys).await?;
+    Ok(())
+}
+
+/// The secret and user of an access key.
+///
+/// # Errors
+/// The cluster's error.
+pub async fn key_record(client: &Client, access: &str) -> Result<Option<KeyRecord>, MetaError> {
+    let key = format!("key/{access}");
+    match omap_value(client, USERS_OBJECT, key.as_bytes()).await? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,160 @@
+//! `cairn s3`: run an S3 gateway (`cairn s3 serve`), and manage its users
+//! and access keys (`cairn s3 user create|ls|rm`).
+
+use crate::conn::{ConfArgs, connect, runtime};
+use crate::output::{CliResult, print_json};
+use clap::{Args, Subcommand};
+use std::net::SocketAddr;
+
+#[derive(Debug, Args)]
+pub struct S3Args {
+    #[command(subcommand)]
+    command: S3Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum S3Command {
+    /// Run an S3 gateway in the foreground (until Ctrl-C or SIGTERM).
+    Serve(ServeArgs),
+    /// Users of the gateways and their access keys.
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// Address to listen on (HTTP).
+    #[arg(long, default_value = "127.0.0.1:7480")]
+    addr: SocketAddr,
+    /// The pool of buckets made without a location constraint naming one.
+    #[arg(long = "default-pool", default_value = "data")]
+    default_pool: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Make a user with one access key; prints the key and its secret.
+    Create {
+        #[command(flatten)]
+        conf: ConfArgs,
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the users.
+    Ls {
+        #[command(flatten)]
+        conf: ConfArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a user and its keys (its buckets stay).
+    Rm {
+        #[command(flatten)]
+        conf: ConfArgs,
+        name: String,
+    },
+}
+
+/// Pool settings of the gateway's records pool when it is made.
+const META_PG_NUM: u32 = 16;
+const META_SIZE: u32 = 3;
+
+fn valid_user_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'))
+}
+
+pub fn run_s3(args: S3Args) -> CliResult {
+    match args.command {
+        S3Command::Serve(args) => serve(args),
+        S3Command::User(command) => user(command),
+    }
+}
+
+async fn meta_size(client: &cairn_client::Client) -> u32 {
+    // One copy per OSD up to three: a one-OSD test cluster works too.
+    let osds = client
+        .map()
+        .await
+        .map_or(META_SIZE as usize, |m| m.osds.len())
+        .max(1);
+    META_SIZE.min(u32::try_from(osds).unwrap_or(META_SIZE))
+}
+
+fn serve(args: ServeArgs) -> CliResult {
+    crate::fs_cmd::init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = connect(&args.conf).await?;
+        let size = meta_size(&client).await;
+        cairn_s3::prepare(&client, META_PG_NUM, size)
+            .await
+            .map_err(|e| format!("cannot prepare the gateway's pool: {e}"))?;
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+        tracing::info!(addr = %args.addr, pool = %args.default_pool, "S3 gateway serving");
+        tokio::select! {
+            result = cairn_s3::serve(client, listener, args.default_pool) => {
+                result.map_err(|e| e.to_string())?;
+            }
+            () = crate::fs_cmd::wait_for_signal() => {}
+        }
+        Ok(())
+    })
+}
+
+fn user(command: UserCommand) -> CliResult {
+    let rt = runtime()?;
+    rt.block_on(async {
+        match command {
+            UserCommand::Create { conf, name, json } => {
+                if !valid_user_name(&name) {
+                    return Err(format!(
+                        "invalid user name {name:?}: 1 to 64 letters, digits, '-', '_', '.', '@'"
+                    )
+                    .into());
+                }
+                let client = connect(&conf).await?;
+                let size = meta_size(&client).await;
+                cairn_s3::prepare(&client, META_PG_NUM, size).await?;
+                let (access, secret) = cairn_s3::meta::create_user(&client, &name).await?;
+                if json {
+                    return print_json(&serde_json::json!({
+                        "user": name,
+                        "access_key": access,
+                        "secret_key": secret,
+                    }));
+                }
+                println!("user:       {name}");
+                println!("access key: {access}");
+                println!("secret key: {secret}");
+                Ok(())
+            }
+            UserCommand::Ls { conf, json } => {
+                let client = connect(&conf).await?;
+                let users = cairn_s3::meta::list_users(&client).await?;
+                if json {
+                    return print_json(&users);
+                }
+                for user in users {
+                    println!("{} ({} keys)", user.name, user.access_keys.len());
+                }
+                Ok(())
+            }
+            UserCommand::Rm { conf, name } => {
+                let client = connect(&conf).await?;
+                cairn_s3::meta::remove_user(&client, &name).await?;
+                println!("removed user {name}");
+                Ok(())
+            }
+        }
+    })
+}

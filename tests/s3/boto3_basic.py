@@ -1,0 +1,226 @@
+"""Cairn's S3 gateway through boto3 at its default settings (which send a
+CRC32 checksum in an aws-chunked trailer on every PUT).
+
+Env: S3_ENDPOINT, S3_KEY, S3_SECRET (user alice), S3_KEY2, S3_SECRET2
+(user bob). Exits non-zero with the failed check on any mismatch.
+"""
+import base64
+import concurrent.futures
+import hashlib
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+import zlib
+
+import boto3
+import botocore
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+ENDPOINT = os.environ["S3_ENDPOINT"]
+
+
+def client(key, secret, **config):
+    return boto3.client(
+        "s3",
+        endpoint_url=ENDPOINT,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config),
+    )
+
+
+s3 = client(os.environ["S3_KEY"], os.environ["S3_SECRET"])
+bob = client(os.environ["S3_KEY2"], os.environ["S3_SECRET2"])
+
+
+def error_code(call, *args, **kwargs):
+    try:
+        call(*args, **kwargs)
+    except ClientError as e:
+        return e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"]
+    raise AssertionError(f"{call.__name__} succeeded, an error was expected")
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+print("boto3", boto3.__version__, "botocore", botocore.__version__)
+
+# Buckets.
+s3.create_bucket(Bucket="photos")
+s3.head_bucket(Bucket="photos")
+names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+check(names == ["photos"], f"list_buckets: {names}")
+check(error_code(s3.create_bucket, Bucket="photos") == ("BucketAlreadyOwnedByYou", 409), "own bucket again")
+check(error_code(bob.create_bucket, Bucket="photos") == ("BucketAlreadyExists", 409), "another's bucket")
+check(error_code(s3.create_bucket, Bucket="ab")[0] == "InvalidBucketName", "short name")
+check(error_code(s3.create_bucket, Bucket="Bad-Name")[0] == "InvalidBucketName", "capitals")
+check(error_code(s3.head_bucket, Bucket="nothere")[1] == 404, "head of a missing bucket")
+check(bob.list_buckets()["Buckets"] == [], "bob sees no bucket")
+check(error_code(bob.get_object, Bucket="photos", Key="x")[0] == "AccessDenied", "bob reads alice's bucket")
+
+# Objects: body, ETag, metadata, standard headers.
+body = os.urandom(100_000)
+put = s3.put_object(
+    Bucket="photos", Key="dir/a.bin", Body=body, ContentType="application/x-test",
+    Metadata={"colour": "blue"}, CacheControl="max-age=60",
+)
+md5 = hashlib.md5(body).hexdigest()
+check(put["ETag"] == f'"{md5}"', f"etag {put['ETag']} != {md5}")
+got = s3.get_object(Bucket="photos", Key="dir/a.bin")
+check(got["Body"].read() == body, "body read back")
+check(got["ContentType"] == "application/x-test", f"content type {got['ContentType']}")
+check(got["Metadata"] == {"colour": "blue"}, f"metadata {got['Metadata']}")
+check(got["CacheControl"] == "max-age=60", "cache control")
+check(got["ContentLength"] == len(body), "length")
+head = s3.head_object(Bucket="photos", Key="dir/a.bin", ChecksumMode="ENABLED")
+check(head["ContentLength"] == len(body) and head["ETag"] == put["ETag"], "head")
+crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+check(head.get("ChecksumCRC32") == crc, f"default CRC32 trailer kept: {head.get('ChecksumCRC32')} != {crc}")
+
+# Ranges.
+part = s3.get_object(Bucket="photos", Key="dir/a.bin", Range="bytes=10-19")
+check(part["Body"].read() == body[10:20], "range 10-19")
+check(part["ContentRange"] == f"bytes 10-19/{len(body)}", f"content range {part['ContentRange']}")
+tail = s3.get_object(Bucket="photos", Key="dir/a.bin", Range="bytes=-5")
+check(tail["Body"].read() == body[-5:], "suffix range")
+check(error_code(s3.get_object, Bucket="photos", Key="dir/a.bin", Range="bytes=200000-")[0] == "InvalidRange", "range past the end")
+check(error_code(s3.get_object, Bucket="photos", Key="nope")[0] == "NoSuchKey", "missing key")
+
+# Checksums: SHA256 asked for, and bodies that do not match.
+sha = s3.put_object(Bucket="photos", Key="sha", Body=b"hello", ChecksumAlgorithm="SHA256")
+want = base64.b64encode(hashlib.sha256(b"hello").digest()).decode()
+check(sha.get("ChecksumSHA256") == want, "sha256 on put")
+h = s3.head_object(Bucket="photos", Key="sha", ChecksumMode="ENABLED")
+check(h.get("ChecksumSHA256") == want, "sha256 on head")
+bad_md5 = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+check(error_code(s3.put_object, Bucket="photos", Key="bad", Body=b"hello", ContentMD5=bad_md5)[0] == "BadDigest", "Content-MD5 mismatch")
+check(error_code(s3.put_object, Bucket="photos", Key="bad", Body=b"hello", ChecksumSHA256=base64.b64encode(b"x" * 32).decode())[0] == "BadDigest", "sha256 mismatch")
+check(error_code(s3.head_object, Bucket="photos", Key="bad")[1] == 404, "a refused body stores nothing")
+
+# Conditional writes and reads.
+check(error_code(s3.put_object, Bucket="photos", Key="dir/a.bin", Body=b"x", IfNoneMatch="*")[0] == "PreconditionFailed", "create-only over an object")
+check(error_code(s3.get_object, Bucket="photos", Key="dir/a.bin", IfNoneMatch=put["ETag"])[1] == 304, "if-none-match on a read")
+check(error_code(s3.get_object, Bucket="photos", Key="dir/a.bin", IfMatch='"0000"')[0] == "PreconditionFailed", "if-match on a read")
+over = s3.put_object(Bucket="photos", Key="dir/a.bin", Body=b"v2", IfMatch=put["ETag"])
+check(error_code(s3.put_object, Bucket="photos", Key="dir/a.bin", Body=b"v3", IfMatch=put["ETag"])[0] == "PreconditionFailed", "if-match of an old etag")
+check(s3.get_object(Bucket="photos", Key="dir/a.bin")["Body"].read() == b"v2", "v2 stands")
+
+
+def create_only(i):
+    try:
+        s3.put_object(Bucket="photos", Key="race", Body=f"writer {i}".encode(), IfNoneMatch="*")
+        return i
+    except ClientError as e:
+        code = e.response["Error"]["Code"]
+        if code != "PreconditionFailed":
+            raise
+        return None
+
+
+with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    winners = [w for w in pool.map(create_only, range(32)) if w is not None]
+check(len(winners) == 1, f"exactly one create-only PUT wins: {winners}")
+check(s3.get_object(Bucket="photos", Key="race")["Body"].read() == f"writer {winners[0]}".encode(), "the winner's bytes")
+
+# Listing: prefixes, delimiters, paging, V1 markers, url encoding.
+for key in ["a/1", "a/2", "b/1", "c", "d e+f", "a/sub/x"]:
+    s3.put_object(Bucket="photos", Key=key, Body=key.encode())
+every = sorted(["a/1", "a/2", "b/1", "c", "d e+f", "a/sub/x", "dir/a.bin", "race", "sha"])
+listed = s3.list_objects_v2(Bucket="photos")
+check([o["Key"] for o in listed["Contents"]] == every, f"list: {[o['Key'] for o in listed['Contents']]}")
+check(listed["KeyCount"] == len(every) and not listed["IsTruncated"], "key count")
+roll = s3.list_objects_v2(Bucket="photos", Delimiter="/")
+check([p["Prefix"] for p in roll["CommonPrefixes"]] == ["a/", "b/", "dir/"], f"prefixes {roll.get('CommonPrefixes')}")
+check([o["Key"] for o in roll["Contents"]] == ["c", "d e+f", "race", "sha"], "top-level keys")
+sub = s3.list_objects_v2(Bucket="photos", Prefix="a/", Delimiter="/")
+check([o["Key"] for o in sub["Contents"]] == ["a/1", "a/2"], "under a/")
+check([p["Prefix"] for p in sub["CommonPrefixes"]] == ["a/sub/"], "a/sub/")
+seen, token = [], None
+while True:
+    kw = {"Bucket": "photos", "MaxKeys": 2, "Delimiter": "/"}
+    if token:
+        kw["ContinuationToken"] = token
+    page = s3.list_objects_v2(**kw)
+    seen += [o["Key"] for o in page.get("Contents", [])] + [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+    if not page["IsTruncated"]:
+        break
+    token = page["NextContinuationToken"]
+check(sorted(seen) == sorted(["a/", "b/", "dir/", "c", "d e+f", "race", "sha"]), f"paged: {seen}")
+after = s3.list_objects_v2(Bucket="photos", StartAfter="c")
+check([o["Key"] for o in after["Contents"]] == every[every.index("c") + 1:], "start-after")
+v1 = s3.list_objects(Bucket="photos", Marker="b/1", MaxKeys=2)
+check([o["Key"] for o in v1["Contents"]] == ["c", "d e+f"] and v1["IsTruncated"], "v1 marker")
+paginator = s3.get_paginator("list_objects_v2")
+keys = [o["Key"] for page in paginator.paginate(Bucket="photos", PaginationConfig={"PageSize": 3}) for o in page.get("Contents", [])]
+check(keys == every, f"paginator: {keys}")
+
+# Presigned URLs, wrong secrets, unknown keys.
+url = s3.generate_presigned_url("get_object", Params={"Bucket": "photos", "Key": "c"}, ExpiresIn=60)
+check(urllib.request.urlopen(url).read() == b"c", "presigned GET")
+short = s3.generate_presigned_url("get_object", Params={"Bucket": "photos", "Key": "c"}, ExpiresIn=1)
+time.sleep(2)
+try:
+    urllib.request.urlopen(short)
+    raise AssertionError("an expired presigned URL worked")
+except urllib.error.HTTPError as e:
+    check(e.code == 403, f"expired presigned URL: {e.code}")
+wrong = client(os.environ["S3_KEY"], "not-the-secret")
+check(error_code(wrong.list_buckets) == ("SignatureDoesNotMatch", 403), "wrong secret")
+unknown = client("AKIANOBODY", "whatever")
+check(error_code(unknown.list_buckets)[0] == "InvalidAccessKeyId", "unknown key")
+try:
+    urllib.request.urlopen(f"{ENDPOINT}/photos/c")
+    raise AssertionError("an anonymous GET worked")
+except urllib.error.HTTPError as e:
+    check(e.code == 403, f"anonymous: {e.code}")
+
+# Copies: metadata copied or replaced, across buckets, conditional.
+s3.create_bucket(Bucket="archive")
+src = s3.head_object(Bucket="photos", Key="sha")
+cp = s3.copy_object(Bucket="archive", Key="sha-copy", CopySource={"Bucket": "photos", "Key": "sha"})
+check(cp["CopyObjectResult"]["ETag"] == src["ETag"], "copy keeps the etag")
+check(s3.get_object(Bucket="archive", Key="sha-copy")["Body"].read() == b"hello", "copied bytes")
+s3.put_object(Bucket="photos", Key="meta", Body=b"m", ContentType="text/plain", Metadata={"a": "1"})
+s3.copy_object(Bucket="photos", Key="meta2", CopySource="photos/meta")
+h2 = s3.head_object(Bucket="photos", Key="meta2")
+check(h2["ContentType"] == "text/plain" and h2["Metadata"] == {"a": "1"}, f"COPY directive: {h2['Metadata']}")
+s3.copy_object(Bucket="photos", Key="meta2", CopySource="photos/meta", MetadataDirective="REPLACE",
+               ContentType="text/csv", Metadata={"b": "2"})
+h3 = s3.head_object(Bucket="photos", Key="meta2")
+check(h3["ContentType"] == "text/csv" and h3["Metadata"] == {"b": "2"}, f"REPLACE directive: {h3['Metadata']}")
+check(error_code(s3.copy_object, Bucket="photos", Key="meta", CopySource="photos/meta")[0] == "InvalidRequest", "copy onto itself")
+check(error_code(s3.copy_object, Bucket="photos", Key="x", CopySource="photos/nope")[0] == "NoSuchKey", "copy of a missing key")
+check(error_code(s3.copy_object, Bucket="photos", Key="x", CopySource="photos/meta", CopySourceIfMatch='"00"')[0] == "PreconditionFailed", "copy-source-if-match")
+check(error_code(bob.copy_object, Bucket="photos", Key="x", CopySource="photos/meta")[0] == "AccessDenied", "bob copies alice's")
+every = sorted(every + ["meta", "meta2"])
+
+# DeleteObjects, quiet and not, with a missing key (deleting it is fine).
+s3.put_object(Bucket="archive", Key="k1", Body=b"1")
+s3.put_object(Bucket="archive", Key="k2", Body=b"2")
+res = s3.delete_objects(Bucket="archive", Delete={"Objects": [{"Key": "k1"}, {"Key": "k2"}, {"Key": "none"}]})
+check(sorted(d["Key"] for d in res["Deleted"]) == ["k1", "k2", "none"] and not res.get("Errors"), f"delete_objects: {res}")
+res = s3.delete_objects(Bucket="archive", Delete={"Objects": [{"Key": "sha-copy"}], "Quiet": True})
+check(not res.get("Deleted") and not res.get("Errors"), f"quiet delete_objects: {res}")
+check(s3.list_objects_v2(Bucket="archive")["KeyCount"] == 0, "archive emptied")
+s3.delete_bucket(Bucket="archive")
+
+# Deletes.
+check(error_code(s3.delete_bucket, Bucket="photos")[0] == "BucketNotEmpty", "non-empty bucket")
+s3.delete_object(Bucket="photos", Key="c")
+check(error_code(s3.get_object, Bucket="photos", Key="c")[0] == "NoSuchKey", "deleted")
+s3.delete_object(Bucket="photos", Key="never-was")
+for key in every:
+    s3.delete_object(Bucket="photos", Key=key)
+check(s3.list_objects_v2(Bucket="photos")["KeyCount"] == 0, "emptied")
+s3.delete_bucket(Bucket="photos")
+check(error_code(s3.head_bucket, Bucket="photos")[1] == 404, "bucket gone")
+s3.create_bucket(Bucket="photos")
+check(s3.list_objects_v2(Bucket="photos")["KeyCount"] == 0, "a bucket made again starts empty")
+print("all S3 checks passed")
