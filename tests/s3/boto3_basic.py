@@ -181,6 +181,55 @@ try:
 except urllib.error.HTTPError as e:
     check(e.code == 403, f"anonymous: {e.code}")
 
+# Multipart uploads: parts, listing them, completing, reading across
+# part boundaries, S3's errors, aborting; and boto3's managed transfer.
+MiB = 1 << 20
+p1, p2, p3 = os.urandom(5 * MiB), os.urandom(5 * MiB), os.urandom(MiB + 7)
+mp = s3.create_multipart_upload(Bucket="photos", Key="big", ContentType="video/x-test", Metadata={"k": "v"})
+uid = mp["UploadId"]
+etags = [s3.upload_part(Bucket="photos", Key="big", UploadId=uid, PartNumber=n, Body=b)["ETag"]
+         for n, b in [(1, p1), (2, p2), (3, p3)]]
+check(etags[0] == f'"{hashlib.md5(p1).hexdigest()}"', "part etag")
+listed_parts = s3.list_parts(Bucket="photos", Key="big", UploadId=uid)["Parts"]
+check([(p["PartNumber"], p["Size"]) for p in listed_parts] == [(1, 5 * MiB), (2, 5 * MiB), (3, MiB + 7)], f"list_parts {listed_parts}")
+parts = [{"PartNumber": n, "ETag": e} for n, e in zip([1, 2, 3], etags)]
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="big", UploadId=uid,
+                 MultipartUpload={"Parts": [parts[1], parts[0], parts[2]]})[0] == "InvalidPartOrder", "reordered parts")
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="big", UploadId=uid,
+                 MultipartUpload={"Parts": parts + [{"PartNumber": 4, "ETag": etags[0]}]})[0] == "InvalidPart", "a missing part")
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="big", UploadId=uid,
+                 MultipartUpload={"Parts": [parts[2], {"PartNumber": 4, "ETag": etags[2]}]})[0] in ("InvalidPart", "InvalidPartOrder"), "bad list")
+done = s3.complete_multipart_upload(Bucket="photos", Key="big", UploadId=uid, MultipartUpload={"Parts": parts})
+want_etag = hashlib.md5(b"".join(hashlib.md5(b).digest() for b in (p1, p2, p3))).hexdigest() + "-3"
+check(done["ETag"] == f'"{want_etag}"', f"multipart etag {done['ETag']} != {want_etag}")
+whole = p1 + p2 + p3
+got = s3.get_object(Bucket="photos", Key="big")
+check(got["ContentLength"] == len(whole) and got["Body"].read() == whole, "multipart object read back")
+check(got["ContentType"] == "video/x-test" and got["Metadata"] == {"k": "v"}, "multipart metadata")
+across = s3.get_object(Bucket="photos", Key="big", Range=f"bytes={5 * MiB - 10}-{10 * MiB + 9}")["Body"].read()
+check(across == whole[5 * MiB - 10:10 * MiB + 10], "a range across three parts")
+check(error_code(s3.list_parts, Bucket="photos", Key="big", UploadId=uid)[0] == "NoSuchUpload", "completed upload gone")
+small = s3.create_multipart_upload(Bucket="photos", Key="small-parts")["UploadId"]
+e1 = s3.upload_part(Bucket="photos", Key="small-parts", UploadId=small, PartNumber=1, Body=b"tiny")["ETag"]
+e2 = s3.upload_part(Bucket="photos", Key="small-parts", UploadId=small, PartNumber=2, Body=b"tail")["ETag"]
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="small-parts", UploadId=small,
+                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})[0] == "EntityTooSmall", "small part")
+s3.abort_multipart_upload(Bucket="photos", Key="small-parts", UploadId=small)
+check(error_code(s3.list_parts, Bucket="photos", Key="small-parts", UploadId=small)[0] == "NoSuchUpload", "aborted")
+check(error_code(s3.head_object, Bucket="photos", Key="small-parts")[1] == 404, "nothing visible after abort")
+check(error_code(s3.upload_part, Bucket="photos", Key="big", UploadId="00ff", PartNumber=1, Body=b"x")[0] == "NoSuchUpload", "unknown upload")
+import io
+from boto3.s3.transfer import TransferConfig
+managed = os.urandom(13 * MiB + 5)
+s3.upload_fileobj(io.BytesIO(managed), "photos", "managed",
+                  Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB, max_concurrency=4))
+out = io.BytesIO()
+s3.download_fileobj("photos", "managed", out, Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB))
+check(out.getvalue() == managed, "managed multipart transfer")
+check(s3.head_object(Bucket="photos", Key="managed")["ETag"].endswith('-3"'), "managed upload was multipart")
+s3.put_object(Bucket="photos", Key="managed", Body=b"now small")
+check(s3.get_object(Bucket="photos", Key="managed")["Body"].read() == b"now small", "a multipart object overwritten")
+
 # Copies: metadata copied or replaced, across buckets, conditional.
 s3.create_bucket(Bucket="archive")
 src = s3.head_object(Bucket="photos", Key="sha")
@@ -199,7 +248,7 @@ check(error_code(s3.copy_object, Bucket="photos", Key="meta", CopySource="photos
 check(error_code(s3.copy_object, Bucket="photos", Key="x", CopySource="photos/nope")[0] == "NoSuchKey", "copy of a missing key")
 check(error_code(s3.copy_object, Bucket="photos", Key="x", CopySource="photos/meta", CopySourceIfMatch='"00"')[0] == "PreconditionFailed", "copy-source-if-match")
 check(error_code(bob.copy_object, Bucket="photos", Key="x", CopySource="photos/meta")[0] == "AccessDenied", "bob copies alice's")
-every = sorted(every + ["meta", "meta2"])
+every = sorted(every + ["meta", "meta2", "big", "managed"])
 
 # DeleteObjects, quiet and not, with a missing key (deleting it is fine).
 s3.put_object(Bucket="archive", Key="k1", Body=b"1")

@@ -12,13 +12,16 @@ use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
 use futures::StreamExt;
 use md5::{Digest, Md5};
 use s3s::dto::{
-    Bucket, ChecksumAlgorithm, CommonPrefix, CopyObjectInput, CopyObjectOutput, CopyObjectResult,
-    CopySource, CreateBucketInput, CreateBucketOutput, DeleteBucketInput, DeleteBucketOutput,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, ChecksumAlgorithm, CommonPrefix,
+    CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
+    CopyObjectResult, CopySource, CreateBucketInput, CreateBucketOutput,
+    CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
     ETag, ETagCondition, GetBucketLocationInput, GetBucketLocationOutput, GetObjectInput,
     GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput,
     ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
-    ListObjectsV2Output, Object, Owner, PutObjectInput, PutObjectOutput, StreamingBlob, Timestamp,
+    ListObjectsV2Output, ListPartsInput, ListPartsOutput, Object, Owner, Part, PutObjectInput,
+    PutObjectOutput, StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use std::collections::{BTreeMap, VecDeque};
@@ -52,6 +55,10 @@ impl Gateway {
         }
     }
 
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The user a signed request comes from.
     fn user<T>(&self, req: &S3Request<T>) -> S3Result<String> {
         let Some(credentials) = &req.credentials else {
@@ -73,7 +80,7 @@ impl Gateway {
     }
 
     /// The bucket, if `user` owns it.
-    async fn owned_bucket(&self, name: &str, user: &str) -> S3Result<BucketRecord> {
+    pub(crate) async fn owned_bucket(&self, name: &str, user: &str) -> S3Result<BucketRecord> {
         let bucket = self.bucket(name).await?;
         if bucket.owner != user {
             return Err(s3_error!(
@@ -108,7 +115,7 @@ impl Gateway {
     /// Writes an object's bytes and metadata as one compound operation on
     /// its head (guarded by `If-None-Match: *` or `If-Match`), then its
     /// index entry.
-    async fn store(
+    pub(crate) async fn store(
         &self,
         bucket: &BucketRecord,
         key: &str,
@@ -118,22 +125,28 @@ impl Gateway {
     ) -> S3Result<()> {
         let head = meta::head_name(&bucket.id, key);
         let mut op = WriteOp::new();
-        // Conditional writes, atomic on the head: create-only, or only
-        // over the version whose ETag the client named.
-        if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
+        // The version replaced: its parts (a multipart object's) go once
+        // the new one stands. Conditional writes, atomic on the head:
+        // create-only, or only over the version the client named.
+        let current = if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
             op = op.guard(Guard::NotExists);
-        } else if let Some(condition) = if_match {
-            let Some((current, raw)) = self.head(bucket, key).await? else {
-                return Err(s3_error!(PreconditionFailed));
-            };
-            if !etag_matches(condition, &current.etag) {
-                return Err(s3_error!(PreconditionFailed));
+            None
+        } else {
+            let current = self.head(bucket, key).await?;
+            if let Some(condition) = if_match {
+                let Some((old, raw)) = &current else {
+                    return Err(s3_error!(PreconditionFailed));
+                };
+                if !etag_matches(condition, &old.etag) {
+                    return Err(s3_error!(PreconditionFailed));
+                }
+                op = op.guard(Guard::Xattr {
+                    name: Bytes::from_static(HEAD_XATTR),
+                    value: Some(raw.clone()),
+                });
             }
-            op = op.guard(Guard::Xattr {
-                name: Bytes::from_static(HEAD_XATTR),
-                value: Some(raw),
-            });
-        }
+            current
+        };
         let op = op
             .write_full(data)
             .set_xattr(HEAD_XATTR, &meta::encode(object_meta));
@@ -141,6 +154,9 @@ impl Gateway {
             Ok(_) => {}
             Err(ClientError::CompareFailed { .. }) => return Err(s3_error!(PreconditionFailed)),
             Err(e) => return Err(client_error(e)),
+        }
+        if let Some((old, _)) = current {
+            self.remove_parts(bucket, &old.parts, object_meta).await;
         }
         let entry = IndexEntry {
             size: object_meta.size,
@@ -156,6 +172,30 @@ impl Gateway {
             .await
             .map_err(client_error)?;
         Ok(())
+    }
+
+    /// Removes a replaced or deleted version's part objects (best effort:
+    /// what fails is left to the collector), except those the version
+    /// now standing uses.
+    pub(crate) async fn remove_parts(
+        &self,
+        bucket: &BucketRecord,
+        parts: &[meta::PartRef],
+        standing: &ObjectMeta,
+    ) {
+        for part in parts {
+            if standing.parts.iter().any(|p| p.object == part.object) {
+                continue;
+            }
+            if let Err(error) = self
+                .client
+                .remove(&bucket.pool, part.object.as_bytes())
+                .await
+                && !matches!(error, ClientError::NotFound)
+            {
+                tracing::warn!(object = %part.object, %error, "part of a replaced object left behind");
+            }
+        }
     }
 
     /// An object's bytes `offset..offset + length` (`None`: to the end) as
@@ -194,31 +234,36 @@ impl Gateway {
     ) -> S3Result<()> {
         check_key(key)?;
         let head = meta::head_name(&bucket.id, key);
+        let current = self.head(bucket, key).await?;
         if let Some(condition) = if_match {
-            let Some((current, raw)) = self.head(bucket, key).await? else {
+            let Some((old, _)) = &current else {
                 return Err(s3_error!(NoSuchKey));
             };
-            if !etag_matches(condition, &current.etag) {
+            if !etag_matches(condition, &old.etag) {
                 return Err(s3_error!(PreconditionFailed));
             }
+        }
+        if let Some((old, raw)) = &current {
+            // Only the version read: its parts are the ones removed below.
             let op = WriteOp::new()
                 .guard(Guard::Xattr {
                     name: Bytes::from_static(HEAD_XATTR),
-                    value: Some(raw),
+                    value: Some(raw.clone()),
                 })
                 .remove();
             match self.client.operate(&bucket.pool, &head, op).await {
-                Ok(_) => {}
+                Ok(_) | Err(ClientError::NotFound) => {}
                 Err(ClientError::CompareFailed { .. }) => {
-                    return Err(s3_error!(PreconditionFailed));
+                    return Err(if if_match.is_some() {
+                        s3_error!(PreconditionFailed)
+                    } else {
+                        s3_error!(SlowDown, "the object changed while it was deleted")
+                    });
                 }
                 Err(e) => return Err(client_error(e)),
             }
-        } else {
-            match self.client.remove(&bucket.pool, &head).await {
-                Ok(()) | Err(ClientError::NotFound) => {}
-                Err(e) => return Err(client_error(e)),
-            }
+            self.remove_parts(bucket, &old.parts, &ObjectMeta::default())
+                .await;
         }
         let index = meta::index_object(&bucket.id, key);
         match self
@@ -477,13 +522,13 @@ fn url_encode(text: &str) -> String {
     out
 }
 
-fn internal(e: impl std::fmt::Display) -> S3Error {
+pub(crate) fn internal(e: impl std::fmt::Display) -> S3Error {
     let mut error = S3Error::new(S3ErrorCode::InternalError);
     error.set_message(e.to_string());
     error
 }
 
-fn client_error(e: ClientError) -> S3Error {
+pub(crate) fn client_error(e: ClientError) -> S3Error {
     match e {
         ClientError::Full(why) => {
             let mut error = S3Error::new(S3ErrorCode::ServiceUnavailable);
@@ -712,109 +757,28 @@ impl S3 for Gateway {
                 "objects above {PUT_BYTES_MAX} bytes need a multipart upload (not yet served)"
             ));
         }
-        let Some(mut body) = input.body.take() else {
+        let Some(body) = input.body.take() else {
             return Err(s3_error!(IncompleteBody));
         };
-        let mut checksum = s3s::checksum::ChecksumHasher::default();
-        let algorithm = input
-            .checksum_algorithm
-            .as_ref()
-            .map(|a| a.as_str().to_owned());
-        let wants = |given: bool, name: &str| given || algorithm.as_deref() == Some(name);
-        if wants(input.checksum_crc32.is_some(), ChecksumAlgorithm::CRC32) {
-            checksum.crc32 = Some(Default::default());
-        }
-        if wants(input.checksum_crc32c.is_some(), ChecksumAlgorithm::CRC32C) {
-            checksum.crc32c = Some(Default::default());
-        }
-        if wants(input.checksum_sha1.is_some(), ChecksumAlgorithm::SHA1) {
-            checksum.sha1 = Some(Default::default());
-        }
-        if wants(input.checksum_sha256.is_some(), ChecksumAlgorithm::SHA256) {
-            checksum.sha256 = Some(Default::default());
-        }
-        if wants(
-            input.checksum_crc64nvme.is_some(),
-            ChecksumAlgorithm::CRC64NVME,
-        ) {
-            checksum.crc64nvme = Some(Default::default());
-        }
-        let mut md5 = Md5::new();
-        let mut data = BytesMut::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
-            if data.len() as u64 + chunk.len() as u64 > PUT_BYTES_MAX {
-                return Err(s3_error!(
-                    EntityTooLarge,
-                    "objects above {PUT_BYTES_MAX} bytes need a multipart upload (not yet served)"
-                ));
-            }
-            md5.update(&chunk);
-            checksum.update(&chunk);
-            data.extend_from_slice(&chunk);
-        }
-        let data = data.freeze();
-        if input
-            .content_length
-            .is_some_and(|l| u64::try_from(l).ok() != Some(data.len() as u64))
-        {
-            return Err(s3_error!(IncompleteBody));
-        }
-        let etag: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        if let Some(content_md5) = &input.content_md5 {
-            let want = decode_base64(content_md5).ok_or_else(|| s3_error!(InvalidDigest))?;
-            let want: String = want.iter().map(|b| format!("{b:02x}")).collect();
-            if want != etag {
-                return Err(s3_error!(
-                    BadDigest,
-                    "the Content-MD5 you specified did not match what we received"
-                ));
-            }
-        }
-        // Trailing checksums (aws-chunked bodies) arrive after the body.
-        if let Some(trailers) = trailers.and_then(|t| t.take()) {
-            let get = |name: &str| -> S3Result<Option<String>> {
-                trailers
-                    .get(name)
-                    .map(|v| {
-                        v.to_str()
-                            .map(str::to_owned)
-                            .map_err(|_| s3_error!(InvalidArgument, "bad trailer {name}"))
-                    })
-                    .transpose()
-            };
-            input.checksum_crc32 = get("x-amz-checksum-crc32")?.or(input.checksum_crc32);
-            input.checksum_crc32c = get("x-amz-checksum-crc32c")?.or(input.checksum_crc32c);
-            input.checksum_sha1 = get("x-amz-checksum-sha1")?.or(input.checksum_sha1);
-            input.checksum_sha256 = get("x-amz-checksum-sha256")?.or(input.checksum_sha256);
-            input.checksum_crc64nvme =
-                get("x-amz-checksum-crc64nvme")?.or(input.checksum_crc64nvme);
-        }
-        let got = checksum.finalize();
-        let mut checksums = BTreeMap::new();
-        for (name, computed, given) in [
-            ("CRC32", &got.checksum_crc32, &input.checksum_crc32),
-            ("CRC32C", &got.checksum_crc32c, &input.checksum_crc32c),
-            ("SHA1", &got.checksum_sha1, &input.checksum_sha1),
-            ("SHA256", &got.checksum_sha256, &input.checksum_sha256),
-            (
-                "CRC64NVME",
-                &got.checksum_crc64nvme,
-                &input.checksum_crc64nvme,
-            ),
-        ] {
-            if let Some(given) = given
-                && computed.as_ref() != Some(given)
-            {
-                return Err(s3_error!(
-                    BadDigest,
-                    "the {name} checksum you specified did not match what we received"
-                ));
-            }
-            if let Some(computed) = computed {
-                checksums.insert(name.to_owned(), computed.clone());
-            }
-        }
+        let given = Given {
+            algorithm: input
+                .checksum_algorithm
+                .as_ref()
+                .map(|a| a.as_str().to_owned()),
+            crc32: input.checksum_crc32.take(),
+            crc32c: input.checksum_crc32c.take(),
+            sha1: input.checksum_sha1.take(),
+            sha256: input.checksum_sha256.take(),
+            crc64nvme: input.checksum_crc64nvme.take(),
+            content_md5: input.content_md5.take(),
+            content_length: input.content_length,
+        };
+        let Collected {
+            data,
+            etag,
+            checksums,
+            computed: got,
+        } = collect_body(body, given, trailers).await?;
         let mtime_ms = meta::now_ms();
         let object_meta = ObjectMeta {
             size: data.len() as u64,
@@ -828,6 +792,7 @@ impl S3 for Gateway {
             expires: None,
             user: input.metadata.unwrap_or_default().into_iter().collect(),
             checksums: checksums.clone(),
+            parts: Vec::new(),
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
         self.store(&bucket, &input.key, data, &object_meta, conditions)
@@ -871,11 +836,27 @@ impl S3 for Gateway {
             let (offset, length) = range
                 .as_ref()
                 .map_or((0, size), |r| (r.start, r.end - r.start));
-            let Some(data) = self
-                .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
-                .await?
-            else {
-                continue;
+            let (body, length) = if object_meta.parts.is_empty() {
+                let Some(data) = self
+                    .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
+                    .await?
+                else {
+                    continue;
+                };
+                let length = data.len() as u64;
+                let body = StreamingBlob::wrap(futures::stream::once(async move {
+                    Ok::<Bytes, std::io::Error>(data)
+                }));
+                (body, length)
+            } else {
+                // A multipart object's parts never change: streamed as read.
+                let body = crate::multipart::stream_parts(
+                    self.client.clone(),
+                    bucket.pool.clone(),
+                    &object_meta.parts,
+                    offset..offset + length,
+                );
+                (body, length)
             };
             let whole = range.is_none();
             let checksums = input
@@ -886,10 +867,6 @@ impl S3 for Gateway {
             let content_range = range
                 .as_ref()
                 .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1)));
-            let length = data.len();
-            let body = StreamingBlob::wrap(futures::stream::once(async move {
-                Ok::<Bytes, std::io::Error>(data)
-            }));
             let pick = |name: &str| {
                 checksums
                     .then(|| object_meta.checksums.get(name).cloned())
@@ -897,7 +874,7 @@ impl S3 for Gateway {
             };
             return Ok(S3Response::new(GetObjectOutput {
                 body: Some(body),
-                content_length: Some(to_i64(length as u64)),
+                content_length: Some(to_i64(length)),
                 content_range,
                 accept_ranges: Some("bytes".into()),
                 e_tag: Some(ETag::Strong(object_meta.etag.clone())),
@@ -1079,11 +1056,34 @@ impl S3 for Gateway {
                     e
                 }
             })?;
-            let Some(data) = self.read_as_of(&source, source_key, raw, (0, None)).await? else {
-                continue;
+            let data = if from.parts.is_empty() {
+                let Some(data) = self.read_as_of(&source, source_key, raw, (0, None)).await? else {
+                    continue;
+                };
+                data
+            } else {
+                // A multipart source is copied whole into the new head.
+                if from.size > PUT_BYTES_MAX {
+                    return Err(s3_error!(
+                        NotImplemented,
+                        "copies of objects above {PUT_BYTES_MAX} bytes are not served yet"
+                    ));
+                }
+                let mut stream = crate::multipart::stream_parts(
+                    self.client.clone(),
+                    source.pool.clone(),
+                    &from.parts,
+                    0..from.size,
+                );
+                let mut data = BytesMut::new();
+                while let Some(piece) = stream.next().await {
+                    data.extend_from_slice(&piece.map_err(internal)?);
+                }
+                data.freeze()
             };
             let mut to = from.clone();
             to.mtime_ms = meta::now_ms();
+            to.parts.clear();
             if replace {
                 to.content_type = input.content_type.as_ref().map(ToString::to_string);
                 to.content_encoding.clone_from(&input.content_encoding);
@@ -1113,6 +1113,164 @@ impl S3 for Gateway {
             SlowDown,
             "the source object changed under every read"
         ))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let template = ObjectMeta {
+            content_type: input.content_type.map(|c| c.to_string()),
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            user: input.metadata.unwrap_or_default().into_iter().collect(),
+            ..ObjectMeta::default()
+        };
+        let upload_id = self.start_upload(&bucket, &input.key, template).await?;
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(upload_id),
+            checksum_algorithm: input.checksum_algorithm,
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        let user = self.user(&req)?;
+        let trailers = req.trailing_headers.clone();
+        let mut input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let Some(body) = input.body.take() else {
+            return Err(s3_error!(IncompleteBody));
+        };
+        let given = Given {
+            algorithm: input
+                .checksum_algorithm
+                .as_ref()
+                .map(|a| a.as_str().to_owned()),
+            crc32: input.checksum_crc32.take(),
+            crc32c: input.checksum_crc32c.take(),
+            sha1: input.checksum_sha1.take(),
+            sha256: input.checksum_sha256.take(),
+            crc64nvme: input.checksum_crc64nvme.take(),
+            content_md5: input.content_md5.take(),
+            content_length: input.content_length,
+        };
+        let (etag, collected) = self
+            .put_part(&bucket, &upload, input.part_number, body, given, trailers)
+            .await?;
+        let got = collected.computed;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(etag)),
+            checksum_crc32: got.checksum_crc32,
+            checksum_crc32c: got.checksum_crc32c,
+            checksum_sha1: got.checksum_sha1,
+            checksum_sha256: got.checksum_sha256,
+            checksum_crc64nvme: got.checksum_crc64nvme,
+            ..Default::default()
+        }))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let listed: Vec<(i32, Option<String>)> = input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                (
+                    p.part_number.unwrap_or(0),
+                    p.e_tag.map(|e| e.value().to_owned()),
+                )
+            })
+            .collect();
+        let uploaded = self.parts(&upload.upload_id).await?;
+        let (parts, etag, size) =
+            crate::multipart::assemble(&bucket.id, &upload.upload_id, &listed, &uploaded)?;
+        let object_meta = ObjectMeta {
+            size,
+            etag: etag.clone(),
+            mtime_ms: meta::now_ms(),
+            parts: parts.clone(),
+            ..upload.meta.clone()
+        };
+        let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
+        self.store(&bucket, &input.key, Bytes::new(), &object_meta, conditions)
+            .await?;
+        self.end_upload(&bucket, &upload, &parts).await?;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            e_tag: Some(ETag::Strong(etag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        self.end_upload(&bucket, &upload, &[]).await?;
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        let max = usize::try_from(input.max_parts.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
+        let marker: i32 = input.part_number_marker.unwrap_or(0);
+        let all = self.parts(&upload.upload_id).await?;
+        let after: Vec<_> = all.into_iter().filter(|(n, _)| *n > marker).collect();
+        let truncated = after.len() > max;
+        let page: Vec<_> = after.into_iter().take(max).collect();
+        let next = truncated.then(|| page.last().map(|(n, _)| *n)).flatten();
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(input.bucket),
+            key: Some(input.key),
+            upload_id: Some(input.upload_id),
+            max_parts: Some(i32::try_from(max).unwrap_or(1000)),
+            is_truncated: Some(truncated),
+            part_number_marker: input.part_number_marker,
+            next_part_number_marker: next,
+            parts: Some(
+                page.into_iter()
+                    .map(|(number, record)| Part {
+                        part_number: Some(number),
+                        size: Some(to_i64(record.size)),
+                        e_tag: Some(ETag::Strong(record.etag)),
+                        last_modified: Some(timestamp(record.mtime_ms)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }))
     }
 
     async fn list_objects_v2(
@@ -1241,6 +1399,143 @@ impl S3 for Gateway {
             ..Default::default()
         }))
     }
+}
+
+/// What a request says its body is: its checksums (headers; trailers
+/// come with the body), `Content-MD5` and length.
+pub(crate) struct Given {
+    pub algorithm: Option<String>,
+    pub crc32: Option<String>,
+    pub crc32c: Option<String>,
+    pub sha1: Option<String>,
+    pub sha256: Option<String>,
+    pub crc64nvme: Option<String>,
+    pub content_md5: Option<String>,
+    pub content_length: Option<i64>,
+}
+
+/// A body read whole and checked against what its request said.
+pub(crate) struct Collected {
+    pub data: Bytes,
+    /// Hex MD5.
+    pub etag: String,
+    /// Verified checksums by algorithm name, base64.
+    pub checksums: BTreeMap<String, String>,
+    pub computed: s3s::dto::Checksum,
+}
+
+/// Reads a body (at most [`PUT_BYTES_MAX`]) and checks its length,
+/// `Content-MD5` and every checksum given as a header or a trailer:
+/// `BadDigest` if one does not match, so nothing is stored.
+pub(crate) async fn collect_body(
+    mut body: StreamingBlob,
+    mut given: Given,
+    trailers: Option<s3s::TrailingHeaders>,
+) -> S3Result<Collected> {
+    if given
+        .content_length
+        .is_some_and(|l| l < 0 || l as u64 > PUT_BYTES_MAX)
+    {
+        return Err(s3_error!(
+            EntityTooLarge,
+            "bodies above {PUT_BYTES_MAX} bytes are not served yet (use a multipart upload)"
+        ));
+    }
+    let mut checksum = s3s::checksum::ChecksumHasher::default();
+    let algorithm = given.algorithm.clone();
+    let wants = |given: bool, name: &str| given || algorithm.as_deref() == Some(name);
+    if wants(given.crc32.is_some(), ChecksumAlgorithm::CRC32) {
+        checksum.crc32 = Some(Default::default());
+    }
+    if wants(given.crc32c.is_some(), ChecksumAlgorithm::CRC32C) {
+        checksum.crc32c = Some(Default::default());
+    }
+    if wants(given.sha1.is_some(), ChecksumAlgorithm::SHA1) {
+        checksum.sha1 = Some(Default::default());
+    }
+    if wants(given.sha256.is_some(), ChecksumAlgorithm::SHA256) {
+        checksum.sha256 = Some(Default::default());
+    }
+    if wants(given.crc64nvme.is_some(), ChecksumAlgorithm::CRC64NVME) {
+        checksum.crc64nvme = Some(Default::default());
+    }
+    let mut md5 = Md5::new();
+    let mut data = BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
+        if data.len() as u64 + chunk.len() as u64 > PUT_BYTES_MAX {
+            return Err(s3_error!(
+                EntityTooLarge,
+                "bodies above {PUT_BYTES_MAX} bytes are not served yet (use a multipart upload)"
+            ));
+        }
+        md5.update(&chunk);
+        checksum.update(&chunk);
+        data.extend_from_slice(&chunk);
+    }
+    let data = data.freeze();
+    if given
+        .content_length
+        .is_some_and(|l| u64::try_from(l).ok() != Some(data.len() as u64))
+    {
+        return Err(s3_error!(IncompleteBody));
+    }
+    let etag: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    if let Some(content_md5) = &given.content_md5 {
+        let want = decode_base64(content_md5).ok_or_else(|| s3_error!(InvalidDigest))?;
+        let want: String = want.iter().map(|b| format!("{b:02x}")).collect();
+        if want != etag {
+            return Err(s3_error!(
+                BadDigest,
+                "the Content-MD5 you specified did not match what we received"
+            ));
+        }
+    }
+    // Trailing checksums (aws-chunked bodies) arrive after the body.
+    if let Some(trailers) = trailers.and_then(|t| t.take()) {
+        let get = |name: &str| -> S3Result<Option<String>> {
+            trailers
+                .get(name)
+                .map(|v| {
+                    v.to_str()
+                        .map(str::to_owned)
+                        .map_err(|_| s3_error!(InvalidArgument, "bad trailer {name}"))
+                })
+                .transpose()
+        };
+        given.crc32 = get("x-amz-checksum-crc32")?.or(given.crc32);
+        given.crc32c = get("x-amz-checksum-crc32c")?.or(given.crc32c);
+        given.sha1 = get("x-amz-checksum-sha1")?.or(given.sha1);
+        given.sha256 = get("x-amz-checksum-sha256")?.or(given.sha256);
+        given.crc64nvme = get("x-amz-checksum-crc64nvme")?.or(given.crc64nvme);
+    }
+    let computed = checksum.finalize();
+    let mut checksums = BTreeMap::new();
+    for (name, got, given) in [
+        ("CRC32", &computed.checksum_crc32, &given.crc32),
+        ("CRC32C", &computed.checksum_crc32c, &given.crc32c),
+        ("SHA1", &computed.checksum_sha1, &given.sha1),
+        ("SHA256", &computed.checksum_sha256, &given.sha256),
+        ("CRC64NVME", &computed.checksum_crc64nvme, &given.crc64nvme),
+    ] {
+        if let Some(given) = given
+            && got.as_ref() != Some(given)
+        {
+            return Err(s3_error!(
+                BadDigest,
+                "the {name} checksum you specified did not match what we received"
+            ));
+        }
+        if let Some(got) = got {
+            checksums.insert(name.to_owned(), got.clone());
+        }
+    }
+    Ok(Collected {
+        data,
+        etag,
+        checksums,
+        computed,
+    })
 }
 
 fn listed(key: &str, entry: &IndexEntry) -> Object {

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod gateway;
 pub mod meta;
+pub mod multipart;
 
 use cairn_client::{Client, WriteOp};
 use hyper_util::rt::{TokioExecutor, TokioIo};

@@ -77,6 +77,56 @@ pub struct ObjectMeta {
     /// (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3
     /// returns them.
     pub checksums: BTreeMap<String, String>,
+    /// A multipart object's parts, in order: its bytes are theirs (the
+    /// head holds none). Empty for an object stored whole in its head.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartRef>,
+}
+
+/// One part of a multipart object: the tail object holding its bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    pub object: String,
+    pub size: u64,
+}
+
+/// A multipart upload in progress: the object's metadata to be, as
+/// `CreateMultipartUpload` gave it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadRecord {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated_ms: u64,
+    pub meta: ObjectMeta,
+}
+
+/// An uploaded part: its size, ETag and verified checksums.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRecord {
+    pub size: u64,
+    pub etag: String,
+    pub mtime_ms: u64,
+    pub checksums: BTreeMap<String, String>,
+}
+
+/// The object listing a bucket's uploads in progress (omap
+/// `KEY \0 UPLOAD_ID` → [`UploadRecord`]).
+#[must_use]
+pub fn uploads_object(bucket_id: &str) -> Vec<u8> {
+    format!("uploads.{bucket_id}").into_bytes()
+}
+
+/// The object listing an upload's parts (omap `NNNNN` → [`PartRecord`]).
+#[must_use]
+pub fn parts_object(upload_id: &str) -> Vec<u8> {
+    format!("parts.{upload_id}").into_bytes()
+}
+
+/// The tail object holding part `number` of an upload, in the bucket's
+/// pool.
+#[must_use]
+pub fn part_data(bucket_id: &str, upload_id: &str, number: i32) -> String {
+    format!("{bucket_id}.mp/{upload_id}/{number:05}")
 }
 
 /// Why a record could not be read.
