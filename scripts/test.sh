@@ -34,6 +34,11 @@ if [ ! -x "$S3_CLIENTS/bin/python" ]; then
 fi
 "$S3_CLIENTS/bin/python" -m pip install --quiet --upgrade boto3
 export CAIRN_S3_PYTHON="$S3_CLIENTS/bin/python"
+# The AWS CLI pins its own botocore: a second environment.
+AWS_CLI=${CAIRN_AWS_CLI_ENV:-/var/tmp/cairn-aws-cli}
+[ -x "$AWS_CLI/bin/python" ] || python3 -m venv "$AWS_CLI"
+"$AWS_CLI/bin/python" -m pip install --quiet --upgrade awscli
+export CAIRN_AWS_CLI="$AWS_CLI/bin/aws"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

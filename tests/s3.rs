@@ -119,3 +119,89 @@ fn user_commands_refuse_bad_input_clearly() {
     let users = ok_json(cluster.cairn(&["s3", "user", "ls", "--json"]), "s3 user ls");
     assert_eq!(users.as_array().map(Vec::len), Some(0), "{users}");
 }
+
+/// A tree of files for the AWS CLI: 40 small ones in three directories
+/// and one of 20 MB, which `aws s3` uploads in parts.
+fn make_tree(root: &std::path::Path) {
+    for dir in ["", "sub", "sub/deeper"] {
+        std::fs::create_dir_all(root.join(dir)).expect("mkdir");
+    }
+    for i in 0..40u64 {
+        let dir = ["", "sub", "sub/deeper"][(i % 3) as usize];
+        let bytes = common::pattern(i, 100 + (i as usize) * 997);
+        std::fs::write(root.join(dir).join(format!("f{i}")), bytes).expect("write");
+    }
+    std::fs::write(root.join("sub/big"), common::pattern(999, 20_000_000)).expect("write");
+}
+
+fn same_trees(a: &std::path::Path, b: &std::path::Path) {
+    let out = Command::new("diff")
+        .arg("-r")
+        .arg(a)
+        .arg(b)
+        .output()
+        .expect("diff runs");
+    assert!(
+        out.status.success(),
+        "trees differ: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn the_aws_cli_syncs_a_tree_up_and_down_and_removes_it() {
+    let _serial = common::serial();
+    let base_port = 19780;
+    let cluster = Cluster::up("s3-awscli", 3, base_port, &[]);
+    let (key, secret) = user(&cluster, "alice");
+    let port = base_port + 50;
+    let _gateway = start_gateway(&cluster, port);
+    let aws_bin = std::env::var("CAIRN_AWS_CLI").unwrap_or_else(|_| "aws".into());
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let aws = |args: &[&str]| {
+        let out = Command::new(&aws_bin)
+            .arg("--endpoint-url")
+            .arg(&endpoint)
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &key)
+            .env("AWS_SECRET_ACCESS_KEY", &secret)
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .output()
+            .expect("the AWS CLI runs");
+        assert!(
+            out.status.success(),
+            "aws {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let up = cluster.dir.join("tree-up");
+    let down = cluster.dir.join("tree-down");
+    make_tree(&up);
+    aws(&["s3", "mb", "s3://tree"]);
+    aws(&["s3", "sync", &up.display().to_string(), "s3://tree/t"]);
+    let listed = aws(&["s3", "ls", "--recursive", "s3://tree"]);
+    assert_eq!(listed.lines().count(), 41, "{listed}");
+    // A second sync finds nothing to do.
+    let again = aws(&["s3", "sync", &up.display().to_string(), "s3://tree/t"]);
+    assert!(again.trim().is_empty(), "{again}");
+    aws(&["s3", "sync", "s3://tree/t", &down.display().to_string()]);
+    same_trees(&up, &down);
+    aws(&[
+        "s3",
+        "cp",
+        "s3://tree/t/sub/big",
+        &cluster.dir.join("big").display().to_string(),
+    ]);
+    same_trees(&up.join("sub/big"), &cluster.dir.join("big"));
+    aws(&["s3", "rm", "--recursive", "s3://tree/t"]);
+    assert!(
+        aws(&["s3", "ls", "--recursive", "s3://tree"])
+            .trim()
+            .is_empty()
+    );
+    aws(&["s3", "rb", "s3://tree"]);
+}
