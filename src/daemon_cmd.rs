@@ -261,7 +261,7 @@ fn register_osd(dir: &Path, mon: &str) -> CliResult<u16> {
         .iter()
         .filter_map(|m| match m {
             Member::Osd(index) => Some(*index),
-            Member::Mon | Member::Mds(_) => None,
+            Member::Mon | Member::Mds(_) | Member::S3 => None,
         })
         .collect();
     for entry in std::fs::read_dir(dir)?.flatten() {

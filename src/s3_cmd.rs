@@ -25,6 +25,9 @@ enum S3Command {
 struct ServeArgs {
     #[command(flatten)]
     conf: ConfArgs,
+    /// The monitor's address (default: the client config's).
+    #[arg(long)]
+    mon: Option<String>,
     /// Address to listen on (HTTP).
     #[arg(long, default_value = "127.0.0.1:7480")]
     addr: SocketAddr,
@@ -92,7 +95,12 @@ fn serve(args: ServeArgs) -> CliResult {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = connect(&args.conf).await?;
+        let client = match &args.mon {
+            Some(mon) => cairn_client::Client::connect(mon)
+                .await
+                .map_err(|e| format!("cannot reach the monitor at {mon}: {e}"))?,
+            None => connect(&args.conf).await?,
+        };
         let size = meta_size(&client).await;
         cairn_s3::prepare(&client, META_PG_NUM, size)
             .await

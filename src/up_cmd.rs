@@ -106,9 +106,19 @@ pub struct UpArgs {
     /// --inline-max`); the MDS's default (0: none) when absent.
     #[arg(long = "mds-inline-max", value_name = "BYTES")]
     mds_inline_max: Option<String>,
+    /// Run an S3 gateway on this port too (`cairn s3 serve`), with a user
+    /// `admin` whose keys are printed and kept in DIR/s3-admin.json.
+    #[arg(long = "s3-port", value_name = "PORT")]
+    s3_port: Option<u16>,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
+}
+
+/// The file `cairn up --s3-port` keeps the gateway's endpoint and the
+/// `admin` user's keys in.
+pub(crate) fn s3_admin_file(dir: &Path) -> PathBuf {
+    dir.join("s3-admin.json")
 }
 
 /// Flags of `cairn down`.
@@ -141,6 +151,18 @@ impl UpArgs {
             self.data_dir.join("cairn.toml").display(),
             self.data_dir.join("logs").display()
         ));
+        if self.s3_port.is_some()
+            && let Ok(kept) = std::fs::read_to_string(s3_admin_file(&self.data_dir))
+            && let Ok(kept) = serde_json::from_str::<serde_json::Value>(&kept)
+        {
+            let field = |name: &str| kept[name].as_str().unwrap_or_default().to_owned();
+            text.push_str(&format!(
+                "  s3       {}  (user admin: AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={})\n",
+                field("endpoint"),
+                field("access_key"),
+                field("secret_key")
+            ));
+        }
         if self.mds > 0 {
             text.push_str(&format!(
                 "  fs       {} ({} MDS)\n  mount    mkdir -p /mnt/cairn && cairn mount --conf {} --fs {} /mnt/cairn &\n",
@@ -164,6 +186,9 @@ pub(crate) enum Member {
     /// MDS daemon N of the file system (not in the roster file: `--mds`
     /// says how many run).
     Mds(u16),
+    /// The S3 gateway (not in the roster file: `--s3-port` says whether
+    /// it runs).
+    S3,
 }
 
 impl Member {
@@ -182,6 +207,7 @@ impl Member {
             Member::Mon => "mon".into(),
             Member::Osd(index) => format!("osd.{index}"),
             Member::Mds(index) => format!("mds.{index}"),
+            Member::S3 => "s3".into(),
         }
     }
 }
@@ -416,6 +442,9 @@ fn detach(args: &UpArgs) -> CliResult {
     if let Some(size) = &args.mds_inline_max {
         command.arg("--mds-inline-max").arg(size);
     }
+    if let Some(port) = args.s3_port {
+        command.arg("--s3-port").arg(port.to_string());
+    }
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -619,6 +648,14 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             }
             command
         }
+        Member::S3 => vec![
+            "s3".into(),
+            "serve".into(),
+            "--mon".into(),
+            args.mon_addr(),
+            "--addr".into(),
+            format!("127.0.0.1:{}", args.s3_port?),
+        ],
         Member::Osd(index) => {
             let data = dir.join(member.name());
             let mut command = vec![
@@ -692,6 +729,7 @@ fn start_roster(args: &UpArgs) -> CliResult<Vec<Daemon>> {
         .iter()
         .copied()
         .chain((0..args.mds).map(Member::Mds))
+        .chain(args.s3_port.map(|_| Member::S3))
         .filter_map(|member| daemon(args, member))
         .collect())
 }
@@ -840,11 +878,52 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
             .map_err(|e| format!("creating file system {}: {e}", args.fs_name))?;
         }
     }
+    if let Some(port) = args.s3_port {
+        ensure_s3_admin(&client, &args.data_dir, port, osd_count)
+            .await
+            .map_err(|e| format!("preparing the S3 gateway: {e}"))?;
+    }
     wait_pgs_reported(&client, deadline).await?;
     let config = ClientConfig { mon: mon_addr };
     let path = args.data_dir.join("cairn.toml");
     let temp = args.data_dir.join("cairn.toml.tmp");
     std::fs::write(&temp, config.to_toml()?)?;
+    std::fs::rename(&temp, &path)?;
+    Ok(())
+}
+
+/// Makes the gateway's pool and the user `admin` (once: its keys are kept
+/// in [`s3_admin_file`], and a user without that file is made again).
+async fn ensure_s3_admin(client: &Client, dir: &Path, port: u16, osd_count: usize) -> CliResult {
+    let size = u32::try_from(osd_count).unwrap_or(u32::MAX).clamp(1, 3);
+    cairn_s3::prepare(client, 16, size).await?;
+    let path = s3_admin_file(dir);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(mut kept) = serde_json::from_str::<serde_json::Value>(&text)
+        && let Some(access) = kept["access_key"].as_str()
+        && cairn_s3::meta::key_record(client, access).await?.is_some()
+    {
+        kept["endpoint"] = serde_json::Value::String(endpoint);
+        std::fs::write(&path, serde_json::to_vec_pretty(&kept)?)?;
+        return Ok(());
+    }
+    if cairn_s3::meta::list_users(client)
+        .await?
+        .iter()
+        .any(|u| u.name == "admin")
+    {
+        cairn_s3::meta::remove_user(client, "admin").await?;
+    }
+    let (access, secret) = cairn_s3::meta::create_user(client, "admin").await?;
+    let kept = serde_json::json!({
+        "endpoint": endpoint,
+        "user": "admin",
+        "access_key": access,
+        "secret_key": secret,
+    });
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, serde_json::to_vec_pretty(&kept)?)?;
     std::fs::rename(&temp, &path)?;
     Ok(())
 }

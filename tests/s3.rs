@@ -205,3 +205,52 @@ fn the_aws_cli_syncs_a_tree_up_and_down_and_removes_it() {
     );
     aws(&["s3", "rb", "s3://tree"]);
 }
+
+#[test]
+fn cairn_up_starts_a_gateway_and_prints_its_keys() {
+    let _serial = common::serial();
+    let base_port = 19830;
+    let port = base_port + 50;
+    let port_text = port.to_string();
+    let cluster = Cluster::up("s3-up", 1, base_port, &["--s3-port", &port_text]);
+    let kept: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cluster.dir.join("s3-admin.json")).expect("s3-admin.json"),
+    )
+    .expect("json");
+    let key = kept["access_key"].as_str().expect("access key").to_owned();
+    let secret = kept["secret_key"].as_str().expect("secret key").to_owned();
+    assert_eq!(kept["endpoint"], format!("http://127.0.0.1:{port}"));
+    let summary = std::fs::read_to_string(cluster.dir.join("up.ready")).unwrap_or_default();
+    assert!(
+        summary.contains(&format!("http://127.0.0.1:{port}")) && summary.contains(&key),
+        "the summary names the endpoint and the key: {summary}"
+    );
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no gateway on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let check = "import boto3, os\n\
+        s3 = boto3.client('s3', endpoint_url=os.environ['E'], aws_access_key_id=os.environ['K'],\n\
+            aws_secret_access_key=os.environ['S'], region_name='us-east-1')\n\
+        s3.create_bucket(Bucket='quick')\n\
+        s3.put_object(Bucket='quick', Key='hello', Body=b'world')\n\
+        assert s3.get_object(Bucket='quick', Key='hello')['Body'].read() == b'world'\n\
+        print('ok')\n";
+    let out = Command::new(python())
+        .args(["-c", check])
+        .env("E", format!("http://127.0.0.1:{port}"))
+        .env("K", &key)
+        .env("S", &secret)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
