@@ -51,15 +51,20 @@ fn start_gateway(cluster: &Cluster, port: u16) -> Gateway {
         .spawn()
         .expect("cairn s3 serve starts");
     let gateway = Gateway(child);
+    wait_listening(port);
+    gateway
+}
+
+/// Waits (at most 30 s) until something listens on `port`.
+fn wait_listening(port: u16) {
     let started = Instant::now();
-    while TcpStream::connect(&addr).is_err() {
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "the gateway did not listen on {addr}"
+            "no gateway listens on port {port}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    gateway
 }
 
 #[test]
@@ -225,14 +230,7 @@ fn cairn_up_starts_a_gateway_and_prints_its_keys() {
         summary.contains(&format!("http://127.0.0.1:{port}")) && summary.contains(&key),
         "the summary names the endpoint and the key: {summary}"
     );
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no gateway on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_listening(port);
     let check = "import boto3, os\n\
         s3 = boto3.client('s3', endpoint_url=os.environ['E'], aws_access_key_id=os.environ['K'],\n\
             aws_secret_access_key=os.environ['S'], region_name='us-east-1')\n\

@@ -2190,6 +2190,28 @@ mod tests {
         }
     }
 
+    /// Every store's deep scrub map of the whole of PG 1.0, by OSD
+    /// (store `i` is `osd.i`).
+    fn deep_scrub_maps(stores: &[MemStore]) -> BTreeMap<OsdId, ScrubMap> {
+        let pg = cairn_types::PgId::new(cairn_types::PoolId(1), 0);
+        let order = crate::scrub::ScrubOrder {
+            to: OsdId(0),
+            interval_epoch: cairn_types::Epoch(1),
+            chunk: 0,
+            after: None,
+            through: None,
+            deep: true,
+        };
+        (0u32..)
+            .zip(stores)
+            .map(|(i, store)| {
+                let map =
+                    crate::daemon::build_scrub_map(store, pg, OsdId(i), &order).expect("scrub map");
+                (OsdId(i), map)
+            })
+            .collect()
+    }
+
     fn stores(n: u32) -> Vec<MemStore> {
         (0..n)
             .map(|_| {
@@ -2821,15 +2843,6 @@ mod tests {
     #[test]
     fn every_pattern_of_up_to_m_corrupt_shards_is_found_by_deep_scrub_and_rebuilt() {
         let coll = CollectionId::pg(1, 0);
-        let pg = cairn_types::PgId::new(cairn_types::PoolId(1), 0);
-        let order = crate::scrub::ScrubOrder {
-            to: OsdId(0),
-            interval_epoch: cairn_types::Epoch(1),
-            chunk: 0,
-            after: None,
-            through: None,
-            deep: true,
-        };
         let mut checked = 0;
         for (k, m) in [(2u32, 1u32), (4, 2), (8, 3)] {
             let backend = EcBackend::new(&shape(k, m)).expect("shape");
@@ -2886,18 +2899,7 @@ mod tests {
                         store.apply(txn).expect("rewrite");
                     }
                 }
-                let maps: BTreeMap<OsdId, ScrubMap> = (0..n)
-                    .map(|i| {
-                        let map = crate::daemon::build_scrub_map(
-                            &stores[i as usize],
-                            pg,
-                            OsdId(i),
-                            &order,
-                        )
-                        .expect("scrub map");
-                        (OsdId(i), map)
-                    })
-                    .collect();
+                let maps = deep_scrub_maps(&stores);
                 let found = backend.compare_scrub_maps(&maps, OsdId(0));
                 let bad: BTreeSet<OsdId> = pattern.iter().map(|i| OsdId(*i)).collect();
                 let what = format!("{k}+{m}, {size} bytes, corrupt {pattern:?}");
@@ -2938,15 +2940,6 @@ mod tests {
     #[test]
     fn a_deep_scrub_re_encodes_partially_written_objects_and_finds_silent_damage() {
         let coll = CollectionId::pg(1, 0);
-        let pg = cairn_types::PgId::new(cairn_types::PoolId(1), 0);
-        let order = crate::scrub::ScrubOrder {
-            to: OsdId(0),
-            interval_epoch: cairn_types::Epoch(1),
-            chunk: 0,
-            after: None,
-            through: None,
-            deep: true,
-        };
         for (k, m) in [(2u32, 1u32), (4, 2), (8, 3)] {
             let shape = shape(k, m);
             let backend = EcBackend::new(&shape).expect("shape");
@@ -3024,18 +3017,7 @@ mod tests {
                 stores[victim as usize].apply(txn).expect("rewrite");
                 let what = format!("{k}+{m}, damage on shard {victim}");
 
-                let maps: BTreeMap<OsdId, ScrubMap> = (0..n)
-                    .map(|i| {
-                        let map = crate::daemon::build_scrub_map(
-                            &stores[i as usize],
-                            pg,
-                            OsdId(i),
-                            &order,
-                        )
-                        .expect("scrub map");
-                        (OsdId(i), map)
-                    })
-                    .collect();
+                let maps = deep_scrub_maps(&stores);
                 let found = backend.compare_scrub_maps(&maps, OsdId(0));
                 let positions: BTreeMap<OsdId, u32> = (0..n).map(|i| (OsdId(i), i)).collect();
                 let checks = crate::scrub::parity_checks(&maps, &positions, &found);
