@@ -99,6 +99,14 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("all S3 checks passed"));
+    // The script deletes every object it made and ends every upload:
+    // no head, piece or part may be left in the data pool (refused
+    // bodies, replaced parts and copies included).
+    let left = ok_json(
+        cluster.cairn(&["object", "ls", "--pool", "data", "--json"]),
+        "object ls",
+    );
+    assert_eq!(left.as_array().map(Vec::len), Some(0), "left behind: {left}");
 }
 
 #[test]

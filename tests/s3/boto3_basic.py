@@ -250,6 +250,61 @@ check(error_code(s3.copy_object, Bucket="photos", Key="x", CopySource="photos/me
 check(error_code(bob.copy_object, Bucket="photos", Key="x", CopySource="photos/meta")[0] == "AccessDenied", "bob copies alice's")
 every = sorted(every + ["meta", "meta2", "big", "managed"])
 
+# Large objects: a single PUT above the 4 MiB kept in the head streams
+# into tail objects (70 MiB: above the first part's 64 MiB limit), reads
+# and ranges across pieces, copies, a body refused late, partNumber
+# reads, UploadPartCopy with ranges, ListMultipartUploads, Expires.
+large = os.urandom(70 * MiB + 3)
+r = s3.put_object(Bucket="photos", Key="large", Body=large)
+check(r["ETag"] == f'"{hashlib.md5(large).hexdigest()}"', "large PUT etag")
+got = s3.get_object(Bucket="photos", Key="large")
+check(got["ContentLength"] == len(large) and got["Body"].read() == large, "large object read back")
+mid = s3.get_object(Bucket="photos", Key="large", Range=f"bytes={4 * MiB - 5}-{12 * MiB + 4}")["Body"].read()
+check(mid == large[4 * MiB - 5:12 * MiB + 5], "a range across pieces")
+s3.copy_object(Bucket="photos", Key="large-copy", CopySource="photos/large")
+s3.delete_object(Bucket="photos", Key="large")
+check(s3.get_object(Bucket="photos", Key="large-copy")["Body"].read() == large, "a large copy outlives its source")
+check(error_code(s3.put_object, Bucket="photos", Key="refused", Body=large[:9 * MiB],
+                 ChecksumCRC32="AAAAAA==")[0] == "BadDigest", "a large body with a wrong checksum")
+check(error_code(s3.head_object, Bucket="photos", Key="refused")[1] == 404, "nothing of a refused large body")
+part = s3.get_object(Bucket="photos", Key="big", PartNumber=2)
+check(part["Body"].read() == p2 and part["PartsCount"] == 3 and part["ContentLength"] == 5 * MiB, "a partNumber read")
+check(s3.head_object(Bucket="photos", Key="big", PartNumber=3)["ContentLength"] == MiB + 7, "a partNumber HEAD")
+check(error_code(s3.get_object, Bucket="photos", Key="big", PartNumber=4)[1] == 416, "a part past the last")
+check(s3.get_object(Bucket="photos", Key="meta", PartNumber=1)["Body"].read() == b"m", "part 1 of a plain object")
+u1 = s3.create_multipart_upload(Bucket="photos", Key="assembled")["UploadId"]
+u2 = s3.create_multipart_upload(Bucket="photos", Key="dir/other")["UploadId"]
+ups = s3.list_multipart_uploads(Bucket="photos")
+check([(x["Key"], x["UploadId"]) for x in ups["Uploads"]] == [("assembled", u1), ("dir/other", u2)], f"uploads {ups}")
+ups = s3.list_multipart_uploads(Bucket="photos", Delimiter="/")
+check([x["Key"] for x in ups["Uploads"]] == ["assembled"] and [c["Prefix"] for c in ups["CommonPrefixes"]] == ["dir/"],
+      f"uploads with a delimiter {ups}")
+ups = s3.list_multipart_uploads(Bucket="photos", MaxUploads=1)
+check(ups["IsTruncated"] and ups["NextKeyMarker"] == "assembled", f"a page of uploads {ups}")
+ups = s3.list_multipart_uploads(Bucket="photos", KeyMarker=ups["NextKeyMarker"], UploadIdMarker=ups["NextUploadIdMarker"])
+check([x["Key"] for x in ups["Uploads"]] == ["dir/other"] and not ups["IsTruncated"], f"the next page {ups}")
+c1 = s3.upload_part_copy(Bucket="photos", Key="assembled", UploadId=u1, PartNumber=1,
+                         CopySource="photos/large-copy", CopySourceRange=f"bytes=0-{6 * MiB - 1}")
+check(c1["CopyPartResult"]["ETag"] == f'"{hashlib.md5(large[:6 * MiB]).hexdigest()}"', "a part copy's etag")
+c2 = s3.upload_part_copy(Bucket="photos", Key="assembled", UploadId=u1, PartNumber=2,
+                         CopySource="photos/big", CopySourceRange=f"bytes={MiB}-{MiB + 99}")
+check(error_code(s3.upload_part_copy, Bucket="photos", Key="assembled", UploadId=u1, PartNumber=3,
+                 CopySource="photos/big", CopySourceRange=f"bytes=0-{len(whole)}")[0] == "InvalidRange", "a copy range past the end")
+again = os.urandom(5 * MiB)
+e1 = s3.upload_part(Bucket="photos", Key="assembled", UploadId=u1, PartNumber=1, Body=again)["ETag"]
+s3.complete_multipart_upload(Bucket="photos", Key="assembled", UploadId=u1, MultipartUpload={"Parts": [
+    {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": c2["CopyPartResult"]["ETag"]}]})
+check(s3.get_object(Bucket="photos", Key="assembled")["Body"].read() == again + whole[MiB:MiB + 100],
+      "an object assembled from a part uploaded again and a part copy")
+s3.abort_multipart_upload(Bucket="photos", Key="dir/other", UploadId=u2)
+check(not s3.list_multipart_uploads(Bucket="photos").get("Uploads"), "no uploads left")
+import datetime
+expires = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+s3.put_object(Bucket="photos", Key="expiring", Body=b"e", Expires=expires)
+h = s3.head_object(Bucket="photos", Key="expiring")
+check(h.get("ExpiresString") == "Wed, 02 Jan 2030 03:04:05 GMT" or h.get("Expires") == expires, f"Expires {h}")
+every = sorted(every + ["large-copy", "assembled", "expiring"])
+
 # DeleteObjects, quiet and not, with a missing key (deleting it is fine).
 s3.put_object(Bucket="archive", Key="k1", Body=b"1")
 s3.put_object(Bucket="archive", Key="k2", Body=b"2")

@@ -3,33 +3,34 @@
 //! index shards.
 
 use crate::auth::Keys;
+use crate::body::{Budget, Given, Received, Stored, Tail};
 use crate::meta::{
     self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
     ObjectMeta,
 };
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
-use futures::StreamExt;
-use md5::{Digest, Md5};
 use s3s::dto::{
-    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, ChecksumAlgorithm, CommonPrefix,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CommonPrefix,
     CompleteMultipartUploadInput, CompleteMultipartUploadOutput, CopyObjectInput, CopyObjectOutput,
-    CopyObjectResult, CopySource, CreateBucketInput, CreateBucketOutput,
+    CopyObjectResult, CopyPartResult, CopySource, CreateBucketInput, CreateBucketOutput,
     CreateMultipartUploadInput, CreateMultipartUploadOutput, DeleteBucketInput, DeleteBucketOutput,
     DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject,
     ETag, ETagCondition, GetBucketLocationInput, GetBucketLocationOutput, GetObjectInput,
     GetObjectOutput, HeadBucketInput, HeadBucketOutput, HeadObjectInput, HeadObjectOutput,
-    ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput, ListObjectsV2Input,
-    ListObjectsV2Output, ListPartsInput, ListPartsOutput, Object, Owner, Part, PutObjectInput,
-    PutObjectOutput, StreamingBlob, Timestamp, UploadPartInput, UploadPartOutput,
+    ListBucketsInput, ListBucketsOutput, ListMultipartUploadsInput, ListMultipartUploadsOutput,
+    ListObjectsInput, ListObjectsOutput, ListObjectsV2Input, ListObjectsV2Output, ListPartsInput,
+    ListPartsOutput, MultipartUpload, Object, Owner, Part, PutObjectInput, PutObjectOutput,
+    StreamingBlob, Timestamp, UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput,
+    UploadPartOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, UNIX_EPOCH};
 
-/// The largest object a single PUT stores (kept whole in its head until
-/// large objects are striped over tail objects).
-pub const PUT_BYTES_MAX: u64 = 64 << 20;
+/// The largest body kept whole in an object's head; larger ones go to
+/// tail objects in pieces.
+pub const INLINE_BYTES_MAX: u64 = crate::body::PIECE_BYTES;
 /// S3's longest key, in bytes.
 pub const KEY_BYTES_MAX: usize = 1024;
 /// S3's most keys in one DeleteObjects.
@@ -43,6 +44,7 @@ pub struct Gateway {
     client: Client,
     keys: Keys,
     default_pool: String,
+    budget: Budget,
 }
 
 impl Gateway {
@@ -52,11 +54,33 @@ impl Gateway {
             client,
             keys,
             default_pool,
+            budget: Budget::new(crate::body::BUFFER_BYTES_MAX),
         }
     }
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Reads a request body into `tail` (or whole, up to `inline_max`
+    /// bytes) and checks it: see [`crate::body::receive`].
+    pub(crate) async fn receive(
+        &self,
+        body: StreamingBlob,
+        given: Given,
+        trailers: Option<s3s::TrailingHeaders>,
+        tail: Tail,
+        inline_max: u64,
+    ) -> S3Result<Received> {
+        crate::body::receive(
+            &self.client,
+            &self.budget,
+            body,
+            given,
+            trailers,
+            (tail, inline_max),
+        )
+        .await
     }
 
     /// The user a signed request comes from.
@@ -91,25 +115,72 @@ impl Gateway {
         Ok(bucket)
     }
 
-    /// An object's metadata and its raw bytes as stored (for guards).
+    /// An object's metadata (with its parts if `parts`) and the raw
+    /// metadata as stored (for guards).
     async fn head(
         &self,
         bucket: &BucketRecord,
         key: &str,
+        parts: bool,
     ) -> S3Result<Option<(ObjectMeta, Bytes)>> {
-        let name = meta::head_name(&bucket.id, key);
-        let op = ReadOp::new().xattr(HEAD_XATTR);
-        match self.client.operate_read(&bucket.pool, &name, op).await {
-            Ok(results) => match results.into_iter().next() {
-                Some(ReadResult::Value(Some(raw))) => {
-                    let meta = meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
-                    Ok(Some((meta, raw)))
-                }
-                _ => Ok(None),
-            },
-            Err(ClientError::NotFound) => Ok(None),
-            Err(e) => Err(client_error(e)),
+        for _ in 0..8 {
+            let name = meta::head_name(&bucket.id, key);
+            let op = ReadOp::new().xattr(HEAD_XATTR);
+            let (mut object_meta, raw) =
+                match self.client.operate_read(&bucket.pool, &name, op).await {
+                    Ok(results) => match results.into_iter().next() {
+                        Some(ReadResult::Value(Some(raw))) => {
+                            let object_meta: ObjectMeta =
+                                meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+                            (object_meta, raw)
+                        }
+                        _ => return Ok(None),
+                    },
+                    Err(ClientError::NotFound) => return Ok(None),
+                    Err(e) => return Err(client_error(e)),
+                };
+            if !(parts && object_meta.manifest) {
+                return Ok(Some((object_meta, raw)));
+            }
+            // The manifest of this same version (read again if replaced).
+            let Some(manifest) = self.read_as_of(bucket, key, raw.clone(), (0, None)).await? else {
+                continue;
+            };
+            object_meta.parts =
+                meta::decode(&format!("manifest of {key}"), &manifest).map_err(internal)?;
+            return Ok(Some((object_meta, raw)));
         }
+        Err(s3_error!(SlowDown, "the object changed under every read"))
+    }
+
+    /// An object's metadata, raw metadata and bytes (for an object kept
+    /// whole) in one read; a large object's parts instead of its bytes.
+    async fn head_and_data(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Option<(ObjectMeta, Bytes, Bytes)>> {
+        let name = meta::head_name(&bucket.id, key);
+        let op = ReadOp::new().xattr(HEAD_XATTR).read(0, None);
+        let results = match self.client.operate_read(&bucket.pool, &name, op).await {
+            Ok(results) => results,
+            Err(ClientError::NotFound) => return Ok(None),
+            Err(e) => return Err(client_error(e)),
+        };
+        let mut results = results.into_iter();
+        let (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) =
+            (results.next(), results.next())
+        else {
+            return Ok(None);
+        };
+        let mut object_meta: ObjectMeta =
+            meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+        if object_meta.manifest {
+            object_meta.parts =
+                meta::decode(&format!("manifest of {key}"), &data).map_err(internal)?;
+            return Ok(Some((object_meta, raw, Bytes::new())));
+        }
+        Ok(Some((object_meta, raw, data)))
     }
 
     /// Writes an object's bytes and metadata as one compound operation on
@@ -132,7 +203,7 @@ impl Gateway {
             op = op.guard(Guard::NotExists);
             None
         } else {
-            let current = self.head(bucket, key).await?;
+            let current = self.head(bucket, key, true).await?;
             if let Some(condition) = if_match {
                 let Some((old, raw)) = &current else {
                     return Err(s3_error!(PreconditionFailed));
@@ -147,6 +218,15 @@ impl Gateway {
             }
             current
         };
+        // A large object's head holds its manifest, not bytes.
+        let (data, object_meta) = if object_meta.parts.is_empty() {
+            (data, object_meta.clone())
+        } else {
+            let mut with = object_meta.clone();
+            with.manifest = true;
+            (meta::encode(&object_meta.parts), with)
+        };
+        let object_meta = &object_meta;
         let op = op
             .write_full(data)
             .set_xattr(HEAD_XATTR, &meta::encode(object_meta));
@@ -187,13 +267,12 @@ impl Gateway {
             if standing.parts.iter().any(|p| p.object == part.object) {
                 continue;
             }
-            if let Err(error) = self
-                .client
-                .remove(&bucket.pool, part.object.as_bytes())
-                .await
-                && !matches!(error, ClientError::NotFound)
-            {
-                tracing::warn!(object = %part.object, %error, "part of a replaced object left behind");
+            for (object, _) in part.pieces() {
+                if let Err(error) = self.client.remove(&bucket.pool, object.as_bytes()).await
+                    && !matches!(error, ClientError::NotFound)
+                {
+                    tracing::warn!(%object, %error, "part of a replaced object left behind");
+                }
             }
         }
     }
@@ -225,6 +304,69 @@ impl Gateway {
         }
     }
 
+    /// A copy's source: its metadata (its conditions checked, as
+    /// `PreconditionFailed`) and its bytes as a stream, whole or the
+    /// range `bytes=FIRST-LAST` (`range` is `Some` for a part copy, whose
+    /// range header is optional).
+    async fn open_copy_source(
+        &self,
+        user: &str,
+        copy_source: &CopySource,
+        conditions: &CopyConditions<'_>,
+        range: Option<Option<&str>>,
+    ) -> S3Result<(ObjectMeta, StreamingBlob)> {
+        let (source_bucket, source_key) = copy_source_names(copy_source)?;
+        let source = self.owned_bucket(source_bucket, user).await?;
+        for _ in 0..8 {
+            let Some((from, raw)) = self.head(&source, source_key, true).await? else {
+                return Err(s3_error!(NoSuchKey));
+            };
+            check_conditions(
+                &from,
+                conditions.if_match,
+                conditions.if_none_match,
+                conditions.if_modified_since,
+                conditions.if_unmodified_since,
+            )
+            .map_err(|e| {
+                if e.code() == &S3ErrorCode::NotModified {
+                    s3_error!(PreconditionFailed)
+                } else {
+                    e
+                }
+            })?;
+            let (offset, length) = match range.flatten() {
+                Some(text) => copy_range(text, from.size)?,
+                None => (0, from.size),
+            };
+            let stream = if from.parts.is_empty() {
+                let Some(data) = self
+                    .read_as_of(&source, source_key, raw, (offset, Some(length)))
+                    .await?
+                else {
+                    continue;
+                };
+                StreamingBlob::wrap(futures::stream::once(async move {
+                    Ok::<Bytes, std::io::Error>(data)
+                }))
+            } else {
+                // Tail objects never change while a version stands.
+                crate::multipart::stream_parts(
+                    self.client.clone(),
+                    self.budget.clone(),
+                    source.pool.clone(),
+                    &from.parts,
+                    offset..offset + length,
+                )
+            };
+            return Ok((from, stream));
+        }
+        Err(s3_error!(
+            SlowDown,
+            "the source object changed under every read"
+        ))
+    }
+
     /// Removes an object (guarded by `If-Match`), then its index entry.
     async fn delete_key(
         &self,
@@ -234,7 +376,7 @@ impl Gateway {
     ) -> S3Result<()> {
         check_key(key)?;
         let head = meta::head_name(&bucket.id, key);
-        let current = self.head(bucket, key).await?;
+        let current = self.head(bucket, key, true).await?;
         if let Some(condition) = if_match {
             let Some((old, _)) = &current else {
                 return Err(s3_error!(NoSuchKey));
@@ -481,7 +623,7 @@ struct ShardCursor {
 
 /// A key that sorts just below every key starting with `prefix` (and
 /// after any key below the prefix that is not much longer).
-fn below(prefix: &[u8]) -> Vec<u8> {
+pub(crate) fn below(prefix: &[u8]) -> Vec<u8> {
     let mut out = prefix.to_vec();
     match out.pop() {
         Some(0) | None => out,
@@ -748,15 +890,6 @@ impl S3 for Gateway {
         let mut input = req.input;
         check_key(&input.key)?;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
-        if input
-            .content_length
-            .is_some_and(|l| l < 0 || l as u64 > PUT_BYTES_MAX)
-        {
-            return Err(s3_error!(
-                EntityTooLarge,
-                "objects above {PUT_BYTES_MAX} bytes need a multipart upload (not yet served)"
-            ));
-        }
         let Some(body) = input.body.take() else {
             return Err(s3_error!(IncompleteBody));
         };
@@ -773,15 +906,21 @@ impl S3 for Gateway {
             content_md5: input.content_md5.take(),
             content_length: input.content_length,
         };
-        let Collected {
-            data,
-            etag,
-            checksums,
-            computed: got,
-        } = collect_body(body, given, trailers).await?;
+        let tail = Tail {
+            pool: bucket.pool.clone(),
+            prefix: meta::put_tail(&bucket.id),
+        };
+        let received = self
+            .receive(body, given, trailers, tail, INLINE_BYTES_MAX)
+            .await?;
+        let (data, parts) = match received.stored {
+            Stored::Inline(data) => (data, Vec::new()),
+            Stored::Tail(part) => (Bytes::new(), vec![part]),
+        };
+        let (etag, got) = (received.etag, received.computed);
         let mtime_ms = meta::now_ms();
         let object_meta = ObjectMeta {
-            size: data.len() as u64,
+            size: received.size,
             etag: etag.clone(),
             mtime_ms,
             content_type: input.content_type.map(|c| c.to_string()),
@@ -789,14 +928,25 @@ impl S3 for Gateway {
             content_disposition: input.content_disposition,
             content_language: input.content_language,
             cache_control: input.cache_control,
-            expires: None,
+            expires: input.expires.as_ref().map(http_date),
             user: input.metadata.unwrap_or_default().into_iter().collect(),
-            checksums: checksums.clone(),
-            parts: Vec::new(),
+            checksums: received.checksums,
+            manifest: false,
+            parts,
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
-        self.store(&bucket, &input.key, data, &object_meta, conditions)
-            .await?;
+        if let Err(e) = self
+            .store(&bucket, &input.key, data, &object_meta, conditions)
+            .await
+        {
+            // Refused by a condition: the pieces are nobody's. (After
+            // any other failure the head may stand; the collector sees.)
+            if e.code() == &S3ErrorCode::PreconditionFailed {
+                self.remove_parts(&bucket, &object_meta.parts, &ObjectMeta::default())
+                    .await;
+            }
+            return Err(e);
+        }
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(etag)),
             checksum_crc32: got.checksum_crc32,
@@ -818,8 +968,20 @@ impl S3 for Gateway {
         // Metadata first, then the bytes of that same version (guarded by
         // its metadata: a PUT between the two reads is read again).
         for _ in 0..8 {
-            let Some((object_meta, raw)) = self.head(&bucket, &input.key).await? else {
-                return Err(s3_error!(NoSuchKey));
+            // Without a range, metadata and bytes (or manifest) come in
+            // one read.
+            let (object_meta, raw, whole) = if input.range.is_none() {
+                let Some((object_meta, raw, data)) =
+                    self.head_and_data(&bucket, &input.key).await?
+                else {
+                    return Err(s3_error!(NoSuchKey));
+                };
+                (object_meta, raw, Some(data))
+            } else {
+                let Some((object_meta, raw)) = self.head(&bucket, &input.key, true).await? else {
+                    return Err(s3_error!(NoSuchKey));
+                };
+                (object_meta, raw, None)
             };
             check_conditions(
                 &object_meta,
@@ -829,19 +991,32 @@ impl S3 for Gateway {
                 input.if_unmodified_since.as_ref(),
             )?;
             let size = object_meta.size;
-            let range = match &input.range {
-                Some(range) => Some(range.check(size)?),
-                None => None,
+            let range = match (&input.range, input.part_number) {
+                (Some(_), Some(_)) => {
+                    return Err(s3_error!(
+                        InvalidRequest,
+                        "Cannot specify both Range header and partNumber query parameter"
+                    ));
+                }
+                (Some(range), None) => Some(range.check(size)?),
+                (None, Some(number)) => Some(part_range(&object_meta, number)?),
+                (None, None) => None,
             };
             let (offset, length) = range
                 .as_ref()
                 .map_or((0, size), |r| (r.start, r.end - r.start));
             let (body, length) = if object_meta.parts.is_empty() {
-                let Some(data) = self
-                    .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
-                    .await?
-                else {
-                    continue;
+                let data = match whole {
+                    Some(data) => data,
+                    None => {
+                        let Some(data) = self
+                            .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
+                            .await?
+                        else {
+                            continue;
+                        };
+                        data
+                    }
                 };
                 let length = data.len() as u64;
                 let body = StreamingBlob::wrap(futures::stream::once(async move {
@@ -852,6 +1027,7 @@ impl S3 for Gateway {
                 // A multipart object's parts never change: streamed as read.
                 let body = crate::multipart::stream_parts(
                     self.client.clone(),
+                    self.budget.clone(),
                     bucket.pool.clone(),
                     &object_meta.parts,
                     offset..offset + length,
@@ -876,6 +1052,7 @@ impl S3 for Gateway {
                 body: Some(body),
                 content_length: Some(to_i64(length)),
                 content_range,
+                parts_count: input.part_number.and(parts_count(&object_meta)),
                 accept_ranges: Some("bytes".into()),
                 e_tag: Some(ETag::Strong(object_meta.etag.clone())),
                 last_modified: Some(timestamp(object_meta.mtime_ms)),
@@ -887,6 +1064,7 @@ impl S3 for Gateway {
                 content_disposition: object_meta.content_disposition.clone(),
                 content_language: object_meta.content_language.clone(),
                 cache_control: object_meta.cache_control.clone(),
+                expires: object_meta.expires.as_deref().and_then(parse_http_date),
                 metadata: (!object_meta.user.is_empty())
                     .then(|| object_meta.user.clone().into_iter().collect()),
                 checksum_crc32: pick("CRC32"),
@@ -907,7 +1085,8 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
-        let Some((object_meta, _)) = self.head(&bucket, &input.key).await? else {
+        let parts = input.part_number.is_some();
+        let Some((object_meta, _)) = self.head(&bucket, &input.key, parts).await? else {
             return Err(s3_error!(NoSuchKey));
         };
         check_conditions(
@@ -926,8 +1105,26 @@ impl S3 for Gateway {
                 .then(|| object_meta.checksums.get(name).cloned())
                 .flatten()
         };
+        let size = object_meta.size;
+        let range = match (&input.range, input.part_number) {
+            (Some(_), Some(_)) => {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "Cannot specify both Range header and partNumber query parameter"
+                ));
+            }
+            (Some(range), None) => Some(range.check(size)?),
+            (None, Some(number)) => Some(part_range(&object_meta, number)?),
+            (None, None) => None,
+        };
+        let length = range.as_ref().map_or(size, |r| r.end - r.start);
+        let content_range = range
+            .as_ref()
+            .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1)));
         Ok(S3Response::new(HeadObjectOutput {
-            content_length: Some(to_i64(object_meta.size)),
+            content_length: Some(to_i64(length)),
+            content_range,
+            parts_count: input.part_number.and(parts_count(&object_meta)),
             accept_ranges: Some("bytes".into()),
             e_tag: Some(ETag::Strong(object_meta.etag.clone())),
             last_modified: Some(timestamp(object_meta.mtime_ms)),
@@ -939,6 +1136,7 @@ impl S3 for Gateway {
             content_disposition: object_meta.content_disposition.clone(),
             content_language: object_meta.content_language.clone(),
             cache_control: object_meta.cache_control.clone(),
+            expires: object_meta.expires.as_deref().and_then(parse_http_date),
             metadata: (!object_meta.user.is_empty())
                 .then(|| object_meta.user.clone().into_iter().collect()),
             checksum_crc32: pick("CRC32"),
@@ -1014,105 +1212,116 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         check_key(&input.key)?;
-        let CopySource::Bucket {
-            bucket: source_bucket,
-            key: source_key,
-            version_id,
-        } = &input.copy_source
-        else {
-            return Err(s3_error!(NotImplemented, "copies from access points"));
-        };
-        if version_id.is_some() {
-            return Err(s3_error!(NotImplemented, "versioning is not served yet"));
-        }
+        let (source_bucket, source_key) = copy_source_names(&input.copy_source)?;
         let target = self.owned_bucket(&input.bucket, &user).await?;
-        let source = self.owned_bucket(source_bucket, &user).await?;
         let replace = input
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == "REPLACE");
-        if !replace && source.id == target.id && **source_key == *input.key {
+        if !replace && source_bucket == input.bucket.as_str() && source_key == input.key {
             return Err(s3_error!(
                 InvalidRequest,
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
             ));
         }
-        for _ in 0..8 {
-            let Some((from, raw)) = self.head(&source, source_key).await? else {
-                return Err(s3_error!(NoSuchKey));
-            };
-            // The copy-source conditions, as a read's.
-            check_conditions(
-                &from,
-                input.copy_source_if_match.as_ref(),
-                input.copy_source_if_none_match.as_ref(),
-                input.copy_source_if_modified_since.as_ref(),
-                input.copy_source_if_unmodified_since.as_ref(),
-            )
-            .map_err(|e| {
-                if e.code() == &S3ErrorCode::NotModified {
-                    s3_error!(PreconditionFailed)
-                } else {
-                    e
-                }
-            })?;
-            let data = if from.parts.is_empty() {
-                let Some(data) = self.read_as_of(&source, source_key, raw, (0, None)).await? else {
-                    continue;
-                };
+        let conditions = CopyConditions {
+            if_match: input.copy_source_if_match.as_ref(),
+            if_none_match: input.copy_source_if_none_match.as_ref(),
+            if_modified_since: input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+        };
+        let (from, stream) = self
+            .open_copy_source(&user, &input.copy_source, &conditions, None)
+            .await?;
+        // The bytes are the copy's own: kept whole if small, else in new
+        // tail objects.
+        let tail = Tail {
+            pool: target.pool.clone(),
+            prefix: meta::put_tail(&target.id),
+        };
+        let received = self
+            .receive(stream, Given::default(), None, tail, INLINE_BYTES_MAX)
+            .await?;
+        let mut to = from.clone();
+        to.mtime_ms = meta::now_ms();
+        let data = match received.stored {
+            Stored::Inline(data) => {
+                to.parts = Vec::new();
                 data
-            } else {
-                // A multipart source is copied whole into the new head.
-                if from.size > PUT_BYTES_MAX {
-                    return Err(s3_error!(
-                        NotImplemented,
-                        "copies of objects above {PUT_BYTES_MAX} bytes are not served yet"
-                    ));
-                }
-                let mut stream = crate::multipart::stream_parts(
-                    self.client.clone(),
-                    source.pool.clone(),
-                    &from.parts,
-                    0..from.size,
-                );
-                let mut data = BytesMut::new();
-                while let Some(piece) = stream.next().await {
-                    data.extend_from_slice(&piece.map_err(internal)?);
-                }
-                data.freeze()
-            };
-            let mut to = from.clone();
-            to.mtime_ms = meta::now_ms();
-            to.parts.clear();
-            if replace {
-                to.content_type = input.content_type.as_ref().map(ToString::to_string);
-                to.content_encoding.clone_from(&input.content_encoding);
-                to.content_disposition
-                    .clone_from(&input.content_disposition);
-                to.content_language.clone_from(&input.content_language);
-                to.cache_control.clone_from(&input.cache_control);
-                to.user = input
-                    .metadata
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect();
             }
-            self.store(&target, &input.key, data, &to, (None, None))
-                .await?;
-            return Ok(S3Response::new(CopyObjectOutput {
-                copy_object_result: Some(CopyObjectResult {
-                    e_tag: Some(ETag::Strong(to.etag.clone())),
-                    last_modified: Some(timestamp(to.mtime_ms)),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }));
+            Stored::Tail(part) => {
+                to.parts = vec![part];
+                Bytes::new()
+            }
+        };
+        if replace {
+            to.content_type = input.content_type.as_ref().map(ToString::to_string);
+            to.content_encoding.clone_from(&input.content_encoding);
+            to.content_disposition
+                .clone_from(&input.content_disposition);
+            to.content_language.clone_from(&input.content_language);
+            to.cache_control.clone_from(&input.cache_control);
+            to.expires = input.expires.as_ref().map(http_date);
+            to.user = input
+                .metadata
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
         }
-        Err(s3_error!(
-            SlowDown,
-            "the source object changed under every read"
-        ))
+        self.store(&target, &input.key, data, &to, (None, None))
+            .await?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(to.etag.clone())),
+                last_modified: Some(timestamp(to.mtime_ms)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
+        crate::multipart::check_part_number(input.part_number)?;
+        let conditions = CopyConditions {
+            if_match: input.copy_source_if_match.as_ref(),
+            if_none_match: input.copy_source_if_none_match.as_ref(),
+            if_modified_since: input.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+        };
+        let (_, stream) = self
+            .open_copy_source(
+                &user,
+                &input.copy_source,
+                &conditions,
+                Some(input.copy_source_range.as_deref()),
+            )
+            .await?;
+        let received = self
+            .put_part(
+                &bucket,
+                &upload,
+                input.part_number,
+                stream,
+                Given::default(),
+                None,
+            )
+            .await?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(ETag::Strong(received.etag)),
+                last_modified: Some(timestamp(meta::now_ms())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
     }
 
     async fn create_multipart_upload(
@@ -1128,6 +1337,7 @@ impl S3 for Gateway {
             content_disposition: input.content_disposition,
             content_language: input.content_language,
             cache_control: input.cache_control,
+            expires: input.expires.as_ref().map(http_date),
             user: input.metadata.unwrap_or_default().into_iter().collect(),
             ..ObjectMeta::default()
         };
@@ -1166,12 +1376,12 @@ impl S3 for Gateway {
             content_md5: input.content_md5.take(),
             content_length: input.content_length,
         };
-        let (etag, collected) = self
+        let received = self
             .put_part(&bucket, &upload, input.part_number, body, given, trailers)
             .await?;
-        let got = collected.computed;
+        let got = received.computed;
         Ok(S3Response::new(UploadPartOutput {
-            e_tag: Some(ETag::Strong(etag)),
+            e_tag: Some(ETag::Strong(received.etag)),
             checksum_crc32: got.checksum_crc32,
             checksum_crc32c: got.checksum_crc32c,
             checksum_sha1: got.checksum_sha1,
@@ -1202,8 +1412,7 @@ impl S3 for Gateway {
             })
             .collect();
         let uploaded = self.parts(&upload.upload_id).await?;
-        let (parts, etag, size) =
-            crate::multipart::assemble(&bucket.id, &upload.upload_id, &listed, &uploaded)?;
+        let (parts, etag, size) = crate::multipart::assemble(&listed, &uploaded)?;
         let object_meta = ObjectMeta {
             size,
             etag: etag.clone(),
@@ -1233,6 +1442,90 @@ impl S3 for Gateway {
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
         self.end_upload(&bucket, &upload, &[]).await?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let max = usize::try_from(input.max_uploads.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let page = self
+            .list_uploads(
+                &bucket,
+                &prefix,
+                input.delimiter.as_deref(),
+                (
+                    input.key_marker.as_deref(),
+                    input.upload_id_marker.as_deref(),
+                ),
+                max,
+            )
+            .await?;
+        let url = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == "url");
+        let enc = |text: &str| {
+            if url {
+                url_encode(text)
+            } else {
+                text.to_owned()
+            }
+        };
+        let owner = Owner {
+            display_name: Some(user.clone()),
+            id: Some(user),
+        };
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(input.bucket),
+            prefix: input.prefix.as_deref().map(enc),
+            delimiter: input.delimiter.as_deref().map(enc),
+            encoding_type: input.encoding_type,
+            key_marker: input.key_marker.as_deref().map(enc),
+            upload_id_marker: input.upload_id_marker,
+            max_uploads: Some(i32::try_from(max).unwrap_or(1000)),
+            is_truncated: Some(page.truncated),
+            next_key_marker: page
+                .truncated
+                .then(|| page.next_key_marker.as_deref().map(enc))
+                .flatten(),
+            next_upload_id_marker: page
+                .truncated
+                .then_some(page.next_upload_id_marker)
+                .flatten(),
+            uploads: Some(
+                page.uploads
+                    .into_iter()
+                    .map(|u| MultipartUpload {
+                        key: Some(enc(&u.key)),
+                        upload_id: Some(u.upload_id),
+                        initiated: Some(timestamp(u.initiated_ms)),
+                        owner: Some(owner.clone()),
+                        initiator: Some(s3s::dto::Initiator {
+                            display_name: owner.display_name.clone(),
+                            id: owner.id.clone(),
+                        }),
+                        storage_class: Some(s3s::dto::StorageClass::from_static(
+                            s3s::dto::StorageClass::STANDARD,
+                        )),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            common_prefixes: (!page.common_prefixes.is_empty()).then(|| {
+                page.common_prefixes
+                    .iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }))
     }
 
     async fn list_parts(
@@ -1401,141 +1694,97 @@ impl S3 for Gateway {
     }
 }
 
-/// What a request says its body is: its checksums (headers; trailers
-/// come with the body), `Content-MD5` and length.
-pub(crate) struct Given {
-    pub algorithm: Option<String>,
-    pub crc32: Option<String>,
-    pub crc32c: Option<String>,
-    pub sha1: Option<String>,
-    pub sha256: Option<String>,
-    pub crc64nvme: Option<String>,
-    pub content_md5: Option<String>,
-    pub content_length: Option<i64>,
+/// The `x-amz-copy-source-if-*` conditions of a copy.
+struct CopyConditions<'a> {
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
 }
 
-/// A body read whole and checked against what its request said.
-pub(crate) struct Collected {
-    pub data: Bytes,
-    /// Hex MD5.
-    pub etag: String,
-    /// Verified checksums by algorithm name, base64.
-    pub checksums: BTreeMap<String, String>,
-    pub computed: s3s::dto::Checksum,
+/// A copy source's bucket and key (versions and access points refused).
+fn copy_source_names(copy_source: &CopySource) -> S3Result<(&str, &str)> {
+    match copy_source {
+        CopySource::Bucket {
+            version_id: Some(_),
+            ..
+        } => Err(s3_error!(NotImplemented, "versioning is not served yet")),
+        CopySource::Bucket { bucket, key, .. } => Ok((bucket, key)),
+        CopySource::AccessPoint { .. } | CopySource::Outpost { .. } => {
+            Err(s3_error!(NotImplemented, "copies from access points"))
+        }
+    }
 }
 
-/// Reads a body (at most [`PUT_BYTES_MAX`]) and checks its length,
-/// `Content-MD5` and every checksum given as a header or a trailer:
-/// `BadDigest` if one does not match, so nothing is stored.
-pub(crate) async fn collect_body(
-    mut body: StreamingBlob,
-    mut given: Given,
-    trailers: Option<s3s::TrailingHeaders>,
-) -> S3Result<Collected> {
-    if given
-        .content_length
-        .is_some_and(|l| l < 0 || l as u64 > PUT_BYTES_MAX)
-    {
+/// `x-amz-copy-source-range` (`bytes=FIRST-LAST`, both inclusive, within
+/// a source of `size` bytes) as an offset and a length.
+fn copy_range(text: &str, size: u64) -> S3Result<(u64, u64)> {
+    let bounds = text.strip_prefix("bytes=").and_then(|r| {
+        let (first, last) = r.split_once('-')?;
+        Some((first.parse::<u64>().ok()?, last.parse::<u64>().ok()?))
+    });
+    let Some((first, last)) = bounds else {
         return Err(s3_error!(
-            EntityTooLarge,
-            "bodies above {PUT_BYTES_MAX} bytes are not served yet (use a multipart upload)"
+            InvalidArgument,
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"
+        ));
+    };
+    if first > last || last >= size {
+        return Err(s3_error!(
+            InvalidRange,
+            "Range specified is not valid for source object of size: {size}"
         ));
     }
-    let mut checksum = s3s::checksum::ChecksumHasher::default();
-    let algorithm = given.algorithm.clone();
-    let wants = |given: bool, name: &str| given || algorithm.as_deref() == Some(name);
-    if wants(given.crc32.is_some(), ChecksumAlgorithm::CRC32) {
-        checksum.crc32 = Some(Default::default());
+    Ok((first, last - first + 1))
+}
+
+/// The parts of a multipart object (its ETag ends `-N`).
+fn parts_count(object: &ObjectMeta) -> Option<i32> {
+    let (_, count) = object.etag.rsplit_once('-')?;
+    count.parse().ok()
+}
+
+/// The bytes of part `number` (with the object's parts read): any part
+/// of a multipart object, or part 1 of another, which is all of it.
+fn part_range(object: &ObjectMeta, number: i32) -> S3Result<std::ops::Range<u64>> {
+    if number < 1 {
+        return Err(s3_error!(
+            InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive"
+        ));
     }
-    if wants(given.crc32c.is_some(), ChecksumAlgorithm::CRC32C) {
-        checksum.crc32c = Some(Default::default());
-    }
-    if wants(given.sha1.is_some(), ChecksumAlgorithm::SHA1) {
-        checksum.sha1 = Some(Default::default());
-    }
-    if wants(given.sha256.is_some(), ChecksumAlgorithm::SHA256) {
-        checksum.sha256 = Some(Default::default());
-    }
-    if wants(given.crc64nvme.is_some(), ChecksumAlgorithm::CRC64NVME) {
-        checksum.crc64nvme = Some(Default::default());
-    }
-    let mut md5 = Md5::new();
-    let mut data = BytesMut::new();
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
-        if data.len() as u64 + chunk.len() as u64 > PUT_BYTES_MAX {
-            return Err(s3_error!(
-                EntityTooLarge,
-                "bodies above {PUT_BYTES_MAX} bytes are not served yet (use a multipart upload)"
-            ));
-        }
-        md5.update(&chunk);
-        checksum.update(&chunk);
-        data.extend_from_slice(&chunk);
-    }
-    let data = data.freeze();
-    if given
-        .content_length
-        .is_some_and(|l| u64::try_from(l).ok() != Some(data.len() as u64))
-    {
-        return Err(s3_error!(IncompleteBody));
-    }
-    let etag: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    if let Some(content_md5) = &given.content_md5 {
-        let want = decode_base64(content_md5).ok_or_else(|| s3_error!(InvalidDigest))?;
-        let want: String = want.iter().map(|b| format!("{b:02x}")).collect();
-        if want != etag {
-            return Err(s3_error!(
-                BadDigest,
-                "the Content-MD5 you specified did not match what we received"
-            ));
-        }
-    }
-    // Trailing checksums (aws-chunked bodies) arrive after the body.
-    if let Some(trailers) = trailers.and_then(|t| t.take()) {
-        let get = |name: &str| -> S3Result<Option<String>> {
-            trailers
-                .get(name)
-                .map(|v| {
-                    v.to_str()
-                        .map(str::to_owned)
-                        .map_err(|_| s3_error!(InvalidArgument, "bad trailer {name}"))
-                })
-                .transpose()
+    let unsatisfiable = || {
+        let mut e = S3Error::with_message(
+            S3ErrorCode::Custom("InvalidPartNumber".into()),
+            "The requested partnumber is not satisfiable",
+        );
+        e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+        e
+    };
+    if parts_count(object).is_none() {
+        return if number == 1 {
+            Ok(0..object.size)
+        } else {
+            Err(unsatisfiable())
         };
-        given.crc32 = get("x-amz-checksum-crc32")?.or(given.crc32);
-        given.crc32c = get("x-amz-checksum-crc32c")?.or(given.crc32c);
-        given.sha1 = get("x-amz-checksum-sha1")?.or(given.sha1);
-        given.sha256 = get("x-amz-checksum-sha256")?.or(given.sha256);
-        given.crc64nvme = get("x-amz-checksum-crc64nvme")?.or(given.crc64nvme);
     }
-    let computed = checksum.finalize();
-    let mut checksums = BTreeMap::new();
-    for (name, got, given) in [
-        ("CRC32", &computed.checksum_crc32, &given.crc32),
-        ("CRC32C", &computed.checksum_crc32c, &given.crc32c),
-        ("SHA1", &computed.checksum_sha1, &given.sha1),
-        ("SHA256", &computed.checksum_sha256, &given.sha256),
-        ("CRC64NVME", &computed.checksum_crc64nvme, &given.crc64nvme),
-    ] {
-        if let Some(given) = given
-            && got.as_ref() != Some(given)
-        {
-            return Err(s3_error!(
-                BadDigest,
-                "the {name} checksum you specified did not match what we received"
-            ));
-        }
-        if let Some(got) = got {
-            checksums.insert(name.to_owned(), got.clone());
-        }
+    let index = usize::try_from(number - 1).map_err(|_| unsatisfiable())?;
+    let part = object.parts.get(index).ok_or_else(unsatisfiable)?;
+    let start: u64 = object.parts.iter().take(index).map(|p| p.size).sum();
+    Ok(start..start + part.size)
+}
+
+fn parse_http_date(text: &str) -> Option<Timestamp> {
+    Timestamp::parse(s3s::dto::TimestampFormat::HttpDate, text).ok()
+}
+
+/// A timestamp as an HTTP date (`Expires`).
+fn http_date(at: &Timestamp) -> String {
+    let mut out = Vec::new();
+    match at.format(s3s::dto::TimestampFormat::HttpDate, &mut out) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
     }
-    Ok(Collected {
-        data,
-        etag,
-        checksums,
-        computed,
-    })
 }
 
 fn listed(key: &str, entry: &IndexEntry) -> Object {
@@ -1588,7 +1837,7 @@ fn check_conditions(
 }
 
 /// Standard base64 (Content-MD5) to bytes.
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
     let value = |c: u8| -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => u32::from(c - b'A'),
@@ -1670,5 +1919,55 @@ mod tests {
         assert_eq!(decode_base64("AQI=").expect("valid"), vec![1, 2]);
         assert!(decode_base64("A?ID").is_none());
         assert_eq!(url_encode("a b/ç+"), "a%20b/%C3%A7%2B");
+    }
+
+    #[test]
+    fn copy_ranges_and_part_numbers_follow_s3() {
+        assert_eq!(copy_range("bytes=0-9", 10).expect("valid"), (0, 10));
+        assert_eq!(copy_range("bytes=5-5", 10).expect("valid"), (5, 1));
+        for (text, code) in [
+            ("bytes=0-10", "InvalidRange"),
+            ("bytes=6-5", "InvalidRange"),
+            ("bytes=-5", "InvalidArgument"),
+            ("0-5", "InvalidArgument"),
+            ("bytes=a-5", "InvalidArgument"),
+        ] {
+            let e = copy_range(text, 10).expect_err(text);
+            assert_eq!(e.code().as_str(), code, "{text}");
+        }
+        let part = |size| meta::PartRef {
+            object: "p".into(),
+            size,
+            piece_bytes: 0,
+        };
+        let multipart = ObjectMeta {
+            size: 12,
+            etag: "00-3".into(),
+            parts: vec![part(5), part(5), part(2)],
+            ..ObjectMeta::default()
+        };
+        assert_eq!(parts_count(&multipart), Some(3));
+        assert_eq!(part_range(&multipart, 2).expect("part 2"), 5..10);
+        assert_eq!(part_range(&multipart, 3).expect("part 3"), 10..12);
+        let past = part_range(&multipart, 4).expect_err("part 4");
+        assert_eq!(
+            past.status_code(),
+            Some(http::StatusCode::RANGE_NOT_SATISFIABLE)
+        );
+        assert_eq!(
+            part_range(&multipart, 0)
+                .expect_err("part 0")
+                .code()
+                .as_str(),
+            "InvalidArgument"
+        );
+        let plain = ObjectMeta {
+            size: 7,
+            etag: "0123".into(),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(parts_count(&plain), None);
+        assert_eq!(part_range(&plain, 1).expect("part 1"), 0..7);
+        assert!(part_range(&plain, 2).is_err());
     }
 }

@@ -5,6 +5,7 @@
 //! gateways can serve one cluster. See `docs/s3.md`.
 
 pub mod auth;
+pub mod body;
 pub mod gateway;
 pub mod meta;
 pub mod multipart;

@@ -77,17 +77,51 @@ pub struct ObjectMeta {
     /// (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3
     /// returns them.
     pub checksums: BTreeMap<String, String>,
-    /// A multipart object's parts, in order: its bytes are theirs (the
-    /// head holds none). Empty for an object stored whole in its head.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The object's bytes are in tail objects, listed by the head's
+    /// bytes (its manifest: [`PartRef`]s as JSON), not in the head.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub manifest: bool,
+    /// The tail objects holding the bytes, in order (read from the
+    /// manifest). Empty for an object stored whole in its head.
+    #[serde(skip)]
     pub parts: Vec<PartRef>,
 }
 
-/// One part of a multipart object: the tail object holding its bytes.
+/// A run of an object's bytes in tail objects: a multipart object's part,
+/// or a large PUT's body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartRef {
+    /// The one tail object (`piece_bytes` 0), or the prefix of the pieces.
     pub object: String,
     pub size: u64,
+    /// The bytes are in pieces `OBJECT/00000`, `OBJECT/00001`, … of this
+    /// many bytes each (the last shorter); 0: in the one object `OBJECT`.
+    #[serde(default)]
+    pub piece_bytes: u64,
+}
+
+impl PartRef {
+    /// The name of piece `n` of the run with prefix `prefix`.
+    #[must_use]
+    pub fn piece_name(prefix: &str, n: u64) -> String {
+        format!("{prefix}/{n:05}")
+    }
+
+    /// The tail objects holding these bytes, with their sizes, in order.
+    #[must_use]
+    pub fn pieces(&self) -> Vec<(String, u64)> {
+        if self.piece_bytes == 0 {
+            return vec![(self.object.clone(), self.size)];
+        }
+        let count = self.size.div_ceil(self.piece_bytes);
+        (0..count)
+            .map(|n| {
+                let start = n * self.piece_bytes;
+                let size = self.piece_bytes.min(self.size - start);
+                (Self::piece_name(&self.object, n), size)
+            })
+            .collect()
+    }
 }
 
 /// A multipart upload in progress: the object's metadata to be, as
@@ -100,13 +134,15 @@ pub struct UploadRecord {
     pub meta: ObjectMeta,
 }
 
-/// An uploaded part: its size, ETag and verified checksums.
+/// An uploaded part: its size, ETag, verified checksums, and where its
+/// bytes are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartRecord {
     pub size: u64,
     pub etag: String,
     pub mtime_ms: u64,
     pub checksums: BTreeMap<String, String>,
+    pub data: PartRef,
 }
 
 /// The object listing a bucket's uploads in progress (omap
@@ -122,11 +158,18 @@ pub fn parts_object(upload_id: &str) -> Vec<u8> {
     format!("parts.{upload_id}").into_bytes()
 }
 
-/// The tail object holding part `number` of an upload, in the bucket's
-/// pool.
+/// The prefix of the pieces of one upload of part `number` (each upload
+/// of a part number gets its own, so a part uploaded again never
+/// overwrites the bytes a record points at).
 #[must_use]
-pub fn part_data(bucket_id: &str, upload_id: &str, number: i32) -> String {
-    format!("{bucket_id}.mp/{upload_id}/{number:05}")
+pub fn part_tail(bucket_id: &str, upload_id: &str, number: i32) -> String {
+    format!("{bucket_id}.mp/{upload_id}/{number:05}-{}", random_hex(4))
+}
+
+/// The prefix of the pieces of a large PUT's (or copy's) body.
+#[must_use]
+pub fn put_tail(bucket_id: &str) -> String {
+    format!("{bucket_id}.t/{}", random_hex(8))
 }
 
 /// Why a record could not be read.
@@ -341,5 +384,51 @@ pub async fn key_record(client: &Client, access: &str) -> Result<Option<KeyRecor
     match omap_value(client, USERS_OBJECT, key.as_bytes()).await? {
         Some(v) => Ok(Some(decode(&key, &v)?)),
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_pieces_names_and_sizes_each() {
+        let run = PartRef {
+            object: "b.t/ab".into(),
+            size: 10,
+            piece_bytes: 4,
+        };
+        assert_eq!(
+            run.pieces(),
+            vec![
+                ("b.t/ab/00000".to_owned(), 4),
+                ("b.t/ab/00001".to_owned(), 4),
+                ("b.t/ab/00002".to_owned(), 2)
+            ]
+        );
+        let exact = PartRef {
+            size: 8,
+            ..run.clone()
+        };
+        assert_eq!(exact.pieces().len(), 2);
+        let empty = PartRef {
+            size: 0,
+            ..run.clone()
+        };
+        assert!(empty.pieces().is_empty());
+        let single = PartRef {
+            object: "one".into(),
+            size: 3,
+            piece_bytes: 0,
+        };
+        assert_eq!(single.pieces(), vec![("one".to_owned(), 3)]);
+        // The head's metadata never carries the parts: the manifest does.
+        let meta = ObjectMeta {
+            manifest: true,
+            parts: vec![single],
+            ..ObjectMeta::default()
+        };
+        let back: ObjectMeta = decode("head", &encode(&meta)).expect("decodes");
+        assert!(back.manifest && back.parts.is_empty());
     }
 }

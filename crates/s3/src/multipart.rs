@@ -4,9 +4,8 @@
 //! manifest) and no bytes: the parts are the object's data, never copied.
 //! A read of a multipart object streams its parts in pieces.
 
-use crate::gateway::{
-    Collected, Gateway, Given, KEY_BYTES_MAX, client_error, collect_body, internal,
-};
+use crate::body::{Budget, Given, PIECE_BYTES, Received, Stored, Tail};
+use crate::gateway::{Gateway, KEY_BYTES_MAX, client_error, internal};
 use crate::meta::{self, BucketRecord, META_POOL, ObjectMeta, PartRecord, PartRef, UploadRecord};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, ReadOp, ReadResult};
@@ -22,7 +21,7 @@ pub const PART_BYTES_MIN: u64 = 5 << 20;
 /// S3's part numbers.
 pub const PART_NUMBER_MAX: i32 = 10_000;
 /// The most bytes one read of a part fetches while streaming.
-pub const STREAM_PIECE_BYTES: u64 = 4 << 20;
+pub const STREAM_PIECE_BYTES: u64 = PIECE_BYTES;
 
 /// The omap key of an upload in its bucket's uploads object.
 pub fn upload_key(key: &str, upload_id: &str) -> Vec<u8> {
@@ -67,7 +66,8 @@ impl Gateway {
         if key.is_empty() || key.len() > KEY_BYTES_MAX {
             return Err(s3_error!(KeyTooLongError));
         }
-        let upload_id = meta::random_hex(16);
+        // The time first, so a key's uploads list in the order they began.
+        let upload_id = format!("{:012x}{}", meta::now_ms(), meta::random_hex(10));
         let record = UploadRecord {
             key: key.to_owned(),
             upload_id: upload_id.clone(),
@@ -88,7 +88,8 @@ impl Gateway {
         Ok(upload_id)
     }
 
-    /// Stores one part: its bytes in its tail object, then its record.
+    /// Stores one part: its bytes in tail objects of its own, as they
+    /// arrive, then its record; then the pieces of the part it replaced.
     pub(crate) async fn put_part(
         &self,
         bucket: &BucketRecord,
@@ -97,34 +98,143 @@ impl Gateway {
         body: StreamingBlob,
         given: Given,
         trailers: Option<s3s::TrailingHeaders>,
-    ) -> S3Result<(String, Collected)> {
-        if !(1..=PART_NUMBER_MAX).contains(&number) {
-            return Err(s3_error!(
-                InvalidArgument,
-                "Part number must be an integer between 1 and {PART_NUMBER_MAX}, inclusive"
-            ));
-        }
-        let collected = collect_body(body, given, trailers).await?;
-        let object = meta::part_data(&bucket.id, &upload.upload_id, number);
-        self.client()
-            .write_full(&bucket.pool, object.as_bytes(), collected.data.clone())
-            .await
-            .map_err(client_error)?;
-        let record = PartRecord {
-            size: collected.data.len() as u64,
-            etag: collected.etag.clone(),
-            mtime_ms: meta::now_ms(),
-            checksums: collected.checksums.clone(),
+    ) -> S3Result<Received> {
+        check_part_number(number)?;
+        let prefix = meta::part_tail(&bucket.id, &upload.upload_id, number);
+        let tail = Tail {
+            pool: bucket.pool.clone(),
+            prefix: prefix.clone(),
         };
+        let received = self.receive(body, given, trailers, tail, 0).await?;
+        let data = match &received.stored {
+            Stored::Tail(part) => part.clone(),
+            // Only an empty part stays whole: no pieces.
+            Stored::Inline(_) => PartRef {
+                object: prefix,
+                size: 0,
+                piece_bytes: PIECE_BYTES,
+            },
+        };
+        self.record_part(bucket, upload, number, &received, data)
+            .await?;
+        Ok(received)
+    }
+
+    /// Records part `number` (its bytes written), then removes the pieces
+    /// of the one it replaces.
+    pub(crate) async fn record_part(
+        &self,
+        bucket: &BucketRecord,
+        upload: &UploadRecord,
+        number: i32,
+        received: &Received,
+        data: PartRef,
+    ) -> S3Result<()> {
         let parts = meta::parts_object(&upload.upload_id);
+        let key = part_key(number);
+        let replaced: Option<PartRecord> =
+            match meta::omap_value(self.client(), &parts, &key).await? {
+                Some(value) => Some(meta::decode("part", &value)?),
+                None => None,
+            };
+        let record = PartRecord {
+            size: received.size,
+            etag: received.etag.clone(),
+            mtime_ms: meta::now_ms(),
+            checksums: received.checksums.clone(),
+            data,
+        };
         let op = cairn_client::WriteOp::new()
             .create(false)
-            .omap_set([(&part_key(number)[..], &meta::encode(&record)[..])]);
-        self.client()
-            .operate(META_POOL, &parts, op)
-            .await
-            .map_err(client_error)?;
-        Ok((collected.etag.clone(), collected))
+            .omap_set([(&key[..], &meta::encode(&record)[..])]);
+        if let Err(e) = self.client().operate(META_POOL, &parts, op).await {
+            return Err(client_error(e));
+        }
+        if let Some(old) = replaced {
+            let standing = ObjectMeta {
+                parts: vec![record.data],
+                ..ObjectMeta::default()
+            };
+            self.remove_parts(bucket, &[old.data], &standing).await;
+        }
+        Ok(())
+    }
+
+    /// A page of a bucket's uploads in progress, in key order (a key's in
+    /// the order they began), after `(key_marker, upload_id_marker)`: at
+    /// most `max` uploads and common prefixes, and whether more follow.
+    pub(crate) async fn list_uploads(
+        &self,
+        bucket: &BucketRecord,
+        prefix: &str,
+        delimiter: Option<&str>,
+        (key_marker, upload_id_marker): (Option<&str>, Option<&str>),
+        max: usize,
+    ) -> S3Result<UploadsPage> {
+        let object = meta::uploads_object(&bucket.id);
+        // Without an upload id marker, every upload of the marker key is
+        // skipped (they sort below `KEY \x01`).
+        let mut after: Vec<u8> = match (key_marker, upload_id_marker) {
+            (Some(key), Some(id)) => upload_key(key, id),
+            (Some(key), None) => {
+                let mut after = key.as_bytes().to_vec();
+                after.push(1);
+                after
+            }
+            (None, _) => Vec::new(),
+        };
+        let floor = crate::gateway::below(prefix.as_bytes());
+        if after < floor {
+            after = floor;
+        }
+        let mut page = UploadsPage::default();
+        loop {
+            let entries = match self
+                .client()
+                .omap_range(META_POOL, &object, Some(&after), 1000)
+                .await
+            {
+                Ok(entries) => entries,
+                Err(ClientError::NotFound) => return Ok(page),
+                Err(e) => return Err(client_error(e)),
+            };
+            if entries.is_empty() {
+                return Ok(page);
+            }
+            for (omap_key, value) in &entries {
+                after = omap_key.to_vec();
+                let key_bytes = omap_key.split(|&b| b == 0).next().unwrap_or_default();
+                if !key_bytes.starts_with(prefix.as_bytes()) {
+                    if key_bytes > prefix.as_bytes() {
+                        return Ok(page);
+                    }
+                    continue;
+                }
+                let key = String::from_utf8_lossy(key_bytes).into_owned();
+                if page.uploads.len() + page.common_prefixes.len() == max {
+                    page.truncated = true;
+                    return Ok(page);
+                }
+                let rest = &key[prefix.len()..];
+                if let Some(at) =
+                    delimiter.and_then(|d| (!d.is_empty()).then(|| rest.find(d)).flatten())
+                {
+                    let delimiter_len = delimiter.map_or(0, str::len);
+                    let common = key[..prefix.len() + at + delimiter_len].to_owned();
+                    // Past every upload under this common prefix.
+                    after = common.as_bytes().to_vec();
+                    after.push(0xff);
+                    page.next_key_marker = Some(common.clone());
+                    page.next_upload_id_marker = None;
+                    page.common_prefixes.push(common);
+                    break;
+                }
+                let record: UploadRecord = meta::decode("upload", value)?;
+                page.next_key_marker = Some(record.key.clone());
+                page.next_upload_id_marker = Some(record.upload_id.clone());
+                page.uploads.push(record);
+            }
+        }
     }
 
     /// Every part record of an upload, by number.
@@ -177,10 +287,7 @@ impl Gateway {
             .parts(&upload.upload_id)
             .await?
             .into_iter()
-            .map(|(number, record)| PartRef {
-                object: meta::part_data(&bucket.id, &upload.upload_id, number),
-                size: record.size,
-            })
+            .map(|(_, record)| record.data)
             .collect();
         self.remove_parts(bucket, &all, &standing).await;
         match self
@@ -194,6 +301,16 @@ impl Gateway {
     }
 }
 
+/// A page of uploads in progress.
+#[derive(Debug, Default)]
+pub(crate) struct UploadsPage {
+    pub uploads: Vec<UploadRecord>,
+    pub common_prefixes: Vec<String>,
+    pub truncated: bool,
+    pub next_key_marker: Option<String>,
+    pub next_upload_id_marker: Option<String>,
+}
+
 /// Checks a CompleteMultipartUpload's list against the parts uploaded
 /// and makes the object's part list and its ETag (the MD5 of the parts'
 /// MD5s, then `-N`).
@@ -203,8 +320,6 @@ impl Gateway {
 /// `EntityTooSmall` (a part but the last under 5 MiB), `MalformedXML`
 /// (no parts).
 pub fn assemble(
-    bucket_id: &str,
-    upload_id: &str,
     listed: &[(i32, Option<String>)],
     uploaded: &[(i32, PartRecord)],
 ) -> S3Result<(Vec<PartRef>, String, u64)> {
@@ -246,42 +361,55 @@ pub fn assemble(
             .collect();
         md5s.update(&raw);
         size += record.size;
-        parts.push(PartRef {
-            object: meta::part_data(bucket_id, upload_id, *number),
-            size: record.size,
-        });
+        parts.push(record.data.clone());
     }
     let etag: String = md5s.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((parts, format!("{etag}-{}", listed.len()), size))
 }
 
-/// A multipart object's bytes `range` as a stream, read part by part in
-/// pieces of at most [`STREAM_PIECE_BYTES`] by a task feeding a small
-/// channel (so at most a few pieces are in memory).
+/// Part number `number`, if S3 allows it.
+pub(crate) fn check_part_number(number: i32) -> S3Result<()> {
+    if (1..=PART_NUMBER_MAX).contains(&number) {
+        Ok(())
+    } else {
+        Err(s3_error!(
+            InvalidArgument,
+            "Part number must be an integer between 1 and {PART_NUMBER_MAX}, inclusive"
+        ))
+    }
+}
+
+/// A large object's bytes `range` as a stream, read from its tail
+/// objects in pieces of at most [`STREAM_PIECE_BYTES`] by a task feeding
+/// a small channel; each piece in memory holds its bytes of `budget`.
 pub fn stream_parts(
     client: Client,
+    budget: Budget,
     pool: String,
     parts: &[PartRef],
     range: std::ops::Range<u64>,
 ) -> StreamingBlob {
     let mut pieces: VecDeque<(String, u64, u64)> = VecDeque::new();
     let mut at = 0u64;
-    for part in parts {
-        let (start, end) = (at, at + part.size);
+    for (object, size) in parts.iter().flat_map(PartRef::pieces) {
+        let (start, end) = (at, at + size);
         at = end;
         let from = range.start.max(start);
         let to = range.end.min(end);
         if from < to {
-            pieces.push_back((part.object.clone(), from - start, to - from));
+            pieces.push_back((object, from - start, to - from));
         }
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Piece>(1);
     tokio::spawn(async move {
         while let Some((object, offset, length)) = pieces.pop_front() {
             let take = length.min(STREAM_PIECE_BYTES);
             if take < length {
                 pieces.push_front((object.clone(), offset + take, length - take));
             }
+            let Ok(permit) = budget.take(take).await else {
+                return;
+            };
             let op = ReadOp::new().read(offset, Some(take));
             let piece = match client.operate_read(&pool, object.as_bytes(), op).await {
                 Ok(results) => match results.into_iter().next() {
@@ -293,21 +421,41 @@ pub fn stream_parts(
                 Err(e) => Err(std::io::Error::other(format!("part {object}: {e}"))),
             };
             let failed = piece.is_err();
-            if tx.send(piece).await.is_err() || failed {
+            if tx.send((piece, permit)).await.is_err() || failed {
                 return;
             }
         }
     });
-    StreamingBlob::wrap(ChannelStream(rx))
+    StreamingBlob::wrap(ChannelStream { rx, held: None })
 }
 
-struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
+/// A piece read, with the budget it holds.
+type Piece = (
+    Result<Bytes, std::io::Error>,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
+/// The pieces of [`stream_parts`]; the budget of a piece handed on is
+/// held until the next is asked for (by then the connection has taken
+/// the bytes).
+struct ChannelStream {
+    rx: tokio::sync::mpsc::Receiver<Piece>,
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
 impl futures::Stream for ChannelStream {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
+        self.held = None;
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some((piece, permit))) => {
+                self.held = Some(permit);
+                Poll::Ready(Some(piece))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -321,6 +469,11 @@ mod tests {
             etag: etag.into(),
             mtime_ms: 0,
             checksums: Default::default(),
+            data: PartRef {
+                object: format!("p-{etag}"),
+                size,
+                piece_bytes: PIECE_BYTES,
+            },
         }
     }
 
@@ -337,7 +490,7 @@ mod tests {
             (2, Some("\"ffeeddccbbaa99887766554433221100\"".to_owned())),
             (3, None),
         ];
-        let (parts, etag, size) = assemble("b", "u", &all, &uploaded).expect("valid");
+        let (parts, etag, size) = assemble(&all, &uploaded).expect("valid");
         assert_eq!(parts.len(), 3);
         assert_eq!(size, 2 * big + 10);
         assert!(etag.ends_with("-3"), "{etag}");
@@ -349,26 +502,24 @@ mod tests {
                 .to_owned()
         };
         assert_eq!(
-            code(assemble("b", "u", &[(2, None), (1, None)], &uploaded)),
+            code(assemble(&[(2, None), (1, None)], &uploaded)),
             "InvalidPartOrder"
         );
         assert_eq!(
-            code(assemble("b", "u", &[(1, None), (4, None)], &uploaded)),
+            code(assemble(&[(1, None), (4, None)], &uploaded)),
             "InvalidPart"
         );
         assert_eq!(
-            code(assemble("b", "u", &[(1, Some("\"00\"".into()))], &uploaded)),
+            code(assemble(&[(1, Some("\"00\"".into()))], &uploaded)),
             "InvalidPart"
         );
         assert_eq!(
             code(assemble(
-                "b",
-                "u",
                 &[(3, None), (4, None)],
                 &[(3, record(10, "00")), (4, record(10, "00"))]
             )),
             "EntityTooSmall"
         );
-        assert_eq!(code(assemble("b", "u", &[], &uploaded)), "MalformedXML");
+        assert_eq!(code(assemble(&[], &uploaded)), "MalformedXML");
     }
 }
