@@ -8,6 +8,8 @@ need=()
 command -v cc >/dev/null || need+=(build-essential)
 # cairn mount uses the kernel's FUSE; fuse3 brings fusermount3 for non-root.
 command -v fusermount3 >/dev/null || need+=(fuse3)
+# The S3 demo signs its requests with curl.
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -45,9 +47,21 @@ for _ in $(seq 50); do grep -q " $data/mnt fuse" /proc/self/mounts && break; sle
 mkdir -p "$data/mnt/demo" && cp "$data/sample.bin" "$data/mnt/demo/" && ls -l "$data/mnt/demo"
 cmp "$data/sample.bin" "$data/mnt/demo/sample.bin" && echo "4 MiB file read back byte-exact through the mount"
 kill "$mount_pid" && wait "$mount_pid" 2>/dev/null || true
+echo
+echo "== S3: the gateway cairn up started (endpoint and keys in $data/s3-admin.json)"
+field() { sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" "$data/s3-admin.json"; }
+endpoint=$(field endpoint) key=$(field access_key) secret=$(field secret_key)
+# curl signs S3 requests itself (SigV4); any S3 client works the same way.
+s3() { curl -sS -f --aws-sigv4 "aws:amz:us-east-1:s3" --user "$key:$secret" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
+s3 -X PUT "$endpoint/demo" && echo "bucket demo made"
+s3 -T "$data/sample.bin" "$endpoint/demo/sample.bin" && echo "4 MiB object PUT"
+s3 "$endpoint/demo/sample.bin" -o "$data/sample.s3" && cmp "$data/sample.bin" "$data/sample.s3" && echo "and read back byte-exact"
 cat <<TXT
 
 The cluster keeps running in the background (logs in $data/logs).
+S3 clients (aws, boto3, rclone, s3cmd) take the endpoint and keys:
+  export AWS_ACCESS_KEY_ID=$key AWS_SECRET_ACCESS_KEY=$secret AWS_DEFAULT_REGION=us-east-1
+  aws --endpoint-url $endpoint s3 ls s3://demo
 Try:
   $cairn status
   $cairn pool create mypool --size 3 --pg-num 64

@@ -13,6 +13,8 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 # tests/fs.rs mounts with the kernel's FUSE and runs tests/fs/*.py.
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v python3 >/dev/null || need_apt+=(python3)
+# tests/s3.rs syncs and checks a tree with rclone.
+command -v rclone >/dev/null || need_apt+=(rclone)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq

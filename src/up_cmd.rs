@@ -106,14 +106,19 @@ pub struct UpArgs {
     /// --inline-max`); the MDS's default (0: none) when absent.
     #[arg(long = "mds-inline-max", value_name = "BYTES")]
     mds_inline_max: Option<String>,
-    /// Run an S3 gateway on this port too (`cairn s3 serve`), with a user
-    /// `admin` whose keys are printed and kept in DIR/s3-admin.json.
-    #[arg(long = "s3-port", value_name = "PORT")]
-    s3_port: Option<u16>,
+    /// Port of the S3 gateway (`cairn s3 serve`, on 127.0.0.1), with a
+    /// user `admin` whose keys are printed and kept in DIR/s3-admin.json;
+    /// 0 for none.
+    #[arg(long = "s3-port", value_name = "PORT", default_value_t = DEFAULT_S3_PORT)]
+    s3_port: u16,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
 }
+
+/// The S3 gateway's port unless `--s3-port` says otherwise (MinIO's;
+/// Ceph's RGW takes 7480).
+pub const DEFAULT_S3_PORT: u16 = 9000;
 
 /// The file `cairn up --s3-port` keeps the gateway's endpoint and the
 /// `admin` user's keys in.
@@ -134,6 +139,11 @@ impl UpArgs {
         format!("127.0.0.1:{}", self.base_port)
     }
 
+    /// The S3 gateway's port, if it runs one.
+    fn s3_port(&self) -> Option<u16> {
+        (self.s3_port != 0).then_some(self.s3_port)
+    }
+
     fn summary(&self, list: &[Daemon]) -> String {
         let mut text = format!(
             "cairn cluster up in {}\n  monitor  {}\n",
@@ -151,7 +161,7 @@ impl UpArgs {
             self.data_dir.join("cairn.toml").display(),
             self.data_dir.join("logs").display()
         ));
-        if self.s3_port.is_some()
+        if self.s3_port().is_some()
             && let Ok(kept) = std::fs::read_to_string(s3_admin_file(&self.data_dir))
             && let Ok(kept) = serde_json::from_str::<serde_json::Value>(&kept)
         {
@@ -442,9 +452,7 @@ fn detach(args: &UpArgs) -> CliResult {
     if let Some(size) = &args.mds_inline_max {
         command.arg("--mds-inline-max").arg(size);
     }
-    if let Some(port) = args.s3_port {
-        command.arg("--s3-port").arg(port.to_string());
-    }
+    command.arg("--s3-port").arg(args.s3_port.to_string());
     if args.no_restart {
         command.arg("--no-restart");
     }
@@ -654,7 +662,7 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             "--mon".into(),
             args.mon_addr(),
             "--addr".into(),
-            format!("127.0.0.1:{}", args.s3_port?),
+            format!("127.0.0.1:{}", args.s3_port()?),
         ],
         Member::Osd(index) => {
             let data = dir.join(member.name());
@@ -729,7 +737,7 @@ fn start_roster(args: &UpArgs) -> CliResult<Vec<Daemon>> {
         .iter()
         .copied()
         .chain((0..args.mds).map(Member::Mds))
-        .chain(args.s3_port.map(|_| Member::S3))
+        .chain(args.s3_port().map(|_| Member::S3))
         .filter_map(|member| daemon(args, member))
         .collect())
 }
@@ -878,7 +886,7 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
             .map_err(|e| format!("creating file system {}: {e}", args.fs_name))?;
         }
     }
-    if let Some(port) = args.s3_port {
+    if let Some(port) = args.s3_port() {
         ensure_s3_admin(&client, &args.data_dir, port, osd_count)
             .await
             .map_err(|e| format!("preparing the S3 gateway: {e}"))?;

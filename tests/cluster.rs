@@ -41,9 +41,11 @@ fn up_put_get_status_down() {
             "3",
             "--base-port",
             "17100",
-            // The file-system tests run an MDS; this one counts the
-            // daemons and PGs of a bare cluster.
+            // The file-system tests run an MDS, the S3 tests a gateway;
+            // this one counts the daemons and PGs of a bare cluster.
             "--mds",
+            "0",
+            "--s3-port",
             "0",
         ],
         None,
@@ -189,6 +191,8 @@ fn up_refuses_another_clusters_monitor_on_its_port() {
             "1",
             "--base-port",
             "17150",
+            "--s3-port",
+            "0",
         ],
         None,
     );

@@ -179,6 +179,8 @@ fn daemon_add_osd_joins_the_cluster_and_its_roster() {
             "3",
             "--base-port",
             &port,
+            "--s3-port",
+            "0",
         ]),
         "cairn up again",
     );

@@ -264,6 +264,8 @@ fn a_whole_cluster_cut_by_a_power_failure_keeps_every_acknowledged_write() {
             "3",
             "--base-port",
             &base.to_string(),
+            "--s3-port",
+            "0",
         ],
     );
     if !up.status.success() {

@@ -954,6 +954,8 @@ fn fsynced_files_survive_a_power_cut_of_every_osd() {
             &base.to_string(),
             "--mds",
             "1",
+            "--s3-port",
+            "0",
         ],
     );
     assert!(

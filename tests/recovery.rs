@@ -36,7 +36,16 @@ fn a_restarted_cluster_serves_its_data() {
     ok(cluster.cairn(&["down", "--data", &data]), "cairn down");
     let port = base_port.to_string();
     ok(
-        cluster.cairn(&["up", "--detach", "--data", &data, "--base-port", &port]),
+        cluster.cairn(&[
+            "up",
+            "--detach",
+            "--data",
+            &data,
+            "--base-port",
+            &port,
+            "--s3-port",
+            "0",
+        ]),
         "cairn up again",
     );
     let took = wait_clean(&cluster);

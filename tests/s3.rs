@@ -106,7 +106,11 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
         cluster.cairn(&["object", "ls", "--pool", "data", "--json"]),
         "object ls",
     );
-    assert_eq!(left.as_array().map(Vec::len), Some(0), "left behind: {left}");
+    assert_eq!(
+        left.as_array().map(Vec::len),
+        Some(0),
+        "left behind: {left}"
+    );
 }
 
 #[test]
@@ -259,4 +263,47 @@ fn cairn_up_starts_a_gateway_and_prints_its_keys() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // rclone (Debian's) at the printed endpoint with the printed keys:
+    // sync a tree up (the large file in 5 MiB parts), check it, sync it
+    // down, purge it.
+    let rclone = |args: &[&str]| {
+        let out = Command::new("rclone")
+            .args(args)
+            .args(["--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M"])
+            // rclone's AWS SDK cannot take a CA bundle over plain HTTP.
+            .env_remove("AWS_CA_BUNDLE")
+            .env("RCLONE_CONFIG", "/dev/null")
+            .env("RCLONE_CONFIG_CAIRN_TYPE", "s3")
+            .env("RCLONE_CONFIG_CAIRN_PROVIDER", "Other")
+            .env(
+                "RCLONE_CONFIG_CAIRN_ENDPOINT",
+                format!("http://127.0.0.1:{port}"),
+            )
+            .env("RCLONE_CONFIG_CAIRN_ACCESS_KEY_ID", &key)
+            .env("RCLONE_CONFIG_CAIRN_SECRET_ACCESS_KEY", &secret)
+            .env("RCLONE_CONFIG_CAIRN_REGION", "us-east-1")
+            .output()
+            .expect("rclone runs (scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "rclone {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let up = cluster.dir.join("rclone-up");
+    let down = cluster.dir.join("rclone-down");
+    make_tree(&up);
+    let up_text = up.display().to_string();
+    rclone(&["mkdir", "cairn:rtree"]);
+    rclone(&["sync", &up_text, "cairn:rtree/t"]);
+    rclone(&["check", &up_text, "cairn:rtree/t"]);
+    let listed = rclone(&["lsf", "-R", "--files-only", "cairn:rtree"]);
+    assert_eq!(listed.lines().count(), 41, "{listed}");
+    rclone(&["sync", "cairn:rtree/t", &down.display().to_string()]);
+    same_trees(&up, &down);
+    rclone(&["purge", "cairn:rtree"]);
+    let buckets = rclone(&["lsd", "cairn:"]);
+    assert!(!buckets.contains("rtree"), "{buckets}");
 }

@@ -70,9 +70,13 @@ impl Cluster {
             &port,
         ];
         args.extend_from_slice(extra);
-        // Only the file-system tests run an MDS.
+        // Only the file-system tests run an MDS, only the S3 tests a
+        // gateway.
         if !extra.contains(&"--mds") {
             args.extend_from_slice(&["--mds", "0"]);
+        }
+        if !extra.contains(&"--s3-port") {
+            args.extend_from_slice(&["--s3-port", "0"]);
         }
         ok(cairn_with_env(&cluster.conf, &args, None, env), "cairn up");
         cluster
