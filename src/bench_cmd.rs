@@ -21,6 +21,10 @@ pub enum BenchCommand {
     /// process, one shared file) and mdtest-style metadata rates, from
     /// worker processes started together.
     Fs(crate::bench_fs::FsArgs),
+    /// Any S3 server (Cairn's gateway, Ceph RGW, MinIO) over HTTP, like
+    /// MinIO's warp: timed PUT, GET, HEAD, LIST or mixed requests, or the
+    /// DELETE of a prefix, with SigV4-signed requests.
+    S3(crate::bench_s3::S3Args),
     /// The erasure code on one core, no I/O: encode, rebuild with m shards
     /// lost, and parity-delta updates, in GB/s of data.
     Ec(crate::bench_ec::EcArgs),
@@ -79,6 +83,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Store(args) => store(&args),
         BenchCommand::Object(args) => crate::bench_object::run(&args),
         BenchCommand::Fs(args) => crate::bench_fs::run(&args),
+        BenchCommand::S3(args) => crate::bench_s3::run(&args),
         BenchCommand::Ec(args) => crate::bench_ec::run(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),
     }

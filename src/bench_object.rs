@@ -37,7 +37,7 @@ const OBJECT_SIZE_MAX_BYTES: u64 = 64 << 20;
 const LATENCY_SAMPLES_MAX: usize = 1 << 20;
 /// Interval of the live lines.
 const REPORT_INTERVAL: Duration = Duration::from_secs(1);
-const MIB: f64 = 1_048_576.0;
+pub(crate) const MIB: f64 = 1_048_576.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,23 +94,24 @@ struct Listed {
     size_bytes: u64,
 }
 
-/// Counters shared by the workers and the reporter.
+/// Counters shared by the workers and the reporter (also those of
+/// `cairn bench s3`).
 #[derive(Debug, Default)]
-struct Stats {
-    started: AtomicU64,
-    finished: AtomicU64,
-    errors: AtomicU64,
-    bytes: AtomicU64,
-    latency_ns_sum: AtomicU64,
-    latency_ns_last: AtomicU64,
-    latency_ns_max: AtomicU64,
-    samples: Mutex<Vec<u64>>,
+pub(crate) struct Stats {
+    pub(crate) started: AtomicU64,
+    pub(crate) finished: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) latency_ns_sum: AtomicU64,
+    pub(crate) latency_ns_last: AtomicU64,
+    pub(crate) latency_ns_max: AtomicU64,
+    pub(crate) samples: Mutex<Vec<u64>>,
     /// Objects written (write mode), for the list.
     written: Mutex<Vec<Listed>>,
-    first_error: Mutex<Option<String>>,
+    pub(crate) first_error: Mutex<Option<String>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section leaves the data consistent.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -120,7 +121,7 @@ fn nanos(duration: Duration) -> u64 {
 }
 
 impl Stats {
-    fn record_ok(&self, latency: Duration, bytes: u64) {
+    pub(crate) fn record_ok(&self, latency: Duration, bytes: u64) {
         let ns = nanos(latency);
         self.finished.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -133,7 +134,7 @@ impl Stats {
         }
     }
 
-    fn record_error(&self, what: String) {
+    pub(crate) fn record_error(&self, what: String) {
         self.finished.fetch_add(1, Ordering::Relaxed);
         self.errors.fetch_add(1, Ordering::Relaxed);
         lock(&self.first_error).get_or_insert(what);
@@ -253,7 +254,6 @@ async fn run_workers(
     let start = Instant::now();
     let deadline = start + args.duration;
     let stop = CancellationToken::new();
-    let signals = tokio::spawn(stop_on_signal(stop.clone()));
     let next_index = Arc::new(AtomicU64::new(0));
     let listed: Arc<[Listed]> = listed.into();
     let payload = Bytes::from(pattern(args.object_size_bytes));
@@ -277,14 +277,32 @@ async fn run_workers(
         };
         workers.spawn(worker.run());
     }
+    let live = (!args.json).then(|| {
+        print_live_header();
+        let stats = stats.clone();
+        Box::new(move |second: u64, before: &Sample, now: &Sample| {
+            print_live_line(&stats, start, second, before, now);
+        }) as LiveLine
+    });
+    let (elapsed, series_result) = drive(workers, stop, stats.clone(), start, live, series).await;
+    (stats, elapsed, series_result)
+}
+
+/// Waits for `workers` (spawned at `start`) to finish, with the live lines
+/// and the series file meanwhile and SIGINT or SIGTERM cancelling `stop`;
+/// returns the time until the last operation finished and whether the
+/// series was written. Also drives `cairn bench s3`.
+pub(crate) async fn drive(
+    mut workers: tokio::task::JoinSet<()>,
+    stop: CancellationToken,
+    stats: Arc<Stats>,
+    start: Instant,
+    live: Option<LiveLine>,
+    series: Option<Series>,
+) -> (Duration, std::io::Result<()>) {
+    let signals = tokio::spawn(stop_on_signal(stop));
     let done = CancellationToken::new();
-    let reporter = tokio::spawn(report(
-        stats.clone(),
-        start,
-        !args.json,
-        series,
-        done.clone(),
-    ));
+    let reporter = tokio::spawn(report(stats, start, live, series, done.clone()));
     while workers.join_next().await.is_some() {}
     let elapsed = start.elapsed();
     done.cancel();
@@ -295,7 +313,7 @@ async fn run_workers(
         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
     signals.abort();
     drop(signals.await);
-    (stats, elapsed, series_result)
+    (elapsed, series_result)
 }
 
 /// The first SIGINT or SIGTERM stops new operations (those in flight
@@ -413,14 +431,14 @@ fn pattern(size_bytes: u64) -> Vec<u8> {
 }
 
 /// The `--series` CSV file, one line per reporting interval.
-struct Series {
+pub(crate) struct Series {
     file: std::io::BufWriter<std::fs::File>,
 }
 
 impl Series {
     const HEADER: &'static str = "unix_time_secs,elapsed_secs,interval_secs,mib_per_sec,ops,errors,in_flight,latency_avg_secs";
 
-    fn create(path: &Path) -> CliResult<Series> {
+    pub(crate) fn create(path: &Path) -> CliResult<Series> {
         let file =
             std::fs::File::create(path).map_err(|e| format!("--series {}: {e}", path.display()))?;
         let mut series = Series {
@@ -442,13 +460,13 @@ impl Series {
 
 /// Counter values at the end of one reporting interval.
 #[derive(Clone, Copy, Debug, Default)]
-struct Sample {
-    at: Option<Instant>,
-    started: u64,
-    finished: u64,
-    errors: u64,
-    bytes: u64,
-    latency_ns_sum: u64,
+pub(crate) struct Sample {
+    pub(crate) at: Option<Instant>,
+    pub(crate) started: u64,
+    pub(crate) finished: u64,
+    pub(crate) errors: u64,
+    pub(crate) bytes: u64,
+    pub(crate) latency_ns_sum: u64,
 }
 
 impl Sample {
@@ -463,23 +481,25 @@ impl Sample {
         }
     }
 
-    fn ok(&self) -> u64 {
+    pub(crate) fn ok(&self) -> u64 {
         self.finished.saturating_sub(self.errors)
     }
 }
 
-/// The live lines (one per second, like rados bench) and the series file,
-/// until `done`; then the series gets the last, partial interval.
+/// Prints the live line of one second: its number, then the counters at
+/// its start and at its end.
+pub(crate) type LiveLine = Box<dyn FnMut(u64, &Sample, &Sample) + Send>;
+
+/// The live lines (one per second, like rados bench; the caller prints
+/// their header) and the series file, until `done`; then the series gets
+/// the last, partial interval.
 async fn report(
     stats: Arc<Stats>,
     start: Instant,
-    live: bool,
+    mut live: Option<LiveLine>,
     mut series: Option<Series>,
     done: CancellationToken,
 ) -> std::io::Result<()> {
-    if live {
-        print_live_header();
-    }
     let mut tick = tokio::time::interval(REPORT_INTERVAL);
     tick.tick().await;
     let mut before = Sample {
@@ -493,9 +513,9 @@ async fn report(
             () = done.cancelled() => true,
         };
         let now = Sample::take(&stats);
-        if !is_last && live {
+        if !is_last && let Some(live) = &mut live {
             second += 1;
-            print_live_line(&stats, start, second, &before, &now);
+            live(second, &before, &now);
         }
         if let Some(series) = &mut series {
             series.line(&series_line(start, &before, &now))?;
@@ -581,13 +601,7 @@ impl Stats {
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         samples.sort_unstable();
-        let percentile = |p: f64| -> f64 {
-            if samples.is_empty() {
-                return 0.0;
-            }
-            let rank = ((samples.len() - 1) as f64 * p).round() as usize;
-            samples[rank.min(samples.len() - 1)] as f64 / 1e9
-        };
+        let percentile = |p: f64| percentile_secs(&samples, p);
         let errors = self.errors.into_inner();
         let ops = self.finished.into_inner() - errors;
         let bytes_total = self.bytes.into_inner();
@@ -626,6 +640,16 @@ impl Stats {
             .unwrap_or_else(PoisonError::into_inner);
         (summary, written)
     }
+}
+
+/// The latency at fraction `p` (0.5, 0.99) of sorted nanosecond samples,
+/// in seconds; 0 without samples.
+pub(crate) fn percentile_secs(sorted_ns: &[u64], p: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted_ns.len() - 1) as f64 * p).round() as usize;
+    sorted_ns[rank.min(sorted_ns.len() - 1)] as f64 / 1e9
 }
 
 fn read_list(path: &PathBuf) -> CliResult<Vec<Listed>> {

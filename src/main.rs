@@ -5,6 +5,7 @@ mod bench_cmd;
 mod bench_ec;
 mod bench_fs;
 mod bench_object;
+mod bench_s3;
 mod config_cmd;
 mod conn;
 mod daemon_cmd;
