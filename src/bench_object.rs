@@ -484,6 +484,36 @@ impl Sample {
     pub(crate) fn ok(&self) -> u64 {
         self.finished.saturating_sub(self.errors)
     }
+
+    /// What happened from `before` to this sample; `None` without times.
+    pub(crate) fn since(&self, before: &Sample) -> Option<Interval> {
+        let (Some(from), Some(to)) = (before.at, self.at) else {
+            return None;
+        };
+        let secs = to.saturating_duration_since(from).as_secs_f64().max(1e-9);
+        let ok = self.ok().saturating_sub(before.ok());
+        let latency_avg_secs = if ok == 0 {
+            0.0
+        } else {
+            self.latency_ns_sum.saturating_sub(before.latency_ns_sum) as f64 / ok as f64 / 1e9
+        };
+        Some(Interval {
+            secs,
+            ok,
+            mib_per_sec: self.bytes.saturating_sub(before.bytes) as f64 / MIB / secs,
+            latency_avg_secs,
+        })
+    }
+}
+
+/// The operations between two samples.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Interval {
+    pub(crate) secs: f64,
+    /// Operations that succeeded.
+    pub(crate) ok: u64,
+    pub(crate) mib_per_sec: f64,
+    pub(crate) latency_avg_secs: f64,
 }
 
 /// Prints the live line of one second: its number, then the counters at
@@ -566,31 +596,22 @@ fn print_live_line(stats: &Stats, start: Instant, second: u64, before: &Sample, 
 /// One CSV line: the interval between two samples, stamped with the
 /// wall-clock time at its end (so it lines up with other tools' clocks).
 fn series_line(start: Instant, before: &Sample, now: &Sample) -> String {
-    let (Some(from), Some(to)) = (before.at, now.at) else {
+    let (Some(to), Some(interval)) = (now.at, now.since(before)) else {
         return String::new();
     };
-    let interval_secs = to.saturating_duration_since(from).as_secs_f64().max(1e-9);
     let unix_secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let ok = now.ok().saturating_sub(before.ok());
-    let latency_avg = if ok == 0 {
-        0.0
-    } else {
-        now.latency_ns_sum.saturating_sub(before.latency_ns_sum) as f64 / ok as f64 / 1e9
-    };
     format!(
-        "{},{},{},{},{ok},{},{},{}",
+        "{},{},{},{},{},{},{},{}",
         fixed(unix_secs, 3),
         fixed(to.saturating_duration_since(start).as_secs_f64(), 3),
-        fixed(interval_secs, 3),
-        fixed(
-            now.bytes.saturating_sub(before.bytes) as f64 / MIB / interval_secs,
-            2
-        ),
+        fixed(interval.secs, 3),
+        fixed(interval.mib_per_sec, 2),
+        interval.ok,
         now.errors.saturating_sub(before.errors),
         now.started.saturating_sub(now.finished),
-        fixed(latency_avg, 4),
+        fixed(interval.latency_avg_secs, 4),
     )
 }
 

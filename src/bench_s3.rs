@@ -860,33 +860,23 @@ fn print_live_header(mode: Mode) {
 
 /// One second: its rates and mean latency, and the errors so far.
 fn print_live_line(plan: &Plan, keys_before: &mut u64, second: u64, before: &Sample, now: &Sample) {
-    let (Some(from), Some(to)) = (before.at, now.at) else {
+    let Some(interval) = now.since(before) else {
         return;
     };
-    let secs = to.saturating_duration_since(from).as_secs_f64().max(1e-9);
-    let ok = now.ok().saturating_sub(before.ok());
     let volume = if plan.mode == Mode::List {
         let keys = plan.keys_listed.load(Ordering::Relaxed);
-        let rate = keys.saturating_sub(*keys_before) as f64 / secs;
+        let rate = keys.saturating_sub(*keys_before) as f64 / interval.secs;
         *keys_before = keys;
         fixed(rate, 0)
     } else {
-        fixed(
-            now.bytes.saturating_sub(before.bytes) as f64 / MIB / secs,
-            2,
-        )
-    };
-    let latency_ms = if ok == 0 {
-        0.0
-    } else {
-        now.latency_ns_sum.saturating_sub(before.latency_ns_sum) as f64 / ok as f64 / 1e6
+        fixed(interval.mib_per_sec, 2)
     };
     println!(
         "{second:>5} {:>10} {volume:>10} {:>8} {:>9} {:>11}",
-        fixed(ok as f64 / secs, 1),
+        fixed(interval.ok as f64 / interval.secs, 1),
         now.errors,
         now.started.saturating_sub(now.finished),
-        fixed(latency_ms, 3),
+        fixed(interval.latency_avg_secs * 1e3, 3),
     );
 }
 
@@ -910,15 +900,19 @@ fn print_summary(summary: &Summary) {
         fixed(total.ops_per_sec, 1)
     );
     println!("Errors:                {}", total.errors);
-    if summary.mode == Mode::List {
-        println!(
+    match summary.mode {
+        Mode::List => println!(
             "Keys listed:           {} ({} /s)",
             summary.keys_listed,
             fixed(summary.keys_per_sec, 0)
-        );
-    } else {
-        println!("Object size:           {} bytes", summary.object_size_bytes);
-        println!("Bandwidth (MiB/s):     {}", fixed(total.mib_per_sec, 3));
+        ),
+        Mode::Head | Mode::Delete => {
+            println!("Object size:           {} bytes", summary.object_size_bytes);
+        }
+        Mode::Put | Mode::Get | Mode::Mixed => {
+            println!("Object size:           {} bytes", summary.object_size_bytes);
+            println!("Bandwidth (MiB/s):     {}", fixed(total.mib_per_sec, 3));
+        }
     }
     println!(
         "Latency ms avg/p50/p99/p99.9/max: {} / {} / {} / {} / {}",
