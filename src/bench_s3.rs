@@ -144,8 +144,10 @@ pub struct S3Args {
     /// The server: http://host:port (path-style requests; no TLS).
     #[arg(long)]
     endpoint: String,
+    /// The access key requests are signed with.
     #[arg(long = "access-key", env = "AWS_ACCESS_KEY_ID")]
     access_key: String,
+    /// Its secret key.
     #[arg(
         long = "secret-key",
         env = "AWS_SECRET_ACCESS_KEY",
@@ -166,7 +168,8 @@ pub struct S3Args {
     /// remove the objects under the prefix, once; mixed: see --mix.
     #[arg(long, value_enum)]
     mode: Mode,
-    /// Size of each PUT object (4K to 5G); bodies are streamed, not held.
+    /// Size of each PUT object (e.g. 4K, 1G; at most 5G); bodies are
+    /// streamed, not held.
     #[arg(long = "object-size", default_value = "4M", value_parser = parse_size)]
     object_size_bytes: u64,
     /// put: cycle over this many names, overwriting once all exist.
