@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 pub const PIECE_BYTES: u64 = 4 << 20;
 /// Bytes of request and response bodies the gateway holds at once, over
 /// all requests.
-pub const BUFFER_BYTES_MAX: usize = 128 << 20;
+pub const BUFFER_BYTES_MAX: usize = 64 << 20;
 /// S3's largest single PUT, and its largest part.
 pub const BODY_BYTES_MAX: u64 = 5 << 30;
 
@@ -310,8 +310,12 @@ async fn read_pieces(
                 // The full piece goes (with its budget) before the next
                 // piece's budget is taken: a request waiting for budget
                 // holds none but its writes', which end on their own.
+                // The whole buffer goes: a split would leave `buf`
+                // holding the piece's allocation while it waits.
                 flushed += PIECE_BYTES;
-                writer.push(buf.split().freeze(), permit).await?;
+                writer
+                    .push(std::mem::take(&mut buf).freeze(), permit)
+                    .await?;
                 permit = budget.take(next_piece(flushed)).await?;
                 buf.reserve(permit.num_permits());
             }

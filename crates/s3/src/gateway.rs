@@ -4,6 +4,7 @@
 
 use crate::auth::Keys;
 use crate::body::{Budget, Given, Received, Stored, Tail};
+use crate::index::{IndexWriter, Update};
 use crate::meta::{
     self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
     ObjectMeta,
@@ -45,12 +46,14 @@ pub struct Gateway {
     keys: Keys,
     default_pool: String,
     budget: Budget,
+    index: IndexWriter,
 }
 
 impl Gateway {
     #[must_use]
     pub fn new(client: Client, keys: Keys, default_pool: String) -> Gateway {
         Gateway {
+            index: IndexWriter::new(client.clone()),
             client,
             keys,
             default_pool,
@@ -243,15 +246,11 @@ impl Gateway {
             etag: object_meta.etag.clone(),
             mtime_ms: object_meta.mtime_ms,
         };
-        let index = meta::index_object(&bucket.id, key);
-        let op = WriteOp::new()
-            .create(false)
-            .omap_set([(key.as_bytes(), &meta::encode(&entry)[..])]);
-        self.client
-            .operate(META_POOL, &index, op)
+        let update = Update::Set(Bytes::copy_from_slice(key.as_bytes()), meta::encode(&entry));
+        self.index
+            .apply(meta::index_object(&bucket.id, key), update)
             .await
-            .map_err(client_error)?;
-        Ok(())
+            .map_err(client_error)
     }
 
     /// Removes a replaced or deleted version's part objects (best effort:
@@ -407,16 +406,11 @@ impl Gateway {
             self.remove_parts(bucket, &old.parts, &ObjectMeta::default())
                 .await;
         }
-        let index = meta::index_object(&bucket.id, key);
-        match self
-            .client
-            .omap_remove(META_POOL, &index, &[Bytes::copy_from_slice(key.as_bytes())])
+        let update = Update::Remove(Bytes::copy_from_slice(key.as_bytes()));
+        self.index
+            .apply(meta::index_object(&bucket.id, key), update)
             .await
-        {
-            Ok(_) | Err(ClientError::NotFound) => {}
-            Err(e) => return Err(client_error(e)),
-        }
-        Ok(())
+            .map_err(client_error)
     }
 
     /// The bucket's index entries after `after` in key order, merged from

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod body;
 pub mod gateway;
+pub mod index;
 pub mod meta;
 pub mod multipart;
 
