@@ -6,8 +6,8 @@
 #
 #   scripts/s3-vs-rgw.sh [REPEATS] [SECONDS] [LIST_KEYS]   (default 3, 10, 100000)
 #
-# Workloads, 16 requests in flight: 4 MiB PUT, 4 MiB GET (page cache
-# dropped first), 4 KiB PUT; LIST of a bucket of LIST_KEYS keys in pages
+# Workloads: 4 MiB PUT and GET (page cache dropped first), 16 requests in
+# flight; 4 KiB PUT, 64 in flight (SMALL_CONCURRENCY); LIST of a bucket of LIST_KEYS keys in pages
 # of 1,000 (one walker); then the gateway's peak resident memory (VmHWM)
 # under 64 concurrent PUTs of 256 MiB objects (to a size-1 pool through a
 # second gateway, so the 16 GiB fit on the disk).
@@ -30,6 +30,7 @@ PORT=18450
 S3_PORT=18480
 MEM_PORT=18481
 MEM_SIZE=${MEM_SIZE:-256M}
+SMALL_CONCURRENCY=${SMALL_CONCURRENCY:-64}
 export CEPH_CONF=/var/tmp/ceph-anchor/ceph.conf
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/cairn-ci-target}
 
@@ -101,7 +102,8 @@ for round in $(seq "$REPEATS"); do
     s3 "$system" get4m-$round get --prefix p4m --duration "${RT}s"
     record "$system" get-4m-mib-s "$round" "$OUT/$system-get4m-$round.json" mib_per_sec
     s3 "$system" del4m-$round delete --prefix p4m --concurrency 32
-    s3 "$system" put4k-$round put --prefix p4k --object-size 4K --duration "${RT}s"
+    s3 "$system" put4k-$round put --prefix p4k --object-size 4K --duration "${RT}s" \
+      --concurrency "$SMALL_CONCURRENCY"
     record "$system" put-4k-ops-s "$round" "$OUT/$system-put4k-$round.json" ops_per_sec
     s3 "$system" del4k-$round delete --prefix p4k --concurrency 32
     drop
