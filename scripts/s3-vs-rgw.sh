@@ -86,7 +86,11 @@ record() {
 }
 
 echo "== populating the LIST buckets with $LIST_KEYS keys each"
-for system in cairn rgw; do
+# POPULATE_RGW=0 reuses RGW's LIST bucket of an earlier run (the anchor
+# keeps running when it was up before the script started).
+populate=(cairn)
+[ "${POPULATE_RGW:-1}" = 1 ] && populate+=(rgw)
+for system in "${populate[@]}"; do
   s3 "$system" populate put --prefix list --object-size 1 --count "$LIST_KEYS" \
     --concurrency 64 --duration 60m
   echo "$system: $(value "$OUT/$system-populate.json" ops_per_sec) PUT/s of 1-byte objects"

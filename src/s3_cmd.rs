@@ -1,10 +1,14 @@
-//! `cairn s3`: run an S3 gateway (`cairn s3 serve`), and manage its users
-//! and access keys (`cairn s3 user create|ls|rm`).
+//! `cairn s3`: run an S3 gateway (`cairn s3 serve`), manage its users and
+//! access keys (`cairn s3 user create|ls|rm|info`, `cairn s3 key
+//! create|rm`), and collect what dead
+//! gateways left (`cairn s3 gc`).
 
 use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
+use crate::units::parse_duration;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct S3Args {
@@ -19,6 +23,29 @@ enum S3Command {
     /// Users of the gateways and their access keys.
     #[command(subcommand)]
     User(UserCommand),
+    /// Access keys of the gateways' users.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Recover what gateways that died left half done (their operations'
+    /// intents: stray pieces, index entries) and abort old multipart
+    /// uploads. Every gateway also does this each minute.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+struct GcArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// A gateway silent this long is dead, and its operations this old
+    /// are recovered (0s: every operation, for a cluster no gateway
+    /// serves).
+    #[arg(long = "dead-after", default_value = "60s", value_parser = parse_duration)]
+    dead_after: Duration,
+    /// Abort multipart uploads begun this long ago (e.g. 7d).
+    #[arg(long = "abort-uploads-after", value_parser = parse_duration)]
+    abort_uploads_after: Option<Duration>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +86,33 @@ enum UserCommand {
         conf: ConfArgs,
         name: String,
     },
+    /// Show a user: creation time and access keys (secrets are shown
+    /// only when a key is made).
+    Info {
+        #[command(flatten)]
+        conf: ConfArgs,
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Give a user another access key; prints it and its secret.
+    Create {
+        #[command(flatten)]
+        conf: ConfArgs,
+        user: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an access key (the gateways stop taking it within 10 s).
+    Rm {
+        #[command(flatten)]
+        conf: ConfArgs,
+        access_key: String,
+    },
 }
 
 /// Pool settings of the gateway's records pool when it is made.
@@ -76,7 +130,41 @@ pub fn run_s3(args: S3Args) -> CliResult {
     match args.command {
         S3Command::Serve(args) => serve(args),
         S3Command::User(command) => user(command),
+        S3Command::Gc(args) => gc(&args),
+        S3Command::Key(command) => key(command),
     }
+}
+
+fn gc(args: &GcArgs) -> CliResult {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = connect(&args.conf).await?;
+        let keys = cairn_s3::auth::Keys::new(client.clone());
+        let gateway = cairn_s3::gateway::Gateway::new(client, keys, String::new());
+        let settings = cairn_s3::intent::GcSettings {
+            dead_after: args.dead_after,
+            abort_uploads_after: args.abort_uploads_after,
+        };
+        let report = gateway
+            .collect(settings)
+            .await
+            .map_err(|e| format!("collector: {e}"))?;
+        if args.json {
+            return print_json(&report);
+        }
+        println!(
+            "{} buckets, {} operations in flight or left, {} recovered, {} uploads aborted, {} errors",
+            report.buckets,
+            report.intents_seen,
+            report.intents_recovered,
+            report.uploads_aborted,
+            report.errors
+        );
+        if report.errors > 0 {
+            return Err("some recoveries failed (see the log); run it again".into());
+        }
+        Ok(())
+    })
 }
 
 async fn meta_size(client: &cairn_client::Client) -> u32 {
@@ -161,6 +249,48 @@ fn user(command: UserCommand) -> CliResult {
                 let client = connect(&conf).await?;
                 cairn_s3::meta::remove_user(&client, &name).await?;
                 println!("removed user {name}");
+                Ok(())
+            }
+            UserCommand::Info { conf, name, json } => {
+                let client = connect(&conf).await?;
+                let Some(user) = cairn_s3::meta::user_info(&client, &name).await? else {
+                    return Err(format!("no such user {name}").into());
+                };
+                if json {
+                    return print_json(&user);
+                }
+                println!("user:        {}", user.name);
+                println!("created:     {} (Unix seconds)", user.created_secs);
+                println!("access keys: {}", user.access_keys.join(" "));
+                Ok(())
+            }
+        }
+    })
+}
+
+fn key(command: KeyCommand) -> CliResult {
+    let rt = runtime()?;
+    rt.block_on(async {
+        match command {
+            KeyCommand::Create { conf, user, json } => {
+                let client = connect(&conf).await?;
+                let (access, secret) = cairn_s3::meta::add_key(&client, &user).await?;
+                if json {
+                    return print_json(&serde_json::json!({
+                        "user": user,
+                        "access_key": access,
+                        "secret_key": secret,
+                    }));
+                }
+                println!("user:       {user}");
+                println!("access key: {access}");
+                println!("secret key: {secret}");
+                Ok(())
+            }
+            KeyCommand::Rm { conf, access_key } => {
+                let client = connect(&conf).await?;
+                let user = cairn_s3::meta::remove_key(&client, &access_key).await?;
+                println!("removed access key {access_key} of user {user}");
                 Ok(())
             }
         }

@@ -31,13 +31,15 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 /// `10s`, `500ms`, `2m`.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let bad = || format!("{text:?} is not a duration like 10s, 500ms or 2m");
+    let bad = || format!("{text:?} is not a duration like 10s, 500ms, 2m, 1h or 7d");
     let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
     let value: u64 = digits.parse().map_err(|_| bad())?;
     match unit {
         "ms" => Ok(Duration::from_millis(value)),
         "s" => Ok(Duration::from_secs(value)),
         "m" => Ok(Duration::from_secs(value * 60)),
+        "h" => Ok(Duration::from_secs(value * 3600)),
+        "d" => Ok(Duration::from_secs(value * 86_400)),
         _ => Err(bad()),
     }
 }

@@ -127,6 +127,40 @@ fn user_commands_refuse_bad_input_clearly() {
     let gone = cluster.cairn(&["s3", "user", "rm", "nobody"]);
     assert!(!gone.status.success());
     assert!(String::from_utf8_lossy(&gone.stderr).contains("no such user"));
+    // A second key, the first removed: info shows the second only.
+    let first = ok_json(
+        cluster.cairn(&["s3", "user", "info", "carol", "--json"]),
+        "s3 user info",
+    )["access_keys"][0]
+        .as_str()
+        .expect("a key")
+        .to_owned();
+    let second = ok_json(
+        cluster.cairn(&["s3", "key", "create", "carol", "--json"]),
+        "s3 key create",
+    );
+    let second = second["access_key"].as_str().expect("a key").to_owned();
+    ok_json(
+        cluster.cairn(&["s3", "user", "info", "carol", "--json"]),
+        "s3 user info",
+    );
+    let rm_key = cluster.cairn(&["s3", "key", "rm", &first]);
+    assert!(
+        rm_key.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm_key.stderr)
+    );
+    let info = ok_json(
+        cluster.cairn(&["s3", "user", "info", "carol", "--json"]),
+        "s3 user info",
+    );
+    assert_eq!(info["access_keys"], serde_json::json!([second]), "{info}");
+    let again = cluster.cairn(&["s3", "key", "rm", &first]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no such key"));
+    let nobody = cluster.cairn(&["s3", "key", "create", "nobody"]);
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("no such user"));
+    let info = cluster.cairn(&["s3", "user", "info", "nobody"]);
+    assert!(!info.status.success());
     let rm = cluster.cairn(&["s3", "user", "rm", "carol"]);
     assert!(
         rm.status.success(),
@@ -420,4 +454,117 @@ fn bench_s3_runs_every_mode_against_the_gateway() {
         assert!(stderr.contains(code), "{flag} {value}: {stderr}");
         assert!(started.elapsed() < Duration::from_secs(10), "{stderr}");
     }
+}
+
+/// A gateway SIGKILLed while a 64 MiB PUT streams into it: with a new
+/// gateway nothing of the cut object is visible (the stored object and
+/// the upload in progress are), its intent and pieces stay until `cairn
+/// s3 gc` recovers them, and once the rest is deleted and the upload
+/// aborted by the collector, the data pool holds nothing.
+#[test]
+fn a_gateway_killed_mid_upload_leaves_nothing_visible_and_gc_reclaims_the_rest() {
+    let _serial = common::serial();
+    let base_port = 19960;
+    let cluster = Cluster::up("s3-crash", 3, base_port, &[]);
+    let (key, secret) = user(&cluster, "alice");
+    let port = base_port + 30;
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "crash_upload.py"]
+        .iter()
+        .collect();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut gateway = start_gateway(&cluster, port);
+    let mut stage = Command::new(python())
+        .arg(&script)
+        .arg("stage")
+        .env("S3_ENDPOINT", &endpoint)
+        .env("S3_KEY", &key)
+        .env("S3_SECRET", &secret)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(stage.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("reads");
+    assert_eq!(line.trim(), "SENT", "staging failed: {line}");
+    let _ = gateway.0.kill();
+    let _ = gateway.0.wait();
+    let _ = stage.kill();
+    let _ = stage.wait();
+    let pieces = |cluster: &Cluster| -> Vec<String> {
+        let listed = ok_json(
+            cluster.cairn(&["object", "ls", "--pool", "data", "--json"]),
+            "object ls",
+        );
+        listed
+            .as_array()
+            .expect("names")
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect()
+    };
+    let before = pieces(&cluster);
+    assert!(
+        before.iter().any(|n| n.contains(".t/")),
+        "the cut PUT wrote no piece before the kill: {before:?}"
+    );
+    let _gateway = start_gateway(&cluster, port);
+    let check = Command::new(python())
+        .arg(&script)
+        .arg("check")
+        .env("S3_ENDPOINT", &endpoint)
+        .env("S3_KEY", &key)
+        .env("S3_SECRET", &secret)
+        .output()
+        .expect("python runs");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let gc = ok_json(
+        cluster.cairn(&["s3", "gc", "--dead-after", "0s", "--json"]),
+        "s3 gc",
+    );
+    assert!(gc["intents_recovered"].as_u64() >= Some(1), "{gc}");
+    assert_eq!(gc["errors"], 0, "{gc}");
+    let after = pieces(&cluster);
+    assert!(
+        !after.iter().any(|n| n.contains(".t/")),
+        "the cut PUT's pieces survived the collector: {after:?}"
+    );
+    // The stored object and the upload's part stay until deleted and
+    // aborted; then nothing is left.
+    assert!(after.iter().any(|n| n.ends_with("/kept")), "{after:?}");
+    assert!(after.iter().any(|n| n.contains(".mp/")), "{after:?}");
+    let rm = Command::new(python())
+        .args(["-c", "import boto3, os\n\
+            s3 = boto3.client('s3', endpoint_url=os.environ['E'], aws_access_key_id=os.environ['K'],\n\
+                aws_secret_access_key=os.environ['S'], region_name='us-east-1')\n\
+            s3.delete_object(Bucket='crash', Key='kept')\n"])
+        .env("E", &endpoint)
+        .env("K", &key)
+        .env("S", &secret)
+        .output()
+        .expect("python runs");
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    let gc = ok_json(
+        cluster.cairn(&[
+            "s3",
+            "gc",
+            "--dead-after",
+            "0s",
+            "--abort-uploads-after",
+            "0s",
+            "--json",
+        ]),
+        "s3 gc",
+    );
+    assert_eq!(gc["uploads_aborted"], 1, "{gc}");
+    let left = pieces(&cluster);
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -4,7 +4,8 @@
 
 use crate::auth::Keys;
 use crate::body::{Budget, Given, Received, Stored, Tail};
-use crate::index::{IndexWriter, Update};
+use crate::index::IndexWriter;
+use crate::intent::{Pending, entry_of};
 use crate::meta::{
     self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
     ObjectMeta,
@@ -47,6 +48,8 @@ pub struct Gateway {
     default_pool: String,
     budget: Budget,
     index: IndexWriter,
+    /// This gateway's id (its intents and heartbeats name it).
+    id: String,
 }
 
 impl Gateway {
@@ -58,11 +61,34 @@ impl Gateway {
             keys,
             default_pool,
             budget: Budget::new(crate::body::BUFFER_BYTES_MAX),
+            id: meta::random_hex(8),
         }
     }
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// This gateway's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn index_writer(&self) -> &IndexWriter {
+        &self.index
+    }
+
+    /// A key's head with its parts, if it has one.
+    pub(crate) async fn head_of(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Option<ObjectMeta>> {
+        Ok(self
+            .head(bucket, key, true)
+            .await?
+            .map(|(object, _)| object))
     }
 
     /// Reads a request body into `tail` (or whole, up to `inline_max`
@@ -196,6 +222,7 @@ impl Gateway {
         data: Bytes,
         object_meta: &ObjectMeta,
         (if_none_match, if_match): (Option<&ETagCondition>, Option<&ETagCondition>),
+        mut pending: Pending,
     ) -> S3Result<()> {
         let head = meta::head_name(&bucket.id, key);
         let mut op = WriteOp::new();
@@ -221,6 +248,9 @@ impl Gateway {
             }
             current
         };
+        if let Some((old, _)) = &current {
+            self.replacing(&mut pending, &old.parts).await?;
+        }
         // A large object's head holds its manifest, not bytes.
         let (data, object_meta) = if object_meta.parts.is_empty() {
             (data, object_meta.clone())
@@ -241,16 +271,8 @@ impl Gateway {
         if let Some((old, _)) = current {
             self.remove_parts(bucket, &old.parts, object_meta).await;
         }
-        let entry = IndexEntry {
-            size: object_meta.size,
-            etag: object_meta.etag.clone(),
-            mtime_ms: object_meta.mtime_ms,
-        };
-        let update = Update::Set(Bytes::copy_from_slice(key.as_bytes()), meta::encode(&entry));
-        self.index
-            .apply(meta::index_object(&bucket.id, key), update)
+        self.finish(pending, Some(Some(entry_of(object_meta))))
             .await
-            .map_err(client_error)
     }
 
     /// Removes a replaced or deleted version's part objects (best effort:
@@ -384,7 +406,9 @@ impl Gateway {
                 return Err(s3_error!(PreconditionFailed));
             }
         }
+        let mut pending = self.begin(bucket, key, Vec::new(), None).await?;
         if let Some((old, raw)) = &current {
+            self.replacing(&mut pending, &old.parts).await?;
             // Only the version read: its parts are the ones removed below.
             let op = WriteOp::new()
                 .guard(Guard::Xattr {
@@ -406,11 +430,7 @@ impl Gateway {
             self.remove_parts(bucket, &old.parts, &ObjectMeta::default())
                 .await;
         }
-        let update = Update::Remove(Bytes::copy_from_slice(key.as_bytes()));
-        self.index
-            .apply(meta::index_object(&bucket.id, key), update)
-            .await
-            .map_err(client_error)
+        self.finish(pending, Some(None)).await
     }
 
     /// The bucket's index entries after `after` in key order, merged from
@@ -446,7 +466,15 @@ impl Gateway {
                 if let Some((last, _)) = page.last() {
                     cursor.after = Some(last.clone());
                 }
-                cursor.buffered.extend(page);
+                // Intents sort after every key: the shard's keys end there.
+                let keys = page
+                    .iter()
+                    .take_while(|(k, _)| k.first() != Some(&0xff))
+                    .count();
+                if keys < page.len() {
+                    cursor.done = true;
+                }
+                cursor.buffered.extend(page.into_iter().take(keys));
             }
         }
         let next = lister
@@ -788,8 +816,11 @@ impl S3 for Gateway {
         let bucket = self.owned_bucket(&name, &user).await?;
         for shard in 0..INDEX_SHARDS {
             let object = meta::index_shard(&bucket.id, shard);
+            // Objects only: operations' intents sort last (0xFF).
             match self.client.omap_range(META_POOL, &object, None, 1).await {
-                Ok(page) if !page.is_empty() => return Err(s3_error!(BucketNotEmpty)),
+                Ok(page) if page.first().is_some_and(|(k, _)| k.first() != Some(&0xff)) => {
+                    return Err(s3_error!(BucketNotEmpty));
+                }
                 Ok(_) | Err(ClientError::NotFound) => {}
                 Err(e) => return Err(client_error(e)),
             }
@@ -900,9 +931,13 @@ impl S3 for Gateway {
             content_md5: input.content_md5.take(),
             content_length: input.content_length,
         };
+        let prefix = meta::put_tail(&bucket.id);
+        let pending = self
+            .begin(&bucket, &input.key, vec![prefix.clone()], None)
+            .await?;
         let tail = Tail {
             pool: bucket.pool.clone(),
-            prefix: meta::put_tail(&bucket.id),
+            prefix,
         };
         let received = self
             .receive(body, given, trailers, tail, INLINE_BYTES_MAX)
@@ -930,7 +965,7 @@ impl S3 for Gateway {
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
         if let Err(e) = self
-            .store(&bucket, &input.key, data, &object_meta, conditions)
+            .store(&bucket, &input.key, data, &object_meta, conditions, pending)
             .await
         {
             // Refused by a condition: the pieces are nobody's. (After
@@ -1229,9 +1264,13 @@ impl S3 for Gateway {
             .await?;
         // The bytes are the copy's own: kept whole if small, else in new
         // tail objects.
+        let prefix = meta::put_tail(&target.id);
+        let pending = self
+            .begin(&target, &input.key, vec![prefix.clone()], None)
+            .await?;
         let tail = Tail {
             pool: target.pool.clone(),
-            prefix: meta::put_tail(&target.id),
+            prefix,
         };
         let received = self
             .receive(stream, Given::default(), None, tail, INLINE_BYTES_MAX)
@@ -1263,7 +1302,7 @@ impl S3 for Gateway {
                 .into_iter()
                 .collect();
         }
-        self.store(&target, &input.key, data, &to, (None, None))
+        self.store(&target, &input.key, data, &to, (None, None), pending)
             .await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
@@ -1415,8 +1454,32 @@ impl S3 for Gateway {
             ..upload.meta.clone()
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
-        self.store(&bucket, &input.key, Bytes::new(), &object_meta, conditions)
+        let pending = self
+            .begin(
+                &bucket,
+                &input.key,
+                Vec::new(),
+                Some(upload.upload_id.clone()),
+            )
             .await?;
+        self.claim_upload(&bucket, &upload).await?;
+        if let Err(e) = self
+            .store(
+                &bucket,
+                &input.key,
+                Bytes::new(),
+                &object_meta,
+                conditions,
+                pending,
+            )
+            .await
+        {
+            // Refused by a condition: the upload stays, as on AWS.
+            if e.code() == &S3ErrorCode::PreconditionFailed {
+                self.unclaim_upload(&bucket, &upload).await?;
+            }
+            return Err(e);
+        }
         self.end_upload(&bucket, &upload, &parts).await?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
@@ -1434,7 +1497,7 @@ impl S3 for Gateway {
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
-        self.end_upload(&bucket, &upload, &[]).await?;
+        self.abort_upload(&bucket, &upload).await?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
 

@@ -35,7 +35,7 @@ type Waiter = oneshot::Sender<Result<(), ClientError>>;
 #[derive(Default)]
 struct Shard {
     draining: bool,
-    queued: VecDeque<(Update, Waiter)>,
+    queued: VecDeque<(Vec<Update>, Waiter)>,
 }
 
 /// Writes index updates, batched per shard object.
@@ -60,17 +60,18 @@ impl IndexWriter {
         }
     }
 
-    /// Applies `update` to shard object `shard` (made if missing), with
-    /// whatever else is waiting for it; returns once it is durable.
+    /// Applies `updates` (in order, in one write) to shard object `shard`
+    /// (made if missing), with whatever else is waiting for it; returns
+    /// once they are durable.
     ///
     /// # Errors
-    /// The cluster's error for the write that carried it.
-    pub async fn apply(&self, shard: Vec<u8>, update: Update) -> Result<(), ClientError> {
+    /// The cluster's error for the write that carried them.
+    pub async fn apply(&self, shard: Vec<u8>, updates: Vec<Update>) -> Result<(), ClientError> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut shards = self.shards.lock().unwrap_or_else(PoisonError::into_inner);
             let queue = shards.entry(shard.clone()).or_default();
-            queue.queued.push_back((update, tx));
+            queue.queued.push_back((updates, tx));
             !std::mem::replace(&mut queue.draining, true)
         };
         if start {
@@ -85,7 +86,7 @@ impl IndexWriter {
     /// wait.
     async fn drain(&self, shard: Vec<u8>) {
         loop {
-            let batch: Vec<(Update, Waiter)> = {
+            let batch: Vec<(Vec<Update>, Waiter)> = {
                 let mut shards = self.shards.lock().unwrap_or_else(PoisonError::into_inner);
                 let Some(queue) = shards.get_mut(&shard) else {
                     return;
@@ -94,10 +95,19 @@ impl IndexWriter {
                     shards.remove(&shard);
                     return;
                 }
-                let take = queue.queued.len().min(BATCH_UPDATES_MAX);
+                // Whole requests, up to the batch size (at least one).
+                let mut take = 0;
+                let mut updates = 0;
+                for (request, _) in &queue.queued {
+                    if take > 0 && updates + request.len() > BATCH_UPDATES_MAX {
+                        break;
+                    }
+                    take += 1;
+                    updates += request.len();
+                }
                 queue.queued.drain(..take).collect()
             };
-            let op = batch_op(batch.iter().map(|(update, _)| update));
+            let op = batch_op(batch.iter().flat_map(|(updates, _)| updates));
             let result = self.client.operate(META_POOL, &shard, op).await.map(|_| ());
             for (_, waiter) in batch {
                 let _ = waiter.send(result.clone());

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod body;
 pub mod gateway;
 pub mod index;
+pub mod intent;
 pub mod meta;
 pub mod multipart;
 
@@ -82,6 +83,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let keys = auth::Keys::new(client.clone());
     let gateway = gateway::Gateway::new(client, keys.clone(), default_pool);
+    tokio::spawn(intent::background(gateway.clone()));
     let service = {
         let mut builder = S3ServiceBuilder::new(gateway);
         builder.set_auth(keys);

@@ -375,6 +375,101 @@ pub async fn remove_user(client: &Client, name: &str) -> Result<(), MetaError> {
     Ok(())
 }
 
+/// A user's record.
+///
+/// # Errors
+/// The cluster's error, or a record that does not decode.
+pub async fn user_info(client: &Client, name: &str) -> Result<Option<UserRecord>, MetaError> {
+    let key = format!("user/{name}");
+    match omap_value(client, USERS_OBJECT, key.as_bytes()).await? {
+        Some(v) => Ok(Some(decode(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+fn no_such_user(name: &str) -> MetaError {
+    MetaError::Corrupt {
+        what: format!("user {name}"),
+        why: "no such user".into(),
+    }
+}
+
+/// Gives user `name` another access key: `(access key, secret)`.
+///
+/// # Errors
+/// No such user, the user changed meanwhile, or the cluster's error.
+pub async fn add_key(client: &Client, name: &str) -> Result<(String, String), MetaError> {
+    let user_key = format!("user/{name}");
+    let Some(raw) = omap_value(client, USERS_OBJECT, user_key.as_bytes()).await? else {
+        return Err(no_such_user(name));
+    };
+    let mut user: UserRecord = decode(&user_key, &raw)?;
+    let access = random_hex(10).to_uppercase();
+    let secret = random_hex(20);
+    user.access_keys.push(access.clone());
+    let record = KeyRecord {
+        user: name.to_owned(),
+        secret: secret.clone(),
+    };
+    let access_key = format!("key/{access}");
+    let op = WriteOp::new()
+        .guard(Guard::OmapKey {
+            key: Bytes::from(user_key.clone()),
+            value: Some(raw),
+        })
+        .omap_set([
+            (user_key.as_bytes(), &encode(&user)[..]),
+            (access_key.as_bytes(), &encode(&record)[..]),
+        ]);
+    match client.operate(META_POOL, USERS_OBJECT, op).await {
+        Ok(_) => Ok((access, secret)),
+        Err(ClientError::CompareFailed { .. }) => Err(MetaError::Corrupt {
+            what: format!("user {name}"),
+            why: "changed meanwhile; try again".into(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes an access key (its user keeps the others).
+///
+/// # Errors
+/// No such key, the user changed meanwhile, or the cluster's error.
+pub async fn remove_key(client: &Client, access: &str) -> Result<String, MetaError> {
+    let Some(key) = key_record(client, access).await? else {
+        return Err(MetaError::Corrupt {
+            what: format!("access key {access}"),
+            why: "no such key".into(),
+        });
+    };
+    let user_key = format!("user/{}", key.user);
+    let access_key = format!("key/{access}");
+    let Some(raw) = omap_value(client, USERS_OBJECT, user_key.as_bytes()).await? else {
+        // A key whose user is gone: just the key.
+        client
+            .omap_remove(META_POOL, USERS_OBJECT, &[Bytes::from(access_key)])
+            .await?;
+        return Ok(key.user);
+    };
+    let mut user: UserRecord = decode(&user_key, &raw)?;
+    user.access_keys.retain(|k| k != access);
+    let op = WriteOp::new()
+        .guard(Guard::OmapKey {
+            key: Bytes::from(user_key.clone()),
+            value: Some(raw),
+        })
+        .omap_set([(user_key.as_bytes(), &encode(&user)[..])])
+        .omap_remove([access_key.as_bytes()]);
+    match client.operate(META_POOL, USERS_OBJECT, op).await {
+        Ok(_) => Ok(key.user),
+        Err(ClientError::CompareFailed { .. }) => Err(MetaError::Corrupt {
+            what: format!("user {}", key.user),
+            why: "changed meanwhile; try again".into(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The secret and user of an access key.
 ///
 /// # Errors

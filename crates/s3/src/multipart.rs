@@ -56,6 +56,66 @@ impl Gateway {
         }
     }
 
+    /// Whether upload `upload_id` of `key` is still in progress.
+    pub(crate) async fn upload_exists(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        upload_id: &str,
+    ) -> S3Result<bool> {
+        let uploads = meta::uploads_object(&bucket.id);
+        Ok(
+            meta::omap_value(self.client(), &uploads, &upload_key(key, upload_id))
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// Takes an upload out of progress for a completion or an abort: of
+    /// two racing, one gets it, the other `NoSuchUpload`.
+    pub(crate) async fn claim_upload(
+        &self,
+        bucket: &BucketRecord,
+        upload: &UploadRecord,
+    ) -> S3Result<()> {
+        let key = upload_key(&upload.key, &upload.upload_id);
+        let op = cairn_client::WriteOp::new()
+            .guard(cairn_client::Guard::OmapKey {
+                key: Bytes::from(key.clone()),
+                value: Some(meta::encode(upload)),
+            })
+            .omap_remove([&key[..]]);
+        match self
+            .client()
+            .operate(META_POOL, &meta::uploads_object(&bucket.id), op)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => {
+                Err(s3_error!(NoSuchUpload))
+            }
+            Err(e) => Err(client_error(e)),
+        }
+    }
+
+    /// Puts a claimed upload back in progress (its completion was refused
+    /// by a condition).
+    pub(crate) async fn unclaim_upload(
+        &self,
+        bucket: &BucketRecord,
+        upload: &UploadRecord,
+    ) -> S3Result<()> {
+        let key = upload_key(&upload.key, &upload.upload_id);
+        let op = cairn_client::WriteOp::new()
+            .create(false)
+            .omap_set([(&key[..], &meta::encode(upload)[..])]);
+        self.client()
+            .operate(META_POOL, &meta::uploads_object(&bucket.id), op)
+            .await
+            .map(|_| ())
+            .map_err(client_error)
+    }
+
     /// Starts an upload: its record, with the object's metadata to be.
     pub(crate) async fn start_upload(
         &self,
@@ -101,6 +161,14 @@ impl Gateway {
     ) -> S3Result<Received> {
         check_part_number(number)?;
         let prefix = meta::part_tail(&bucket.id, &upload.upload_id, number);
+        let pending = self
+            .begin(
+                bucket,
+                &upload.key,
+                vec![prefix.clone()],
+                Some(upload.upload_id.clone()),
+            )
+            .await?;
         let tail = Tail {
             pool: bucket.pool.clone(),
             prefix: prefix.clone(),
@@ -117,6 +185,7 @@ impl Gateway {
         };
         self.record_part(bucket, upload, number, &received, data)
             .await?;
+        self.finish(pending, None).await?;
         Ok(received)
     }
 
@@ -266,7 +335,9 @@ impl Gateway {
         }
     }
 
-    /// Drops an upload's records and the part objects not in `keep`.
+    /// Drops an upload's records and the part objects neither in `keep`
+    /// nor named by the key's head (a completion that got as far as the
+    /// head keeps its parts, whoever ends the upload after it).
     pub(crate) async fn end_upload(
         &self,
         bucket: &BucketRecord,
@@ -279,8 +350,12 @@ impl Gateway {
             Ok(_) | Err(ClientError::NotFound) => {}
             Err(e) => return Err(client_error(e)),
         }
+        let mut kept = keep.to_vec();
+        if let Some(head) = self.head_of(bucket, &upload.key).await? {
+            kept.extend(head.parts);
+        }
         let standing = ObjectMeta {
-            parts: keep.to_vec(),
+            parts: kept,
             ..ObjectMeta::default()
         };
         let all: Vec<PartRef> = self
