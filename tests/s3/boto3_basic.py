@@ -305,6 +305,33 @@ h = s3.head_object(Bucket="photos", Key="expiring")
 check(h.get("ExpiresString") == "Wed, 02 Jan 2030 03:04:05 GMT" or h.get("Expires") == expires, f"Expires {h}")
 every = sorted(every + ["large-copy", "assembled", "expiring"])
 
+# Tagging: on PUT, put/get/delete, copies (tags copied or replaced), the
+# count on GET, bucket tags, S3's errors.
+s3.put_object(Bucket="photos", Key="tagged", Body=b"t", Tagging="project=cairn&team=storage%20core")
+tags = s3.get_object_tagging(Bucket="photos", Key="tagged")["TagSet"]
+check(tags == [{"Key": "project", "Value": "cairn"}, {"Key": "team", "Value": "storage core"}], f"tags on PUT {tags}")
+check(s3.get_object(Bucket="photos", Key="tagged")["TagCount"] == 2, "x-amz-tagging-count")
+s3.put_object_tagging(Bucket="photos", Key="tagged", Tagging={"TagSet": [{"Key": "a", "Value": "1"}]})
+check(s3.get_object_tagging(Bucket="photos", Key="tagged")["TagSet"] == [{"Key": "a", "Value": "1"}], "tags replaced")
+check(error_code(s3.put_object_tagging, Bucket="photos", Key="tagged",
+                 Tagging={"TagSet": [{"Key": "aws:x", "Value": "1"}]})[0] == "InvalidTag", "a reserved tag key")
+check(error_code(s3.put_object_tagging, Bucket="photos", Key="nope",
+                 Tagging={"TagSet": [{"Key": "a", "Value": "1"}]})[0] == "NoSuchKey", "tags of a missing key")
+check(error_code(s3.put_object, Bucket="photos", Key="badtags", Body=b"x", Tagging="a=1&a=2")[0] == "InvalidTag", "duplicate tag keys")
+s3.copy_object(Bucket="photos", Key="tagged2", CopySource="photos/tagged")
+check(s3.get_object_tagging(Bucket="photos", Key="tagged2")["TagSet"] == [{"Key": "a", "Value": "1"}], "tags copied")
+s3.copy_object(Bucket="photos", Key="tagged3", CopySource="photos/tagged", TaggingDirective="REPLACE", Tagging="b=2")
+check(s3.get_object_tagging(Bucket="photos", Key="tagged3")["TagSet"] == [{"Key": "b", "Value": "2"}], "tags replaced on copy")
+s3.delete_object_tagging(Bucket="photos", Key="tagged")
+check(s3.get_object_tagging(Bucket="photos", Key="tagged")["TagSet"] == [], "tags deleted")
+check(s3.get_object(Bucket="photos", Key="tagged")["Body"].read() == b"t", "tagging leaves the bytes")
+check(error_code(s3.get_bucket_tagging, Bucket="photos")[0] == "NoSuchTagSet", "no bucket tags yet")
+s3.put_bucket_tagging(Bucket="photos", Tagging={"TagSet": [{"Key": "cost-center", "Value": "hpc"}]})
+check(s3.get_bucket_tagging(Bucket="photos")["TagSet"] == [{"Key": "cost-center", "Value": "hpc"}], "bucket tags")
+s3.delete_bucket_tagging(Bucket="photos")
+check(error_code(s3.get_bucket_tagging, Bucket="photos")[0] == "NoSuchTagSet", "bucket tags deleted")
+every = sorted(every + ["tagged", "tagged2", "tagged3"])
+
 # DeleteObjects, quiet and not, with a missing key (deleting it is fine).
 s3.put_object(Bucket="archive", Key="k1", Body=b"1")
 s3.put_object(Bucket="archive", Key="k2", Body=b"2")

@@ -349,30 +349,17 @@ impl Gateway {
     /// # Errors
     /// The cluster's error.
     pub async fn heartbeats(&self) -> Result<Vec<(String, u64)>, ClientError> {
-        let mut out = Vec::new();
-        let mut after: Option<Bytes> = None;
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, GATEWAYS_OBJECT, after.as_deref(), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => return Ok(out),
-                Err(e) => return Err(e),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = Some(last.clone());
-            for (id, beat) in page {
+        let entries = meta::omap_all(self.client(), GATEWAYS_OBJECT).await?;
+        Ok(entries
+            .into_iter()
+            .map(|(id, beat)| {
                 let beat = std::str::from_utf8(&beat)
                     .ok()
                     .and_then(|b| b.parse().ok())
                     .unwrap_or(0);
-                out.push((String::from_utf8_lossy(&id).into_owned(), beat));
-            }
-        }
+                (String::from_utf8_lossy(&id).into_owned(), beat)
+            })
+            .collect())
     }
 }
 
@@ -485,27 +472,16 @@ impl Gateway {
 
     /// Every bucket's record.
     async fn all_buckets(&self) -> S3Result<Vec<BucketRecord>> {
-        let mut out = Vec::new();
-        let mut after: Option<Bytes> = None;
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, meta::BUCKETS_OBJECT, after.as_deref(), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => return Ok(out),
-                Err(e) => return Err(client_error(e)),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = Some(last.clone());
-            for (name, value) in page {
+        let entries = meta::omap_all(self.client(), meta::BUCKETS_OBJECT)
+            .await
+            .map_err(client_error)?;
+        entries
+            .into_iter()
+            .map(|(name, value)| {
                 let what = format!("bucket {}", String::from_utf8_lossy(&name));
-                out.push(meta::decode(&what, &value).map_err(internal)?);
-            }
-        }
+                meta::decode(&what, &value).map_err(internal)
+            })
+            .collect()
     }
 
     /// The bucket's uploads begun before `before_ms`.
@@ -514,31 +490,17 @@ impl Gateway {
         bucket: &BucketRecord,
         before_ms: u64,
     ) -> S3Result<Vec<meta::UploadRecord>> {
-        let object = meta::uploads_object(&bucket.id);
+        let entries = meta::omap_all(self.client(), &meta::uploads_object(&bucket.id))
+            .await
+            .map_err(client_error)?;
         let mut out = Vec::new();
-        let mut after: Option<Bytes> = None;
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, &object, after.as_deref(), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => return Ok(out),
-                Err(e) => return Err(client_error(e)),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = Some(last.clone());
-            for (_, value) in page {
-                let upload: meta::UploadRecord =
-                    meta::decode("upload", &value).map_err(internal)?;
-                if upload.initiated_ms < before_ms {
-                    out.push(upload);
-                }
+        for (_, value) in entries {
+            let upload: meta::UploadRecord = meta::decode("upload", &value).map_err(internal)?;
+            if upload.initiated_ms < before_ms {
+                out.push(upload);
             }
         }
+        Ok(out)
     }
 
     /// Aborts an upload: its intent, its claim, its parts, its records.

@@ -11,6 +11,7 @@ pub mod index;
 pub mod intent;
 pub mod meta;
 pub mod multipart;
+pub mod tagging;
 
 use cairn_client::{Client, WriteOp};
 use hyper_util::rt::{TokioExecutor, TokioIo};

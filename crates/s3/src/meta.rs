@@ -47,6 +47,9 @@ pub struct BucketRecord {
     pub owner: String,
     pub pool: String,
     pub created_secs: u64,
+    /// The bucket's tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// A bucket index entry: what a listing shows of an object.
@@ -77,6 +80,9 @@ pub struct ObjectMeta {
     /// (`CRC32`, `CRC32C`, `CRC64NVME`, `SHA1`, `SHA256`), base64 as S3
     /// returns them.
     pub checksums: BTreeMap<String, String>,
+    /// The object's tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     /// The object's bytes are in tail objects, listed by the head's
     /// bytes (its manifest: [`PartRef`]s as JSON), not in the head.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -231,6 +237,31 @@ pub async fn omap_value(
         Ok(mut found) => Ok(found.remove(key)),
         Err(ClientError::NotFound) => Ok(None),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Every omap entry of a record object, in key order, read a page at a
+/// time (none if the object does not exist yet).
+///
+/// # Errors
+/// The cluster's error.
+pub async fn omap_all(client: &Client, object: &[u8]) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+    let mut out = Vec::new();
+    let mut after: Option<Bytes> = None;
+    loop {
+        let page = match client
+            .omap_range(META_POOL, object, after.as_deref(), 1000)
+            .await
+        {
+            Ok(page) => page,
+            Err(ClientError::NotFound) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        let Some((last, _)) = page.last() else {
+            return Ok(out);
+        };
+        after = Some(last.clone());
+        out.extend(page);
     }
 }
 

@@ -308,31 +308,18 @@ impl Gateway {
 
     /// Every part record of an upload, by number.
     pub(crate) async fn parts(&self, upload_id: &str) -> S3Result<Vec<(i32, PartRecord)>> {
-        let object = meta::parts_object(upload_id);
-        let mut out = Vec::new();
-        let mut after: Option<Bytes> = None;
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, &object, after.as_deref(), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => Vec::new(),
-                Err(e) => return Err(client_error(e)),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = Some(last.clone());
-            for (key, value) in &page {
-                let number: i32 = std::str::from_utf8(key)
-                    .ok()
-                    .and_then(|k| k.parse().ok())
-                    .ok_or_else(|| internal("a part record with a bad key"))?;
-                out.push((number, meta::decode("part", value)?));
-            }
+        let entries = meta::omap_all(self.client(), &meta::parts_object(upload_id))
+            .await
+            .map_err(client_error)?;
+        let mut out = Vec::with_capacity(entries.len());
+        for (key, value) in &entries {
+            let number: i32 = std::str::from_utf8(key)
+                .ok()
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(|| internal("a part record with a bad key"))?;
+            out.push((number, meta::decode("part", value)?));
         }
+        Ok(out)
     }
 
     /// Drops an upload's records and the part objects neither in `keep`
