@@ -354,4 +354,10 @@ s3.delete_bucket(Bucket="photos")
 check(error_code(s3.head_bucket, Bucket="photos")[1] == 404, "bucket gone")
 s3.create_bucket(Bucket="photos")
 check(s3.list_objects_v2(Bucket="photos")["KeyCount"] == 0, "a bucket made again starts empty")
+# A body of exactly one piece (4 MiB) stays whole in its head: the test
+# then finds this one object in the pool, and no piece.
+s3.create_bucket(Bucket="keep4m")
+exact = os.urandom(4 * MiB)
+s3.put_object(Bucket="keep4m", Key="exact4m", Body=exact)
+check(s3.get_object(Bucket="keep4m", Key="exact4m")["Body"].read() == exact, "a 4 MiB object")
 print("all S3 checks passed")

@@ -303,9 +303,8 @@ async fn read_pieces(
         }
         hashes.update(&chunk);
         while !chunk.is_empty() {
-            let room = usize::try_from(PIECE_BYTES).unwrap_or(usize::MAX) - buf.len();
-            let take = room.min(chunk.len());
-            buf.extend_from_slice(&chunk.split_to(take));
+            // A full piece goes only once more bytes come, so a body of
+            // exactly one piece (a 4 MiB PUT) stays whole for the head.
             if buf.len() as u64 == PIECE_BYTES {
                 // The full piece goes (with its budget) before the next
                 // piece's budget is taken: a request waiting for budget
@@ -319,6 +318,9 @@ async fn read_pieces(
                 permit = budget.take(next_piece(flushed)).await?;
                 buf.reserve(permit.num_permits());
             }
+            let room = usize::try_from(PIECE_BYTES).unwrap_or(usize::MAX) - buf.len();
+            let take = room.min(chunk.len());
+            buf.extend_from_slice(&chunk.split_to(take));
         }
     }
     if writer.written == 0 && size <= inline_max {
