@@ -392,9 +392,6 @@ pub const BACKGROUND_GC: GcSettings = GcSettings {
 };
 /// How often each gateway runs the collector.
 pub const GC_INTERVAL: Duration = Duration::from_secs(60);
-/// A gateway's own intent this old is recovered too (its request's task
-/// should have done it long before).
-pub const OWN_INTENT_STALE: Duration = Duration::from_secs(3600);
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -425,12 +422,9 @@ impl Gateway {
                 let silent = beats
                     .get(&intent.gateway)
                     .is_none_or(|beat| now.saturating_sub(*beat) >= dead_after);
-                let dead = if intent.gateway == self.id() {
-                    age >= millis(OWN_INTENT_STALE)
-                } else {
-                    silent && age >= dead_after
-                };
-                if !dead {
+                // A live gateway's operations are its own to finish or
+                // recover, however long they run (a slow 5 GiB upload).
+                if !(silent && age >= dead_after) {
                     continue;
                 }
                 match self.recover(&bucket, &intent_key, &intent).await {
