@@ -179,7 +179,7 @@ impl Gateway {
                 continue;
             };
             object_meta.parts =
-                meta::decode(&format!("manifest of {key}"), &manifest).map_err(internal)?;
+                meta::decode_manifest(key, &manifest, object_meta.size).map_err(internal)?;
             return Ok(Some((object_meta, raw)));
         }
         Err(s3_error!(SlowDown, "the object changed under every read"))
@@ -218,7 +218,7 @@ impl Gateway {
             meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
         if object_meta.manifest {
             object_meta.parts =
-                meta::decode(&format!("manifest of {key}"), &data).map_err(internal)?;
+                meta::decode_manifest(key, &data, object_meta.size).map_err(internal)?;
             return Ok(Some((object_meta, raw, Bytes::new())));
         }
         Ok(Some((object_meta, raw, data)))
@@ -1038,17 +1038,7 @@ impl S3 for Gateway {
                 input.if_unmodified_since.as_ref(),
             )?;
             let size = object_meta.size;
-            let range = match (&input.range, input.part_number) {
-                (Some(_), Some(_)) => {
-                    return Err(s3_error!(
-                        InvalidRequest,
-                        "Cannot specify both Range header and partNumber query parameter"
-                    ));
-                }
-                (Some(range), None) => Some(range.check(size)?),
-                (None, Some(number)) => Some(part_range(&object_meta, number)?),
-                (None, None) => None,
-            };
+            let range = requested_range(&object_meta, input.range.as_ref(), input.part_number)?;
             let (offset, length) = range
                 .as_ref()
                 .map_or((0, size), |r| (r.start, r.end - r.start));
@@ -1081,46 +1071,36 @@ impl S3 for Gateway {
                 );
                 (body, length)
             };
-            let whole = range.is_none();
+            // Checksums are of the whole object: not for a part of it.
             let checksums = input
                 .checksum_mode
                 .as_ref()
                 .is_some_and(|m| m.as_str() == "ENABLED")
-                && whole;
-            let content_range = range
-                .as_ref()
-                .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1)));
-            let pick = |name: &str| {
-                checksums
-                    .then(|| object_meta.checksums.get(name).cloned())
-                    .flatten()
-            };
+                && range.is_none();
+            let headers =
+                object_headers(&object_meta, range.as_ref(), input.part_number, checksums);
             return Ok(S3Response::new(GetObjectOutput {
                 body: Some(body),
                 content_length: Some(to_i64(length)),
-                content_range,
-                parts_count: input.part_number.and(parts_count(&object_meta)),
+                content_range: headers.content_range,
+                parts_count: headers.parts_count,
                 tag_count: (!object_meta.tags.is_empty())
                     .then(|| i32::try_from(object_meta.tags.len()).unwrap_or(i32::MAX)),
-                accept_ranges: Some("bytes".into()),
-                e_tag: Some(ETag::Strong(object_meta.etag.clone())),
-                last_modified: Some(timestamp(object_meta.mtime_ms)),
-                content_type: object_meta
-                    .content_type
-                    .as_deref()
-                    .and_then(|c| c.parse().ok()),
-                content_encoding: object_meta.content_encoding.clone(),
-                content_disposition: object_meta.content_disposition.clone(),
-                content_language: object_meta.content_language.clone(),
-                cache_control: object_meta.cache_control.clone(),
-                expires: object_meta.expires.as_deref().and_then(parse_http_date),
-                metadata: (!object_meta.user.is_empty())
-                    .then(|| object_meta.user.clone().into_iter().collect()),
-                checksum_crc32: pick("CRC32"),
-                checksum_crc32c: pick("CRC32C"),
-                checksum_sha1: pick("SHA1"),
-                checksum_sha256: pick("SHA256"),
-                checksum_crc64nvme: pick("CRC64NVME"),
+                accept_ranges: headers.accept_ranges,
+                e_tag: headers.e_tag,
+                last_modified: headers.last_modified,
+                content_type: headers.content_type,
+                content_encoding: headers.content_encoding,
+                content_disposition: headers.content_disposition,
+                content_language: headers.content_language,
+                cache_control: headers.cache_control,
+                expires: headers.expires,
+                metadata: headers.metadata,
+                checksum_crc32: headers.checksum_crc32,
+                checksum_crc32c: headers.checksum_crc32c,
+                checksum_sha1: headers.checksum_sha1,
+                checksum_sha256: headers.checksum_sha256,
+                checksum_crc64nvme: headers.checksum_crc64nvme,
                 ..Default::default()
             }));
         }
@@ -1145,56 +1125,18 @@ impl S3 for Gateway {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         )?;
+        let range = requested_range(&object_meta, input.range.as_ref(), input.part_number)?;
         let checksums = input
             .checksum_mode
             .as_ref()
-            .is_some_and(|m| m.as_str() == "ENABLED");
-        let pick = |name: &str| {
-            checksums
-                .then(|| object_meta.checksums.get(name).cloned())
-                .flatten()
-        };
-        let size = object_meta.size;
-        let range = match (&input.range, input.part_number) {
-            (Some(_), Some(_)) => {
-                return Err(s3_error!(
-                    InvalidRequest,
-                    "Cannot specify both Range header and partNumber query parameter"
-                ));
-            }
-            (Some(range), None) => Some(range.check(size)?),
-            (None, Some(number)) => Some(part_range(&object_meta, number)?),
-            (None, None) => None,
-        };
-        let length = range.as_ref().map_or(size, |r| r.end - r.start);
-        let content_range = range
-            .as_ref()
-            .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1)));
-        Ok(S3Response::new(HeadObjectOutput {
-            content_length: Some(to_i64(length)),
-            content_range,
-            parts_count: input.part_number.and(parts_count(&object_meta)),
-            accept_ranges: Some("bytes".into()),
-            e_tag: Some(ETag::Strong(object_meta.etag.clone())),
-            last_modified: Some(timestamp(object_meta.mtime_ms)),
-            content_type: object_meta
-                .content_type
-                .as_deref()
-                .and_then(|c| c.parse().ok()),
-            content_encoding: object_meta.content_encoding.clone(),
-            content_disposition: object_meta.content_disposition.clone(),
-            content_language: object_meta.content_language.clone(),
-            cache_control: object_meta.cache_control.clone(),
-            expires: object_meta.expires.as_deref().and_then(parse_http_date),
-            metadata: (!object_meta.user.is_empty())
-                .then(|| object_meta.user.clone().into_iter().collect()),
-            checksum_crc32: pick("CRC32"),
-            checksum_crc32c: pick("CRC32C"),
-            checksum_sha1: pick("SHA1"),
-            checksum_sha256: pick("SHA256"),
-            checksum_crc64nvme: pick("CRC64NVME"),
-            ..Default::default()
-        }))
+            .is_some_and(|m| m.as_str() == "ENABLED")
+            && range.is_none();
+        Ok(S3Response::new(object_headers(
+            &object_meta,
+            range.as_ref(),
+            input.part_number,
+            checksums,
+        )))
     }
 
     async fn delete_object(
@@ -1915,6 +1857,63 @@ fn copy_range(text: &str, size: u64) -> S3Result<(u64, u64)> {
         ));
     }
     Ok((first, last - first + 1))
+}
+
+/// The bytes a GET or HEAD asks for: a `Range`, a `partNumber`, or all
+/// (`None`).
+fn requested_range(
+    object: &ObjectMeta,
+    range: Option<&s3s::dto::Range>,
+    part_number: Option<i32>,
+) -> S3Result<Option<std::ops::Range<u64>>> {
+    match (range, part_number) {
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter"
+        )),
+        (Some(range), None) => Ok(Some(range.check(object.size)?)),
+        (None, Some(number)) => Ok(Some(part_range(object, number)?)),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The headers a GET and a HEAD of `object` answer with (a HEAD's whole
+/// answer): length and range, ETag, times, content headers, user
+/// metadata, and the stored checksums if `checksums`.
+fn object_headers(
+    object: &ObjectMeta,
+    range: Option<&std::ops::Range<u64>>,
+    part_number: Option<i32>,
+    checksums: bool,
+) -> HeadObjectOutput {
+    let size = object.size;
+    let pick = |name: &str| {
+        checksums
+            .then(|| object.checksums.get(name).cloned())
+            .flatten()
+    };
+    HeadObjectOutput {
+        content_length: Some(to_i64(range.map_or(size, |r| r.end - r.start))),
+        content_range: range
+            .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1))),
+        parts_count: part_number.and(parts_count(object)),
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(ETag::Strong(object.etag.clone())),
+        last_modified: Some(timestamp(object.mtime_ms)),
+        content_type: object.content_type.as_deref().and_then(|c| c.parse().ok()),
+        content_encoding: object.content_encoding.clone(),
+        content_disposition: object.content_disposition.clone(),
+        content_language: object.content_language.clone(),
+        cache_control: object.cache_control.clone(),
+        expires: object.expires.as_deref().and_then(parse_http_date),
+        metadata: (!object.user.is_empty()).then(|| object.user.clone().into_iter().collect()),
+        checksum_crc32: pick("CRC32"),
+        checksum_crc32c: pick("CRC32C"),
+        checksum_sha1: pick("SHA1"),
+        checksum_sha256: pick("SHA256"),
+        checksum_crc64nvme: pick("CRC64NVME"),
+        ..Default::default()
+    }
 }
 
 /// The parts of a multipart object (its ETag ends `-N`).

@@ -113,6 +113,13 @@ impl PartRef {
         format!("{prefix}/{n:05}")
     }
 
+    /// Whether the run expands into at most [`RUN_PIECES_MAX`] pieces (a
+    /// run read from the cluster is checked before it is expanded).
+    #[must_use]
+    pub fn bounded(&self) -> bool {
+        self.piece_bytes == 0 || self.size.div_ceil(self.piece_bytes) <= RUN_PIECES_MAX
+    }
+
     /// The tail objects holding these bytes, with their sizes, in order.
     #[must_use]
     pub fn pieces(&self) -> Vec<(String, u64)> {
@@ -200,6 +207,44 @@ pub fn decode<T: for<'de> Deserialize<'de>>(what: &str, bytes: &[u8]) -> Result<
         what: what.to_owned(),
         why: e.to_string(),
     })
+}
+
+/// The most pieces one run of a manifest may have (a 5 GiB body is
+/// 1,280 pieces of 4 MiB): a run claiming more is damage, not data.
+pub const RUN_PIECES_MAX: u64 = 1 << 16;
+
+/// The runs of an object's manifest (the head's bytes), checked against
+/// the head's size: their sizes add up to it, and no run expands into
+/// more than [`RUN_PIECES_MAX`] pieces, so damaged bytes cannot make a
+/// read build an endless list.
+///
+/// # Errors
+/// [`MetaError::Corrupt`] if they do not.
+pub fn decode_manifest(key: &str, bytes: &[u8], size: u64) -> Result<Vec<PartRef>, MetaError> {
+    let what = format!("manifest of {key}");
+    let runs: Vec<PartRef> = decode(&what, bytes)?;
+    let corrupt = |why: String| MetaError::Corrupt {
+        what: what.clone(),
+        why,
+    };
+    let mut total = 0u64;
+    for run in &runs {
+        if !run.bounded() {
+            return Err(corrupt(format!(
+                "run {} of {} bytes in pieces of {}",
+                run.object, run.size, run.piece_bytes
+            )));
+        }
+        total = total
+            .checked_add(run.size)
+            .ok_or_else(|| corrupt("run sizes overflow".into()))?;
+    }
+    if total != size {
+        return Err(corrupt(format!(
+            "runs of {total} bytes for an object of {size}"
+        )));
+    }
+    Ok(runs)
 }
 
 /// The head object of `key` in bucket `id`.
@@ -556,5 +601,32 @@ mod tests {
         };
         let back: ObjectMeta = decode("head", &encode(&meta)).expect("decodes");
         assert!(back.manifest && back.parts.is_empty());
+        // A manifest must add up to its head's size and stay bounded.
+        let manifest = encode(&vec![run.clone()]);
+        assert_eq!(
+            decode_manifest("k", &manifest, 10).expect("valid"),
+            vec![run.clone()]
+        );
+        assert!(decode_manifest("k", &manifest, 11).is_err());
+        let endless = PartRef {
+            piece_bytes: 1,
+            size: 1 << 40,
+            ..run
+        };
+        assert!(decode_manifest("k", &encode(&vec![endless]), 1 << 40).is_err());
+        let overflow = vec![
+            PartRef {
+                size: u64::MAX,
+                piece_bytes: 0,
+                object: "a".into(),
+            },
+            PartRef {
+                size: 2,
+                piece_bytes: 0,
+                object: "b".into(),
+            },
+        ];
+        assert!(decode_manifest("k", &encode(&overflow), 1).is_err());
+        assert!(decode_manifest("k", b"not json", 1).is_err());
     }
 }

@@ -317,7 +317,13 @@ impl Gateway {
                 .ok()
                 .and_then(|k| k.parse().ok())
                 .ok_or_else(|| internal("a part record with a bad key"))?;
-            out.push((number, meta::decode("part", value)?));
+            let record: PartRecord = meta::decode("part", value)?;
+            if !record.data.bounded() {
+                return Err(internal(format!(
+                    "part {number} of upload {upload_id} is damaged"
+                )));
+            }
+            out.push((number, record));
         }
         Ok(out)
     }
