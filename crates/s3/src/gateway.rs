@@ -10,6 +10,7 @@ use crate::meta::{
     self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
     ObjectMeta,
 };
+use crate::versioning::{delete_marker_error, shown_version};
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
 use s3s::dto::{
@@ -28,6 +29,11 @@ use s3s::dto::{
     Object, Owner, Part, PutBucketTaggingInput, PutBucketTaggingOutput, PutObjectInput,
     PutObjectOutput, PutObjectTaggingInput, PutObjectTaggingOutput, StreamingBlob, Timestamp,
     UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
+};
+use s3s::dto::{
+    BucketVersioningStatus, DeleteMarkerEntry, GetBucketVersioningInput, GetBucketVersioningOutput,
+    ListObjectVersionsInput, ListObjectVersionsOutput, ObjectVersion, PutBucketVersioningInput,
+    PutBucketVersioningOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use std::collections::{BTreeMap, VecDeque};
@@ -149,17 +155,29 @@ impl Gateway {
 
     /// An object's metadata (with its parts if `parts`) and the raw
     /// metadata as stored (for guards).
-    async fn head(
+    pub(crate) async fn head(
         &self,
         bucket: &BucketRecord,
         key: &str,
         parts: bool,
     ) -> S3Result<Option<(ObjectMeta, Bytes)>> {
+        self.head_in(bucket, key, &meta::head_name(&bucket.id, key), parts)
+            .await
+    }
+
+    /// [`Gateway::head`] of the version held by object `name` (the key's
+    /// head, or an older version's archive).
+    pub(crate) async fn head_in(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        name: &[u8],
+        parts: bool,
+    ) -> S3Result<Option<(ObjectMeta, Bytes)>> {
         for _ in 0..8 {
-            let name = meta::head_name(&bucket.id, key);
             let op = ReadOp::new().xattr(HEAD_XATTR);
             let (mut object_meta, raw) =
-                match self.client.operate_read(&bucket.pool, &name, op).await {
+                match self.client.operate_read(&bucket.pool, name, op).await {
                     Ok(results) => match results.into_iter().next() {
                         Some(ReadResult::Value(Some(raw))) => {
                             let object_meta: ObjectMeta =
@@ -175,7 +193,10 @@ impl Gateway {
                 return Ok(Some((object_meta, raw)));
             }
             // The manifest of this same version (read again if replaced).
-            let Some(manifest) = self.read_as_of(bucket, key, raw.clone(), (0, None)).await? else {
+            let Some(manifest) = self
+                .read_as_of(bucket, name, raw.clone(), (0, None))
+                .await?
+            else {
                 continue;
             };
             object_meta.parts =
@@ -200,18 +221,9 @@ impl Gateway {
         &self,
         bucket: &BucketRecord,
         key: &str,
+        name: &[u8],
     ) -> S3Result<Option<(ObjectMeta, Bytes, Bytes)>> {
-        let name = meta::head_name(&bucket.id, key);
-        let op = ReadOp::new().xattr(HEAD_XATTR).read(0, None);
-        let results = match self.client.operate_read(&bucket.pool, &name, op).await {
-            Ok(results) => results,
-            Err(ClientError::NotFound) => return Ok(None),
-            Err(e) => return Err(client_error(e)),
-        };
-        let mut results = results.into_iter();
-        let (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) =
-            (results.next(), results.next())
-        else {
+        let Some((raw, data)) = self.read_stored(bucket, name).await? else {
             return Ok(None);
         };
         let mut object_meta: ObjectMeta =
@@ -224,9 +236,32 @@ impl Gateway {
         Ok(Some((object_meta, raw, data)))
     }
 
+    /// A head object as stored: its raw metadata and its bytes (an
+    /// object's bytes, or its manifest), in one read.
+    pub(crate) async fn read_stored(
+        &self,
+        bucket: &BucketRecord,
+        name: &[u8],
+    ) -> S3Result<Option<(Bytes, Bytes)>> {
+        let op = ReadOp::new().xattr(HEAD_XATTR).read(0, None);
+        let results = match self.client.operate_read(&bucket.pool, name, op).await {
+            Ok(results) => results,
+            Err(ClientError::NotFound) => return Ok(None),
+            Err(e) => return Err(client_error(e)),
+        };
+        let mut results = results.into_iter();
+        match (results.next(), results.next()) {
+            (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) => {
+                Ok(Some((raw, data)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Writes an object's bytes and metadata as one compound operation on
     /// its head (guarded by `If-None-Match: *` or `If-Match`), then its
-    /// index entry.
+    /// index entry. Answers the metadata stored (in a versioned bucket,
+    /// with its version id).
     pub(crate) async fn store(
         &self,
         bucket: &BucketRecord,
@@ -235,7 +270,19 @@ impl Gateway {
         object_meta: &ObjectMeta,
         (if_none_match, if_match): (Option<&ETagCondition>, Option<&ETagCondition>),
         mut pending: Pending,
-    ) -> S3Result<()> {
+    ) -> S3Result<ObjectMeta> {
+        if bucket.versioned() {
+            return self
+                .store_versioned(
+                    bucket,
+                    key,
+                    data,
+                    object_meta,
+                    (if_none_match, if_match),
+                    pending,
+                )
+                .await;
+        }
         let head = meta::head_name(&bucket.id, key);
         let mut op = WriteOp::new();
         // The version replaced: its parts (a multipart object's) go once
@@ -263,14 +310,7 @@ impl Gateway {
         if let Some((old, _)) = &current {
             self.replacing(&mut pending, &old.parts).await?;
         }
-        // A large object's head holds its manifest, not bytes.
-        let (data, object_meta) = if object_meta.parts.is_empty() {
-            (data, object_meta.clone())
-        } else {
-            let mut with = object_meta.clone();
-            with.manifest = true;
-            (meta::encode(&object_meta.parts), with)
-        };
+        let (data, object_meta) = Self::head_contents(data, object_meta);
         let object_meta = &object_meta;
         let op = op
             .write_full(data)
@@ -284,7 +324,20 @@ impl Gateway {
             self.remove_parts(bucket, &old.parts, object_meta).await;
         }
         self.finish(pending, Some(Some(entry_of(object_meta))))
-            .await
+            .await?;
+        Ok(object_meta.clone())
+    }
+
+    /// The bytes of a head (`data`) and its metadata as stored: a large
+    /// object's head holds its manifest instead of bytes.
+    pub(crate) fn head_contents(data: Bytes, object_meta: &ObjectMeta) -> (Bytes, ObjectMeta) {
+        if object_meta.parts.is_empty() {
+            (data, object_meta.clone())
+        } else {
+            let mut with = object_meta.clone();
+            with.manifest = true;
+            (meta::encode(&object_meta.parts), with)
+        }
     }
 
     /// Removes a replaced or deleted version's part objects (best effort:
@@ -315,18 +368,17 @@ impl Gateway {
     async fn read_as_of(
         &self,
         bucket: &BucketRecord,
-        key: &str,
+        head: &[u8],
         raw: Bytes,
         (offset, length): (u64, Option<u64>),
     ) -> S3Result<Option<Bytes>> {
-        let head = meta::head_name(&bucket.id, key);
         let op = ReadOp::new()
             .guard(Guard::Xattr {
                 name: Bytes::from_static(HEAD_XATTR),
                 value: Some(raw),
             })
             .read(offset, length);
-        match self.client.operate_read(&bucket.pool, &head, op).await {
+        match self.client.operate_read(&bucket.pool, head, op).await {
             Ok(results) => match results.into_iter().next() {
                 Some(ReadResult::Data(data)) => Ok(Some(data)),
                 other => Err(internal(format!("unexpected read result {other:?}"))),
@@ -347,13 +399,15 @@ impl Gateway {
         copy_source: &CopySource,
         conditions: &CopyConditions<'_>,
         range: Option<Option<&str>>,
-    ) -> S3Result<(ObjectMeta, StreamingBlob)> {
-        let (source_bucket, source_key) = copy_source_names(copy_source)?;
+    ) -> S3Result<(ObjectMeta, StreamingBlob, Option<String>)> {
+        let (source_bucket, source_key, version) = copy_source_names(copy_source)?;
         let source = self.owned_bucket(source_bucket, user).await?;
         for _ in 0..8 {
-            let Some((from, raw)) = self.head(&source, source_key, true).await? else {
-                return Err(s3_error!(NoSuchKey));
+            let name = self.locate(&source, source_key, version).await?;
+            let Some((from, raw)) = self.head_in(&source, source_key, &name, true).await? else {
+                return Err(missing(version));
             };
+            readable(&source, &from, version)?;
             check_conditions(
                 &from,
                 conditions.if_match,
@@ -374,7 +428,7 @@ impl Gateway {
             };
             let stream = if from.parts.is_empty() {
                 let Some(data) = self
-                    .read_as_of(&source, source_key, raw, (offset, Some(length)))
+                    .read_as_of(&source, &name, raw, (offset, Some(length)))
                     .await?
                 else {
                     continue;
@@ -392,7 +446,8 @@ impl Gateway {
                     offset..offset + length,
                 )
             };
-            return Ok((from, stream));
+            let shown = shown_version(&source, &from);
+            return Ok((from, stream, shown));
         }
         Err(s3_error!(
             SlowDown,
@@ -400,14 +455,85 @@ impl Gateway {
         ))
     }
 
-    /// Removes an object (guarded by `If-Match`), then its index entry.
+    /// The object holding the version of `key` a request names (none:
+    /// the latest, at the key's head).
+    pub(crate) async fn locate(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version: Option<&str>,
+    ) -> S3Result<Vec<u8>> {
+        let Some(version) = version else {
+            return Ok(meta::head_name(&bucket.id, key));
+        };
+        if !bucket.versioned() {
+            crate::versioning::parse_version_id(version)?;
+            return if version == meta::NULL_VERSION {
+                Ok(meta::head_name(&bucket.id, key))
+            } else {
+                Err(s3_error!(NoSuchVersion))
+            };
+        }
+        Ok(self.find_version(bucket, key, version).await?.object)
+    }
+
+    /// A DELETE of `key`: of version `version_id` for good, or (in a
+    /// versioned bucket) a new delete marker, or the object.
     async fn delete_key(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: Option<&str>,
+        if_match: Option<&ETagCondition>,
+    ) -> S3Result<Deleted> {
+        check_key(key)?;
+        if let Some(version) = version_id
+            && (bucket.versioned() || version != meta::NULL_VERSION)
+        {
+            crate::versioning::parse_version_id(version)?;
+            let removed = if bucket.versioned() {
+                self.delete_version(bucket, key, version).await?
+            } else {
+                None
+            };
+            return Ok(Deleted {
+                version_id: Some(version.to_owned()),
+                delete_marker: removed.is_some_and(|e| e.delete_marker),
+            });
+        }
+        if bucket.versioned() {
+            let marker = ObjectMeta {
+                mtime_ms: meta::now_ms(),
+                delete_marker: true,
+                ..ObjectMeta::default()
+            };
+            let pending = self.begin(bucket, key, Vec::new(), None).await?;
+            let stored = self
+                .store_versioned(
+                    bucket,
+                    key,
+                    Bytes::new(),
+                    &marker,
+                    (None, if_match),
+                    pending,
+                )
+                .await?;
+            return Ok(Deleted {
+                version_id: crate::versioning::shown_version(bucket, &stored),
+                delete_marker: true,
+            });
+        }
+        self.delete_unversioned(bucket, key, if_match).await?;
+        Ok(Deleted::default())
+    }
+
+    /// Removes an object (guarded by `If-Match`), then its index entry.
+    async fn delete_unversioned(
         &self,
         bucket: &BucketRecord,
         key: &str,
         if_match: Option<&ETagCondition>,
     ) -> S3Result<()> {
-        check_key(key)?;
         let head = meta::head_name(&bucket.id, key);
         let current = self.head(bucket, key, true).await?;
         if let Some(condition) = if_match {
@@ -445,14 +571,14 @@ impl Gateway {
         self.finish(pending, Some(None)).await
     }
 
-    /// The bucket's index entries after `after` in key order, merged from
-    /// its shards, `want` at most.
+    /// The bucket's index entries after `after` and below the lister's
+    /// stop in key order, merged from its shards.
     async fn index_after(
         &self,
         bucket: &BucketRecord,
         after: Option<&[u8]>,
         lister: &mut Lister,
-    ) -> S3Result<Option<(String, IndexEntry)>> {
+    ) -> S3Result<Option<(Bytes, IndexEntry)>> {
         if lister.shards.is_empty() {
             lister.shards = (0..INDEX_SHARDS)
                 .map(|_| ShardCursor {
@@ -478,10 +604,11 @@ impl Gateway {
                 if let Some((last, _)) = page.last() {
                     cursor.after = Some(last.clone());
                 }
-                // Intents sort after every key: the shard's keys end there.
+                // Older versions and intents sort after every key: the
+                // shard's keys end there.
                 let keys = page
                     .iter()
-                    .take_while(|(k, _)| k.first() != Some(&0xff))
+                    .take_while(|(k, _)| k.as_ref() < lister.stop.as_slice())
                     .count();
                 if keys < page.len() {
                     cursor.done = true;
@@ -502,8 +629,11 @@ impl Gateway {
         let Some((key, value)) = lister.shards[shard].buffered.pop_front() else {
             return Ok(None);
         };
-        let key = String::from_utf8(key.to_vec()).map_err(|e| internal(e.to_string()))?;
-        let entry = meta::decode(&format!("index entry {key}"), &value).map_err(internal)?;
+        let entry = meta::decode(
+            &format!("index entry {}", String::from_utf8_lossy(&key)),
+            &value,
+        )
+        .map_err(internal)?;
         Ok(Some((key, entry)))
     }
 
@@ -521,7 +651,7 @@ impl Gateway {
         if !prefix.is_empty() && start.as_deref().is_none_or(|s| s < prefix.as_bytes()) {
             start = Some(below(prefix.as_bytes()));
         }
-        let mut lister = Lister::default();
+        let mut lister = Lister::new(KEYS_END);
         let mut result = ListResult::default();
         if query.max == 0 {
             return Ok(result);
@@ -530,6 +660,11 @@ impl Gateway {
             .index_after(bucket, start.as_deref(), &mut lister)
             .await?
         {
+            let key = String::from_utf8(key.to_vec()).map_err(|e| internal(e.to_string()))?;
+            // A key whose latest version is a delete marker is not listed.
+            if entry.delete_marker {
+                continue;
+            }
             if let Some(skip) = query.skip_prefix
                 && key.starts_with(skip)
             {
@@ -544,21 +679,18 @@ impl Gateway {
                 }
                 continue;
             }
-            let rolled = query.delimiter.filter(|d| !d.is_empty()).and_then(|d| {
-                key[prefix.len()..]
-                    .find(d)
-                    .map(|at| key[..prefix.len() + at + d.len()].to_owned())
-            });
+            let rolled = rolled_up(&key, prefix, query.delimiter);
+            if rolled.is_some() && result.prefixes.last() == rolled.as_ref() {
+                continue;
+            }
             if result.count() == query.max {
                 result.truncated = true;
                 break;
             }
             match rolled {
                 Some(common) => {
-                    if result.prefixes.last() != Some(&common) {
-                        result.last = Some(Marker::Prefix(common.clone()));
-                        result.prefixes.push(common);
-                    }
+                    result.last = Some(Marker::Prefix(common.clone()));
+                    result.prefixes.push(common);
                 }
                 None => {
                     result.last = Some(Marker::Key(key.clone()));
@@ -567,6 +699,211 @@ impl Gateway {
             }
         }
         Ok(result)
+    }
+}
+
+/// The common prefix `key` rolls up into: up to the first `delimiter`
+/// after `prefix` (`None`: listed as itself).
+fn rolled_up(key: &str, prefix: &str, delimiter: Option<&str>) -> Option<String> {
+    let d = delimiter.filter(|d| !d.is_empty())?;
+    key[prefix.len()..]
+        .find(d)
+        .map(|at| key[..prefix.len() + at + d.len()].to_owned())
+}
+
+/// The answer when the object a read names is not there.
+pub(crate) fn missing(version: Option<&str>) -> S3Error {
+    if version.is_some() {
+        s3_error!(NoSuchVersion)
+    } else {
+        s3_error!(NoSuchKey)
+    }
+}
+
+/// Whether a read may return `object`: not a delete marker (the latest
+/// version, or one named by id).
+pub(crate) fn readable(
+    bucket: &BucketRecord,
+    object: &ObjectMeta,
+    version: Option<&str>,
+) -> S3Result<()> {
+    if !object.delete_marker {
+        return Ok(());
+    }
+    let shown = shown_version(bucket, object).unwrap_or_default();
+    Err(match version {
+        Some(_) => delete_marker_error(S3ErrorCode::MethodNotAllowed, &shown),
+        None => delete_marker_error(S3ErrorCode::NoSuchKey, &shown),
+    })
+}
+
+/// What a DELETE did: the version it removed or the delete marker it
+/// made (none in a bucket never versioned).
+#[derive(Debug, Default)]
+struct Deleted {
+    version_id: Option<String>,
+    delete_marker: bool,
+}
+
+/// A ListObjectVersions request.
+struct VersionQuery<'a> {
+    prefix: &'a str,
+    delimiter: Option<&'a str>,
+    key_marker: Option<&'a str>,
+    version_marker: Option<&'a str>,
+    max: usize,
+}
+
+/// A page of versions: `(key, entry, latest)`, common prefixes, and where
+/// the next page starts (a key and a version id, or a common prefix).
+#[derive(Default)]
+struct VersionsPage {
+    versions: Vec<(String, IndexEntry, bool)>,
+    prefixes: Vec<String>,
+    truncated: bool,
+    next: Option<(String, Option<String>)>,
+}
+
+impl Gateway {
+    /// One page of ListObjectVersions: the keys' entries (each key's
+    /// latest version) merged with the older versions' entries, a key's
+    /// latest first, then its older versions newest first.
+    async fn list_versions(
+        &self,
+        bucket: &BucketRecord,
+        query: &VersionQuery<'_>,
+    ) -> S3Result<VersionsPage> {
+        let prefix = query.prefix;
+        let key_marker = query.key_marker.filter(|k| !k.is_empty());
+        let version_marker = query
+            .version_marker
+            .filter(|v| !v.is_empty() && key_marker.is_some());
+        let mut key_start: Option<Vec<u8>> = None;
+        let mut version_start = meta::VERSION_PREFIX[..meta::VERSION_PREFIX.len() - 1].to_vec();
+        if let Some(marker) = key_marker {
+            if version_marker.is_some() {
+                // The marker's key again: its versions after the marker.
+                key_start = Some(below(marker.as_bytes()));
+                let mut start = meta::VERSION_PREFIX.to_vec();
+                start.extend_from_slice(marker.as_bytes());
+                version_start = start;
+            } else {
+                key_start = Some(marker.as_bytes().to_vec());
+                let mut start = meta::version_key_prefix(marker);
+                start.push(0xff);
+                version_start = start;
+            }
+        }
+        if !prefix.is_empty() && key_marker.is_none_or(|m| m < prefix) {
+            key_start = Some(below(prefix.as_bytes()));
+            let mut start = meta::VERSION_PREFIX.to_vec();
+            start.extend_from_slice(&below(prefix.as_bytes()));
+            version_start = start;
+        }
+        let skip_prefix = key_marker.filter(|m| {
+            version_marker.is_none()
+                && query
+                    .delimiter
+                    .is_some_and(|d| !d.is_empty() && m.ends_with(d))
+        });
+        let mut keys = Lister::new(KEYS_END);
+        let mut older = Lister::new(VERSIONS_END);
+        let mut next_key: Option<(String, IndexEntry)> = None;
+        let mut next_older: Option<(String, IndexEntry)> = None;
+        let (mut keys_done, mut older_done) = (false, false);
+        let mut seeking = version_marker;
+        let mut page = VersionsPage::default();
+        if query.max == 0 {
+            return Ok(page);
+        }
+        loop {
+            if next_key.is_none() && !keys_done {
+                match self
+                    .index_after(bucket, key_start.as_deref(), &mut keys)
+                    .await?
+                {
+                    Some((key, entry)) => {
+                        let key = String::from_utf8(key.to_vec()).map_err(internal)?;
+                        next_key = Some((key, entry));
+                    }
+                    None => keys_done = true,
+                }
+            }
+            while next_older.is_none() && !older_done {
+                match self
+                    .index_after(bucket, Some(&version_start), &mut older)
+                    .await?
+                {
+                    Some((index_key, entry)) => {
+                        if let Some((key, _)) = meta::parse_version_key(&index_key) {
+                            next_older = Some((key, entry));
+                        }
+                    }
+                    None => older_done = true,
+                }
+            }
+            let take_key = match (&next_key, &next_older) {
+                (Some((k, _)), Some((o, _))) => k <= o,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let picked = if take_key {
+                next_key.take().map(|(k, e)| (k, e, true))
+            } else {
+                next_older.take().map(|(k, e)| (k, e, false))
+            };
+            let Some((key, entry, latest)) = picked else {
+                break;
+            };
+            if let Some(marker) = key_marker {
+                if key.as_str() < marker {
+                    continue;
+                }
+                if key == marker {
+                    match seeking {
+                        None if version_marker.is_none() => continue,
+                        Some(seek) => {
+                            if entry.shown_version() == seek {
+                                seeking = None;
+                            }
+                            continue;
+                        }
+                        None => {}
+                    }
+                }
+            }
+            if let Some(skip) = skip_prefix
+                && key.starts_with(skip)
+            {
+                continue;
+            }
+            if !key.starts_with(prefix) {
+                if key.as_str() > prefix {
+                    break;
+                }
+                continue;
+            }
+            let rolled = rolled_up(&key, prefix, query.delimiter);
+            if rolled.is_some() && page.prefixes.last() == rolled.as_ref() {
+                continue;
+            }
+            if page.versions.len() + page.prefixes.len() == query.max {
+                page.truncated = true;
+                break;
+            }
+            match rolled {
+                Some(common) => {
+                    page.next = Some((common.clone(), None));
+                    page.prefixes.push(common);
+                }
+                None => {
+                    page.next = Some((key.clone(), Some(entry.shown_version())));
+                    page.versions.push((key, entry, latest));
+                }
+            }
+        }
+        Ok(page)
     }
 }
 
@@ -644,9 +981,25 @@ impl ListResult {
     }
 }
 
-#[derive(Default)]
+/// Where the keys of an index shard end (older versions and intents
+/// sort after them).
+const KEYS_END: &[u8] = b"\xfe";
+/// Where the older versions of an index shard end.
+const VERSIONS_END: &[u8] = b"\xfev0";
+
 struct Lister {
     shards: Vec<ShardCursor>,
+    /// Entries from this key on are not the lister's.
+    stop: Vec<u8>,
+}
+
+impl Lister {
+    fn new(stop: &[u8]) -> Lister {
+        Lister {
+            shards: Vec::new(),
+            stop: stop.to_vec(),
+        }
+    }
 }
 
 struct ShardCursor {
@@ -764,7 +1117,7 @@ fn check_key(key: &str) -> S3Result<()> {
 }
 
 /// Whether an `If-Match`/`If-None-Match` condition matches an ETag.
-fn etag_matches(condition: &ETagCondition, etag: &str) -> bool {
+pub(crate) fn etag_matches(condition: &ETagCondition, etag: &str) -> bool {
     match condition {
         ETagCondition::Any => true,
         ETagCondition::ETag(want) => want.value() == etag,
@@ -799,6 +1152,7 @@ impl S3 for Gateway {
             pool,
             created_secs: meta::now_ms() / 1000,
             tags: BTreeMap::new(),
+            versioning: None,
         };
         let made = meta::omap_create(
             &self.client,
@@ -978,24 +1332,28 @@ impl S3 for Gateway {
             user: input.metadata.unwrap_or_default().into_iter().collect(),
             checksums: received.checksums,
             tags,
-            manifest: false,
             parts,
+            ..ObjectMeta::default()
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
-        if let Err(e) = self
+        let stored = match self
             .store(&bucket, &input.key, data, &object_meta, conditions, pending)
             .await
         {
-            // Refused by a condition: the pieces are nobody's. (After
-            // any other failure the head may stand; the collector sees.)
-            if e.code() == &S3ErrorCode::PreconditionFailed {
-                self.remove_parts(&bucket, &object_meta.parts, &ObjectMeta::default())
-                    .await;
+            Ok(stored) => stored,
+            Err(e) => {
+                // Refused by a condition: the pieces are nobody's. (After
+                // any other failure the head may stand; the collector sees.)
+                if e.code() == &S3ErrorCode::PreconditionFailed {
+                    self.remove_parts(&bucket, &object_meta.parts, &ObjectMeta::default())
+                        .await;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(etag)),
+            version_id: shown_version(&bucket, &stored),
             checksum_crc32: got.checksum_crc32,
             checksum_crc32c: got.checksum_crc32c,
             checksum_sha1: got.checksum_sha1,
@@ -1012,24 +1370,29 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let version = input.version_id.as_deref();
         // Metadata first, then the bytes of that same version (guarded by
         // its metadata: a PUT between the two reads is read again).
         for _ in 0..8 {
+            let name = self.locate(&bucket, &input.key, version).await?;
             // Without a range, metadata and bytes (or manifest) come in
             // one read.
             let (object_meta, raw, whole) = if input.range.is_none() {
                 let Some((object_meta, raw, data)) =
-                    self.head_and_data(&bucket, &input.key).await?
+                    self.head_and_data(&bucket, &input.key, &name).await?
                 else {
-                    return Err(s3_error!(NoSuchKey));
+                    return Err(missing(version));
                 };
                 (object_meta, raw, Some(data))
             } else {
-                let Some((object_meta, raw)) = self.head(&bucket, &input.key, true).await? else {
-                    return Err(s3_error!(NoSuchKey));
+                let Some((object_meta, raw)) =
+                    self.head_in(&bucket, &input.key, &name, true).await?
+                else {
+                    return Err(missing(version));
                 };
                 (object_meta, raw, None)
             };
+            readable(&bucket, &object_meta, version)?;
             check_conditions(
                 &object_meta,
                 input.if_match.as_ref(),
@@ -1047,7 +1410,7 @@ impl S3 for Gateway {
                     Some(data) => data,
                     None => {
                         let Some(data) = self
-                            .read_as_of(&bucket, &input.key, raw, (offset, Some(length)))
+                            .read_as_of(&bucket, &name, raw, (offset, Some(length)))
                             .await?
                         else {
                             continue;
@@ -1079,6 +1442,7 @@ impl S3 for Gateway {
                 && range.is_none();
             let headers =
                 object_headers(&object_meta, range.as_ref(), input.part_number, checksums);
+            let version_id = shown_version(&bucket, &object_meta);
             return Ok(S3Response::new(GetObjectOutput {
                 body: Some(body),
                 content_length: Some(to_i64(length)),
@@ -1101,6 +1465,7 @@ impl S3 for Gateway {
                 checksum_sha1: headers.checksum_sha1,
                 checksum_sha256: headers.checksum_sha256,
                 checksum_crc64nvme: headers.checksum_crc64nvme,
+                version_id,
                 ..Default::default()
             }));
         }
@@ -1115,9 +1480,12 @@ impl S3 for Gateway {
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let parts = input.part_number.is_some();
-        let Some((object_meta, _)) = self.head(&bucket, &input.key, parts).await? else {
-            return Err(s3_error!(NoSuchKey));
+        let version = input.version_id.as_deref();
+        let name = self.locate(&bucket, &input.key, version).await?;
+        let Some((object_meta, _)) = self.head_in(&bucket, &input.key, &name, parts).await? else {
+            return Err(missing(version));
         };
+        readable(&bucket, &object_meta, version)?;
         check_conditions(
             &object_meta,
             input.if_match.as_ref(),
@@ -1131,12 +1499,10 @@ impl S3 for Gateway {
             .as_ref()
             .is_some_and(|m| m.as_str() == "ENABLED")
             && range.is_none();
-        Ok(S3Response::new(object_headers(
-            &object_meta,
-            range.as_ref(),
-            input.part_number,
-            checksums,
-        )))
+        Ok(S3Response::new(HeadObjectOutput {
+            version_id: shown_version(&bucket, &object_meta),
+            ..object_headers(&object_meta, range.as_ref(), input.part_number, checksums)
+        }))
     }
 
     async fn delete_object(
@@ -1146,9 +1512,19 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
-        self.delete_key(&bucket, &input.key, input.if_match.as_ref())
+        let deleted = self
+            .delete_key(
+                &bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                input.if_match.as_ref(),
+            )
             .await?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        Ok(S3Response::new(DeleteObjectOutput {
+            delete_marker: deleted.delete_marker.then_some(true),
+            version_id: deleted.version_id,
+            ..Default::default()
+        }))
     }
 
     async fn delete_objects(
@@ -1170,14 +1546,25 @@ impl S3 for Gateway {
         for object in input.delete.objects {
             let condition = object.e_tag.clone().map(ETagCondition::ETag);
             match self
-                .delete_key(&bucket, &object.key, condition.as_ref())
+                .delete_key(
+                    &bucket,
+                    &object.key,
+                    object.version_id.as_deref(),
+                    condition.as_ref(),
+                )
                 .await
             {
-                Ok(()) => {
+                Ok(done) => {
                     if !quiet {
+                        // A new delete marker is named by its own field.
+                        let new_marker = done.delete_marker && object.version_id.is_none();
                         deleted.push(DeletedObject {
                             key: Some(object.key),
-                            ..Default::default()
+                            delete_marker: done.delete_marker.then_some(true),
+                            delete_marker_version_id: new_marker
+                                .then(|| done.version_id.clone())
+                                .flatten(),
+                            version_id: object.version_id.clone(),
                         });
                     }
                 }
@@ -1203,13 +1590,18 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         check_key(&input.key)?;
-        let (source_bucket, source_key) = copy_source_names(&input.copy_source)?;
+        let (source_bucket, source_key, source_version) = copy_source_names(&input.copy_source)?;
         let target = self.owned_bucket(&input.bucket, &user).await?;
         let replace = input
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == "REPLACE");
-        if !replace && source_bucket == input.bucket.as_str() && source_key == input.key {
+        // (Copying an older version over its key restores it.)
+        if !replace
+            && source_version.is_none()
+            && source_bucket == input.bucket.as_str()
+            && source_key == input.key
+        {
             return Err(s3_error!(
                 InvalidRequest,
                 "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
@@ -1221,7 +1613,7 @@ impl S3 for Gateway {
             if_modified_since: input.copy_source_if_modified_since.as_ref(),
             if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
         };
-        let (from, stream) = self
+        let (from, stream, copy_source_version_id) = self
             .open_copy_source(&user, &input.copy_source, &conditions, None)
             .await?;
         // The bytes are the copy's own: kept whole if small, else in new
@@ -1237,7 +1629,11 @@ impl S3 for Gateway {
         let received = self
             .receive(stream, Given::default(), None, tail, INLINE_BYTES_MAX)
             .await?;
-        let mut to = from.clone();
+        let mut to = ObjectMeta {
+            version_id: None,
+            seq: 0,
+            ..from.clone()
+        };
         to.mtime_ms = meta::now_ms();
         let data = match received.stored {
             Stored::Inline(data) => {
@@ -1274,7 +1670,8 @@ impl S3 for Gateway {
                 .into_iter()
                 .collect();
         }
-        self.store(&target, &input.key, data, &to, (None, None), pending)
+        let stored = self
+            .store(&target, &input.key, data, &to, (None, None), pending)
             .await?;
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
@@ -1282,6 +1679,8 @@ impl S3 for Gateway {
                 last_modified: Some(timestamp(to.mtime_ms)),
                 ..Default::default()
             }),
+            copy_source_version_id,
+            version_id: shown_version(&target, &stored),
             ..Default::default()
         }))
     }
@@ -1301,7 +1700,7 @@ impl S3 for Gateway {
             if_modified_since: input.copy_source_if_modified_since.as_ref(),
             if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
         };
-        let (_, stream) = self
+        let (_, stream, copy_source_version_id) = self
             .open_copy_source(
                 &user,
                 &input.copy_source,
@@ -1325,6 +1724,7 @@ impl S3 for Gateway {
                 last_modified: Some(timestamp(meta::now_ms())),
                 ..Default::default()
             }),
+            copy_source_version_id,
             ..Default::default()
         }))
     }
@@ -1439,7 +1839,7 @@ impl S3 for Gateway {
             )
             .await?;
         self.claim_upload(&bucket, &upload).await?;
-        if let Err(e) = self
+        let stored = match self
             .store(
                 &bucket,
                 &input.key,
@@ -1450,17 +1850,21 @@ impl S3 for Gateway {
             )
             .await
         {
-            // Refused by a condition: the upload stays, as on AWS.
-            if e.code() == &S3ErrorCode::PreconditionFailed {
-                self.unclaim_upload(&bucket, &upload).await?;
+            Ok(stored) => stored,
+            Err(e) => {
+                // Refused by a condition: the upload stays, as on AWS.
+                if e.code() == &S3ErrorCode::PreconditionFailed {
+                    self.unclaim_upload(&bucket, &upload).await?;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         self.end_upload(&bucket, &upload, &parts).await?;
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             e_tag: Some(ETag::Strong(etag)),
+            version_id: shown_version(&bucket, &stored),
             ..Default::default()
         }))
     }
@@ -1483,12 +1887,13 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
         let user = self.user(&req)?;
         let input = req.input;
-        no_versions(input.version_id.as_ref())?;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let tags =
             crate::tagging::from_tag_set(input.tagging.tag_set, crate::tagging::OBJECT_TAGS_MAX)?;
-        self.set_object_tags(&bucket, &input.key, tags).await?;
-        Ok(S3Response::new(PutObjectTaggingOutput::default()))
+        let version_id = self
+            .set_object_tags(&bucket, &input.key, input.version_id.as_deref(), tags)
+            .await?;
+        Ok(S3Response::new(PutObjectTaggingOutput { version_id }))
     }
 
     async fn get_object_tagging(
@@ -1497,14 +1902,16 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
         let user = self.user(&req)?;
         let input = req.input;
-        no_versions(input.version_id.as_ref())?;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
-        let Some((object, _)) = self.head_raw(&bucket, &input.key).await? else {
-            return Err(s3_error!(NoSuchKey));
+        let version = input.version_id.as_deref();
+        let name = self.locate(&bucket, &input.key, version).await?;
+        let Some((object, _)) = self.head_in(&bucket, &input.key, &name, false).await? else {
+            return Err(missing(version));
         };
+        readable(&bucket, &object, version)?;
         Ok(S3Response::new(GetObjectTaggingOutput {
             tag_set: crate::tagging::to_tag_set(&object.tags),
-            ..Default::default()
+            version_id: shown_version(&bucket, &object),
         }))
     }
 
@@ -1514,11 +1921,16 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         let user = self.user(&req)?;
         let input = req.input;
-        no_versions(input.version_id.as_ref())?;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
-        self.set_object_tags(&bucket, &input.key, BTreeMap::new())
+        let version_id = self
+            .set_object_tags(
+                &bucket,
+                &input.key,
+                input.version_id.as_deref(),
+                BTreeMap::new(),
+            )
             .await?;
-        Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+        Ok(S3Response::new(DeleteObjectTaggingOutput { version_id }))
     }
 
     async fn put_bucket_tagging(
@@ -1741,6 +2153,125 @@ impl S3 for Gateway {
         }))
     }
 
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        let user = self.user(&req)?;
+        let bucket = self.owned_bucket(&req.input.bucket, &user).await?;
+        Ok(S3Response::new(GetBucketVersioningOutput {
+            status: bucket.versioning.map(BucketVersioningStatus::from),
+            ..Default::default()
+        }))
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let configuration = input.versioning_configuration;
+        if configuration
+            .mfa_delete
+            .as_ref()
+            .is_some_and(|m| m.as_str() == "Enabled")
+        {
+            return Err(s3_error!(NotImplemented, "MFA delete is not served"));
+        }
+        let Some(status) = configuration.status else {
+            return Err(s3_error!(
+                MalformedXML,
+                "The versioning configuration has no Status"
+            ));
+        };
+        self.set_versioning(&input.bucket, &user, status.as_str())
+            .await?;
+        Ok(S3Response::new(PutBucketVersioningOutput::default()))
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
+        let prefix = input.prefix.clone().unwrap_or_default();
+        let query = VersionQuery {
+            prefix: &prefix,
+            delimiter: input.delimiter.as_deref(),
+            key_marker: input.key_marker.as_deref(),
+            version_marker: input.version_id_marker.as_deref(),
+            max,
+        };
+        let page = self.list_versions(&bucket, &query).await?;
+        let url = input
+            .encoding_type
+            .as_ref()
+            .is_some_and(|e| e.as_str() == "url");
+        let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+        let owner = Owner {
+            display_name: Some(user.clone()),
+            id: Some(user),
+        };
+        let mut versions = Vec::new();
+        let mut delete_markers = Vec::new();
+        for (key, entry, latest) in &page.versions {
+            if entry.delete_marker {
+                delete_markers.push(DeleteMarkerEntry {
+                    key: Some(enc(key)),
+                    version_id: Some(entry.shown_version()),
+                    is_latest: Some(*latest),
+                    last_modified: Some(timestamp(entry.mtime_ms)),
+                    owner: Some(owner.clone()),
+                });
+            } else {
+                versions.push(ObjectVersion {
+                    key: Some(enc(key)),
+                    version_id: Some(entry.shown_version()),
+                    is_latest: Some(*latest),
+                    last_modified: Some(timestamp(entry.mtime_ms)),
+                    e_tag: Some(ETag::Strong(entry.etag.clone())),
+                    size: Some(to_i64(entry.size)),
+                    storage_class: Some(s3s::dto::ObjectVersionStorageClass::from_static(
+                        s3s::dto::ObjectVersionStorageClass::STANDARD,
+                    )),
+                    owner: Some(owner.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+        let (next_key, next_version) = match (page.truncated, page.next) {
+            (true, Some((key, version))) => (Some(enc(&key)), version),
+            _ => (None, None),
+        };
+        Ok(S3Response::new(ListObjectVersionsOutput {
+            name: Some(input.bucket),
+            prefix: Some(enc(&prefix)),
+            delimiter: input.delimiter.as_deref().map(enc),
+            key_marker: Some(input.key_marker.as_deref().map(enc).unwrap_or_default()),
+            version_id_marker: Some(input.version_id_marker.unwrap_or_default()),
+            max_keys: Some(i32::try_from(max).unwrap_or(1000)),
+            is_truncated: Some(page.truncated),
+            next_key_marker: next_key,
+            next_version_id_marker: next_version,
+            encoding_type: input.encoding_type,
+            versions: Some(versions),
+            delete_markers: (!delete_markers.is_empty()).then_some(delete_markers),
+            common_prefixes: (!page.prefixes.is_empty()).then(|| {
+                page.prefixes
+                    .iter()
+                    .map(|p| CommonPrefix {
+                        prefix: Some(enc(p)),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }))
+    }
+
     async fn list_objects(
         &self,
         req: S3Request<ListObjectsInput>,
@@ -1807,14 +2338,6 @@ impl S3 for Gateway {
     }
 }
 
-/// Versions are not served yet: a request naming one is refused.
-fn no_versions(version_id: Option<&String>) -> S3Result<()> {
-    match version_id {
-        Some(v) if v != "null" => Err(s3_error!(NotImplemented, "versioning is not served yet")),
-        _ => Ok(()),
-    }
-}
-
 /// The `x-amz-copy-source-if-*` conditions of a copy.
 struct CopyConditions<'a> {
     if_match: Option<&'a ETagCondition>,
@@ -1823,14 +2346,14 @@ struct CopyConditions<'a> {
     if_unmodified_since: Option<&'a Timestamp>,
 }
 
-/// A copy source's bucket and key (versions and access points refused).
-fn copy_source_names(copy_source: &CopySource) -> S3Result<(&str, &str)> {
+/// A copy source's bucket, key and version (access points refused).
+fn copy_source_names(copy_source: &CopySource) -> S3Result<(&str, &str, Option<&str>)> {
     match copy_source {
         CopySource::Bucket {
-            version_id: Some(_),
-            ..
-        } => Err(s3_error!(NotImplemented, "versioning is not served yet")),
-        CopySource::Bucket { bucket, key, .. } => Ok((bucket, key)),
+            bucket,
+            key,
+            version_id,
+        } => Ok((bucket, key, version_id.as_deref())),
         CopySource::AccessPoint { .. } | CopySource::Outpost { .. } => {
             Err(s3_error!(NotImplemented, "copies from access points"))
         }

@@ -61,6 +61,14 @@ pub struct Intent {
     /// is gone, its recorded parts no head names go too.
     #[serde(default)]
     pub upload: Option<String>,
+    /// The object the replaced version is archived to (a versioned
+    /// bucket): kept and indexed if the head moved on, else removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
+    /// Archived versions it removes: removed unless an entry still names
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discard: Vec<String>,
 }
 
 /// The intent key of operation `tag` on `key`.
@@ -80,6 +88,10 @@ pub fn entry_of(object: &ObjectMeta) -> IndexEntry {
         size: object.size,
         etag: object.etag.clone(),
         mtime_ms: object.mtime_ms,
+        version_id: object.version_id.clone(),
+        delete_marker: object.delete_marker,
+        seq: object.seq,
+        object: None,
     }
 }
 
@@ -138,6 +150,8 @@ impl Gateway {
             writing,
             replacing: Vec::new(),
             upload,
+            archive: None,
+            discard: Vec::new(),
         };
         let pending = Pending {
             gateway: self.clone(),
@@ -162,6 +176,26 @@ impl Gateway {
         self.write_intent(pending).await
     }
 
+    /// Records what a versioned write does to older versions: the
+    /// object it archives the current version to, the archived versions
+    /// it removes, and the runs no version will name after it.
+    pub(crate) async fn versions_changing(
+        &self,
+        pending: &mut Pending,
+        archive: Option<String>,
+        discard: Vec<String>,
+        replacing: Vec<PartRef>,
+    ) -> S3Result<()> {
+        pending.intent.archive = archive;
+        pending.intent.discard = discard;
+        pending.intent.replacing = if replacing.len() > REPLACING_RUNS_MAX {
+            Vec::new()
+        } else {
+            replacing
+        };
+        self.write_intent(pending).await
+    }
+
     async fn write_intent(&self, pending: &Pending) -> S3Result<()> {
         let update = Update::Set(pending.intent_key.clone(), meta::encode(&pending.intent));
         self.index_writer()
@@ -174,16 +208,28 @@ impl Gateway {
     /// and the intent's removal, in one write.
     pub(crate) async fn finish(
         &self,
-        mut pending: Pending,
+        pending: Pending,
         entry: Option<Option<IndexEntry>>,
     ) -> S3Result<()> {
+        self.finish_with(pending, entry, Vec::new()).await
+    }
+
+    /// [`Gateway::finish`], with more updates to the key's shard (its
+    /// older versions' entries) in the same write.
+    pub(crate) async fn finish_with(
+        &self,
+        mut pending: Pending,
+        entry: Option<Option<IndexEntry>>,
+        more: Vec<Update>,
+    ) -> S3Result<()> {
         let key = Bytes::copy_from_slice(pending.intent.key.as_bytes());
-        let mut updates = Vec::with_capacity(2);
+        let mut updates = Vec::with_capacity(2 + more.len());
         match entry {
             Some(Some(entry)) => updates.push(Update::Set(key, meta::encode(&entry))),
             Some(None) => updates.push(Update::Remove(key)),
             None => {}
         }
+        updates.extend(more);
         updates.push(Update::Remove(pending.intent_key.clone()));
         self.index_writer()
             .apply(pending.shard.clone(), updates)
@@ -209,6 +255,15 @@ impl Gateway {
             .as_ref()
             .map(|object| object.parts.clone())
             .unwrap_or_default();
+        // Older versions: made to agree with the head, and their runs kept.
+        let mut version_updates = Vec::new();
+        if bucket.versioned() || intent.archive.is_some() || !intent.discard.is_empty() {
+            let (kept, updates) = self
+                .repair_versions(bucket, intent, standing.as_ref())
+                .await?;
+            keep.extend(kept);
+            version_updates = updates;
+        }
         if let Some(upload_id) = &intent.upload {
             let recorded: Vec<PartRef> = self
                 .parts(upload_id)
@@ -256,6 +311,12 @@ impl Gateway {
             Some(object) => op.omap_set([(key, &meta::encode(&entry_of(object))[..])]),
             None => op.omap_remove([key]),
         };
+        for update in &version_updates {
+            op = match update {
+                Update::Set(k, v) => op.omap_set([(&k[..], &v[..])]),
+                Update::Remove(k) => op.omap_remove([&k[..]]),
+            };
+        }
         let shard = meta::index_object(&bucket.id, &intent.key);
         match self
             .client()
@@ -564,6 +625,8 @@ mod tests {
             writing: vec!["b.t/0a".into()],
             replacing: Vec::new(),
             upload: None,
+            archive: Some("b.v/01".into()),
+            discard: vec!["b.v/02".into()],
         };
         let back: Intent = meta::decode("intent", &meta::encode(&intent)).expect("decodes");
         assert_eq!(back, intent);

@@ -12,6 +12,19 @@ pub mod intent;
 pub mod meta;
 pub mod multipart;
 pub mod tagging;
+pub mod versioning;
+
+/// Ends the process at crash point `point` if `CAIRN_S3_CRASH_AT` names
+/// it: how the fault tests cut a versioned write exactly between two of
+/// its steps, as a power cut or SIGKILL would. Unset, it does nothing.
+pub(crate) fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("CAIRN_S3_CRASH_AT").ok());
+    if at.as_deref() == Some(point) {
+        tracing::error!(point, "CAIRN_S3_CRASH_AT: stopping here");
+        std::process::abort();
+    }
+}
 
 use cairn_client::{Client, WriteOp};
 use hyper_util::rt::{TokioExecutor, TokioIo};

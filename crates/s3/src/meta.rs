@@ -50,15 +50,69 @@ pub struct BucketRecord {
     /// The bucket's tags.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// `Enabled` or `Suspended` once versioning was ever set (a bucket
+    /// never goes back to unversioned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versioning: Option<String>,
 }
 
-/// A bucket index entry: what a listing shows of an object.
+impl BucketRecord {
+    /// Whether versioning was ever set on the bucket.
+    #[must_use]
+    pub fn versioned(&self) -> bool {
+        self.versioning.is_some()
+    }
+
+    /// Whether new writes make new versions (else the `null` version).
+    #[must_use]
+    pub fn versioning_enabled(&self) -> bool {
+        self.versioning.as_deref() == Some(VERSIONING_ENABLED)
+    }
+}
+
+pub const VERSIONING_ENABLED: &str = "Enabled";
+pub const VERSIONING_SUSPENDED: &str = "Suspended";
+
+/// A bucket index entry: what a listing shows of an object. The entry of
+/// a key (its latest version) and of each of its older versions (see
+/// [`version_key`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
     pub size: u64,
     pub etag: String,
     pub mtime_ms: u64,
+    /// The version's id (`None`: the `null` version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// The version is a delete marker (a listing of keys skips it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
+    /// The version's place in the key's history ([`ObjectMeta::seq`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+    /// An older version's archived head object (`None`: the key's head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
 }
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl IndexEntry {
+    /// The version id S3 shows (`null` for the null version).
+    #[must_use]
+    pub fn shown_version(&self) -> String {
+        self.version_id
+            .clone()
+            .unwrap_or_else(|| NULL_VERSION.into())
+    }
+}
+
+/// The version id of the version written while versioning was off or
+/// suspended.
+pub const NULL_VERSION: &str = "null";
 
 /// An object's metadata, kept on its head.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +145,18 @@ pub struct ObjectMeta {
     /// manifest). Empty for an object stored whole in its head.
     #[serde(skip)]
     pub parts: Vec<PartRef>,
+    /// The version's id in a versioned bucket (`None`: the `null`
+    /// version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// The version's number in the key's history: one more than the
+    /// version it replaced on the head (so older versions sort by it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq: u64,
+    /// The version is a delete marker: no bytes, and reads say the key
+    /// does not exist.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
 }
 
 /// A run of an object's bytes in tail objects: a multipart object's part,
@@ -251,6 +317,52 @@ pub fn decode_manifest(key: &str, bytes: &[u8], size: u64) -> Result<Vec<PartRef
 #[must_use]
 pub fn head_name(bucket_id: &str, key: &str) -> Vec<u8> {
     format!("{bucket_id}/{key}").into_bytes()
+}
+
+/// The first bytes of an older version's index entry: `0xFE v/ KEY 0x00
+/// SEQ`, after every key (S3 keys are UTF-8, which has no 0xFE) and
+/// before the intents (0xFF), in the key's shard.
+pub const VERSION_PREFIX: &[u8] = b"\xfev/";
+
+/// The index key of the older version `seq` of `key`: a key's versions
+/// sort together, newest first.
+#[must_use]
+pub fn version_key(key: &str, seq: u64) -> Bytes {
+    let mut out = version_key_prefix(key);
+    out.extend_from_slice(format!("{:016x}", u64::MAX - seq).as_bytes());
+    Bytes::from(out)
+}
+
+/// The bytes every version key of `key` starts with.
+#[must_use]
+pub fn version_key_prefix(key: &str) -> Vec<u8> {
+    let mut out = VERSION_PREFIX.to_vec();
+    out.extend_from_slice(key.as_bytes());
+    out.push(0);
+    out
+}
+
+/// The key and seq of a version key (`None`: not one).
+#[must_use]
+pub fn parse_version_key(bytes: &[u8]) -> Option<(String, u64)> {
+    let rest = bytes.strip_prefix(VERSION_PREFIX)?;
+    let split = rest.len().checked_sub(17)?;
+    let (key, tail) = rest.split_at(split);
+    let inverted = std::str::from_utf8(tail.strip_prefix(b"\0")?).ok()?;
+    let inverted = u64::from_str_radix(inverted, 16).ok()?;
+    Some((String::from_utf8(key.to_vec()).ok()?, u64::MAX - inverted))
+}
+
+/// A fresh name for an older version's archived head.
+#[must_use]
+pub fn archive_name(bucket_id: &str) -> String {
+    format!("{bucket_id}.v/{}", random_hex(12))
+}
+
+/// A fresh version id.
+#[must_use]
+pub fn new_version_id() -> String {
+    random_hex(16)
 }
 
 /// The index shard holding `key` of bucket `id`.

@@ -344,9 +344,7 @@ impl Gateway {
             Err(e) => return Err(client_error(e)),
         }
         let mut kept = keep.to_vec();
-        if let Some(head) = self.head_of(bucket, &upload.key).await? {
-            kept.extend(head.parts);
-        }
+        kept.extend(self.named_parts(bucket, &upload.key).await?);
         let standing = ObjectMeta {
             parts: kept,
             ..ObjectMeta::default()

@@ -140,19 +140,23 @@ fn url_decode(text: &str) -> Option<String> {
 }
 
 impl Gateway {
-    /// Replaces an object's tags (none: removes them), guarded on the
-    /// metadata read.
+    /// Replaces the tags of an object's version (none: the latest) (no
+    /// tags: removes them), guarded on the metadata read. Answers the
+    /// version id S3 shows.
     pub(crate) async fn set_object_tags(
         &self,
         bucket: &BucketRecord,
         key: &str,
+        version: Option<&str>,
         tags: BTreeMap<String, String>,
-    ) -> S3Result<()> {
-        let name = meta::head_name(&bucket.id, key);
+    ) -> S3Result<Option<String>> {
         for _ in 0..TRIES {
-            let Some((object, raw)) = self.head_raw(bucket, key).await? else {
-                return Err(s3_error!(NoSuchKey));
+            let name = self.locate(bucket, key, version).await?;
+            let Some((object, raw)) = self.head_in(bucket, key, &name, false).await? else {
+                return Err(crate::gateway::missing(version));
             };
+            crate::gateway::readable(bucket, &object, version)?;
+            let shown = crate::versioning::shown_version(bucket, &object);
             let tagged = ObjectMeta {
                 tags: tags.clone(),
                 ..object
@@ -164,7 +168,7 @@ impl Gateway {
                 })
                 .set_xattr(HEAD_XATTR, &meta::encode(&tagged));
             match self.client().operate(&bucket.pool, &name, op).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(shown),
                 Err(ClientError::CompareFailed { .. }) => {}
                 Err(ClientError::NotFound) => return Err(s3_error!(NoSuchKey)),
                 Err(e) => return Err(client_error(e)),

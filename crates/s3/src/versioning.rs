@@ -1,0 +1,621 @@
+//! Versioning: a bucket's keys keep their older versions.
+//!
+//! The latest version of a key is always its head object (`ID/KEY`), so a
+//! read without a version id costs what it costs in an unversioned bucket.
+//! A write to a key in a versioned bucket first copies the head, as
+//! stored, to an *archive* object (`ID.v/RANDOM`: the head's metadata and
+//! its bytes, or a large object's manifest, whose tail objects it keeps),
+//! then writes the new head guarded on the one it copied, then sets the
+//! key's entry and the archived version's entry in the key's index shard
+//! in one write. An older version's entry is `0xFE v/ KEY 0x00 SEQ`
+//! ([`meta::version_key`]): after every key, so listings of keys never
+//! read them, and newest first within a key.
+//!
+//! Each version carries `seq`, one more than the version it replaced on
+//! the head, so a key's versions order by it whichever gateway wrote them
+//! and whatever their clocks say. A delete marker is a head with no bytes
+//! and `delete_marker` set. While versioning is suspended a write makes
+//! the `null` version, which replaces the key's null version wherever it
+//! is. Deleting the latest version by id copies the newest older version
+//! back to the head.
+//!
+//! A gateway that dies anywhere in this leaves an intent naming the
+//! archive and the archives it removes; recovery ([`Gateway::repair_versions`])
+//! makes the key's entries agree with its head: an archive of the version
+//! the head still holds goes, one the head moved past is indexed, an
+//! entry of the head's own version goes, and a `null` head leaves no
+//! older `null` version.
+
+use crate::gateway::{Gateway, client_error, internal};
+use crate::index::Update;
+use crate::intent::{Intent, Pending, entry_of};
+use crate::meta::{self, BucketRecord, HEAD_XATTR, IndexEntry, META_POOL, NULL_VERSION};
+use crate::meta::{ObjectMeta, PartRef};
+use bytes::Bytes;
+use cairn_client::{ClientError, Guard, WriteOp};
+use s3s::dto::ETagCondition;
+use s3s::{S3Error, S3ErrorCode, S3Result, s3_error};
+
+/// Tries of a versioned write whose head changed under it.
+const TRIES: usize = 8;
+
+/// A version a request names, found.
+#[derive(Debug)]
+pub(crate) struct Found {
+    /// The object holding it: the key's head or an archive.
+    pub object: Vec<u8>,
+    pub entry: IndexEntry,
+    /// It is the key's latest version (the head).
+    pub latest: bool,
+}
+
+/// The version id a request names, checked: `null`, or one this gateway
+/// makes (32 hex digits). `None` for the null version.
+pub(crate) fn parse_version_id(text: &str) -> S3Result<Option<String>> {
+    if text == NULL_VERSION {
+        return Ok(None);
+    }
+    if text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(Some(text.to_ascii_lowercase()));
+    }
+    Err(s3_error!(InvalidArgument, "Invalid version id specified"))
+}
+
+/// The version id S3 shows for `object` in `bucket`: none in a bucket
+/// that was never versioned.
+pub(crate) fn shown_version(bucket: &BucketRecord, object: &ObjectMeta) -> Option<String> {
+    bucket.versioned().then(|| {
+        object
+            .version_id
+            .clone()
+            .unwrap_or_else(|| NULL_VERSION.into())
+    })
+}
+
+/// The answer to a read of a delete marker: `NoSuchKey` for the latest
+/// version of a key, `MethodNotAllowed` for one named by id, each with
+/// the marker's headers.
+pub(crate) fn delete_marker_error(code: S3ErrorCode, version: &str) -> S3Error {
+    let mut error = S3Error::new(code);
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "x-amz-delete-marker",
+        http::HeaderValue::from_static("true"),
+    );
+    if let Ok(value) = http::HeaderValue::from_str(version) {
+        headers.insert("x-amz-version-id", value);
+    }
+    error.set_headers(headers);
+    error
+}
+
+impl Gateway {
+    /// The older versions of `key`, newest first, with their index keys.
+    ///
+    /// # Errors
+    /// The cluster's error, or an entry that does not decode.
+    pub(crate) async fn archived(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Vec<(Bytes, IndexEntry)>> {
+        let shard = meta::index_object(&bucket.id, key);
+        let prefix = meta::version_key_prefix(key);
+        // `0xFE v/ KEY` sorts before every `0xFE v/ KEY 0x00 …` and after
+        // every version key of a smaller key.
+        let mut after = Bytes::copy_from_slice(&prefix[..prefix.len() - 1]);
+        let mut out = Vec::new();
+        loop {
+            let page = match self
+                .client()
+                .omap_range(META_POOL, &shard, Some(&after), 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(ClientError::NotFound) => return Ok(out),
+                Err(e) => return Err(client_error(e)),
+            };
+            let Some((last, _)) = page.last() else {
+                return Ok(out);
+            };
+            after = last.clone();
+            for (k, v) in page {
+                if !k.starts_with(&prefix) {
+                    return Ok(out);
+                }
+                let entry: IndexEntry =
+                    meta::decode(&format!("version entry of {key}"), &v).map_err(internal)?;
+                out.push((k, entry));
+            }
+        }
+    }
+
+    /// The version `version_id` of `key` (see [`parse_version_id`]).
+    ///
+    /// # Errors
+    /// `NoSuchVersion`, `InvalidArgument` for an id that cannot be one,
+    /// or the cluster's error.
+    pub(crate) async fn find_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: &str,
+    ) -> S3Result<Found> {
+        let want = parse_version_id(version_id)?;
+        // Twice: a version can move from the head to an archive between
+        // the two reads.
+        for _ in 0..2 {
+            if let Some((head, _)) = self.head_raw(bucket, key).await?
+                && head.version_id == want
+            {
+                return Ok(Found {
+                    object: meta::head_name(&bucket.id, key),
+                    entry: entry_of(&head),
+                    latest: true,
+                });
+            }
+            for (_, entry) in self.archived(bucket, key).await? {
+                if entry.version_id == want
+                    && let Some(object) = &entry.object
+                {
+                    return Ok(Found {
+                        object: object.clone().into_bytes(),
+                        entry,
+                        latest: false,
+                    });
+                }
+            }
+        }
+        Err(s3_error!(NoSuchVersion))
+    }
+
+    /// The runs of every version of `key` (the head's and its older
+    /// versions'): what must stay while they stand.
+    pub(crate) async fn named_parts(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Vec<PartRef>> {
+        let mut out = self
+            .head_of(bucket, key)
+            .await?
+            .map(|head| head.parts)
+            .unwrap_or_default();
+        if bucket.versioned() {
+            for (_, entry) in self.archived(bucket, key).await? {
+                out.extend(self.archive_parts(bucket, key, &entry).await?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The runs of an archived version (none if its archive is gone).
+    async fn archive_parts(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        entry: &IndexEntry,
+    ) -> S3Result<Vec<PartRef>> {
+        let Some(object) = &entry.object else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .head_in(bucket, key, object.as_bytes(), true)
+            .await?
+            .map(|(archived, _)| archived.parts)
+            .unwrap_or_default())
+    }
+
+    async fn remove_object(&self, bucket: &BucketRecord, name: &[u8]) -> S3Result<()> {
+        match self.client().remove(&bucket.pool, name).await {
+            Ok(()) | Err(ClientError::NotFound) => Ok(()),
+            Err(e) => Err(client_error(e)),
+        }
+    }
+
+    /// Writes `object_meta` (and `data`) as the new latest version of
+    /// `key` in a versioned bucket: the current head archived (or, for a
+    /// `null` head while versioning is suspended, replaced), any older
+    /// `null` version removed while suspended. See the module's comment.
+    pub(crate) async fn store_versioned(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        data: Bytes,
+        object_meta: &ObjectMeta,
+        (if_none_match, if_match): (Option<&ETagCondition>, Option<&ETagCondition>),
+        mut pending: Pending,
+    ) -> S3Result<ObjectMeta> {
+        let head = meta::head_name(&bucket.id, key);
+        let enabled = bucket.versioning_enabled();
+        let conditional = if_none_match.is_some() || if_match.is_some();
+        for _ in 0..TRIES {
+            let current = match self.read_stored(bucket, &head).await? {
+                Some((raw, bytes)) => {
+                    let mut old: ObjectMeta =
+                        meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+                    if old.manifest {
+                        old.parts =
+                            meta::decode_manifest(key, &bytes, old.size).map_err(internal)?;
+                    }
+                    Some((old, raw, bytes))
+                }
+                None => None,
+            };
+            let live = current.as_ref().filter(|(old, ..)| !old.delete_marker);
+            if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) && live.is_some() {
+                return Err(s3_error!(PreconditionFailed));
+            }
+            if let Some(condition) = if_match
+                && !live.is_some_and(|(old, ..)| crate::gateway::etag_matches(condition, &old.etag))
+            {
+                return Err(s3_error!(PreconditionFailed));
+            }
+            let mut new = object_meta.clone();
+            new.seq = current.as_ref().map_or(1, |(old, ..)| old.seq + 1);
+            new.version_id = enabled.then(meta::new_version_id);
+            // The current version: archived, or (the null version while
+            // suspended) replaced.
+            let mut replacing = Vec::new();
+            let mut archive = None;
+            if let Some((old, ..)) = &current {
+                if old.version_id.is_some() || enabled {
+                    archive = Some(meta::archive_name(&bucket.id));
+                } else {
+                    replacing.extend(old.parts.iter().cloned());
+                }
+            }
+            // While suspended, the null version wherever it is.
+            let mut discard = Vec::new();
+            let mut more = Vec::new();
+            if !enabled {
+                for (index_key, entry) in self.archived(bucket, key).await? {
+                    if entry.version_id.is_none()
+                        && let Some(object) = &entry.object
+                    {
+                        replacing.extend(self.archive_parts(bucket, key, &entry).await?);
+                        discard.push(object.clone());
+                        more.push(Update::Remove(index_key));
+                    }
+                }
+            }
+            self.versions_changing(
+                &mut pending,
+                archive.clone(),
+                discard.clone(),
+                replacing.clone(),
+            )
+            .await?;
+            let mut op = WriteOp::new();
+            match &current {
+                Some((old, raw, bytes)) => {
+                    if let Some(name) = &archive {
+                        let copy = WriteOp::new()
+                            .write_full(bytes.clone())
+                            .set_xattr(HEAD_XATTR, raw);
+                        self.client()
+                            .operate(&bucket.pool, name.as_bytes(), copy)
+                            .await
+                            .map_err(client_error)?;
+                        let mut entry = entry_of(old);
+                        entry.object = Some(name.clone());
+                        more.push(Update::Set(
+                            meta::version_key(key, old.seq),
+                            meta::encode(&entry),
+                        ));
+                    }
+                    op = op.guard(Guard::Xattr {
+                        name: Bytes::from_static(HEAD_XATTR),
+                        value: Some(raw.clone()),
+                    });
+                }
+                None => op = op.guard(Guard::NotExists),
+            }
+            if archive.is_some() {
+                crate::crash_point("versioned-put-archived");
+            }
+            let (bytes, stored) = Self::head_contents(data.clone(), &new);
+            let op = op
+                .write_full(bytes)
+                .set_xattr(HEAD_XATTR, &meta::encode(&stored));
+            match self.client().operate(&bucket.pool, &head, op).await {
+                Ok(_) => {}
+                Err(ClientError::CompareFailed { .. }) => {
+                    // Another write got there first: this archive is a
+                    // copy of a version it archived or replaced.
+                    if let Some(name) = &archive {
+                        self.remove_object(bucket, name.as_bytes()).await?;
+                    }
+                    if conditional {
+                        return Err(s3_error!(PreconditionFailed));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(client_error(e)),
+            }
+            if archive.is_some() {
+                crate::crash_point("versioned-put-head-written");
+            }
+            self.remove_parts(bucket, &replacing, &new).await;
+            for name in &discard {
+                self.remove_object(bucket, name.as_bytes()).await?;
+            }
+            self.finish_with(pending, Some(Some(entry_of(&new))), more)
+                .await?;
+            return Ok(new);
+        }
+        Err(s3_error!(SlowDown, "the object changed under every write"))
+    }
+
+    /// Removes version `version_id` of `key` for good (the latest: the
+    /// newest older version becomes the latest). Answers the version
+    /// removed (`None`: there was none, which S3 answers as done).
+    pub(crate) async fn delete_version(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        version_id: &str,
+    ) -> S3Result<Option<IndexEntry>> {
+        let head = meta::head_name(&bucket.id, key);
+        for _ in 0..TRIES {
+            let found = match self.find_version(bucket, key, version_id).await {
+                Ok(found) => found,
+                Err(e) if e.code() == &S3ErrorCode::NoSuchVersion => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            if !found.latest {
+                let parts = self.archive_parts(bucket, key, &found.entry).await?;
+                let mut pending = self.begin(bucket, key, Vec::new(), None).await?;
+                let name = String::from_utf8_lossy(&found.object).into_owned();
+                self.versions_changing(&mut pending, None, vec![name], parts.clone())
+                    .await?;
+                // The entry first, so no reader finds it without its archive.
+                self.index_writer()
+                    .apply(
+                        meta::index_object(&bucket.id, key),
+                        vec![Update::Remove(meta::version_key(key, found.entry.seq))],
+                    )
+                    .await
+                    .map_err(client_error)?;
+                self.remove_object(bucket, &found.object).await?;
+                self.remove_parts(bucket, &parts, &ObjectMeta::default())
+                    .await;
+                self.finish(pending, None).await?;
+                return Ok(Some(found.entry));
+            }
+            let Some((current, raw)) = self.head(bucket, key, true).await? else {
+                continue;
+            };
+            if current.seq != found.entry.seq || current.version_id != found.entry.version_id {
+                continue;
+            }
+            let newest = self.archived(bucket, key).await?.into_iter().next();
+            let mut pending = self.begin(bucket, key, Vec::new(), None).await?;
+            let discard: Vec<String> = newest
+                .iter()
+                .filter_map(|(_, entry)| entry.object.clone())
+                .collect();
+            self.versions_changing(&mut pending, None, discard.clone(), current.parts.clone())
+                .await?;
+            let guard = Guard::Xattr {
+                name: Bytes::from_static(HEAD_XATTR),
+                value: Some(raw),
+            };
+            // The newest older version, copied back to the head as stored.
+            let promoted = match newest.as_ref().and_then(|(_, e)| e.object.clone()) {
+                Some(name) => {
+                    let Some((promoted_raw, bytes)) =
+                        self.read_stored(bucket, name.as_bytes()).await?
+                    else {
+                        return Err(internal(format!(
+                            "the archive {name} of an older version of {key} is missing"
+                        )));
+                    };
+                    let mut promoted: ObjectMeta =
+                        meta::decode(&format!("archive of {key}"), &promoted_raw)
+                            .map_err(internal)?;
+                    if promoted.manifest {
+                        promoted.parts =
+                            meta::decode_manifest(key, &bytes, promoted.size).map_err(internal)?;
+                    }
+                    let op = WriteOp::new()
+                        .guard(guard)
+                        .write_full(bytes)
+                        .set_xattr(HEAD_XATTR, &promoted_raw);
+                    match self.client().operate(&bucket.pool, &head, op).await {
+                        Ok(_) => {}
+                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => continue,
+                        Err(e) => return Err(client_error(e)),
+                    }
+                    Some(promoted)
+                }
+                None => {
+                    let op = WriteOp::new().guard(guard).remove();
+                    match self.client().operate(&bucket.pool, &head, op).await {
+                        Ok(_) => {}
+                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => continue,
+                        Err(e) => return Err(client_error(e)),
+                    }
+                    None
+                }
+            };
+            crate::crash_point("version-delete-promoted");
+            let standing = promoted.clone().unwrap_or_default();
+            self.remove_parts(bucket, &current.parts, &standing).await;
+            for name in &discard {
+                self.remove_object(bucket, name.as_bytes()).await?;
+            }
+            let more = promoted
+                .iter()
+                .map(|p| Update::Remove(meta::version_key(key, p.seq)))
+                .collect();
+            self.finish_with(pending, Some(promoted.as_ref().map(entry_of)), more)
+                .await?;
+            return Ok(Some(found.entry));
+        }
+        Err(s3_error!(SlowDown, "the object changed under every delete"))
+    }
+
+    /// Makes the older versions of an intent's key agree with its head
+    /// `standing` after the operation stopped anywhere: removes archives
+    /// and entries of the head's own version, older `null` versions under
+    /// a `null` head, and the archives the operation removed; indexes the
+    /// archive it made if the head moved past it. Answers the runs the
+    /// key's versions name and the index updates to make with the
+    /// intent's removal.
+    ///
+    /// # Errors
+    /// The cluster's error.
+    pub(crate) async fn repair_versions(
+        &self,
+        bucket: &BucketRecord,
+        intent: &Intent,
+        standing: Option<&ObjectMeta>,
+    ) -> S3Result<(Vec<PartRef>, Vec<Update>)> {
+        let key = &intent.key;
+        let head_seq = standing.map(|h| h.seq);
+        let head_null = standing.is_some_and(|h| h.version_id.is_none());
+        let mut keep = Vec::new();
+        let mut updates = Vec::new();
+        let mut named: Vec<String> = Vec::new();
+        let mut seqs: Vec<u64> = Vec::new();
+        for (index_key, entry) in self.archived(bucket, key).await? {
+            let object = entry.object.clone().unwrap_or_default();
+            if Some(entry.seq) == head_seq {
+                // A copy of the head (a promotion cut short): its runs
+                // are the head's.
+                updates.push(Update::Remove(index_key));
+                self.remove_object(bucket, object.as_bytes()).await?;
+                continue;
+            }
+            let parts = self.archive_parts(bucket, key, &entry).await?;
+            if head_null && entry.version_id.is_none() {
+                updates.push(Update::Remove(index_key));
+                self.remove_object(bucket, object.as_bytes()).await?;
+                let head_parts = ObjectMeta {
+                    parts: standing.map(|h| h.parts.clone()).unwrap_or_default(),
+                    ..ObjectMeta::default()
+                };
+                self.remove_parts(bucket, &parts, &head_parts).await;
+                continue;
+            }
+            keep.extend(parts);
+            named.push(object);
+            seqs.push(entry.seq);
+        }
+        if let Some(name) = &intent.archive
+            && !named.contains(name)
+            && let Some((archived, _)) = self.head_in(bucket, key, name.as_bytes(), true).await?
+        {
+            let superseded = Some(archived.seq) == head_seq
+                || (head_null && archived.version_id.is_none())
+                || seqs.contains(&archived.seq);
+            if superseded {
+                self.remove_object(bucket, name.as_bytes()).await?;
+            } else {
+                let mut entry = entry_of(&archived);
+                entry.object = Some(name.clone());
+                updates.push(Update::Set(
+                    meta::version_key(key, archived.seq),
+                    meta::encode(&entry),
+                ));
+                keep.extend(archived.parts);
+                named.push(name.clone());
+            }
+        }
+        for name in &intent.discard {
+            if !named.contains(name) {
+                self.remove_object(bucket, name.as_bytes()).await?;
+            }
+        }
+        Ok((keep, updates))
+    }
+
+    /// Sets a bucket's versioning to `Enabled` or `Suspended`, guarded
+    /// on the record read.
+    pub(crate) async fn set_versioning(
+        &self,
+        name: &str,
+        user: &str,
+        status: &str,
+    ) -> S3Result<()> {
+        if status != meta::VERSIONING_ENABLED && status != meta::VERSIONING_SUSPENDED {
+            return Err(s3_error!(
+                MalformedXML,
+                "The versioning status must be Enabled or Suspended"
+            ));
+        }
+        for _ in 0..TRIES {
+            let bucket = self.owned_bucket(name, user).await?;
+            let raw = meta::encode(&bucket);
+            // Suspending a bucket never versioned changes nothing.
+            if bucket.versioning.is_none() && status == meta::VERSIONING_SUSPENDED {
+                return Ok(());
+            }
+            let changed = BucketRecord {
+                versioning: Some(status.to_owned()),
+                ..bucket
+            };
+            let op = WriteOp::new()
+                .guard(Guard::OmapKey {
+                    key: Bytes::copy_from_slice(name.as_bytes()),
+                    value: Some(raw),
+                })
+                .omap_set([(name.as_bytes(), &meta::encode(&changed)[..])]);
+            match self
+                .client()
+                .operate(META_POOL, meta::BUCKETS_OBJECT, op)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(ClientError::CompareFailed { .. }) => {}
+                Err(e) => return Err(client_error(e)),
+            }
+        }
+        Err(s3_error!(SlowDown, "the bucket changed under every try"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_ids_are_checked_and_null_is_the_null_version() {
+        assert_eq!(parse_version_id("null").expect("null"), None);
+        let id = meta::new_version_id();
+        assert_eq!(parse_version_id(&id).expect("made here"), Some(id));
+        for bad in ["", "nul", "xyz", &"g".repeat(32), &"a".repeat(33)] {
+            assert_eq!(
+                parse_version_id(bad).expect_err(bad).code(),
+                &S3ErrorCode::InvalidArgument
+            );
+        }
+    }
+
+    #[test]
+    fn version_keys_sort_newest_first_within_a_key_and_by_key() {
+        let a1 = meta::version_key("a", 1);
+        let a2 = meta::version_key("a", 2);
+        let a_slash = meta::version_key("a/", 1);
+        let b = meta::version_key("b", 7);
+        assert!(a2 < a1, "the newer version sorts first");
+        assert!(a1 < a_slash && a_slash < b, "keys in S3's order");
+        assert!(
+            a1.as_ref() > b"\xf4\x8f\xbf\xbf".as_slice(),
+            "after every key"
+        );
+        assert!(
+            b.as_ref() < crate::intent::INTENT_PREFIX,
+            "before every intent"
+        );
+        assert_eq!(meta::parse_version_key(&a2), Some(("a".into(), 2)));
+        assert_eq!(meta::parse_version_key(&a_slash), Some(("a/".into(), 1)));
+        let with_nul = meta::version_key("x\0y", u64::MAX - 1);
+        assert_eq!(
+            meta::parse_version_key(&with_nul),
+            Some(("x\0y".into(), u64::MAX - 1))
+        );
+        assert_eq!(meta::parse_version_key(b"\xfev/short"), None);
+    }
+}
