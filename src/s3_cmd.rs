@@ -61,6 +61,11 @@ struct ServeArgs {
     /// The pool of buckets made without a location constraint naming one.
     #[arg(long = "default-pool", default_value = "data")]
     default_pool: String,
+    /// A domain for virtual-hosted addressing: a request to
+    /// `BUCKET.DOMAIN` names its bucket in the host (repeatable;
+    /// `localhost` always is one). Other hosts are path-style.
+    #[arg(long = "domain")]
+    domains: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,6 +184,8 @@ async fn meta_size(client: &cairn_client::Client) -> u32 {
 
 fn serve(args: ServeArgs) -> CliResult {
     crate::fs_cmd::init_logging();
+    let domains =
+        cairn_s3::auth::Domains::new(&args.domains).map_err(|e| format!("--domain: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -198,7 +205,7 @@ fn serve(args: ServeArgs) -> CliResult {
             .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
         tracing::info!(addr = %args.addr, pool = %args.default_pool, "S3 gateway serving");
         tokio::select! {
-            result = cairn_s3::serve(client, listener, args.default_pool) => {
+            result = cairn_s3::serve(client, listener, args.default_pool, domains) => {
                 result.map_err(|e| e.to_string())?;
             }
             () = crate::fs_cmd::wait_for_signal() => {}

@@ -5,6 +5,7 @@ Env: S3_ENDPOINT, S3_KEY, S3_SECRET (user alice), S3_KEY2, S3_SECRET2
 (user bob). Exits non-zero with the failed check on any mismatch.
 """
 import base64
+import datetime
 import concurrent.futures
 import hashlib
 import os
@@ -180,6 +181,86 @@ try:
     raise AssertionError("an anonymous GET worked")
 except urllib.error.HTTPError as e:
     check(e.code == 403, f"anonymous: {e.code}")
+
+# A clock 20 minutes off: RequestTimeTooSkewed (SigV4 allows 15).
+import botocore.auth
+real_now = botocore.auth.get_current_datetime
+botocore.auth.get_current_datetime = lambda: real_now() - datetime.timedelta(minutes=20)
+try:
+    check(error_code(s3.list_buckets) == ("RequestTimeTooSkewed", 403), "a skewed clock")
+finally:
+    botocore.auth.get_current_datetime = real_now
+
+# Malformed XML bodies: MalformedXML, and nothing changes.
+def replace_body(body):
+    def hook(request, **kwargs):
+        request.data = body
+        request.headers["Content-Length"] = str(len(body))
+        for name in list(request.headers.keys()):
+            if name.lower().startswith("x-amz-checksum") or name.lower() in ("x-amz-sdk-checksum-algorithm", "content-md5"):
+                del request.headers[name]
+        request.headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    return hook
+
+
+for body, call, kwargs in [
+    (b"<Delete><Object><Key>c</Key>", "delete_objects", {"Delete": {"Objects": [{"Key": "c"}]}}),
+    (b"not xml at all", "delete_objects", {"Delete": {"Objects": [{"Key": "c"}]}}),
+    (b"<Tagging><TagSet><Tag><Key>k</Key></Tag>", "put_object_tagging", {"Key": "c", "Tagging": {"TagSet": []}}),
+]:
+    mangler = client(os.environ["S3_KEY"], os.environ["S3_SECRET"])
+    mangler.meta.events.register("before-sign.s3.*", replace_body(body))
+    code = error_code(getattr(mangler, call), Bucket="photos", **kwargs)
+    check(code == ("MalformedXML", 400), f"malformed XML {body!r} in {call}: {code}")
+check(s3.get_object(Bucket="photos", Key="c")["Body"].read() == b"c", "nothing deleted by a malformed request")
+check(s3.get_object_tagging(Bucket="photos", Key="c")["TagSet"] == [], "no tags set by a malformed request")
+
+# A public-read bucket: anyone reads and lists it (unsigned, or another
+# user), no one else writes; private again, and it is closed.
+s3.create_bucket(Bucket="open-data", ACL="public-read")
+s3.put_object(Bucket="open-data", Key="readme.txt", Body=b"for everyone")
+check(urllib.request.urlopen(f"{ENDPOINT}/open-data/readme.txt").read() == b"for everyone", "anonymous GET")
+listing = urllib.request.urlopen(f"{ENDPOINT}/open-data?list-type=2").read()
+check(b"<Key>readme.txt</Key>" in listing, f"anonymous listing: {listing[:200]!r}")
+check(bob.get_object(Bucket="open-data", Key="readme.txt")["Body"].read() == b"for everyone", "another user reads")
+check(error_code(bob.put_object, Bucket="open-data", Key="x", Body=b"x")[1] == 403, "another user writes")
+try:
+    urllib.request.urlopen(urllib.request.Request(f"{ENDPOINT}/open-data/x", data=b"x", method="PUT"))
+    raise AssertionError("an anonymous PUT worked")
+except urllib.error.HTTPError as e:
+    check(e.code == 403, f"anonymous PUT: {e.code}")
+grants = s3.get_bucket_acl(Bucket="open-data")["Grants"]
+check(any(g["Grantee"].get("URI", "").endswith("/AllUsers") and g["Permission"] == "READ" for g in grants), f"acl {grants}")
+check(error_code(s3.put_object, Bucket="photos", Key="x", Body=b"x", ACL="public-read")[1] == 501,
+      "a public object in a private bucket is refused, not ignored")
+s3.put_bucket_acl(Bucket="open-data", ACL="private")
+try:
+    urllib.request.urlopen(f"{ENDPOINT}/open-data/readme.txt")
+    raise AssertionError("an anonymous GET of a private bucket worked")
+except urllib.error.HTTPError as e:
+    check(e.code == 403, f"anonymous GET after private: {e.code}")
+check(len(s3.get_bucket_acl(Bucket="open-data")["Grants"]) == 1, "private: the owner's grant only")
+s3.delete_object(Bucket="open-data", Key="readme.txt")
+s3.delete_bucket(Bucket="open-data")
+
+# Virtual-hosted addressing: BUCKET.localhost names the bucket. (This
+# resolver does not know *.localhost, so boto3's lookups of it are
+# pointed at 127.0.0.1.)
+import socket
+import urllib.parse
+real_getaddrinfo = socket.getaddrinfo
+socket.getaddrinfo = lambda host, *a, **k: real_getaddrinfo(
+    "127.0.0.1" if isinstance(host, str) and host.endswith(".localhost") else host, *a, **k)
+port = urllib.parse.urlsplit(ENDPOINT).port
+virtual = boto3.client("s3", endpoint_url=f"http://localhost:{port}", aws_access_key_id=os.environ["S3_KEY"],
+                       aws_secret_access_key=os.environ["S3_SECRET"], region_name="us-east-1",
+                       config=Config(s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}))
+virtual.put_object(Bucket="photos", Key="vhost", Body=b"virtual")
+check(s3.get_object(Bucket="photos", Key="vhost")["Body"].read() == b"virtual", "a virtual-hosted PUT")
+check([o["Key"] for o in virtual.list_objects_v2(Bucket="photos", Prefix="vhost")["Contents"]] == ["vhost"],
+      "a virtual-hosted listing")
+virtual.delete_object(Bucket="photos", Key="vhost")
+socket.getaddrinfo = real_getaddrinfo
 
 # Multipart uploads: parts, listing them, completing, reading across
 # part boundaries, S3's errors, aborting; and boto3's managed transfer.

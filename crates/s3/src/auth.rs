@@ -69,3 +69,124 @@ impl S3Auth for Keys {
         }
     }
 }
+
+/// The operations an unsigned request may ask for: reads of a bucket made
+/// public-read (the operation checks the bucket; every other unsigned
+/// request is refused here).
+pub const ANONYMOUS_OPERATIONS: &[&str] = &[
+    "GetObject",
+    "HeadObject",
+    "HeadBucket",
+    "ListObjects",
+    "ListObjectsV2",
+    "ListObjectVersions",
+];
+
+/// Who may ask for what before the operation runs: a signed request for
+/// anything (the operation checks ownership), an unsigned one only for
+/// [`ANONYMOUS_OPERATIONS`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Access;
+
+#[async_trait::async_trait]
+impl s3s::access::S3Access for Access {
+    async fn check(&self, cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
+        if cx.credentials().is_some() || ANONYMOUS_OPERATIONS.contains(&cx.s3_op().name()) {
+            return Ok(());
+        }
+        Err(s3s::s3_error!(AccessDenied, "Signature is required"))
+    }
+}
+
+/// Which requests name their bucket in the host (virtual-hosted
+/// addressing): `BUCKET.DOMAIN` for each of the gateway's domains. Any
+/// other host (a domain itself, an IP address, a name the gateway was not
+/// given) is path-style, so a gateway answers under any name it is
+/// reached by.
+#[derive(Clone, Debug)]
+pub struct Domains(Vec<String>);
+
+impl Domains {
+    /// The domains, checked (`localhost` is always one).
+    ///
+    /// # Errors
+    /// A domain that is not a host name.
+    pub fn new(domains: &[String]) -> Result<Domains, String> {
+        let mut out = vec!["localhost".to_owned()];
+        for domain in domains {
+            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+            let valid = !domain.is_empty()
+                && domain.split('.').all(|label| {
+                    !label.is_empty()
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                });
+            if !valid {
+                return Err(format!("{domain:?} is not a domain name"));
+            }
+            if !out.contains(&domain) {
+                out.push(domain);
+            }
+        }
+        Ok(Domains(out))
+    }
+}
+
+impl s3s::host::S3Host for Domains {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> S3Result<s3s::host::VirtualHost<'a>> {
+        // The port, if any, is not part of the name.
+        let name = match host.rsplit_once(':') {
+            Some((name, port))
+                if !name.ends_with(']') && port.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                name
+            }
+            _ => host,
+        };
+        let lower = name.to_ascii_lowercase();
+        for domain in &self.0 {
+            if let Some(bucket) = lower
+                .strip_suffix(domain.as_str())
+                .and_then(|rest| rest.strip_suffix('.'))
+                .filter(|bucket| !bucket.is_empty())
+            {
+                return Ok(
+                    s3s::host::VirtualHost::new(domain.as_str()).with_bucket(bucket.to_owned())
+                );
+            }
+        }
+        Ok(s3s::host::VirtualHost::new(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use s3s::host::S3Host;
+
+    #[test]
+    fn hosts_under_a_domain_name_their_bucket_and_others_are_path_style() {
+        let domains = Domains::new(&["s3.example.org".into()]).expect("valid");
+        let bucket = |host: &str| {
+            domains
+                .parse_host_header(host)
+                .expect("parses")
+                .bucket()
+                .map(str::to_owned)
+        };
+        assert_eq!(bucket("photos.s3.example.org"), Some("photos".into()));
+        assert_eq!(bucket("photos.s3.example.org:9000"), Some("photos".into()));
+        assert_eq!(
+            bucket("my.dotted.bucket.localhost:9000"),
+            Some("my.dotted.bucket".into())
+        );
+        assert_eq!(bucket("s3.example.org:9000"), None);
+        assert_eq!(bucket("localhost:9000"), None);
+        assert_eq!(bucket("127.0.0.1:9000"), None);
+        assert_eq!(bucket("[::1]:9000"), None);
+        assert_eq!(bucket("elsewhere.example.com"), None);
+        assert!(Domains::new(&["bad domain".into()]).is_err());
+        assert!(Domains::new(&["a..b".into()]).is_err());
+    }
+}

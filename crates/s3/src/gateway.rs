@@ -31,6 +31,10 @@ use s3s::dto::{
     UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
 };
 use s3s::dto::{
+    BucketCannedACL, GetBucketAclInput, GetBucketAclOutput, GetObjectAclInput, GetObjectAclOutput,
+    Grant, Grantee, ObjectCannedACL, Permission, PutBucketAclInput, PutBucketAclOutput,
+};
+use s3s::dto::{
     BucketVersioningStatus, DeleteMarkerEntry, GetBucketVersioningInput, GetBucketVersioningOutput,
     ListObjectVersionsInput, ListObjectVersionsOutput, ObjectVersion, PutBucketVersioningInput,
     PutBucketVersioningOutput,
@@ -139,6 +143,33 @@ impl Gateway {
             Some(value) => meta::decode(&format!("bucket {name}"), &value).map_err(internal),
             None => Err(s3_error!(NoSuchBucket)),
         }
+    }
+
+    /// The bucket, if the request may read it: signed by its owner, or
+    /// by anyone (or no one) when it is public-read.
+    pub(crate) async fn read_bucket(
+        &self,
+        credentials: Option<&s3s::auth::Credentials>,
+        name: &str,
+    ) -> S3Result<BucketRecord> {
+        let bucket = self.bucket(name).await?;
+        if bucket.public_read {
+            return Ok(bucket);
+        }
+        let Some(credentials) = credentials else {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
+        };
+        let user = self
+            .keys
+            .user_of(&credentials.access_key)
+            .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
+        if bucket.owner != user {
+            return Err(s3_error!(
+                AccessDenied,
+                "the bucket belongs to another user"
+            ));
+        }
+        Ok(bucket)
     }
 
     /// The bucket, if `user` owns it.
@@ -711,6 +742,100 @@ fn rolled_up(key: &str, prefix: &str, delimiter: Option<&str>) -> Option<String>
         .map(|at| key[..prefix.len() + at + d.len()].to_owned())
 }
 
+/// The group S3 names everyone by in an ACL.
+const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
+
+/// A canned ACL as public-read or not (`None`: none given). Only
+/// `private` and `public-read` are served.
+fn canned_public(acl: Option<&str>) -> S3Result<Option<bool>> {
+    match acl {
+        None => Ok(None),
+        Some("private") => Ok(Some(false)),
+        Some("public-read") => Ok(Some(true)),
+        Some(other) => Err(s3_error!(
+            NotImplemented,
+            "the canned ACL {other} is not served: buckets are private or public-read"
+        )),
+    }
+}
+
+/// An access control policy as public-read or not: it may grant the
+/// owner FULL_CONTROL and everyone READ, nothing else.
+fn policy_public(policy: &s3s::dto::AccessControlPolicy, owner: &str) -> S3Result<bool> {
+    let mut public = false;
+    for grant in policy.grants.iter().flatten() {
+        let permission = grant.permission.as_ref().map(Permission::as_str);
+        let grantee = grant.grantee.as_ref();
+        let to_owner = grantee.is_some_and(|g| g.id.as_deref() == Some(owner));
+        let to_all = grantee.is_some_and(|g| g.uri.as_deref() == Some(ALL_USERS));
+        match permission {
+            Some("FULL_CONTROL") if to_owner => {}
+            Some("READ") if to_all => public = true,
+            _ => {
+                return Err(s3_error!(
+                    NotImplemented,
+                    "only the owner's FULL_CONTROL and everyone's READ are served in an ACL"
+                ));
+            }
+        }
+    }
+    Ok(public)
+}
+
+/// A bucket's ACL as S3 shows it: the owner's FULL_CONTROL, and
+/// everyone's READ if it is public-read.
+fn acl_of(bucket: &BucketRecord) -> (Owner, Vec<Grant>) {
+    let owner = Owner {
+        display_name: Some(bucket.owner.clone()),
+        id: Some(bucket.owner.clone()),
+    };
+    let mut grants = vec![Grant {
+        grantee: Some(Grantee {
+            display_name: owner.display_name.clone(),
+            id: owner.id.clone(),
+            type_: s3s::dto::Type::from_static(s3s::dto::Type::CANONICAL_USER),
+            email_address: None,
+            uri: None,
+        }),
+        permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+    }];
+    if bucket.public_read {
+        grants.push(Grant {
+            grantee: Some(Grantee {
+                display_name: None,
+                id: None,
+                type_: s3s::dto::Type::from_static(s3s::dto::Type::GROUP),
+                email_address: None,
+                uri: Some(ALL_USERS.into()),
+            }),
+            permission: Some(Permission::from_static(Permission::READ)),
+        });
+    }
+    (owner, grants)
+}
+
+/// An object's canned ACL on a write: objects have their bucket's, so
+/// one that differs is refused rather than ignored.
+fn object_acl(bucket: &BucketRecord, acl: Option<&ObjectCannedACL>) -> S3Result<()> {
+    let Some(acl) = acl else { return Ok(()) };
+    match (acl.as_str(), bucket.public_read) {
+        ("private", false) | ("public-read", true) => Ok(()),
+        ("private" | "public-read", _) => Err(s3_error!(
+            NotImplemented,
+            "objects have their bucket's ACL ({}): set the bucket's with PutBucketAcl",
+            if bucket.public_read {
+                "public-read"
+            } else {
+                "private"
+            }
+        )),
+        (other, _) => Err(s3_error!(
+            NotImplemented,
+            "the canned ACL {other} is not served: buckets are private or public-read"
+        )),
+    }
+}
+
 /// The answer when the object a read names is not there.
 pub(crate) fn missing(version: Option<&str>) -> S3Error {
     if version.is_some() {
@@ -1153,6 +1278,8 @@ impl S3 for Gateway {
             created_secs: meta::now_ms() / 1000,
             tags: BTreeMap::new(),
             versioning: None,
+            public_read: canned_public(input.acl.as_ref().map(BucketCannedACL::as_str))?
+                .unwrap_or(false),
         };
         let made = meta::omap_create(
             &self.client,
@@ -1218,8 +1345,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        let user = self.user(&req)?;
-        self.owned_bucket(&req.input.bucket, &user).await?;
+        self.read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         Ok(S3Response::new(HeadBucketOutput::default()))
     }
 
@@ -1282,6 +1409,7 @@ impl S3 for Gateway {
         let mut input = req.input;
         check_key(&input.key)?;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        object_acl(&bucket, input.acl.as_ref())?;
         let tags = match &input.tagging {
             Some(header) => crate::tagging::parse_header(header)?,
             None => BTreeMap::new(),
@@ -1367,9 +1495,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        let user = self.user(&req)?;
+        let bucket = self
+            .read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let version = input.version_id.as_deref();
         // Metadata first, then the bytes of that same version (guarded by
         // its metadata: a PUT between the two reads is read again).
@@ -1476,9 +1605,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        let user = self.user(&req)?;
+        let bucket = self
+            .read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let parts = input.part_number.is_some();
         let version = input.version_id.as_deref();
         let name = self.locate(&bucket, &input.key, version).await?;
@@ -1592,6 +1722,7 @@ impl S3 for Gateway {
         check_key(&input.key)?;
         let (source_bucket, source_key, source_version) = copy_source_names(&input.copy_source)?;
         let target = self.owned_bucket(&input.bucket, &user).await?;
+        object_acl(&target, input.acl.as_ref())?;
         let replace = input
             .metadata_directive
             .as_ref()
@@ -1736,6 +1867,7 @@ impl S3 for Gateway {
         let user = self.user(&req)?;
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        object_acl(&bucket, input.acl.as_ref())?;
         let template = ObjectMeta {
             content_type: input.content_type.map(|c| c.to_string()),
             content_encoding: input.content_encoding,
@@ -2095,9 +2227,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        let user = self.user(&req)?;
+        let bucket = self
+            .read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
         let (after, skip) = resume(
             input.continuation_token.as_deref(),
@@ -2153,6 +2286,61 @@ impl S3 for Gateway {
         }))
     }
 
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        let user = self.user(&req)?;
+        let bucket = self.owned_bucket(&req.input.bucket, &user).await?;
+        let (owner, grants) = acl_of(&bucket);
+        Ok(S3Response::new(GetBucketAclOutput {
+            owner: Some(owner),
+            grants: Some(grants),
+        }))
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let public = match (&input.acl, &input.access_control_policy) {
+            (Some(acl), _) => canned_public(Some(acl.as_str()))?.unwrap_or(false),
+            (None, Some(policy)) => policy_public(policy, &user)?,
+            (None, None) => {
+                return Err(s3_error!(
+                    MalformedACLError,
+                    "Give a canned ACL (x-amz-acl) or an access control policy"
+                ));
+            }
+        };
+        self.set_public_read(&input.bucket, &user, public).await?;
+        Ok(S3Response::new(PutBucketAclOutput::default()))
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        let user = self.user(&req)?;
+        let input = req.input;
+        let bucket = self.owned_bucket(&input.bucket, &user).await?;
+        let version = input.version_id.as_deref();
+        let name = self.locate(&bucket, &input.key, version).await?;
+        let Some((object, _)) = self.head_in(&bucket, &input.key, &name, false).await? else {
+            return Err(missing(version));
+        };
+        readable(&bucket, &object, version)?;
+        // An object has its bucket's ACL.
+        let (owner, grants) = acl_of(&bucket);
+        Ok(S3Response::new(GetObjectAclOutput {
+            owner: Some(owner),
+            grants: Some(grants),
+            ..Default::default()
+        }))
+    }
+
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
@@ -2194,9 +2382,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        let user = self.user(&req)?;
+        let bucket = self
+            .read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
         let prefix = input.prefix.clone().unwrap_or_default();
         let query = VersionQuery {
@@ -2213,8 +2402,8 @@ impl S3 for Gateway {
             .is_some_and(|e| e.as_str() == "url");
         let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
         let owner = Owner {
-            display_name: Some(user.clone()),
-            id: Some(user),
+            display_name: Some(bucket.owner.clone()),
+            id: Some(bucket.owner.clone()),
         };
         let mut versions = Vec::new();
         let mut delete_markers = Vec::new();
@@ -2276,9 +2465,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        let user = self.user(&req)?;
+        let bucket = self
+            .read_bucket(req.credentials.as_ref(), &req.input.bucket)
+            .await?;
         let input = req.input;
-        let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let max = usize::try_from(input.max_keys.unwrap_or(1000).clamp(0, 1000)).unwrap_or(1000);
         let prefix = input.prefix.clone().unwrap_or_default();
         // V1's marker is a key (or a common prefix a page ended with).

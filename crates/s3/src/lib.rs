@@ -86,7 +86,9 @@ pub async fn prepare(client: &Client, pg_num: u32, size: u32) -> Result<(), meta
 }
 
 /// Serves S3 on `listener` until the task is dropped; buckets made
-/// without a location constraint naming a pool go to `default_pool`.
+/// without a location constraint naming a pool go to `default_pool`;
+/// requests to `BUCKET.DOMAIN` for one of `domains` name their bucket in
+/// the host.
 ///
 /// # Errors
 /// The listener fails.
@@ -94,6 +96,7 @@ pub async fn serve(
     client: Client,
     listener: TcpListener,
     default_pool: String,
+    domains: auth::Domains,
 ) -> std::io::Result<()> {
     let keys = auth::Keys::new(client.clone());
     let gateway = gateway::Gateway::new(client, keys.clone(), default_pool);
@@ -101,6 +104,8 @@ pub async fn serve(
     let service = {
         let mut builder = S3ServiceBuilder::new(gateway);
         builder.set_auth(keys);
+        builder.set_access(auth::Access);
+        builder.set_host(domains);
         builder.build()
     };
     let http = ConnBuilder::new(TokioExecutor::new());

@@ -54,6 +54,10 @@ pub struct BucketRecord {
     /// never goes back to unversioned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versioning: Option<String>,
+    /// Anyone may read the bucket's objects and list it (canned ACL
+    /// `public-read`), signed or not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_read: bool,
 }
 
 impl BucketRecord {

@@ -177,6 +177,17 @@ impl Gateway {
         Err(s3_error!(SlowDown, "the object changed under every try"))
     }
 
+    /// Makes a bucket public-read or private, guarded on the record read.
+    pub(crate) async fn set_public_read(
+        &self,
+        name: &str,
+        user: &str,
+        public_read: bool,
+    ) -> S3Result<()> {
+        self.change_bucket(name, user, |bucket| bucket.public_read = public_read)
+            .await
+    }
+
     /// Replaces a bucket's tags (none: removes them), guarded on the
     /// record read.
     pub(crate) async fn set_bucket_tags(
@@ -185,19 +196,32 @@ impl Gateway {
         user: &str,
         tags: BTreeMap<String, String>,
     ) -> S3Result<()> {
+        self.change_bucket(name, user, |bucket| bucket.tags.clone_from(&tags))
+            .await
+    }
+
+    /// Changes the record of a bucket `user` owns with `change`, guarded
+    /// on the record read (a concurrent change makes it read again).
+    pub(crate) async fn change_bucket(
+        &self,
+        name: &str,
+        user: &str,
+        change: impl Fn(&mut BucketRecord),
+    ) -> S3Result<()> {
         for _ in 0..TRIES {
             let bucket = self.owned_bucket(name, user).await?;
             let raw = meta::encode(&bucket);
-            let tagged = BucketRecord {
-                tags: tags.clone(),
-                ..bucket
-            };
+            let mut changed = bucket.clone();
+            change(&mut changed);
+            if changed == bucket {
+                return Ok(());
+            }
             let op = WriteOp::new()
                 .guard(Guard::OmapKey {
                     key: Bytes::copy_from_slice(name.as_bytes()),
                     value: Some(raw),
                 })
-                .omap_set([(name.as_bytes(), &meta::encode(&tagged)[..])]);
+                .omap_set([(name.as_bytes(), &meta::encode(&changed)[..])]);
             match self.client().operate(META_POOL, BUCKETS_OBJECT, op).await {
                 Ok(_) => return Ok(()),
                 Err(ClientError::CompareFailed { .. }) => {}

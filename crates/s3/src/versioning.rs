@@ -545,34 +545,13 @@ impl Gateway {
                 "The versioning status must be Enabled or Suspended"
             ));
         }
-        for _ in 0..TRIES {
-            let bucket = self.owned_bucket(name, user).await?;
-            let raw = meta::encode(&bucket);
-            // Suspending a bucket never versioned changes nothing.
-            if bucket.versioning.is_none() && status == meta::VERSIONING_SUSPENDED {
-                return Ok(());
+        // Suspending a bucket never versioned changes nothing.
+        self.change_bucket(name, user, |bucket| {
+            if bucket.versioning.is_some() || status == meta::VERSIONING_ENABLED {
+                bucket.versioning = Some(status.to_owned());
             }
-            let changed = BucketRecord {
-                versioning: Some(status.to_owned()),
-                ..bucket
-            };
-            let op = WriteOp::new()
-                .guard(Guard::OmapKey {
-                    key: Bytes::copy_from_slice(name.as_bytes()),
-                    value: Some(raw),
-                })
-                .omap_set([(name.as_bytes(), &meta::encode(&changed)[..])]);
-            match self
-                .client()
-                .operate(META_POOL, meta::BUCKETS_OBJECT, op)
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(ClientError::CompareFailed { .. }) => {}
-                Err(e) => return Err(client_error(e)),
-            }
-        }
-        Err(s3_error!(SlowDown, "the bucket changed under every try"))
+        })
+        .await
     }
 }
 
