@@ -66,6 +66,12 @@ struct ServeArgs {
     /// `localhost` always is one). Other hosts are path-style.
     #[arg(long = "domain")]
     domains: Vec<String>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long = "tls-cert", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long = "tls-key", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +192,10 @@ fn serve(args: ServeArgs) -> CliResult {
     crate::fs_cmd::init_logging();
     let domains =
         cairn_s3::auth::Domains::new(&args.domains).map_err(|e| format!("--domain: {e}"))?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(cairn_s3::tls_config(cert, key)?),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -203,9 +213,9 @@ fn serve(args: ServeArgs) -> CliResult {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
-        tracing::info!(addr = %args.addr, pool = %args.default_pool, "S3 gateway serving");
+        tracing::info!(addr = %args.addr, pool = %args.default_pool, tls = args.tls_cert.is_some(), "S3 gateway serving");
         tokio::select! {
-            result = cairn_s3::serve(client, listener, args.default_pool, domains) => {
+            result = cairn_s3::serve(client, listener, args.default_pool, domains, tls) => {
                 result.map_err(|e| e.to_string())?;
             }
             () = crate::fs_cmd::wait_for_signal() => {}

@@ -41,11 +41,16 @@ fn user(cluster: &Cluster, name: &str) -> (String, String) {
 }
 
 fn start_gateway(cluster: &Cluster, port: u16) -> Gateway {
-    start_gateway_with(cluster, port, &[])
+    start_gateway_with(cluster, port, &[], &[])
 }
 
-/// A gateway with more environment (a crash point).
-fn start_gateway_with(cluster: &Cluster, port: u16, env: &[(&str, &str)]) -> Gateway {
+/// A gateway with more environment (a crash point) and arguments.
+fn start_gateway_with(
+    cluster: &Cluster,
+    port: u16,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Gateway {
     let addr = format!("127.0.0.1:{port}");
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -55,6 +60,7 @@ fn start_gateway_with(cluster: &Cluster, port: u16, env: &[(&str, &str)]) -> Gat
     let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["s3", "serve", "--addr", &addr, "--conf"])
         .arg(&cluster.conf)
+        .args(args)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
@@ -663,7 +669,7 @@ fn versioned_writes_cut_at_every_step_recover_to_whole_versions() {
         "versioned-put-head-written",
         "version-delete-promoted",
     ] {
-        let mut crashing = start_gateway_with(&cluster, port, &[("CAIRN_S3_CRASH_AT", point)]);
+        let mut crashing = start_gateway_with(&cluster, port, &[("CAIRN_S3_CRASH_AT", point)], &[]);
         run(&["stage", point]);
         let status = crashing.0.wait().expect("the gateway ends");
         assert!(
@@ -689,5 +695,91 @@ fn versioned_writes_cut_at_every_step_recover_to_whole_versions() {
         left.as_array().map(Vec::len),
         Some(0),
         "left behind: {left}"
+    );
+}
+
+/// Makes a self-signed certificate for 127.0.0.1 and localhost in `dir`:
+/// `(cert, key)`.
+fn self_signed(dir: &std::path::Path, name: &str) -> (PathBuf, PathBuf) {
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// `cairn s3 serve --tls-cert --tls-key` serves HTTPS that boto3 checks
+/// against the certificate; a plain-HTTP request to it fails without
+/// harming it; a key that does not fit the certificate is refused at
+/// start with a clear error.
+#[test]
+fn the_gateway_serves_https_with_a_given_certificate() {
+    let _serial = common::serial();
+    let base_port = 19460;
+    let cluster = Cluster::up("s3-tls", 3, base_port, &[]);
+    let (key, secret) = user(&cluster, "alice");
+    let (cert, cert_key) = self_signed(&cluster.dir, "gateway");
+    let (_, other_key) = self_signed(&cluster.dir, "other");
+    let port = base_port + 30;
+    let refused = cluster.cairn(&[
+        "s3",
+        "serve",
+        "--addr",
+        &format!("127.0.0.1:{}", port + 1),
+        "--tls-cert",
+        cert.to_str().expect("utf-8"),
+        "--tls-key",
+        other_key.to_str().expect("utf-8"),
+    ]);
+    assert!(!refused.status.success(), "a mismatched key was taken");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("does not fit the certificate"), "{said}");
+    let _gateway = start_gateway_with(
+        &cluster,
+        port,
+        &[],
+        &[
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            cert_key.to_str().expect("utf-8"),
+        ],
+    );
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "tls.py"]
+        .iter()
+        .collect();
+    let out = Command::new(python())
+        .arg(&script)
+        .env("E", format!("https://127.0.0.1:{port}"))
+        .env("K", &key)
+        .env("S", &secret)
+        .env("C", &cert)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("https ok"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }

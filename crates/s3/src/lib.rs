@@ -85,10 +85,42 @@ pub async fn prepare(client: &Client, pg_num: u32, size: u32) -> Result<(), meta
     Ok(())
 }
 
-/// Serves S3 on `listener` until the task is dropped; buckets made
-/// without a location constraint naming a pool go to `default_pool`;
-/// requests to `BUCKET.DOMAIN` for one of `domains` name their bucket in
-/// the host.
+/// A TLS server configuration from a PEM certificate chain and a PEM
+/// private key (PKCS#8, PKCS#1 or SEC1).
+///
+/// # Errors
+/// A file that cannot be read, holds no certificate or key, or a key
+/// that does not fit the certificate.
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<std::sync::Arc<tokio_rustls::rustls::ServerConfig>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("cannot read the certificate {}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the certificate {} is not PEM: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{} holds no certificate", cert.display()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", key.display()))?;
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(|e| format!("the key does not fit the certificate: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(std::sync::Arc::new(config))
+}
+
+/// Serves S3 on `listener` until the task is dropped (over TLS if `tls`
+/// is given); buckets made without a location constraint naming a pool
+/// go to `default_pool`; requests to `BUCKET.DOMAIN` for one of
+/// `domains` name their bucket in the host.
 ///
 /// # Errors
 /// The listener fails.
@@ -97,7 +129,9 @@ pub async fn serve(
     listener: TcpListener,
     default_pool: String,
     domains: auth::Domains,
+    tls: Option<std::sync::Arc<tokio_rustls::rustls::ServerConfig>>,
 ) -> std::io::Result<()> {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let keys = auth::Keys::new(client.clone());
     let gateway = gateway::Gateway::new(client, keys.clone(), default_pool);
     tokio::spawn(intent::background(gateway.clone()));
@@ -119,11 +153,20 @@ pub async fn serve(
             }
         };
         let _ = socket.set_nodelay(true);
-        let conn = http
-            .serve_connection(TokioIo::new(socket), service.clone())
-            .into_owned();
+        let (http, service) = (http.clone(), service.clone());
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            if let Err(error) = conn.await {
+            let ended = match acceptor {
+                Some(acceptor) => match acceptor.accept(socket).await {
+                    Ok(stream) => http.serve_connection(TokioIo::new(stream), service).await,
+                    Err(error) => {
+                        tracing::debug!(%peer, %error, "TLS handshake failed");
+                        return;
+                    }
+                },
+                None => http.serve_connection(TokioIo::new(socket), service).await,
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%peer, %error, "connection ended");
             }
         });
