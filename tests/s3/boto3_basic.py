@@ -386,6 +386,50 @@ h = s3.head_object(Bucket="photos", Key="expiring")
 check(h.get("ExpiresString") == "Wed, 02 Jan 2030 03:04:05 GMT" or h.get("Expires") == expires, f"Expires {h}")
 every = sorted(every + ["large-copy", "assembled", "expiring"])
 
+# Multipart checksums: composite (SHA256 of the parts' SHA256s, "-N")
+# and full-object (the CRC32 of all the bytes, combined from the parts').
+MiB = 1 << 20
+q1, q2 = os.urandom(5 * MiB), os.urandom(2 * MiB + 3)
+up = s3.create_multipart_upload(Bucket="photos", Key="sha-mp", ChecksumAlgorithm="SHA256")
+check(up.get("ChecksumType") == "COMPOSITE", f"SHA256 is composite by default: {up}")
+parts = []
+for n, data in ((1, q1), (2, q2)):
+    r = s3.upload_part(Bucket="photos", Key="sha-mp", UploadId=up["UploadId"], PartNumber=n, Body=data,
+                       ChecksumAlgorithm="SHA256")
+    parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumSHA256": r["ChecksumSHA256"]})
+listed = s3.list_parts(Bucket="photos", Key="sha-mp", UploadId=up["UploadId"])
+check([p.get("ChecksumSHA256") for p in listed["Parts"]] == [p["ChecksumSHA256"] for p in parts], f"list_parts: {listed}")
+done = s3.complete_multipart_upload(Bucket="photos", Key="sha-mp", UploadId=up["UploadId"],
+                                    MultipartUpload={"Parts": parts})
+composite = base64.b64encode(hashlib.sha256(hashlib.sha256(q1).digest() + hashlib.sha256(q2).digest()).digest()).decode() + "-2"
+check(done.get("ChecksumSHA256") == composite and done.get("ChecksumType") == "COMPOSITE", f"composite: {done}")
+head = s3.head_object(Bucket="photos", Key="sha-mp", ChecksumMode="ENABLED")
+check(head.get("ChecksumSHA256") == composite and head.get("ChecksumType") == "COMPOSITE", f"HEAD: {head}")
+s3.delete_object(Bucket="photos", Key="sha-mp")
+
+up = s3.create_multipart_upload(Bucket="photos", Key="crc-mp", ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
+parts = []
+for n, data in ((1, q1), (2, q2)):
+    r = s3.upload_part(Bucket="photos", Key="crc-mp", UploadId=up["UploadId"], PartNumber=n, Body=data,
+                       ChecksumAlgorithm="CRC32")
+    parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
+full = base64.b64encode(zlib.crc32(q1 + q2).to_bytes(4, "big")).decode()
+wrong_part = [dict(parts[0], ChecksumCRC32=parts[1]["ChecksumCRC32"]), parts[1]]
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="crc-mp", UploadId=up["UploadId"],
+                 MultipartUpload={"Parts": wrong_part})[0] == "InvalidPart", "a part's checksum that is not its own")
+check(error_code(s3.complete_multipart_upload, Bucket="photos", Key="crc-mp", UploadId=up["UploadId"],
+                 MultipartUpload={"Parts": parts}, ChecksumCRC32="AAAAAA==", ChecksumType="FULL_OBJECT")[0] == "BadDigest",
+      "a whole-object checksum that does not match")
+done = s3.complete_multipart_upload(Bucket="photos", Key="crc-mp", UploadId=up["UploadId"],
+                                    MultipartUpload={"Parts": parts}, ChecksumCRC32=full, ChecksumType="FULL_OBJECT")
+check(done.get("ChecksumCRC32") == full and done.get("ChecksumType") == "FULL_OBJECT", f"full object: {done}")
+# boto3 checks a full-object CRC32 on GET against the bytes it reads.
+got = s3.get_object(Bucket="photos", Key="crc-mp", ChecksumMode="ENABLED")
+check(got.get("ChecksumCRC32") == full and got["Body"].read() == q1 + q2, "GET checked by boto3")
+s3.delete_object(Bucket="photos", Key="crc-mp")
+check(error_code(s3.create_multipart_upload, Bucket="photos", Key="x", ChecksumAlgorithm="SHA256",
+                 ChecksumType="FULL_OBJECT")[0] == "InvalidRequest", "SHA256 has no full-object checksum")
+
 # Tagging: on PUT, put/get/delete, copies (tags copied or replaced), the
 # count on GET, bucket tags, S3's errors.
 s3.put_object(Bucket="photos", Key="tagged", Body=b"t", Tagging="project=cairn&team=storage%20core")

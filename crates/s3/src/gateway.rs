@@ -31,8 +31,9 @@ use s3s::dto::{
     UploadPartCopyInput, UploadPartCopyOutput, UploadPartInput, UploadPartOutput,
 };
 use s3s::dto::{
-    BucketCannedACL, GetBucketAclInput, GetBucketAclOutput, GetObjectAclInput, GetObjectAclOutput,
-    Grant, Grantee, ObjectCannedACL, Permission, PutBucketAclInput, PutBucketAclOutput,
+    BucketCannedACL, ChecksumType, GetBucketAclInput, GetBucketAclOutput, GetObjectAclInput,
+    GetObjectAclOutput, Grant, Grantee, ObjectCannedACL, Permission, PutBucketAclInput,
+    PutBucketAclOutput,
 };
 use s3s::dto::{
     BucketVersioningStatus, DeleteMarkerEntry, GetBucketVersioningInput, GetBucketVersioningOutput,
@@ -1594,6 +1595,7 @@ impl S3 for Gateway {
                 checksum_sha1: headers.checksum_sha1,
                 checksum_sha256: headers.checksum_sha256,
                 checksum_crc64nvme: headers.checksum_crc64nvme,
+                checksum_type: headers.checksum_type,
                 version_id,
                 ..Default::default()
             }));
@@ -1845,7 +1847,10 @@ impl S3 for Gateway {
                 &upload,
                 input.part_number,
                 stream,
-                Given::default(),
+                Given {
+                    algorithm: upload.checksum_algorithm.clone(),
+                    ..Given::default()
+                },
                 None,
             )
             .await?;
@@ -1882,12 +1887,23 @@ impl S3 for Gateway {
             },
             ..ObjectMeta::default()
         };
-        let upload_id = self.start_upload(&bucket, &input.key, template).await?;
+        let algorithm = input
+            .checksum_algorithm
+            .as_ref()
+            .map(|a| a.as_str().to_owned());
+        let kind = crate::checksum::upload_kind(
+            algorithm.as_deref(),
+            input.checksum_type.as_ref().map(ChecksumType::as_str),
+        )?;
+        let upload_id = self
+            .start_upload(&bucket, &input.key, template, (algorithm, kind.clone()))
+            .await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(upload_id),
             checksum_algorithm: input.checksum_algorithm,
+            checksum_type: kind.map(ChecksumType::from),
             ..Default::default()
         }))
     }
@@ -1904,11 +1920,14 @@ impl S3 for Gateway {
         let Some(body) = input.body.take() else {
             return Err(s3_error!(IncompleteBody));
         };
+        // A part of an upload with a checksum algorithm always gets that
+        // checksum computed (and checked, if the client sent it).
         let given = Given {
             algorithm: input
                 .checksum_algorithm
                 .as_ref()
-                .map(|a| a.as_str().to_owned()),
+                .map(|a| a.as_str().to_owned())
+                .or_else(|| upload.checksum_algorithm.clone()),
             crc32: input.checksum_crc32.take(),
             crc32c: input.checksum_crc32c.take(),
             sha1: input.checksum_sha1.take(),
@@ -1940,25 +1959,44 @@ impl S3 for Gateway {
         let input = req.input;
         let bucket = self.owned_bucket(&input.bucket, &user).await?;
         let upload = self.upload(&bucket, &input.key, &input.upload_id).await?;
-        let listed: Vec<(i32, Option<String>)> = input
+        let completed = input
             .multipart_upload
             .and_then(|m| m.parts)
-            .unwrap_or_default()
-            .into_iter()
+            .unwrap_or_default();
+        let listed: Vec<(i32, Option<String>)> = completed
+            .iter()
             .map(|p| {
                 (
                     p.part_number.unwrap_or(0),
-                    p.e_tag.map(|e| e.value().to_owned()),
+                    p.e_tag.as_ref().map(|e| e.value().to_owned()),
                 )
             })
             .collect();
         let uploaded = self.parts(&upload.upload_id).await?;
         let (parts, etag, size) = crate::multipart::assemble(&listed, &uploaded)?;
+        let whole = crate::multipart::whole_checksum(
+            &upload,
+            &completed,
+            &uploaded,
+            &Given {
+                crc32: input.checksum_crc32.clone(),
+                crc32c: input.checksum_crc32c.clone(),
+                sha1: input.checksum_sha1.clone(),
+                sha256: input.checksum_sha256.clone(),
+                crc64nvme: input.checksum_crc64nvme.clone(),
+                ..Default::default()
+            },
+        )?;
         let object_meta = ObjectMeta {
             size,
             etag: etag.clone(),
             mtime_ms: meta::now_ms(),
             parts: parts.clone(),
+            checksums: whole
+                .iter()
+                .map(|(a, v, _)| (a.clone(), v.clone()))
+                .collect(),
+            checksum_type: whole.as_ref().map(|(_, _, kind)| kind.clone()),
             ..upload.meta.clone()
         };
         let conditions = (input.if_none_match.as_ref(), input.if_match.as_ref());
@@ -1997,6 +2035,12 @@ impl S3 for Gateway {
             key: Some(input.key),
             e_tag: Some(ETag::Strong(etag)),
             version_id: shown_version(&bucket, &stored),
+            checksum_crc32: stored.checksums.get("CRC32").cloned(),
+            checksum_crc32c: stored.checksums.get("CRC32C").cloned(),
+            checksum_sha1: stored.checksums.get("SHA1").cloned(),
+            checksum_sha256: stored.checksums.get("SHA256").cloned(),
+            checksum_crc64nvme: stored.checksums.get("CRC64NVME").cloned(),
+            checksum_type: stored.checksum_type.clone().map(ChecksumType::from),
             ..Default::default()
         }))
     }
@@ -2204,6 +2248,11 @@ impl S3 for Gateway {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(input.upload_id),
+            checksum_algorithm: upload
+                .checksum_algorithm
+                .clone()
+                .map(s3s::dto::ChecksumAlgorithm::from),
+            checksum_type: upload.checksum_type.clone().map(ChecksumType::from),
             max_parts: Some(i32::try_from(max).unwrap_or(1000)),
             is_truncated: Some(truncated),
             part_number_marker: input.part_number_marker,
@@ -2215,7 +2264,11 @@ impl S3 for Gateway {
                         size: Some(to_i64(record.size)),
                         e_tag: Some(ETag::Strong(record.etag)),
                         last_modified: Some(timestamp(record.mtime_ms)),
-                        ..Default::default()
+                        checksum_crc32: record.checksums.get("CRC32").cloned(),
+                        checksum_crc32c: record.checksums.get("CRC32C").cloned(),
+                        checksum_sha1: record.checksums.get("SHA1").cloned(),
+                        checksum_sha256: record.checksums.get("SHA256").cloned(),
+                        checksum_crc64nvme: record.checksums.get("CRC64NVME").cloned(),
                     })
                     .collect(),
             ),
@@ -2625,6 +2678,14 @@ fn object_headers(
         checksum_sha1: pick("SHA1"),
         checksum_sha256: pick("SHA256"),
         checksum_crc64nvme: pick("CRC64NVME"),
+        checksum_type: (checksums && !object.checksums.is_empty()).then(|| {
+            ChecksumType::from(
+                object
+                    .checksum_type
+                    .clone()
+                    .unwrap_or_else(|| crate::checksum::FULL_OBJECT.into()),
+            )
+        }),
         ..Default::default()
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod checksum;
 pub mod gateway;
 pub mod index;
 pub mod intent;

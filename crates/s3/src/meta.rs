@@ -141,6 +141,10 @@ pub struct ObjectMeta {
     /// The object's tags.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// `COMPOSITE` if the checksums are of a multipart upload's parts'
+    /// checksums (`…-N`); else they are of the whole object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<String>,
     /// The object's bytes are in tail objects, listed by the head's
     /// bytes (its manifest: [`PartRef`]s as JSON), not in the head.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -215,6 +219,12 @@ pub struct UploadRecord {
     pub upload_id: String,
     pub initiated_ms: u64,
     pub meta: ObjectMeta,
+    /// The checksum every part carries and the object gets (`CRC32`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_algorithm: Option<String>,
+    /// `COMPOSITE` or `FULL_OBJECT` (with an algorithm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<String>,
 }
 
 /// An uploaded part: its size, ETag, verified checksums, and where its

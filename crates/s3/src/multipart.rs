@@ -122,6 +122,7 @@ impl Gateway {
         bucket: &BucketRecord,
         key: &str,
         template: ObjectMeta,
+        (checksum_algorithm, checksum_type): (Option<String>, Option<String>),
     ) -> S3Result<String> {
         if key.is_empty() || key.len() > KEY_BYTES_MAX {
             return Err(s3_error!(KeyTooLongError));
@@ -133,6 +134,8 @@ impl Gateway {
             upload_id: upload_id.clone(),
             initiated_ms: meta::now_ms(),
             meta: template,
+            checksum_algorithm,
+            checksum_type,
         };
         let uploads = meta::uploads_object(&bucket.id);
         let made = meta::omap_create(
@@ -523,6 +526,82 @@ impl futures::Stream for ChannelStream {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// The whole object's checksum of a completed upload as `(algorithm,
+/// value, kind)`, from its parts' recorded checksums (`None` if the
+/// upload has no checksum algorithm). A part listed with a checksum must
+/// have been uploaded with it, and a whole-object checksum the request
+/// gives must be the one computed.
+///
+/// # Errors
+/// `InvalidPart` or `BadDigest`.
+pub(crate) fn whole_checksum(
+    upload: &UploadRecord,
+    completed: &[s3s::dto::CompletedPart],
+    uploaded: &[(i32, PartRecord)],
+    given: &Given,
+) -> S3Result<Option<(String, String, String)>> {
+    let record = |number: i32| {
+        uploaded
+            .iter()
+            .find(|(n, _)| *n == number)
+            .map(|(_, record)| record)
+            .ok_or_else(|| s3_error!(InvalidPart, "part {number} was not uploaded"))
+    };
+    for part in completed {
+        let number = part.part_number.unwrap_or(0);
+        let record = record(number)?;
+        for (name, value) in [
+            ("CRC32", &part.checksum_crc32),
+            ("CRC32C", &part.checksum_crc32c),
+            ("SHA1", &part.checksum_sha1),
+            ("SHA256", &part.checksum_sha256),
+            ("CRC64NVME", &part.checksum_crc64nvme),
+        ] {
+            if let Some(value) = value
+                && record.checksums.get(name) != Some(value)
+            {
+                return Err(s3_error!(
+                    InvalidPart,
+                    "part {number}'s {name} checksum is not the one it was uploaded with"
+                ));
+            }
+        }
+    }
+    let (Some(algorithm), Some(kind)) = (&upload.checksum_algorithm, &upload.checksum_type) else {
+        return Ok(None);
+    };
+    let mut parts = Vec::with_capacity(completed.len());
+    for part in completed {
+        let number = part.part_number.unwrap_or(0);
+        let record = record(number)?;
+        let Some(value) = record.checksums.get(algorithm) else {
+            return Err(s3_error!(
+                InvalidPart,
+                "part {number} was uploaded without a {algorithm} checksum"
+            ));
+        };
+        parts.push((value.as_str(), record.size));
+    }
+    let value = crate::checksum::whole(algorithm, kind, &parts)?;
+    let expected = match algorithm.as_str() {
+        "CRC32" => &given.crc32,
+        "CRC32C" => &given.crc32c,
+        "SHA1" => &given.sha1,
+        "SHA256" => &given.sha256,
+        _ => &given.crc64nvme,
+    };
+    if let Some(expected) = expected
+        && *expected != value
+        && value.split('-').next() != Some(expected.as_str())
+    {
+        return Err(s3_error!(
+            BadDigest,
+            "the {algorithm} checksum you specified for the object did not match its parts'"
+        ));
+    }
+    Ok(Some((algorithm.clone(), value, kind.clone())))
 }
 
 #[cfg(test)]
