@@ -15,6 +15,10 @@ command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v python3 >/dev/null || need_apt+=(python3)
 # tests/s3.rs syncs and checks a tree with rclone.
 command -v rclone >/dev/null || need_apt+=(rclone)
+# ... and with s3cmd and an s3fs mount (Debian's).
+command -v s3cmd >/dev/null || need_apt+=(s3cmd)
+command -v s3fs >/dev/null || need_apt+=(s3fs)
+command -v curl >/dev/null || need_apt+=(curl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq

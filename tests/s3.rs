@@ -783,3 +783,45 @@ fn the_gateway_serves_https_with_a_given_certificate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// s3cmd at its defaults (which sign for region `US` until the gateway
+/// names the right one, as AWS does) and an s3fs mount used with
+/// ordinary tools: `tests/s3/s3cmd_s3fs.sh`.
+#[test]
+fn s3cmd_and_an_s3fs_mount_work_on_the_gateway() {
+    let _serial = common::serial();
+    let base_port = 18870;
+    let cluster = Cluster::up("s3-tools", 3, base_port, &[]);
+    let (key, secret) = user(&cluster, "alice");
+    let port = base_port + 30;
+    let _gateway = start_gateway(&cluster, port);
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "s3cmd_s3fs.sh"]
+        .iter()
+        .collect();
+    let work = cluster.dir.join("tools");
+    std::fs::create_dir_all(&work).expect("scratch dir");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("PORT", port.to_string())
+        .env("K", &key)
+        .env("S", &secret)
+        .env("WORK", &work)
+        .output()
+        .expect("bash runs");
+    let s3fs_log = std::fs::read_to_string(work.join("s3fs.log")).unwrap_or_default();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("s3cmd and s3fs ok"),
+        "{}{}\ns3fs log:\n{s3fs_log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = ok_json(
+        cluster.cairn(&["object", "ls", "--pool", "data", "--json"]),
+        "object ls",
+    );
+    assert_eq!(
+        left.as_array().map(Vec::len),
+        Some(0),
+        "left behind: {left}"
+    );
+}

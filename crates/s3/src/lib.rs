@@ -28,6 +28,91 @@ pub(crate) fn crash_point(point: &str) {
 }
 
 use cairn_client::{Client, WriteOp};
+
+/// The region the gateway answers as (GetBucketLocation's empty answer
+/// means this one).
+pub const REGION: &str = "us-east-1";
+
+/// The region a request's SigV4 credential scope names (header or
+/// presigned query), if it has one.
+fn signed_region(req: &http::Request<hyper::body::Incoming>) -> Option<String> {
+    let scope = match req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(auth) => auth
+            .split("Credential=")
+            .nth(1)?
+            .split([',', ' '])
+            .next()?
+            .to_owned(),
+        None => {
+            let query = req.uri().query()?;
+            let value = query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("X-Amz-Credential="))?;
+            value.replace("%2F", "/").replace("%2f", "/")
+        }
+    };
+    // ACCESS_KEY/DATE/REGION/SERVICE/aws4_request
+    let parts: Vec<&str> = scope.rsplitn(4, '/').collect();
+    (parts.len() == 4).then(|| parts[2].to_owned())
+}
+
+/// S3's answer to a request signed for a region that cannot be one (s3cmd
+/// signs for `US` until told better): `AuthorizationHeaderMalformed`
+/// naming the right region, which clients retry with, as they do on AWS.
+fn wrong_region(region: &str) -> s3s::HttpResponse {
+    let escaped: String = region
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AuthorizationHeaderMalformed</Code>\
+         <Message>The authorization header is malformed; the region '{escaped}' is wrong; expecting '{REGION}'</Message>\
+         <Region>{REGION}</Region></Error>"
+    );
+    let mut response = http::Response::new(s3s::Body::from(body));
+    *response.status_mut() = http::StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    response.headers_mut().insert(
+        "x-amz-bucket-region",
+        http::HeaderValue::from_static(REGION),
+    );
+    response
+}
+
+/// The gateway's HTTP service: s3s, after the few checks s3s answers
+/// differently from AWS.
+#[derive(Clone)]
+struct Front(s3s::service::S3Service);
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Front {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        // s3s refuses a region outside [a-z0-9-] as a bad request; AWS
+        // answers which region to sign for.
+        if let Some(region) = signed_region(&req)
+            && !region.is_empty()
+            && !region
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            let response = wrong_region(&region);
+            return Box::pin(async move { Ok(response) });
+        }
+        hyper::service::Service::call(&self.0, req)
+    }
+}
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::service::S3ServiceBuilder;
@@ -141,7 +226,7 @@ pub async fn serve(
         builder.set_auth(keys);
         builder.set_access(auth::Access);
         builder.set_host(domains);
-        builder.build()
+        Front(builder.build())
     };
     let http = ConnBuilder::new(TokioExecutor::new());
     loop {
