@@ -1,7 +1,7 @@
 //! `cairn s3`: run an S3 gateway (`cairn s3 serve`), manage its users and
 //! access keys (`cairn s3 user create|ls|rm|info`, `cairn s3 key
-//! create|rm`), and collect what dead
-//! gateways left (`cairn s3 gc`).
+//! create|rm`), collect what dead gateways left (`cairn s3 gc`), and
+//! find data objects nothing names (`cairn s3 orphans`).
 
 use crate::conn::{ConfArgs, connect, runtime};
 use crate::output::{CliResult, print_json};
@@ -30,6 +30,21 @@ enum S3Command {
     /// intents: stray pieces, index entries) and abort old multipart
     /// uploads. Every gateway also does this each minute.
     Gc(GcArgs),
+    /// Find the gateway's data objects (pieces, parts, archived versions)
+    /// that nothing names, in every bucket's pool; remove them with
+    /// --remove. Safe while gateways serve.
+    Orphans(OrphansArgs),
+}
+
+#[derive(Debug, Args)]
+struct OrphansArgs {
+    #[command(flatten)]
+    conf: ConfArgs,
+    /// Remove what is found (default: only report it).
+    #[arg(long)]
+    remove: bool,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -142,8 +157,43 @@ pub fn run_s3(args: S3Args) -> CliResult {
         S3Command::Serve(args) => serve(args),
         S3Command::User(command) => user(command),
         S3Command::Gc(args) => gc(&args),
+        S3Command::Orphans(args) => orphans(&args),
         S3Command::Key(command) => key(command),
     }
+}
+
+fn orphans(args: &OrphansArgs) -> CliResult {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = connect(&args.conf).await?;
+        let keys = cairn_s3::auth::Keys::new(client.clone());
+        let gateway = cairn_s3::gateway::Gateway::new(client, keys, String::new());
+        let report = gateway
+            .scan_orphans(args.remove)
+            .await
+            .map_err(|e| format!("orphan scan: {e}"))?;
+        if args.json {
+            print_json(&report)?;
+        } else {
+            for name in &report.examples {
+                println!("{name}");
+            }
+            println!(
+                "{} objects in {} pools, {} buckets: {} orphans, {} of deleted buckets, {} removed, {} errors",
+                report.objects_scanned,
+                report.pools,
+                report.buckets,
+                report.orphans,
+                report.strays,
+                report.removed,
+                report.errors
+            );
+        }
+        if report.errors > 0 {
+            return Err("some orphans could not be removed (see the log); run it again".into());
+        }
+        Ok(())
+    })
 }
 
 fn gc(args: &GcArgs) -> CliResult {

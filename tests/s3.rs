@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Cluster, ok_json};
+use common::{Cluster, ok, ok_json};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -824,4 +824,117 @@ fn s3cmd_and_an_s3fs_mount_work_on_the_gateway() {
         Some(0),
         "left behind: {left}"
     );
+}
+
+/// `cairn s3 orphans` finds exactly the data objects nothing names (made
+/// here with `cairn object put` in a live bucket's name space, and one of
+/// a bucket that no longer exists), removes them with `--remove`, and
+/// leaves everything live whole: versions in pieces, an archive, a
+/// multipart object, an upload in progress, a native object and a head.
+#[test]
+fn the_orphan_scan_removes_only_what_nothing_names() {
+    let _serial = common::serial();
+    let base_port = 18900;
+    let cluster = Cluster::up("s3-orphans", 3, base_port, &[]);
+    let (key, secret) = user(&cluster, "alice");
+    let port = base_port + 30;
+    let _gateway = start_gateway(&cluster, port);
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "orphans.py"]
+        .iter()
+        .collect();
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(python())
+            .arg(&script)
+            .args(args)
+            .env("S3_ENDPOINT", format!("http://127.0.0.1:{port}"))
+            .env("S3_KEY", &key)
+            .env("S3_SECRET", &secret)
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let state = run(&["stage"]);
+    let record = cluster.cairn(&[
+        "object",
+        "getomapval",
+        "--pool",
+        "s3.meta",
+        "buckets",
+        "live",
+    ]);
+    assert!(
+        record.status.success(),
+        "{}",
+        String::from_utf8_lossy(&record.stderr)
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&record.stdout).expect("the bucket record is JSON");
+    let id = record["id"].as_str().expect("bucket id").to_owned();
+    let junk = cluster.dir.join("junk");
+    std::fs::write(&junk, b"nobody's bytes").expect("junk file");
+    let junk = junk.to_str().expect("utf-8");
+    let orphans = [
+        format!("{id}.t/00000000deadbeef/00000"),
+        format!("{id}.mp/0000/00001-beef/00000"),
+        format!("{id}.v/0000deadbeef"),
+    ];
+    let stray = "fedcba9876543210.t/0123456789abcdef/00000".to_owned();
+    let untouchable = [
+        "my-native-object".to_owned(),
+        format!("{id}/not-indexed-head"),
+    ];
+    for name in orphans.iter().chain([&stray]).chain(untouchable.iter()) {
+        ok(
+            cluster.cairn(&["object", "put", "--pool", "data", name, junk]),
+            "object put",
+        );
+    }
+    let found = ok_json(cluster.cairn(&["s3", "orphans", "--json"]), "s3 orphans");
+    assert_eq!(found["orphans"], 3, "{found}");
+    assert_eq!(found["strays"], 1, "{found}");
+    assert_eq!(found["removed"], 0, "{found}");
+    let mut examples: Vec<String> = found["examples"]
+        .as_array()
+        .expect("examples")
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    examples.sort();
+    let mut expected: Vec<String> = orphans.iter().chain([&stray]).cloned().collect();
+    expected.sort();
+    assert_eq!(examples, expected);
+    let removed = ok_json(
+        cluster.cairn(&["s3", "orphans", "--remove", "--json"]),
+        "s3 orphans --remove",
+    );
+    assert_eq!(removed["removed"], 4, "{removed}");
+    let again = ok_json(cluster.cairn(&["s3", "orphans", "--json"]), "s3 orphans");
+    assert_eq!(
+        (again["orphans"].as_u64(), again["strays"].as_u64()),
+        (Some(0), Some(0)),
+        "{again}"
+    );
+    let listed = ok_json(
+        cluster.cairn(&["object", "ls", "--pool", "data", "--json"]),
+        "object ls",
+    );
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("names")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for name in &untouchable {
+        assert!(
+            names.contains(&name.as_str()),
+            "{name} was removed: {names:?}"
+        );
+    }
+    assert!(run(&["check", &state]).contains("live data whole"));
 }

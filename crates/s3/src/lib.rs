@@ -12,6 +12,7 @@ pub mod index;
 pub mod intent;
 pub mod meta;
 pub mod multipart;
+pub mod orphans;
 pub mod tagging;
 pub mod versioning;
 
