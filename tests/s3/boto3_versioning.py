@@ -6,6 +6,7 @@ DeleteObjects with versions, and a bucket emptied of every version.
 Env: S3_ENDPOINT, S3_KEY, S3_SECRET. Exits non-zero with the failed check
 on any mismatch. Leaves nothing in the cluster's data pool.
 """
+import hashlib
 import os
 
 import boto3
@@ -188,6 +189,64 @@ check(pages >= len(everything) // 2, f"{pages} pages")
 rolled = s3.list_object_versions(Bucket="vers", Delimiter="/")
 check([p["Prefix"] for p in rolled.get("CommonPrefixes", [])] == ["dir/"], f"common prefixes: {rolled}")
 check(not any(v["Key"].startswith("dir/") for v in rolled.get("Versions", [])), "rolled up")
+
+# Races on one key: threads PUT versions (some in pieces) and delete
+# every other one of their own by id, often while it is the latest.
+# Every version acknowledged and not deleted must be listed once and read
+# back whole; every deleted one must be gone.
+import concurrent.futures
+import threading
+racer = boto3.client(
+    "s3",
+    endpoint_url=os.environ["S3_ENDPOINT"],
+    aws_access_key_id=os.environ["S3_KEY"],
+    aws_secret_access_key=os.environ["S3_SECRET"],
+    region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 8, "mode": "standard"},
+                  max_pool_connections=16),
+)
+s3.create_bucket(Bucket="race")
+s3.put_bucket_versioning(Bucket="race", VersioningConfiguration={"Status": "Enabled"})
+acked, removed, lock = {}, set(), threading.Lock()
+
+
+def race(thread):
+    for i in range(8):
+        body = os.urandom(5 * MiB) if i % 4 == 0 else b"%d-%d" % (thread, i)
+        vid = racer.put_object(Bucket="race", Key="hot", Body=body)["VersionId"]
+        with lock:
+            acked[vid] = hashlib.md5(body).hexdigest()
+        if i % 2:
+            racer.delete_object(Bucket="race", Key="hot", VersionId=vid)
+            with lock:
+                removed.add(vid)
+
+
+with concurrent.futures.ThreadPoolExecutor(6) as pool:
+    list(pool.map(race, range(6)))
+listed = []
+kwargs = {}
+while True:
+    res = s3.list_object_versions(Bucket="race", MaxKeys=7, **kwargs)
+    listed += [v["VersionId"] for v in res.get("Versions", [])]
+    check(not res.get("DeleteMarkers"), "no delete markers were made")
+    if not res["IsTruncated"]:
+        break
+    kwargs = {"KeyMarker": res["NextKeyMarker"], "VersionIdMarker": res["NextVersionIdMarker"]}
+check(len(listed) == len(set(listed)), f"a version listed twice: {listed}")
+check(set(listed) == set(acked) - removed,
+      f"listed {len(listed)}, acknowledged {len(acked)}, deleted {len(removed)}: "
+      f"missing {set(acked) - removed - set(listed)}, extra {set(listed) - (set(acked) - removed)}")
+for vid in listed:
+    got = hashlib.md5(s3.get_object(Bucket="race", Key="hot", VersionId=vid)["Body"].read()).hexdigest()
+    check(got == acked[vid], f"version {vid} read back whole")
+for vid in removed:
+    check(error(s3.head_object, Bucket="race", Key="hot", VersionId=vid)[1] in (404, 400), f"deleted {vid}")
+latest = s3.head_object(Bucket="race", Key="hot")["VersionId"]
+check(latest == listed[0], f"the latest is listed first: {latest} vs {listed[0]}")
+for vid in listed:
+    s3.delete_object(Bucket="race", Key="hot", VersionId=vid)
+s3.delete_bucket(Bucket="race")
 
 # A bucket with versions is not empty; DeleteObjects with version ids
 # empties it.

@@ -141,7 +141,12 @@ impl Gateway {
             .await
             .map_err(internal)?
         {
-            Some(value) => meta::decode(&format!("bucket {name}"), &value).map_err(internal),
+            Some(value) => {
+                let mut record: BucketRecord =
+                    meta::decode(&format!("bucket {name}"), &value).map_err(internal)?;
+                record.name = name.to_owned();
+                Ok(record)
+            }
             None => Err(s3_error!(NoSuchBucket)),
         }
     }
@@ -316,48 +321,69 @@ impl Gateway {
                 .await;
         }
         let head = meta::head_name(&bucket.id, key);
-        let mut op = WriteOp::new();
-        // The version replaced: its parts (a multipart object's) go once
-        // the new one stands. Conditional writes, atomic on the head:
-        // create-only, or only over the version the client named.
-        let current = if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
-            op = op.guard(Guard::NotExists);
-            None
-        } else {
-            let current = self.head(bucket, key, true).await?;
-            if let Some(condition) = if_match {
-                let Some((old, raw)) = &current else {
-                    return Err(s3_error!(PreconditionFailed));
+        let conditional = if_none_match.is_some() || if_match.is_some();
+        let (data, stored) = Self::head_contents(data, object_meta);
+        for _ in 0..8 {
+            let mut op = WriteOp::new();
+            // The version replaced: its parts (a multipart object's) go once
+            // the new one stands. The write is guarded on the version read:
+            // conditional writes are atomic on the head (create-only, or
+            // only over the version the client named), and no version a
+            // versioned write made meanwhile (versioning just enabled) is
+            // replaced unseen.
+            let current = if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
+                op = op.guard(Guard::NotExists);
+                None
+            } else {
+                let current = self.head(bucket, key, true).await?;
+                if let Some(condition) = if_match {
+                    let Some((old, _)) = &current else {
+                        return Err(s3_error!(PreconditionFailed));
+                    };
+                    if !etag_matches(condition, &old.etag) {
+                        return Err(s3_error!(PreconditionFailed));
+                    }
+                }
+                op = match &current {
+                    Some((_, raw)) => op.guard(Guard::Xattr {
+                        name: Bytes::from_static(HEAD_XATTR),
+                        value: Some(raw.clone()),
+                    }),
+                    None => op.guard(Guard::NotExists),
                 };
-                if !etag_matches(condition, &old.etag) {
+                current
+            };
+            if let Some((old, _)) = &current {
+                self.replacing(&mut pending, &old.parts).await?;
+            }
+            let op = op
+                .write_full(data.clone())
+                .set_xattr(HEAD_XATTR, &meta::encode(&stored));
+            match self.client.operate(&bucket.pool, &head, op).await {
+                Ok(_) => {}
+                Err(ClientError::CompareFailed { .. }) if conditional => {
                     return Err(s3_error!(PreconditionFailed));
                 }
-                op = op.guard(Guard::Xattr {
-                    name: Bytes::from_static(HEAD_XATTR),
-                    value: Some(raw.clone()),
-                });
+                Err(ClientError::CompareFailed { .. }) => {
+                    // Another write came first. If versioning was turned
+                    // on meanwhile, this one makes a version too.
+                    let now = self.bucket(&bucket.name).await?;
+                    if now.id == bucket.id && now.versioned() {
+                        return self
+                            .store_versioned(&now, key, data, object_meta, (None, None), pending)
+                            .await;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(client_error(e)),
             }
-            current
-        };
-        if let Some((old, _)) = &current {
-            self.replacing(&mut pending, &old.parts).await?;
+            if let Some((old, _)) = current {
+                self.remove_parts(bucket, &old.parts, &stored).await;
+            }
+            self.finish(pending, Some(Some(entry_of(&stored)))).await?;
+            return Ok(stored);
         }
-        let (data, object_meta) = Self::head_contents(data, object_meta);
-        let object_meta = &object_meta;
-        let op = op
-            .write_full(data)
-            .set_xattr(HEAD_XATTR, &meta::encode(object_meta));
-        match self.client.operate(&bucket.pool, &head, op).await {
-            Ok(_) => {}
-            Err(ClientError::CompareFailed { .. }) => return Err(s3_error!(PreconditionFailed)),
-            Err(e) => return Err(client_error(e)),
-        }
-        if let Some((old, _)) = current {
-            self.remove_parts(bucket, &old.parts, object_meta).await;
-        }
-        self.finish(pending, Some(Some(entry_of(object_meta))))
-            .await?;
-        Ok(object_meta.clone())
+        Err(s3_error!(SlowDown, "the object changed under every write"))
     }
 
     /// The bytes of a head (`data`) and its metadata as stored: a large
@@ -1273,6 +1299,7 @@ impl S3 for Gateway {
             _ => self.default_pool.clone(),
         };
         let record = BucketRecord {
+            name: name.clone(),
             id: meta::random_hex(8),
             owner: user.clone(),
             pool,
@@ -1688,12 +1715,13 @@ impl S3 for Gateway {
             {
                 Ok(done) => {
                     if !quiet {
-                        // A new delete marker is named by its own field.
-                        let new_marker = done.delete_marker && object.version_id.is_none();
+                        // A delete marker made, or one deleted by id, is
+                        // named in DeleteMarkerVersionId, as AWS does.
                         deleted.push(DeletedObject {
                             key: Some(object.key),
                             delete_marker: done.delete_marker.then_some(true),
-                            delete_marker_version_id: new_marker
+                            delete_marker_version_id: done
+                                .delete_marker
                                 .then(|| done.version_id.clone())
                                 .flatten(),
                             version_id: object.version_id.clone(),

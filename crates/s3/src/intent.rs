@@ -25,7 +25,7 @@ use crate::index::Update;
 use crate::meta::{self, BucketRecord, IndexEntry, META_POOL, ObjectMeta, PartRef};
 use bytes::Bytes;
 use cairn_client::{ClientError, Guard, WriteOp};
-use s3s::S3Result;
+use s3s::{S3Result, s3_error};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -250,20 +250,41 @@ impl Gateway {
         intent_key: &Bytes,
         intent: &Intent,
     ) -> S3Result<()> {
-        let standing = self.head_of(bucket, &intent.key).await?;
+        let versions = bucket.versioned() || intent.archive.is_some() || !intent.discard.is_empty();
+        // A snapshot: the head, the older versions, and the head again, the
+        // same (so no version moved between head and archive meanwhile).
+        let mut snapshot = None;
+        for _ in 0..8 {
+            let first = self.head(bucket, &intent.key, true).await?;
+            let archived = if versions {
+                self.archived(bucket, &intent.key).await?
+            } else {
+                Vec::new()
+            };
+            let again = self.head_raw(bucket, &intent.key).await?;
+            if first.as_ref().map(|(_, raw)| raw) == again.as_ref().map(|(_, raw)| raw) {
+                snapshot = Some((first.map(|(object, _)| object), archived));
+                break;
+            }
+        }
+        let Some((standing, archived)) = snapshot else {
+            return Err(s3_error!(
+                SlowDown,
+                "the key changed under every recovery read"
+            ));
+        };
         let mut keep = standing
             .as_ref()
             .map(|object| object.parts.clone())
             .unwrap_or_default();
         // Older versions: made to agree with the head, and their runs kept.
-        let mut version_updates = Vec::new();
-        if bucket.versioned() || intent.archive.is_some() || !intent.discard.is_empty() {
-            let (kept, updates) = self
-                .repair_versions(bucket, intent, standing.as_ref())
-                .await?;
-            keep.extend(kept);
-            version_updates = updates;
-        }
+        let repair = if versions {
+            self.repair_versions(bucket, intent, standing.as_ref(), archived)
+                .await?
+        } else {
+            crate::versioning::Repair::default()
+        };
+        keep.extend(repair.keep.iter().cloned());
         if let Some(upload_id) = &intent.upload {
             let recorded: Vec<PartRef> = self
                 .parts(upload_id)
@@ -302,16 +323,21 @@ impl Gateway {
         // The entry from the head, and the intent's removal, only while the
         // intent is there: not over an operation that finished meanwhile,
         // not into a bucket deleted meanwhile.
+        // The older versions' entries change only as read (a live write
+        // may have moved a version since the snapshot).
         let key = intent.key.as_bytes();
         let mut op = WriteOp::new().guard(Guard::OmapKey {
             key: intent_key.clone(),
             value: Some(meta::encode(intent)),
         });
+        for guard in &repair.guards {
+            op = op.guard(guard.clone());
+        }
         op = match &standing {
             Some(object) => op.omap_set([(key, &meta::encode(&entry_of(object))[..])]),
             None => op.omap_remove([key]),
         };
-        for update in &version_updates {
+        for update in &repair.updates {
             op = match update {
                 Update::Set(k, v) => op.omap_set([(&k[..], &v[..])]),
                 Update::Remove(k) => op.omap_remove([&k[..]]),
@@ -323,9 +349,33 @@ impl Gateway {
             .operate(META_POOL, &shard, op.omap_remove([&intent_key[..]]))
             .await
         {
-            Ok(_) | Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => {}
+            Ok(_) => {}
+            Err(ClientError::NotFound) => return Ok(()),
+            Err(ClientError::CompareFailed { .. }) => {
+                // Finished meanwhile (nothing to do), or a version moved
+                // (the next pass tries again).
+                let still = meta::omap_value(self.client(), &shard, intent_key)
+                    .await
+                    .map_err(internal)?;
+                if still.is_some() {
+                    return Err(s3_error!(
+                        SlowDown,
+                        "a version of {} moved during its recovery",
+                        intent.key
+                    ));
+                }
+                return Ok(());
+            }
             Err(e) => return Err(client_error(e)),
         }
+        // Only now that the entries no longer name them.
+        for name in &repair.remove_objects {
+            match self.client().remove(&bucket.pool, name.as_bytes()).await {
+                Ok(()) | Err(ClientError::NotFound) => {}
+                Err(e) => return Err(client_error(e)),
+            }
+        }
+        self.remove_parts(bucket, &repair.remove_runs, &kept).await;
         tracing::info!(bucket = %bucket.id, key = %intent.key, "recovered an unfinished operation");
         Ok(())
     }
@@ -533,8 +583,11 @@ impl Gateway {
         entries
             .into_iter()
             .map(|(name, value)| {
-                let what = format!("bucket {}", String::from_utf8_lossy(&name));
-                meta::decode(&what, &value).map_err(internal)
+                let name = String::from_utf8_lossy(&name).into_owned();
+                let mut record: BucketRecord =
+                    meta::decode(&format!("bucket {name}"), &value).map_err(internal)?;
+                record.name = name;
+                Ok(record)
             })
             .collect()
     }

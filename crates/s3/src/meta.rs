@@ -43,6 +43,9 @@ pub struct KeyRecord {
 /// again never sees the old one's objects), owner and pool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketRecord {
+    /// The bucket's name (the record's omap key; filled in when read).
+    #[serde(skip)]
+    pub name: String,
     pub id: String,
     pub owner: String,
     pub pool: String,

@@ -12,16 +12,20 @@
 //!
 //! The scan reads in an order that keeps every object a live operation
 //! needs: the pools' names first, then the bucket records, then per
-//! bucket the intents (every piece prefix, archive and upload they name is
-//! kept), then the uploads' part records, then the index and the heads it
-//! points at. An operation writes its intent before its first piece and
-//! removes it in the write that makes its index entry, and a completion
-//! writes its head before it drops its part records, so a piece listed in
-//! the first step is named by one of the later reads unless it really is
-//! garbage.
+//! bucket the intents and uploads in progress (every piece prefix,
+//! archive, replaced run and part they name is kept), then every key as a
+//! unit: its head, its intents, its older versions and their archives'
+//! manifests, and its head again, read again until the two head reads
+//! agree (so a version moving between head and archive meanwhile is not
+//! missed), then the intents and uploads again. An operation writes its
+//! intent before its first piece and removes it in the write that makes
+//! its index entries, so a piece listed in the first step is named by one
+//! of the later reads unless it really is garbage. A bucket whose keys
+//! keep changing, or whose versioning is turned on under the scan, is
+//! left alone (`unsure_buckets`).
 
 use crate::gateway::{Gateway, client_error, internal};
-use crate::meta::{self, BucketRecord, IndexEntry, META_POOL, PartRef};
+use crate::meta::{self, BucketRecord, META_POOL, PartRef};
 use bytes::Bytes;
 use cairn_client::ClientError;
 use s3s::S3Result;
@@ -43,6 +47,9 @@ pub struct OrphanReport {
     pub strays: u64,
     pub removed: u64,
     pub errors: u64,
+    /// Buckets left alone: a key kept changing under the scan, or
+    /// versioning was turned on; scan again.
+    pub unsure_buckets: u64,
     /// Some of the names found, for a look before `--remove`.
     pub examples: Vec<String>,
 }
@@ -82,12 +89,6 @@ fn data_object_bucket(name: &str) -> Option<&str> {
     }
     let rest = &name[16..];
     (rest.starts_with(".t/") || rest.starts_with(".mp/") || rest.starts_with(".v/")).then_some(id)
-}
-
-/// An entry whose head may hold a manifest: larger than a whole head, or
-/// a multipart ETag (`…-N`, which a small multipart object has too).
-fn may_have_parts(entry: &IndexEntry) -> bool {
-    entry.size > crate::gateway::INLINE_BYTES_MAX || entry.etag.contains('-')
 }
 
 impl Gateway {
@@ -145,7 +146,22 @@ impl Gateway {
                 continue;
             };
             report.buckets += 1;
-            let named = self.named(bucket).await?;
+            let Some(named) = self.named(bucket).await? else {
+                report.unsure_buckets += 1;
+                continue;
+            };
+            // Versioning turned on under the scan: older versions it did
+            // not look for may name pieces.
+            if self
+                .buckets_now()
+                .await?
+                .iter()
+                .find(|b| b.id == bucket.id)
+                .is_some_and(|now| now.versioning != bucket.versioning)
+            {
+                report.unsure_buckets += 1;
+                continue;
+            }
             let orphans: Vec<(String, String)> = objects
                 .into_iter()
                 .filter(|(_, name)| !named.names(name))
@@ -182,50 +198,26 @@ impl Gateway {
         entries
             .into_iter()
             .map(|(name, value)| {
-                let what = format!("bucket {}", String::from_utf8_lossy(&name));
-                meta::decode(&what, &value).map_err(internal)
+                let name = String::from_utf8_lossy(&name).into_owned();
+                let mut record: BucketRecord =
+                    meta::decode(&format!("bucket {name}"), &value).map_err(internal)?;
+                record.name = name;
+                Ok(record)
             })
             .collect()
     }
 
-    /// What names a bucket's data objects, read in the order the module's
+    /// What names a bucket's data objects (`None`: the bucket changed too
+    /// much under the scan to be sure), read in the order the module's
     /// comment gives.
-    async fn named(&self, bucket: &BucketRecord) -> S3Result<Named> {
+    async fn named(&self, bucket: &BucketRecord) -> S3Result<Option<Named>> {
         let mut named = Named::default();
-        // 3. Operations in flight: what they write, archive and remove,
-        // and the parts of the uploads they complete or abort.
-        let mut uploads_in_flight = Vec::new();
-        for (_, intent) in self.intents(bucket).await? {
-            named.prefixes.extend(intent.writing);
-            named.objects.extend(intent.archive);
-            named.objects.extend(intent.discard);
-            named.runs(&intent.replacing);
-            uploads_in_flight.extend(intent.upload);
-        }
-        for upload_id in uploads_in_flight {
-            let parts: Vec<PartRef> = self
-                .parts(&upload_id)
-                .await?
-                .into_iter()
-                .map(|(_, record)| record.data)
-                .collect();
-            named.runs(&parts);
-        }
-        // 4. Uploads in progress.
-        let uploads = meta::omap_all(self.client(), &meta::uploads_object(&bucket.id))
-            .await
-            .map_err(client_error)?;
-        for (_, value) in uploads {
-            let upload: meta::UploadRecord = meta::decode("upload", &value).map_err(internal)?;
-            let parts: Vec<PartRef> = self
-                .parts(&upload.upload_id)
-                .await?
-                .into_iter()
-                .map(|(_, record)| record.data)
-                .collect();
-            named.runs(&parts);
-        }
-        // 5. Every version: keys' heads and older versions' archives.
+        // Operations in flight and uploads in progress, before the keys.
+        self.name_in_flight(bucket, &mut named).await?;
+        // Every key, each read as a unit: its head, its operations in
+        // flight, its older versions, and its head again, the same (a
+        // version moving between head and archive meanwhile is read
+        // again).
         for shard in 0..meta::INDEX_SHARDS {
             let object = meta::index_shard(&bucket.id, shard);
             let mut after: Option<Bytes> = None;
@@ -243,36 +235,109 @@ impl Gateway {
                     break;
                 };
                 after = Some(last.clone());
-                for (index_key, value) in page {
-                    if index_key.first() == Some(&0xff) {
+                for (index_key, _) in page {
+                    if index_key.first().is_some_and(|b| *b >= 0xfe) {
                         break 'shard;
                     }
-                    let entry: IndexEntry =
-                        meta::decode("index entry", &value).map_err(internal)?;
-                    let (key, holder) = match meta::parse_version_key(&index_key) {
-                        Some((key, _)) => {
-                            let Some(archive) = entry.object.clone() else {
-                                continue;
-                            };
-                            named.objects.insert(archive.clone());
-                            (key, archive.into_bytes())
-                        }
-                        None => {
-                            let key = String::from_utf8_lossy(&index_key).into_owned();
-                            let head = meta::head_name(&bucket.id, &key);
-                            (key, head)
-                        }
-                    };
-                    if may_have_parts(&entry)
-                        && let Some((version, _)) =
-                            self.head_in(bucket, &key, &holder, true).await?
-                    {
-                        named.runs(&version.parts);
+                    let key = String::from_utf8_lossy(&index_key).into_owned();
+                    if !self.name_key(bucket, &key, &mut named).await? {
+                        return Ok(None);
                     }
                 }
             }
         }
-        Ok(named)
+        // And again after: a completion claims its upload before it
+        // writes its head, and a part upload records its part before its
+        // intent goes.
+        self.name_in_flight(bucket, &mut named).await?;
+        Ok(Some(named))
+    }
+
+    /// Names what a bucket's intents and uploads in progress name.
+    async fn name_in_flight(&self, bucket: &BucketRecord, named: &mut Named) -> S3Result<()> {
+        let mut uploads = Vec::new();
+        for (_, intent) in self.intents(bucket).await? {
+            self.name_intent(intent, named, &mut uploads);
+        }
+        let records = meta::omap_all(self.client(), &meta::uploads_object(&bucket.id))
+            .await
+            .map_err(client_error)?;
+        for (_, value) in records {
+            let upload: meta::UploadRecord = meta::decode("upload", &value).map_err(internal)?;
+            uploads.push(upload.upload_id);
+        }
+        for upload_id in uploads {
+            let parts: Vec<PartRef> = self
+                .parts(&upload_id)
+                .await?
+                .into_iter()
+                .map(|(_, record)| record.data)
+                .collect();
+            named.runs(&parts);
+        }
+        Ok(())
+    }
+
+    fn name_intent(
+        &self,
+        intent: crate::intent::Intent,
+        named: &mut Named,
+        uploads: &mut Vec<String>,
+    ) {
+        named.prefixes.extend(intent.writing);
+        named.objects.extend(intent.archive);
+        named.objects.extend(intent.discard);
+        named.runs(&intent.replacing);
+        uploads.extend(intent.upload);
+    }
+
+    /// Names every version of `key` from a consistent read (`false`: the
+    /// key kept changing).
+    async fn name_key(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        named: &mut Named,
+    ) -> S3Result<bool> {
+        for _ in 0..8 {
+            let head = self.head(bucket, key, true).await?;
+            let mut uploads = Vec::new();
+            let mut found = Named::default();
+            for intent in self.key_intents(bucket, key).await? {
+                self.name_intent(intent, &mut found, &mut uploads);
+            }
+            for upload_id in uploads {
+                let parts: Vec<PartRef> = self
+                    .parts(&upload_id)
+                    .await?
+                    .into_iter()
+                    .map(|(_, record)| record.data)
+                    .collect();
+                found.runs(&parts);
+            }
+            for older in self.archived(bucket, key).await? {
+                let Some(archive) = older.entry.object.clone() else {
+                    continue;
+                };
+                if let Some((version, _)) =
+                    self.head_in(bucket, key, archive.as_bytes(), true).await?
+                {
+                    found.runs(&version.parts);
+                }
+                found.objects.insert(archive);
+            }
+            let again = self.head_raw(bucket, key).await?;
+            if head.as_ref().map(|(_, raw)| raw) != again.as_ref().map(|(_, raw)| raw) {
+                continue;
+            }
+            if let Some((version, _)) = head {
+                found.runs(&version.parts);
+            }
+            named.objects.extend(found.objects);
+            named.prefixes.extend(found.prefixes);
+            return Ok(true);
+        }
+        Ok(false)
     }
 }
 

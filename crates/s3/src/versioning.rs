@@ -45,8 +45,30 @@ pub(crate) struct Found {
     /// The object holding it: the key's head or an archive.
     pub object: Vec<u8>,
     pub entry: IndexEntry,
-    /// It is the key's latest version (the head).
-    pub latest: bool,
+    /// Its index entry as stored if it is an older version (`None`: the
+    /// key's latest, at its head).
+    pub archived: Option<Archived>,
+}
+
+/// An older version's index entry: its key in the shard, the entry, and
+/// its bytes as stored (so a change can be guarded on them).
+#[derive(Clone, Debug)]
+pub(crate) struct Archived {
+    pub index_key: Bytes,
+    pub entry: IndexEntry,
+    pub raw: Bytes,
+}
+
+/// What a recovery does to a key's older versions: index updates (with
+/// the guards they need) made with the intent's removal, then objects
+/// and runs removed once that write landed, and the runs to keep.
+#[derive(Debug, Default)]
+pub(crate) struct Repair {
+    pub keep: Vec<PartRef>,
+    pub updates: Vec<Update>,
+    pub guards: Vec<Guard>,
+    pub remove_objects: Vec<String>,
+    pub remove_runs: Vec<PartRef>,
 }
 
 /// The version id a request names, checked: `null`, or one this gateway
@@ -90,7 +112,7 @@ pub(crate) fn delete_marker_error(code: S3ErrorCode, version: &str) -> S3Error {
 }
 
 impl Gateway {
-    /// The older versions of `key`, newest first, with their index keys.
+    /// The older versions of `key`, newest first.
     ///
     /// # Errors
     /// The cluster's error, or an entry that does not decode.
@@ -98,7 +120,7 @@ impl Gateway {
         &self,
         bucket: &BucketRecord,
         key: &str,
-    ) -> S3Result<Vec<(Bytes, IndexEntry)>> {
+    ) -> S3Result<Vec<Archived>> {
         let shard = meta::index_object(&bucket.id, key);
         let prefix = meta::version_key_prefix(key);
         // `0xFE v/ KEY` sorts before every `0xFE v/ KEY 0x00 …` and after
@@ -123,10 +145,89 @@ impl Gateway {
                 if !k.starts_with(&prefix) {
                     return Ok(out);
                 }
+                // A longer key with a NUL after `key` shares the prefix.
+                if meta::parse_version_key(&k).is_none_or(|(of, _)| of != key) {
+                    continue;
+                }
                 let entry: IndexEntry =
                     meta::decode(&format!("version entry of {key}"), &v).map_err(internal)?;
-                out.push((k, entry));
+                out.push(Archived {
+                    index_key: k,
+                    entry,
+                    raw: v,
+                });
             }
+        }
+    }
+
+    /// The intents of operations in flight on `key`.
+    ///
+    /// # Errors
+    /// The cluster's error, or an intent that does not decode.
+    pub(crate) async fn key_intents(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+    ) -> S3Result<Vec<Intent>> {
+        let shard = meta::index_object(&bucket.id, key);
+        let mut prefix = crate::intent::INTENT_PREFIX.to_vec();
+        prefix.extend_from_slice(key.as_bytes());
+        let mut after = Bytes::from(prefix.clone());
+        prefix.push(0);
+        let mut out = Vec::new();
+        loop {
+            let page = match self
+                .client()
+                .omap_range(META_POOL, &shard, Some(&after), 1000)
+                .await
+            {
+                Ok(page) => page,
+                Err(ClientError::NotFound) => return Ok(out),
+                Err(e) => return Err(client_error(e)),
+            };
+            let Some((last, _)) = page.last() else {
+                return Ok(out);
+            };
+            after = last.clone();
+            for (k, v) in page {
+                if !k.starts_with(&prefix) {
+                    return Ok(out);
+                }
+                let intent: Intent = meta::decode("intent", &v).map_err(internal)?;
+                if intent.key == key {
+                    out.push(intent);
+                }
+            }
+        }
+    }
+
+    /// Applies `updates` to `key`'s index shard only if `guards` hold:
+    /// `false` if one did not.
+    async fn guarded_index_update(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        guards: Vec<Guard>,
+        updates: &[Update],
+    ) -> S3Result<bool> {
+        let mut op = WriteOp::new();
+        for guard in guards {
+            op = op.guard(guard);
+        }
+        for update in updates {
+            op = match update {
+                Update::Set(k, v) => op.omap_set([(&k[..], &v[..])]),
+                Update::Remove(k) => op.omap_remove([&k[..]]),
+            };
+        }
+        match self
+            .client()
+            .operate(META_POOL, &meta::index_object(&bucket.id, key), op)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ClientError::CompareFailed { .. }) => Ok(false),
+            Err(e) => Err(client_error(e)),
         }
     }
 
@@ -151,17 +252,17 @@ impl Gateway {
                 return Ok(Found {
                     object: meta::head_name(&bucket.id, key),
                     entry: entry_of(&head),
-                    latest: true,
+                    archived: None,
                 });
             }
-            for (_, entry) in self.archived(bucket, key).await? {
-                if entry.version_id == want
-                    && let Some(object) = &entry.object
+            for older in self.archived(bucket, key).await? {
+                if older.entry.version_id == want
+                    && let Some(object) = &older.entry.object
                 {
                     return Ok(Found {
                         object: object.clone().into_bytes(),
-                        entry,
-                        latest: false,
+                        entry: older.entry.clone(),
+                        archived: Some(older),
                     });
                 }
             }
@@ -182,8 +283,8 @@ impl Gateway {
             .map(|head| head.parts)
             .unwrap_or_default();
         if bucket.versioned() {
-            for (_, entry) in self.archived(bucket, key).await? {
-                out.extend(self.archive_parts(bucket, key, &entry).await?);
+            for older in self.archived(bucket, key).await? {
+                out.extend(self.archive_parts(bucket, key, &older.entry).await?);
             }
         }
         Ok(out)
@@ -269,13 +370,13 @@ impl Gateway {
             let mut discard = Vec::new();
             let mut more = Vec::new();
             if !enabled {
-                for (index_key, entry) in self.archived(bucket, key).await? {
-                    if entry.version_id.is_none()
-                        && let Some(object) = &entry.object
+                for older in self.archived(bucket, key).await? {
+                    if older.entry.version_id.is_none()
+                        && let Some(object) = &older.entry.object
                     {
-                        replacing.extend(self.archive_parts(bucket, key, &entry).await?);
+                        replacing.extend(self.archive_parts(bucket, key, &older.entry).await?);
                         discard.push(object.clone());
-                        more.push(Update::Remove(index_key));
+                        more.push(Update::Remove(older.index_key));
                     }
                 }
             }
@@ -357,27 +458,58 @@ impl Gateway {
         version_id: &str,
     ) -> S3Result<Option<IndexEntry>> {
         let head = meta::head_name(&bucket.id, key);
-        for _ in 0..TRIES {
+        for attempt in 0..TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20 << attempt.min(5))).await;
+            }
             let found = match self.find_version(bucket, key, version_id).await {
                 Ok(found) => found,
-                Err(e) if e.code() == &S3ErrorCode::NoSuchVersion => return Ok(None),
+                Err(e) if e.code() == &S3ErrorCode::NoSuchVersion => {
+                    // It may be on its way from the head to an archive
+                    // whose entry is not written yet: look again then.
+                    if self
+                        .key_intents(bucket, key)
+                        .await?
+                        .iter()
+                        .any(|i| i.archive.is_some())
+                    {
+                        continue;
+                    }
+                    return Ok(None);
+                }
                 Err(e) => return Err(e),
             };
-            if !found.latest {
+            if let Some(older) = &found.archived {
                 let parts = self.archive_parts(bucket, key, &found.entry).await?;
                 let mut pending = self.begin(bucket, key, Vec::new(), None).await?;
                 let name = String::from_utf8_lossy(&found.object).into_owned();
                 self.versions_changing(&mut pending, None, vec![name], parts.clone())
                     .await?;
-                // The entry first, so no reader finds it without its archive.
-                self.index_writer()
-                    .apply(
-                        meta::index_object(&bucket.id, key),
-                        vec![Update::Remove(meta::version_key(key, found.entry.seq))],
-                    )
-                    .await
-                    .map_err(client_error)?;
+                // The entry first, and only as read, so no reader finds it
+                // without its archive.
+                let guard = Guard::OmapKey {
+                    key: older.index_key.clone(),
+                    value: Some(older.raw.clone()),
+                };
+                let removal = [Update::Remove(older.index_key.clone())];
+                if !self
+                    .guarded_index_update(bucket, key, vec![guard], &removal)
+                    .await?
+                {
+                    self.finish(pending, None).await?;
+                    continue;
+                }
                 self.remove_object(bucket, &found.object).await?;
+                // A promotion may have copied this version to the head
+                // meanwhile: it then lives on as the latest (deleted as
+                // such on the next try), and its runs stay.
+                if let Some((now, _)) = self.head_raw(bucket, key).await?
+                    && now.seq == found.entry.seq
+                    && now.version_id == found.entry.version_id
+                {
+                    self.finish(pending, None).await?;
+                    continue;
+                }
                 self.remove_parts(bucket, &parts, &ObjectMeta::default())
                     .await;
                 self.finish(pending, None).await?;
@@ -389,11 +521,29 @@ impl Gateway {
             if current.seq != found.entry.seq || current.version_id != found.entry.version_id {
                 continue;
             }
-            let newest = self.archived(bucket, key).await?.into_iter().next();
+            let archived = self.archived(bucket, key).await?;
+            // An older version being archived now (its entry not yet
+            // written) must not be passed over: wait for it. (An archive
+            // of this very version is a write racing this delete; the
+            // guarded head write decides which wins.)
+            let mut in_transit = false;
+            for intent in self.key_intents(bucket, key).await? {
+                let Some(name) = intent.archive else { continue };
+                if let Some((moving, _)) = self.head_in(bucket, key, name.as_bytes(), false).await?
+                    && moving.seq < current.seq
+                    && !archived.iter().any(|a| a.entry.seq == moving.seq)
+                {
+                    in_transit = true;
+                }
+            }
+            if in_transit {
+                continue;
+            }
+            let newest = archived.into_iter().next();
             let mut pending = self.begin(bucket, key, Vec::new(), None).await?;
             let discard: Vec<String> = newest
                 .iter()
-                .filter_map(|(_, entry)| entry.object.clone())
+                .filter_map(|older| older.entry.object.clone())
                 .collect();
             self.versions_changing(&mut pending, None, discard.clone(), current.parts.clone())
                 .await?;
@@ -402,14 +552,14 @@ impl Gateway {
                 value: Some(raw),
             };
             // The newest older version, copied back to the head as stored.
-            let promoted = match newest.as_ref().and_then(|(_, e)| e.object.clone()) {
+            let promoted = match newest.as_ref().and_then(|older| older.entry.object.clone()) {
                 Some(name) => {
                     let Some((promoted_raw, bytes)) =
                         self.read_stored(bucket, name.as_bytes()).await?
                     else {
-                        return Err(internal(format!(
-                            "the archive {name} of an older version of {key} is missing"
-                        )));
+                        // Removed by a concurrent delete of that version.
+                        self.finish(pending, None).await?;
+                        continue;
                     };
                     let mut promoted: ObjectMeta =
                         meta::decode(&format!("archive of {key}"), &promoted_raw)
@@ -424,7 +574,10 @@ impl Gateway {
                         .set_xattr(HEAD_XATTR, &promoted_raw);
                     match self.client().operate(&bucket.pool, &head, op).await {
                         Ok(_) => {}
-                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => continue,
+                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => {
+                            self.finish(pending, None).await?;
+                            continue;
+                        }
                         Err(e) => return Err(client_error(e)),
                     }
                     Some(promoted)
@@ -433,36 +586,55 @@ impl Gateway {
                     let op = WriteOp::new().guard(guard).remove();
                     match self.client().operate(&bucket.pool, &head, op).await {
                         Ok(_) => {}
-                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => continue,
+                        Err(ClientError::CompareFailed { .. } | ClientError::NotFound) => {
+                            self.finish(pending, None).await?;
+                            continue;
+                        }
                         Err(e) => return Err(client_error(e)),
                     }
                     None
                 }
             };
             crate::crash_point("version-delete-promoted");
+            // The promoted version's entry goes only as read: a write may
+            // already have archived the new head again under a new one.
+            if let Some(older) = &newest {
+                let guard = Guard::OmapKey {
+                    key: older.index_key.clone(),
+                    value: Some(older.raw.clone()),
+                };
+                let removal = [Update::Remove(older.index_key.clone())];
+                self.guarded_index_update(bucket, key, vec![guard], &removal)
+                    .await?;
+            }
             let standing = promoted.clone().unwrap_or_default();
             self.remove_parts(bucket, &current.parts, &standing).await;
             for name in &discard {
                 self.remove_object(bucket, name.as_bytes()).await?;
             }
-            let more = promoted
-                .iter()
-                .map(|p| Update::Remove(meta::version_key(key, p.seq)))
-                .collect();
-            self.finish_with(pending, Some(promoted.as_ref().map(entry_of)), more)
-                .await?;
+            // The key's entry from the promoted version, unless a write
+            // replaced it meanwhile (that write sets the entry).
+            let still = match self.head_raw(bucket, key).await? {
+                Some((now, _)) => promoted
+                    .as_ref()
+                    .is_some_and(|p| p.seq == now.seq && p.version_id == now.version_id),
+                None => promoted.is_none(),
+            };
+            let entry = still.then(|| promoted.as_ref().map(entry_of));
+            self.finish(pending, entry).await?;
             return Ok(Some(found.entry));
         }
         Err(s3_error!(SlowDown, "the object changed under every delete"))
     }
 
-    /// Makes the older versions of an intent's key agree with its head
-    /// `standing` after the operation stopped anywhere: removes archives
-    /// and entries of the head's own version, older `null` versions under
-    /// a `null` head, and the archives the operation removed; indexes the
-    /// archive it made if the head moved past it. Answers the runs the
-    /// key's versions name and the index updates to make with the
-    /// intent's removal.
+    /// Makes the older versions of an intent's key agree with its head,
+    /// from a snapshot (`standing`, the head; `archived`, the older
+    /// versions read while the head stayed the same), after the operation
+    /// stopped anywhere: archives and entries of the head's own version
+    /// go, and older `null` versions under a `null` head, and the
+    /// archives the operation removed; the archive it made is indexed if
+    /// the head moved past it. Index changes are guarded on the entries
+    /// read, and nothing is removed before they land (see [`Repair`]).
     ///
     /// # Errors
     /// The cluster's error.
@@ -471,64 +643,72 @@ impl Gateway {
         bucket: &BucketRecord,
         intent: &Intent,
         standing: Option<&ObjectMeta>,
-    ) -> S3Result<(Vec<PartRef>, Vec<Update>)> {
+        archived: Vec<Archived>,
+    ) -> S3Result<Repair> {
         let key = &intent.key;
-        let head_seq = standing.map(|h| h.seq);
+        let is_head = |seq: u64, version: &Option<String>| {
+            standing.is_some_and(|h| h.seq == seq && &h.version_id == version)
+        };
         let head_null = standing.is_some_and(|h| h.version_id.is_none());
-        let mut keep = Vec::new();
-        let mut updates = Vec::new();
+        let mut repair = Repair::default();
         let mut named: Vec<String> = Vec::new();
         let mut seqs: Vec<u64> = Vec::new();
-        for (index_key, entry) in self.archived(bucket, key).await? {
-            let object = entry.object.clone().unwrap_or_default();
-            if Some(entry.seq) == head_seq {
-                // A copy of the head (a promotion cut short): its runs
-                // are the head's.
-                updates.push(Update::Remove(index_key));
-                self.remove_object(bucket, object.as_bytes()).await?;
+        for older in archived {
+            let object = older.entry.object.clone().unwrap_or_default();
+            let copy_of_head = is_head(older.entry.seq, &older.entry.version_id);
+            let null_under_null = head_null && older.entry.version_id.is_none();
+            if copy_of_head || null_under_null {
+                repair.guards.push(Guard::OmapKey {
+                    key: older.index_key.clone(),
+                    value: Some(older.raw.clone()),
+                });
+                repair.updates.push(Update::Remove(older.index_key));
+                repair.remove_objects.push(object);
+                // A copy of the head shares its runs; a replaced null
+                // version's are its own.
+                if null_under_null && !copy_of_head {
+                    repair
+                        .remove_runs
+                        .extend(self.archive_parts(bucket, key, &older.entry).await?);
+                }
                 continue;
             }
-            let parts = self.archive_parts(bucket, key, &entry).await?;
-            if head_null && entry.version_id.is_none() {
-                updates.push(Update::Remove(index_key));
-                self.remove_object(bucket, object.as_bytes()).await?;
-                let head_parts = ObjectMeta {
-                    parts: standing.map(|h| h.parts.clone()).unwrap_or_default(),
-                    ..ObjectMeta::default()
-                };
-                self.remove_parts(bucket, &parts, &head_parts).await;
-                continue;
-            }
-            keep.extend(parts);
+            repair
+                .keep
+                .extend(self.archive_parts(bucket, key, &older.entry).await?);
             named.push(object);
-            seqs.push(entry.seq);
+            seqs.push(older.entry.seq);
         }
         if let Some(name) = &intent.archive
             && !named.contains(name)
-            && let Some((archived, _)) = self.head_in(bucket, key, name.as_bytes(), true).await?
+            && let Some((made, _)) = self.head_in(bucket, key, name.as_bytes(), true).await?
         {
-            let superseded = Some(archived.seq) == head_seq
-                || (head_null && archived.version_id.is_none())
-                || seqs.contains(&archived.seq);
+            let superseded = is_head(made.seq, &made.version_id)
+                || (head_null && made.version_id.is_none())
+                || seqs.contains(&made.seq);
             if superseded {
-                self.remove_object(bucket, name.as_bytes()).await?;
+                repair.remove_objects.push(name.clone());
             } else {
-                let mut entry = entry_of(&archived);
+                let index_key = meta::version_key(key, made.seq);
+                let mut entry = entry_of(&made);
                 entry.object = Some(name.clone());
-                updates.push(Update::Set(
-                    meta::version_key(key, archived.seq),
-                    meta::encode(&entry),
-                ));
-                keep.extend(archived.parts);
+                repair.guards.push(Guard::OmapKey {
+                    key: index_key.clone(),
+                    value: None,
+                });
+                repair
+                    .updates
+                    .push(Update::Set(index_key, meta::encode(&entry)));
+                repair.keep.extend(made.parts);
                 named.push(name.clone());
             }
         }
         for name in &intent.discard {
             if !named.contains(name) {
-                self.remove_object(bucket, name.as_bytes()).await?;
+                repair.remove_objects.push(name.clone());
             }
         }
-        Ok((keep, updates))
+        Ok(repair)
     }
 
     /// Sets a bucket's versioning to `Enabled` or `Suspended`, guarded
