@@ -28,7 +28,7 @@ fi
 rm -rf "$OUT" "$DATA"
 mkdir -p "$OUT"
 results=$OUT/results.tsv
-trap '"$CAIRN" down --data "$DATA" > /dev/null 2>&1 || true' EXIT
+trap '"$CAIRN" down --data "$DATA" > /dev/null 2>&1 || true; rm -rf "$DATA"' EXIT
 
 "$CAIRN" up --detach --data "$DATA" --osds 3 --base-port "$PORT" --mds 0 \
   --s3-port "$S3_PORT" > "$OUT/cairn-up.log"
@@ -36,13 +36,13 @@ field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.ar
 ENDPOINT=$(field endpoint)
 KEY=$(field access_key)
 SECRET=$(field secret_key)
-signed() { curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET" "$@"; }
+signed() { curl -sSf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$KEY:$SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"; }
 signed -X PUT "$ENDPOINT/plain" > /dev/null
 signed -X PUT "$ENDPOINT/versioned" > /dev/null
 signed -X PUT -H "Content-Type: application/xml" \
   --data '<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>' \
-  "$ENDPOINT/versioned?versioning" > /dev/null
-signed "$ENDPOINT/versioned?versioning" | grep -q Enabled
+  "$ENDPOINT/versioned?versioning=" > /dev/null
+signed "$ENDPOINT/versioned?versioning=" | grep -q Enabled
 
 value() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 for round in $(seq "$REPEATS"); do

@@ -47,6 +47,19 @@ use std::time::{Duration, UNIX_EPOCH};
 /// The largest body kept whole in an object's head; larger ones go to
 /// tail objects in pieces.
 pub const INLINE_BYTES_MAX: u64 = crate::body::PIECE_BYTES;
+/// The largest body kept whole in a head in a versioned bucket: an
+/// overwrite copies the head to an archive, so larger bodies go to tail
+/// objects, whose manifest is all the copy carries.
+pub const VERSIONED_INLINE_BYTES_MAX: u64 = 64 << 10;
+
+/// The largest body kept whole in `bucket`'s heads.
+fn inline_max(bucket: &BucketRecord) -> u64 {
+    if bucket.versioned() {
+        VERSIONED_INLINE_BYTES_MAX
+    } else {
+        INLINE_BYTES_MAX
+    }
+}
 /// S3's longest key, in bytes.
 pub const KEY_BYTES_MAX: usize = 1024;
 /// S3's most keys in one DeleteObjects.
@@ -1467,7 +1480,7 @@ impl S3 for Gateway {
             prefix,
         };
         let received = self
-            .receive(body, given, trailers, tail, INLINE_BYTES_MAX)
+            .receive(body, given, trailers, tail, inline_max(&bucket))
             .await?;
         let (data, parts) = match received.stored {
             Stored::Inline(data) => (data, Vec::new()),
@@ -1788,7 +1801,7 @@ impl S3 for Gateway {
             prefix,
         };
         let received = self
-            .receive(stream, Given::default(), None, tail, INLINE_BYTES_MAX)
+            .receive(stream, Given::default(), None, tail, inline_max(&target))
             .await?;
         let mut to = ObjectMeta {
             version_id: None,
