@@ -265,34 +265,16 @@ impl Gateway {
         self.head(bucket, key, false).await
     }
 
-    /// An object's metadata, raw metadata and bytes (for an object kept
-    /// whole) in one read; a large object's parts instead of its bytes.
-    async fn head_and_data(
+    /// The version object `name` holds (the key's head, or an archive) in
+    /// one read: its metadata (with its parts, from the manifest), the raw
+    /// metadata (for guards), and its bytes as stored (an object's bytes,
+    /// or a large object's manifest).
+    pub(crate) async fn stored_version(
         &self,
         bucket: &BucketRecord,
         key: &str,
         name: &[u8],
     ) -> S3Result<Option<(ObjectMeta, Bytes, Bytes)>> {
-        let Some((raw, data)) = self.read_stored(bucket, name).await? else {
-            return Ok(None);
-        };
-        let mut object_meta: ObjectMeta =
-            meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
-        if object_meta.manifest {
-            object_meta.parts =
-                meta::decode_manifest(key, &data, object_meta.size).map_err(internal)?;
-            return Ok(Some((object_meta, raw, Bytes::new())));
-        }
-        Ok(Some((object_meta, raw, data)))
-    }
-
-    /// A head object as stored: its raw metadata and its bytes (an
-    /// object's bytes, or its manifest), in one read.
-    pub(crate) async fn read_stored(
-        &self,
-        bucket: &BucketRecord,
-        name: &[u8],
-    ) -> S3Result<Option<(Bytes, Bytes)>> {
         let op = ReadOp::new().xattr(HEAD_XATTR).read(0, None);
         let results = match self.client.operate_read(&bucket.pool, name, op).await {
             Ok(results) => results,
@@ -300,12 +282,18 @@ impl Gateway {
             Err(e) => return Err(client_error(e)),
         };
         let mut results = results.into_iter();
-        match (results.next(), results.next()) {
-            (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) => {
-                Ok(Some((raw, data)))
-            }
-            _ => Ok(None),
+        let (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) =
+            (results.next(), results.next())
+        else {
+            return Ok(None);
+        };
+        let mut object_meta: ObjectMeta =
+            meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+        if object_meta.manifest {
+            object_meta.parts =
+                meta::decode_manifest(key, &data, object_meta.size).map_err(internal)?;
         }
+        Ok(Some((object_meta, raw, data)))
     }
 
     /// Writes an object's bytes and metadata as one compound operation on
@@ -1549,7 +1537,7 @@ impl S3 for Gateway {
             // one read.
             let (object_meta, raw, whole) = if input.range.is_none() {
                 let Some((object_meta, raw, data)) =
-                    self.head_and_data(&bucket, &input.key, &name).await?
+                    self.stored_version(&bucket, &input.key, &name).await?
                 else {
                     return Err(missing(version));
                 };

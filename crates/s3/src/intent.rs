@@ -286,12 +286,7 @@ impl Gateway {
         };
         keep.extend(repair.keep.iter().cloned());
         if let Some(upload_id) = &intent.upload {
-            let recorded: Vec<PartRef> = self
-                .parts(upload_id)
-                .await?
-                .into_iter()
-                .map(|(_, record)| record.data)
-                .collect();
+            let recorded = self.upload_runs(upload_id).await?;
             if self.upload_exists(bucket, &intent.key, upload_id).await? {
                 keep.extend(recorded);
             } else {
@@ -406,35 +401,11 @@ impl Gateway {
         let mut out = Vec::new();
         for shard in 0..meta::INDEX_SHARDS {
             let object = meta::index_shard(&bucket.id, shard);
-            let mut after = Bytes::from(&INTENT_PREFIX[..INTENT_PREFIX.len() - 1]);
-            loop {
-                let page = match self
-                    .client()
-                    .omap_range(META_POOL, &object, Some(&after), 1000)
-                    .await
-                {
-                    Ok(page) => page,
-                    Err(ClientError::NotFound) => Vec::new(),
-                    Err(e) => return Err(client_error(e)),
-                };
-                let Some((last, _)) = page.last() else {
-                    break;
-                };
-                after = last.clone();
-                let mut ended = false;
-                for (key, value) in page {
-                    if !key.starts_with(INTENT_PREFIX) {
-                        ended = key.as_ref() > INTENT_PREFIX;
-                        if ended {
-                            break;
-                        }
-                        continue;
-                    }
-                    out.push((key, meta::decode("intent", &value).map_err(internal)?));
-                }
-                if ended {
-                    break;
-                }
+            let entries = meta::omap_prefix(self.client(), &object, INTENT_PREFIX)
+                .await
+                .map_err(client_error)?;
+            for (key, value) in entries {
+                out.push((key, meta::decode("intent", &value).map_err(internal)?));
             }
         }
         Ok(out)
@@ -576,7 +547,7 @@ impl Gateway {
     }
 
     /// Every bucket's record.
-    async fn all_buckets(&self) -> S3Result<Vec<BucketRecord>> {
+    pub(crate) async fn all_buckets(&self) -> S3Result<Vec<BucketRecord>> {
         let entries = meta::omap_all(self.client(), meta::BUCKETS_OBJECT)
             .await
             .map_err(client_error)?;

@@ -420,8 +420,22 @@ pub async fn omap_value(
 /// # Errors
 /// The cluster's error.
 pub async fn omap_all(client: &Client, object: &[u8]) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
+    omap_prefix(client, object, &[]).await
+}
+
+/// The omap entries of a record object whose keys start with `prefix`,
+/// in key order, read a page at a time from just below the prefix.
+///
+/// # Errors
+/// The cluster's error.
+pub async fn omap_prefix(
+    client: &Client,
+    object: &[u8],
+    prefix: &[u8],
+) -> Result<Vec<(Bytes, Bytes)>, ClientError> {
     let mut out = Vec::new();
-    let mut after: Option<Bytes> = None;
+    let mut after: Option<Bytes> =
+        (!prefix.is_empty()).then(|| Bytes::from(crate::gateway::below(prefix)));
     loop {
         let page = match client
             .omap_range(META_POOL, object, after.as_deref(), 1000)
@@ -435,7 +449,15 @@ pub async fn omap_all(client: &Client, object: &[u8]) -> Result<Vec<(Bytes, Byte
             return Ok(out);
         };
         after = Some(last.clone());
-        out.extend(page);
+        for (key, value) in page {
+            if key.as_ref() < prefix {
+                continue;
+            }
+            if !key.starts_with(prefix) {
+                return Ok(out);
+            }
+            out.push((key, value));
+        }
     }
 }
 

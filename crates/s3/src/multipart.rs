@@ -309,6 +309,16 @@ impl Gateway {
         }
     }
 
+    /// The runs of pieces an upload's recorded parts hold.
+    pub(crate) async fn upload_runs(&self, upload_id: &str) -> S3Result<Vec<PartRef>> {
+        Ok(self
+            .parts(upload_id)
+            .await?
+            .into_iter()
+            .map(|(_, record)| record.data)
+            .collect())
+    }
+
     /// Every part record of an upload, by number.
     pub(crate) async fn parts(&self, upload_id: &str) -> S3Result<Vec<(i32, PartRecord)>> {
         let entries = meta::omap_all(self.client(), &meta::parts_object(upload_id))
@@ -352,12 +362,7 @@ impl Gateway {
             parts: kept,
             ..ObjectMeta::default()
         };
-        let all: Vec<PartRef> = self
-            .parts(&upload.upload_id)
-            .await?
-            .into_iter()
-            .map(|(_, record)| record.data)
-            .collect();
+        let all = self.upload_runs(&upload.upload_id).await?;
         self.remove_parts(bucket, &all, &standing).await;
         match self
             .client()

@@ -71,6 +71,16 @@ impl Named {
         }
     }
 
+    /// What an operation in flight writes, archives and removes; the
+    /// upload it belongs to goes to `uploads`.
+    fn intent(&mut self, intent: crate::intent::Intent, uploads: &mut Vec<String>) {
+        self.prefixes.extend(intent.writing);
+        self.objects.extend(intent.archive);
+        self.objects.extend(intent.discard);
+        self.runs(&intent.replacing);
+        uploads.extend(intent.upload);
+    }
+
     fn names(&self, object: &str) -> bool {
         self.objects.contains(object)
             || self.prefixes.iter().any(|p| {
@@ -101,7 +111,7 @@ impl Gateway {
         let mut report = OrphanReport::default();
         // 1. The names, before anything that could name them is read.
         let pools: BTreeSet<String> = self
-            .buckets_now()
+            .all_buckets()
             .await?
             .into_iter()
             .map(|b| b.pool)
@@ -134,7 +144,7 @@ impl Gateway {
         }
         // 2. The buckets, after: one made meanwhile is known.
         let buckets: BTreeMap<String, BucketRecord> = self
-            .buckets_now()
+            .all_buckets()
             .await?
             .into_iter()
             .map(|b| (b.id.clone(), b))
@@ -153,7 +163,7 @@ impl Gateway {
             // Versioning turned on under the scan: older versions it did
             // not look for may name pieces.
             if self
-                .buckets_now()
+                .all_buckets()
                 .await?
                 .iter()
                 .find(|b| b.id == bucket.id)
@@ -188,23 +198,6 @@ impl Gateway {
                 }
             }
         }
-    }
-
-    /// Every bucket record now.
-    async fn buckets_now(&self) -> S3Result<Vec<BucketRecord>> {
-        let entries = meta::omap_all(self.client(), meta::BUCKETS_OBJECT)
-            .await
-            .map_err(client_error)?;
-        entries
-            .into_iter()
-            .map(|(name, value)| {
-                let name = String::from_utf8_lossy(&name).into_owned();
-                let mut record: BucketRecord =
-                    meta::decode(&format!("bucket {name}"), &value).map_err(internal)?;
-                record.name = name;
-                Ok(record)
-            })
-            .collect()
     }
 
     /// What names a bucket's data objects (`None`: the bucket changed too
@@ -257,7 +250,7 @@ impl Gateway {
     async fn name_in_flight(&self, bucket: &BucketRecord, named: &mut Named) -> S3Result<()> {
         let mut uploads = Vec::new();
         for (_, intent) in self.intents(bucket).await? {
-            self.name_intent(intent, named, &mut uploads);
+            named.intent(intent, &mut uploads);
         }
         let records = meta::omap_all(self.client(), &meta::uploads_object(&bucket.id))
             .await
@@ -267,28 +260,9 @@ impl Gateway {
             uploads.push(upload.upload_id);
         }
         for upload_id in uploads {
-            let parts: Vec<PartRef> = self
-                .parts(&upload_id)
-                .await?
-                .into_iter()
-                .map(|(_, record)| record.data)
-                .collect();
-            named.runs(&parts);
+            named.runs(&self.upload_runs(&upload_id).await?);
         }
         Ok(())
-    }
-
-    fn name_intent(
-        &self,
-        intent: crate::intent::Intent,
-        named: &mut Named,
-        uploads: &mut Vec<String>,
-    ) {
-        named.prefixes.extend(intent.writing);
-        named.objects.extend(intent.archive);
-        named.objects.extend(intent.discard);
-        named.runs(&intent.replacing);
-        uploads.extend(intent.upload);
     }
 
     /// Names every version of `key` from a consistent read (`false`: the
@@ -304,16 +278,10 @@ impl Gateway {
             let mut uploads = Vec::new();
             let mut found = Named::default();
             for intent in self.key_intents(bucket, key).await? {
-                self.name_intent(intent, &mut found, &mut uploads);
+                found.intent(intent, &mut uploads);
             }
             for upload_id in uploads {
-                let parts: Vec<PartRef> = self
-                    .parts(&upload_id)
-                    .await?
-                    .into_iter()
-                    .map(|(_, record)| record.data)
-                    .collect();
-                found.runs(&parts);
+                found.runs(&self.upload_runs(&upload_id).await?);
             }
             for older in self.archived(bucket, key).await? {
                 let Some(archive) = older.entry.object.clone() else {

@@ -122,42 +122,24 @@ impl Gateway {
         key: &str,
     ) -> S3Result<Vec<Archived>> {
         let shard = meta::index_object(&bucket.id, key);
-        let prefix = meta::version_key_prefix(key);
-        // `0xFE v/ KEY` sorts before every `0xFE v/ KEY 0x00 …` and after
-        // every version key of a smaller key.
-        let mut after = Bytes::copy_from_slice(&prefix[..prefix.len() - 1]);
+        let entries = meta::omap_prefix(self.client(), &shard, &meta::version_key_prefix(key))
+            .await
+            .map_err(client_error)?;
         let mut out = Vec::new();
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, &shard, Some(&after), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => return Ok(out),
-                Err(e) => return Err(client_error(e)),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = last.clone();
-            for (k, v) in page {
-                if !k.starts_with(&prefix) {
-                    return Ok(out);
-                }
-                // A longer key with a NUL after `key` shares the prefix.
-                if meta::parse_version_key(&k).is_none_or(|(of, _)| of != key) {
-                    continue;
-                }
-                let entry: IndexEntry =
-                    meta::decode(&format!("version entry of {key}"), &v).map_err(internal)?;
-                out.push(Archived {
-                    index_key: k,
-                    entry,
-                    raw: v,
-                });
+        for (index_key, raw) in entries {
+            // A longer key with a NUL after `key` shares the prefix.
+            if meta::parse_version_key(&index_key).is_none_or(|(of, _)| of != key) {
+                continue;
             }
+            let entry: IndexEntry =
+                meta::decode(&format!("version entry of {key}"), &raw).map_err(internal)?;
+            out.push(Archived {
+                index_key,
+                entry,
+                raw,
+            });
         }
+        Ok(out)
     }
 
     /// The intents of operations in flight on `key`.
@@ -172,33 +154,18 @@ impl Gateway {
         let shard = meta::index_object(&bucket.id, key);
         let mut prefix = crate::intent::INTENT_PREFIX.to_vec();
         prefix.extend_from_slice(key.as_bytes());
-        let mut after = Bytes::from(prefix.clone());
         prefix.push(0);
+        let entries = meta::omap_prefix(self.client(), &shard, &prefix)
+            .await
+            .map_err(client_error)?;
         let mut out = Vec::new();
-        loop {
-            let page = match self
-                .client()
-                .omap_range(META_POOL, &shard, Some(&after), 1000)
-                .await
-            {
-                Ok(page) => page,
-                Err(ClientError::NotFound) => return Ok(out),
-                Err(e) => return Err(client_error(e)),
-            };
-            let Some((last, _)) = page.last() else {
-                return Ok(out);
-            };
-            after = last.clone();
-            for (k, v) in page {
-                if !k.starts_with(&prefix) {
-                    return Ok(out);
-                }
-                let intent: Intent = meta::decode("intent", &v).map_err(internal)?;
-                if intent.key == key {
-                    out.push(intent);
-                }
+        for (_, value) in entries {
+            let intent: Intent = meta::decode("intent", &value).map_err(internal)?;
+            if intent.key == key {
+                out.push(intent);
             }
         }
+        Ok(out)
     }
 
     /// Applies `updates` to `key`'s index shard only if `guards` hold:
@@ -331,18 +298,7 @@ impl Gateway {
         let enabled = bucket.versioning_enabled();
         let conditional = if_none_match.is_some() || if_match.is_some();
         for _ in 0..TRIES {
-            let current = match self.read_stored(bucket, &head).await? {
-                Some((raw, bytes)) => {
-                    let mut old: ObjectMeta =
-                        meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
-                    if old.manifest {
-                        old.parts =
-                            meta::decode_manifest(key, &bytes, old.size).map_err(internal)?;
-                    }
-                    Some((old, raw, bytes))
-                }
-                None => None,
-            };
+            let current = self.stored_version(bucket, key, &head).await?;
             let live = current.as_ref().filter(|(old, ..)| !old.delete_marker);
             if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) && live.is_some() {
                 return Err(s3_error!(PreconditionFailed));
@@ -554,20 +510,13 @@ impl Gateway {
             // The newest older version, copied back to the head as stored.
             let promoted = match newest.as_ref().and_then(|older| older.entry.object.clone()) {
                 Some(name) => {
-                    let Some((promoted_raw, bytes)) =
-                        self.read_stored(bucket, name.as_bytes()).await?
+                    let Some((promoted, promoted_raw, bytes)) =
+                        self.stored_version(bucket, key, name.as_bytes()).await?
                     else {
                         // Removed by a concurrent delete of that version.
                         self.finish(pending, None).await?;
                         continue;
                     };
-                    let mut promoted: ObjectMeta =
-                        meta::decode(&format!("archive of {key}"), &promoted_raw)
-                            .map_err(internal)?;
-                    if promoted.manifest {
-                        promoted.parts =
-                            meta::decode_manifest(key, &bytes, promoted.size).map_err(internal)?;
-                    }
                     let op = WriteOp::new()
                         .guard(guard)
                         .write_full(bytes)
