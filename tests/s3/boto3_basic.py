@@ -130,6 +130,40 @@ with concurrent.futures.ThreadPoolExecutor(16) as pool:
 check(len(winners) == 1, f"exactly one create-only PUT wins: {winners}")
 check(s3.get_object(Bucket="photos", Key="race")["Body"].read() == f"writer {winners[0]}".encode(), "the winner's bytes")
 
+# Reads racing overwrites of a 4 MiB object, which a GET streams 1 MiB at
+# a time: every whole read is one version's bytes, never a mix of two (a
+# read of a replaced version is cut short, and the reader reads again).
+STREAMED = 4 * 1024 * 1024
+s3.put_object(Bucket="photos", Key="streamed", Body=bytes([0]) * STREAMED)
+writing = True
+
+
+def overwrite(n):
+    for i in range(n * 12 + 1, n * 12 + 13):
+        s3.put_object(Bucket="photos", Key="streamed", Body=bytes([i]) * STREAMED)
+
+
+def read_streamed(_):
+    whole = cut = 0
+    while writing or whole == 0:
+        try:
+            body = s3.get_object(Bucket="photos", Key="streamed")["Body"].read()
+        except (botocore.exceptions.ResponseStreamingError, botocore.exceptions.IncompleteReadError):
+            cut += 1
+            continue
+        check(len(body) == STREAMED and body.count(body[:1]) == STREAMED, f"a read mixed versions: {sorted(set(body))}")
+        whole += 1
+    return whole, cut
+
+
+with concurrent.futures.ThreadPoolExecutor(6) as pool:
+    readers = [pool.submit(read_streamed, r) for r in range(4)]
+    list(pool.map(overwrite, range(2)))
+    writing = False
+    reads = [r.result() for r in readers]
+print("streamed reads (whole, cut short) per reader:", reads)
+s3.delete_object(Bucket="photos", Key="streamed")
+
 # Listing: prefixes, delimiters, paging, V1 markers, url encoding.
 for key in ["a/1", "a/2", "b/1", "c", "d e+f", "a/sub/x"]:
     s3.put_object(Bucket="photos", Key=key, Body=key.encode())

@@ -10,8 +10,9 @@ use crate::meta::{
     self, BUCKETS_OBJECT, BucketRecord, HEAD_XATTR, INDEX_SHARDS, IndexEntry, META_POOL, MetaError,
     ObjectMeta,
 };
+use crate::multipart::HEAD_STREAM_BYTES;
 use crate::versioning::{delete_marker_error, shown_version};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use cairn_client::{Client, ClientError, Guard, ReadOp, ReadResult, WriteOp};
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, Bucket, CommonPrefix,
@@ -268,32 +269,49 @@ impl Gateway {
     /// The version object `name` holds (the key's head, or an archive) in
     /// one read: its metadata (with its parts, from the manifest), the raw
     /// metadata (for guards), and its bytes as stored (an object's bytes,
-    /// or a large object's manifest).
+    /// or a large object's manifest) or, with `first`, at most that many of
+    /// an object's bytes (a manifest always whole).
     pub(crate) async fn stored_version(
         &self,
         bucket: &BucketRecord,
         key: &str,
         name: &[u8],
+        first: Option<u64>,
     ) -> S3Result<Option<(ObjectMeta, Bytes, Bytes)>> {
-        let op = ReadOp::new().xattr(HEAD_XATTR).read(0, None);
-        let results = match self.client.operate_read(&bucket.pool, name, op).await {
-            Ok(results) => results,
-            Err(ClientError::NotFound) => return Ok(None),
-            Err(e) => return Err(client_error(e)),
-        };
-        let mut results = results.into_iter();
-        let (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(data))) =
-            (results.next(), results.next())
-        else {
-            return Ok(None);
-        };
-        let mut object_meta: ObjectMeta =
-            meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
-        if object_meta.manifest {
-            object_meta.parts =
-                meta::decode_manifest(key, &data, object_meta.size).map_err(internal)?;
+        for _ in 0..8 {
+            let op = ReadOp::new().xattr(HEAD_XATTR).read(0, first);
+            let results = match self.client.operate_read(&bucket.pool, name, op).await {
+                Ok(results) => results,
+                Err(ClientError::NotFound) => return Ok(None),
+                Err(e) => return Err(client_error(e)),
+            };
+            let mut results = results.into_iter();
+            let (Some(ReadResult::Value(Some(raw))), Some(ReadResult::Data(mut data))) =
+                (results.next(), results.next())
+            else {
+                return Ok(None);
+            };
+            let mut object_meta: ObjectMeta =
+                meta::decode(&format!("head of {key}"), &raw).map_err(internal)?;
+            if object_meta.manifest {
+                if first.is_some_and(|first| data.len() as u64 >= first) {
+                    // The rest of this same manifest (read again if replaced).
+                    let Some(rest) = self
+                        .read_as_of(bucket, name, raw.clone(), (data.len() as u64, None))
+                        .await?
+                    else {
+                        continue;
+                    };
+                    let mut whole = BytesMut::from(&data[..]);
+                    whole.extend_from_slice(&rest);
+                    data = whole.freeze();
+                }
+                object_meta.parts =
+                    meta::decode_manifest(key, &data, object_meta.size).map_err(internal)?;
+            }
+            return Ok(Some((object_meta, raw, data)));
         }
-        Ok(Some((object_meta, raw, data)))
+        Err(s3_error!(SlowDown, "the object changed under every read"))
     }
 
     /// Writes an object's bytes and metadata as one compound operation on
@@ -336,7 +354,10 @@ impl Gateway {
                 op = op.guard(Guard::NotExists);
                 None
             } else {
-                let current = self.head(bucket, key, true).await?;
+                let current = match pending.head.take() {
+                    Some(read) => read,
+                    None => self.head(bucket, key, true).await?,
+                };
                 if let Some(condition) = if_match {
                     let Some((old, _)) = &current else {
                         return Err(s3_error!(PreconditionFailed));
@@ -1460,16 +1481,41 @@ impl S3 for Gateway {
             content_length: input.content_length,
         };
         let prefix = meta::put_tail(&bucket.id);
-        let pending = self
-            .begin(&bucket, &input.key, vec![prefix.clone()], None)
-            .await?;
+        let writing = vec![prefix.clone()];
         let tail = Tail {
             pool: bucket.pool.clone(),
             prefix,
         };
-        let received = self
-            .receive(body, given, trailers, tail, inline_max(&bucket))
-            .await?;
+        // An unversioned write without `If-None-Match: *` is guarded on
+        // the head it reads: read while the intent is written.
+        let create_only = input
+            .if_none_match
+            .as_ref()
+            .is_some_and(|c| matches!(c, ETagCondition::Any));
+        let read_head = !bucket.versioned() && !create_only;
+        let begin = async {
+            if read_head {
+                self.begin_reading_head(&bucket, &input.key, writing).await
+            } else {
+                self.begin(&bucket, &input.key, writing, None).await
+            }
+        };
+        let inline = inline_max(&bucket);
+        let kept_whole = given
+            .content_length
+            .is_some_and(|n| u64::try_from(n).is_ok_and(|n| n <= inline));
+        let receive = self.receive(body, given, trailers, tail, inline);
+        let (pending, received) = if kept_whole {
+            // A body kept whole writes nothing before the intent lands:
+            // the two go at once (dropped unfinished, the pending is
+            // recovered).
+            let (pending, received) = tokio::join!(begin, receive);
+            (pending?, received?)
+        } else {
+            // Pieces may be written only once the intent names them.
+            let pending = begin.await?;
+            (pending, receive.await?)
+        };
         let (data, parts) = match received.stored {
             Stored::Inline(data) => (data, Vec::new()),
             Stored::Tail(part) => (Bytes::new(), vec![part]),
@@ -1533,11 +1579,12 @@ impl S3 for Gateway {
         // its metadata: a PUT between the two reads is read again).
         for _ in 0..8 {
             let name = self.locate(&bucket, &input.key, version).await?;
-            // Without a range, metadata and bytes (or manifest) come in
-            // one read.
+            // Without a range, the metadata and the first bytes (or the
+            // manifest) come in one read; the rest streams as read.
             let (object_meta, raw, whole) = if input.range.is_none() {
-                let Some((object_meta, raw, data)) =
-                    self.stored_version(&bucket, &input.key, &name).await?
+                let Some((object_meta, raw, data)) = self
+                    .stored_version(&bucket, &input.key, &name, Some(HEAD_STREAM_BYTES))
+                    .await?
                 else {
                     return Err(missing(version));
                 };
@@ -1563,34 +1610,47 @@ impl S3 for Gateway {
             let (offset, length) = range
                 .as_ref()
                 .map_or((0, size), |r| (r.start, r.end - r.start));
-            let (body, length) = if object_meta.parts.is_empty() {
-                let data = match whole {
-                    Some(data) => data,
-                    None => {
-                        let Some(data) = self
-                            .read_as_of(&bucket, &name, raw, (offset, Some(length)))
-                            .await?
-                        else {
-                            continue;
-                        };
-                        data
-                    }
-                };
+            let once = |data: Bytes| {
                 let length = data.len() as u64;
                 let body = StreamingBlob::wrap(futures::stream::once(async move {
                     Ok::<Bytes, std::io::Error>(data)
                 }));
                 (body, length)
-            } else {
-                // A multipart object's parts never change: streamed as read.
-                let body = crate::multipart::stream_parts(
-                    self.client.clone(),
-                    self.budget.clone(),
-                    bucket.pool.clone(),
-                    &object_meta.parts,
-                    offset..offset + length,
-                );
-                (body, length)
+            };
+            let (body, length) = match whole {
+                _ if !object_meta.parts.is_empty() => {
+                    // A multipart object's parts never change: streamed as read.
+                    let body = crate::multipart::stream_parts(
+                        self.client.clone(),
+                        self.budget.clone(),
+                        bucket.pool.clone(),
+                        &object_meta.parts,
+                        offset..offset + length,
+                    );
+                    (body, length)
+                }
+                // The rest streamed as read, under the same guard.
+                Some(first) if (first.len() as u64) < size => {
+                    let body = crate::multipart::stream_head(
+                        self.client.clone(),
+                        self.budget.clone(),
+                        bucket.pool.clone(),
+                        (name, raw),
+                        first,
+                        size,
+                    );
+                    (body, size)
+                }
+                Some(data) => once(data),
+                None => {
+                    let Some(data) = self
+                        .read_as_of(&bucket, &name, raw, (offset, Some(length)))
+                        .await?
+                    else {
+                        continue;
+                    };
+                    once(data)
+                }
             };
             // Checksums are of the whole object: not for a part of it.
             let checksums = input

@@ -105,6 +105,10 @@ pub struct Pending {
     intent_key: Bytes,
     intent: Intent,
     done: bool,
+    /// The key's head as read while the intent was written
+    /// ([`Gateway::begin_reading_head`]), for the first try of the write
+    /// (which is guarded on it).
+    pub(crate) head: Option<Option<(ObjectMeta, Bytes)>>,
 }
 
 impl Pending {
@@ -160,10 +164,29 @@ impl Gateway {
             intent_key: intent_key(key, &meta::random_hex(8)),
             intent,
             done: false,
+            head: None,
         };
         // If this fails the intent may still have landed: dropping the
         // pending recovers it, which is harmless either way.
         self.write_intent(&pending).await?;
+        Ok(pending)
+    }
+
+    /// [`Gateway::begin`], reading the key's head (with its parts) at the
+    /// same time: a write guarded on the head it read may read it before
+    /// its intent lands, and so waits for one round trip, not two.
+    pub(crate) async fn begin_reading_head(
+        &self,
+        bucket: &BucketRecord,
+        key: &str,
+        writing: Vec<String>,
+    ) -> S3Result<Pending> {
+        let (pending, head) = tokio::join!(
+            self.begin(bucket, key, writing, None),
+            self.head(bucket, key, true)
+        );
+        let mut pending = pending?;
+        pending.head = Some(head?);
         Ok(pending)
     }
 

@@ -463,7 +463,7 @@ pub fn stream_parts(
     parts: &[PartRef],
     range: std::ops::Range<u64>,
 ) -> StreamingBlob {
-    let mut pieces: VecDeque<(String, u64, u64)> = VecDeque::new();
+    let mut spans: VecDeque<Span> = VecDeque::new();
     let mut at = 0u64;
     for (object, size) in parts.iter().flat_map(PartRef::pieces) {
         let (start, end) = (at, at + size);
@@ -471,29 +471,130 @@ pub fn stream_parts(
         let from = range.start.max(start);
         let to = range.end.min(end);
         if from < to {
-            pieces.push_back((object, from - start, to - from));
+            spans.push_back((object.into_bytes(), from - start, to - from));
         }
     }
+    // Tail objects never change while a version stands: no guard.
+    stream_spans(
+        Reader {
+            client,
+            budget,
+            pool,
+            guard: None,
+            piece: STREAM_PIECE_BYTES,
+        },
+        None,
+        spans,
+    )
+}
+
+/// An object's bytes `first.len()..size` streamed after `first` (its
+/// bytes read with its metadata `raw`), in pieces of
+/// [`HEAD_STREAM_BYTES`], each read only while the metadata is still
+/// `raw`. So a reader starts receiving before the whole object is read,
+/// and never receives two versions' bytes as one: if the object is
+/// replaced meanwhile, the stream ends in an error (the client sees a
+/// short body, and reads again).
+pub(crate) fn stream_head(
+    client: Client,
+    budget: Budget,
+    pool: String,
+    (name, raw): (Vec<u8>, Bytes),
+    first: Bytes,
+    size: u64,
+) -> StreamingBlob {
+    let start = first.len() as u64;
+    let spans = if start < size {
+        VecDeque::from([(name, start, size - start)])
+    } else {
+        VecDeque::new()
+    };
+    stream_spans(
+        Reader {
+            client,
+            budget,
+            pool,
+            guard: Some(raw),
+            piece: HEAD_STREAM_BYTES,
+        },
+        Some(first),
+        spans,
+    )
+}
+
+/// A GET reads a head's first bytes with its metadata, and the rest in
+/// reads of this size, sending each as the next is read: a 4 MiB GET
+/// answered 1 MiB at a time ran 1.3x faster than one answered whole
+/// (2 MiB at a time: 1.2x; 512 KiB: 1.2x).
+pub const HEAD_STREAM_BYTES: u64 = 1 << 20;
+
+/// `(object, offset, length)`: bytes of one object to stream.
+type Span = (Vec<u8>, u64, u64);
+
+/// How [`stream_spans`] reads: from which pool, under which guard (a
+/// head's metadata as read), and how much at once.
+struct Reader {
+    client: Client,
+    budget: Budget,
+    pool: String,
+    guard: Option<Bytes>,
+    piece: u64,
+}
+
+impl Reader {
+    async fn read(&self, object: &[u8], offset: u64, take: u64) -> Result<Bytes, std::io::Error> {
+        let name = String::from_utf8_lossy(object);
+        let mut op = ReadOp::new();
+        if let Some(raw) = &self.guard {
+            op = op.guard(cairn_client::Guard::Xattr {
+                name: Bytes::from_static(meta::HEAD_XATTR),
+                value: Some(raw.clone()),
+            });
+        }
+        match self
+            .client
+            .operate_read(&self.pool, object, op.read(offset, Some(take)))
+            .await
+        {
+            Ok(results) => match results.into_iter().next() {
+                Some(ReadResult::Data(data)) if data.len() as u64 == take => Ok(data),
+                other => Err(std::io::Error::other(format!("{name} read back {other:?}"))),
+            },
+            Err(ClientError::CompareFailed { .. } | ClientError::NotFound)
+                if self.guard.is_some() =>
+            {
+                Err(std::io::Error::other(format!(
+                    "{name} was replaced while it was read"
+                )))
+            }
+            Err(e) => Err(std::io::Error::other(format!("{name}: {e}"))),
+        }
+    }
+}
+
+/// `first` (if any), then `spans` read by a task feeding a small channel,
+/// one piece ahead of the connection; each piece in memory holds its
+/// bytes of the budget. A failed read ends the stream with its error.
+fn stream_spans(reader: Reader, first: Option<Bytes>, mut spans: VecDeque<Span>) -> StreamingBlob {
     let (tx, rx) = tokio::sync::mpsc::channel::<Piece>(1);
     tokio::spawn(async move {
-        while let Some((object, offset, length)) = pieces.pop_front() {
-            let take = length.min(STREAM_PIECE_BYTES);
-            if take < length {
-                pieces.push_front((object.clone(), offset + take, length - take));
-            }
-            let Ok(permit) = budget.take(take).await else {
+        if let Some(first) = first {
+            let Ok(permit) = reader.budget.take(first.len() as u64).await else {
                 return;
             };
-            let op = ReadOp::new().read(offset, Some(take));
-            let piece = match client.operate_read(&pool, object.as_bytes(), op).await {
-                Ok(results) => match results.into_iter().next() {
-                    Some(ReadResult::Data(data)) if data.len() as u64 == take => Ok(data),
-                    other => Err(std::io::Error::other(format!(
-                        "part {object} read back {other:?}"
-                    ))),
-                },
-                Err(e) => Err(std::io::Error::other(format!("part {object}: {e}"))),
+            if tx.send((Ok(first), permit)).await.is_err() {
+                return;
+            }
+        }
+        while let Some((object, offset, length)) = spans.pop_front() {
+            let take = length.min(reader.piece);
+            if take < length {
+                spans.push_front((object.clone(), offset + take, length - take));
+            }
+            let Ok(permit) = reader.budget.take(take).await else {
+                return;
             };
+            let piece = reader.read(&object, offset, take).await;
             let failed = piece.is_err();
             if tx.send((piece, permit)).await.is_err() || failed {
                 return;

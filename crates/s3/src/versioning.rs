@@ -298,7 +298,7 @@ impl Gateway {
         let enabled = bucket.versioning_enabled();
         let conditional = if_none_match.is_some() || if_match.is_some();
         for _ in 0..TRIES {
-            let current = self.stored_version(bucket, key, &head).await?;
+            let current = self.stored_version(bucket, key, &head, None).await?;
             let live = current.as_ref().filter(|(old, ..)| !old.delete_marker);
             if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) && live.is_some() {
                 return Err(s3_error!(PreconditionFailed));
@@ -510,8 +510,9 @@ impl Gateway {
             // The newest older version, copied back to the head as stored.
             let promoted = match newest.as_ref().and_then(|older| older.entry.object.clone()) {
                 Some(name) => {
-                    let Some((promoted, promoted_raw, bytes)) =
-                        self.stored_version(bucket, key, name.as_bytes()).await?
+                    let Some((promoted, promoted_raw, bytes)) = self
+                        .stored_version(bucket, key, name.as_bytes(), None)
+                        .await?
                     else {
                         // Removed by a concurrent delete of that version.
                         self.finish(pending, None).await?;
