@@ -42,8 +42,9 @@ use s3s::dto::{
     PutBucketVersioningOutput,
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
-use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, UNIX_EPOCH};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// The largest body kept whole in an object's head; larger ones go to
 /// tail objects in pieces.
@@ -60,6 +61,19 @@ fn inline_max(bucket: &BucketRecord) -> u64 {
     } else {
         INLINE_BYTES_MAX
     }
+}
+/// The most bucket records a gateway keeps (past it, those too old go).
+const BUCKET_CACHE_MAX: usize = 4096;
+
+/// `bucket`, if `user` owns it.
+fn owned(bucket: BucketRecord, user: &str) -> S3Result<BucketRecord> {
+    if bucket.owner != user {
+        return Err(s3_error!(
+            AccessDenied,
+            "the bucket belongs to another user"
+        ));
+    }
+    Ok(bucket)
 }
 /// S3's longest key, in bytes.
 pub const KEY_BYTES_MAX: usize = 1024;
@@ -78,7 +92,17 @@ pub struct Gateway {
     index: IndexWriter,
     /// This gateway's id (its intents and heartbeats name it).
     id: String,
+    /// Bucket records read, with when: see [`BUCKET_CACHE_TTL`].
+    buckets: Arc<Mutex<HashMap<String, (BucketRecord, Instant)>>>,
 }
+
+/// How long a bucket's record read from the cluster is used for requests
+/// before it is read again. A change made through a gateway (versioning,
+/// ACL, tags, deletion) is seen by that gateway at once and by other
+/// gateways within this, as AWS too propagates a bucket's configuration
+/// after a delay; operations that change a bucket, and a write that finds
+/// its object changed, always read it afresh.
+pub const BUCKET_CACHE_TTL: Duration = Duration::from_secs(2);
 
 impl Gateway {
     #[must_use]
@@ -90,6 +114,7 @@ impl Gateway {
             default_pool,
             budget: Budget::new(crate::body::BUFFER_BYTES_MAX),
             id: meta::random_hex(8),
+            buckets: Arc::default(),
         }
     }
 
@@ -150,19 +175,47 @@ impl Gateway {
             .ok_or_else(|| s3_error!(InvalidAccessKeyId))
     }
 
+    /// A bucket's record, as read within [`BUCKET_CACHE_TTL`].
     async fn bucket(&self, name: &str) -> S3Result<BucketRecord> {
-        match meta::omap_value(&self.client, BUCKETS_OBJECT, name.as_bytes())
-            .await
-            .map_err(internal)?
         {
+            let cache = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((record, at)) = cache.get(name)
+                && at.elapsed() < BUCKET_CACHE_TTL
+            {
+                return Ok(record.clone());
+            }
+        }
+        self.bucket_now(name).await
+    }
+
+    /// A bucket's record as it is now in the cluster.
+    pub(crate) async fn bucket_now(&self, name: &str) -> S3Result<BucketRecord> {
+        let value = meta::omap_value(&self.client, BUCKETS_OBJECT, name.as_bytes())
+            .await
+            .map_err(internal)?;
+        let mut cache = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        match value {
             Some(value) => {
                 let mut record: BucketRecord =
                     meta::decode(&format!("bucket {name}"), &value).map_err(internal)?;
                 record.name = name.to_owned();
+                if cache.len() >= BUCKET_CACHE_MAX {
+                    cache.retain(|_, (_, at)| at.elapsed() < BUCKET_CACHE_TTL);
+                }
+                cache.insert(name.to_owned(), (record.clone(), Instant::now()));
                 Ok(record)
             }
-            None => Err(s3_error!(NoSuchBucket)),
+            None => {
+                cache.remove(name);
+                Err(s3_error!(NoSuchBucket))
+            }
         }
+    }
+
+    /// Forgets what this gateway read of a bucket it has just changed.
+    pub(crate) fn bucket_changed(&self, name: &str) {
+        let mut cache = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.remove(name);
     }
 
     /// The bucket, if the request may read it: signed by its owner, or
@@ -194,14 +247,12 @@ impl Gateway {
 
     /// The bucket, if `user` owns it.
     pub(crate) async fn owned_bucket(&self, name: &str, user: &str) -> S3Result<BucketRecord> {
-        let bucket = self.bucket(name).await?;
-        if bucket.owner != user {
-            return Err(s3_error!(
-                AccessDenied,
-                "the bucket belongs to another user"
-            ));
-        }
-        Ok(bucket)
+        owned(self.bucket(name).await?, user)
+    }
+
+    /// [`Gateway::owned_bucket`] as it is now in the cluster (to change it).
+    pub(crate) async fn owned_bucket_now(&self, name: &str, user: &str) -> S3Result<BucketRecord> {
+        owned(self.bucket_now(name).await?, user)
     }
 
     /// An object's metadata (with its parts if `parts`) and the raw
@@ -389,7 +440,7 @@ impl Gateway {
                 Err(ClientError::CompareFailed { .. }) => {
                     // Another write came first. If versioning was turned
                     // on meanwhile, this one makes a version too.
-                    let now = self.bucket(&bucket.name).await?;
+                    let now = self.bucket_now(&bucket.name).await?;
                     if now.id == bucket.id && now.versioned() {
                         return self
                             .store_versioned(&now, key, data, object_meta, (None, None), pending)
@@ -1338,8 +1389,11 @@ impl S3 for Gateway {
             &meta::encode(&record),
         )
         .await?;
+        // A record of a bucket of this name deleted through another
+        // gateway may still be kept here.
+        self.bucket_changed(&name);
         if !made {
-            let existing = self.bucket(&name).await?;
+            let existing = self.bucket_now(&name).await?;
             return Err(if existing.owner == user {
                 s3_error!(BucketAlreadyOwnedByYou)
             } else {
@@ -1357,7 +1411,7 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteBucketOutput>> {
         let user = self.user(&req)?;
         let name = req.input.bucket;
-        let bucket = self.owned_bucket(&name, &user).await?;
+        let bucket = self.owned_bucket_now(&name, &user).await?;
         for shard in 0..INDEX_SHARDS {
             let object = meta::index_shard(&bucket.id, shard);
             // Objects only: operations' intents sort last (0xFF).
@@ -1377,7 +1431,9 @@ impl S3 for Gateway {
                 value: Some(raw),
             })
             .omap_remove([name.as_bytes()]);
-        match self.client.operate(META_POOL, BUCKETS_OBJECT, op).await {
+        let removed = self.client.operate(META_POOL, BUCKETS_OBJECT, op).await;
+        self.bucket_changed(&name);
+        match removed {
             Ok(_) | Err(ClientError::CompareFailed { .. }) => {}
             Err(e) => return Err(client_error(e)),
         }

@@ -209,7 +209,7 @@ impl Gateway {
         change: impl Fn(&mut BucketRecord),
     ) -> S3Result<()> {
         for _ in 0..TRIES {
-            let bucket = self.owned_bucket(name, user).await?;
+            let bucket = self.owned_bucket_now(name, user).await?;
             let raw = meta::encode(&bucket);
             let mut changed = bucket.clone();
             change(&mut changed);
@@ -222,7 +222,9 @@ impl Gateway {
                     value: Some(raw),
                 })
                 .omap_set([(name.as_bytes(), &meta::encode(&changed)[..])]);
-            match self.client().operate(META_POOL, BUCKETS_OBJECT, op).await {
+            let changed = self.client().operate(META_POOL, BUCKETS_OBJECT, op).await;
+            self.bucket_changed(name);
+            match changed {
                 Ok(_) => return Ok(()),
                 Err(ClientError::CompareFailed { .. }) => {}
                 Err(e) => return Err(client_error(e)),
