@@ -21,6 +21,10 @@ pub enum BenchCommand {
     /// process, one shared file) and mdtest-style metadata rates, from
     /// worker processes started together.
     Fs(crate::bench_fs::FsArgs),
+    /// IO500's twelve phases on any mounted directory (ior-easy, ior-hard,
+    /// mdtest-easy, mdtest-hard, find), in its order, with its stonewall
+    /// (300 s; shorter for a quick look) and its score.
+    Io500(crate::bench_fs::io500::Io500Args),
     /// Any S3 server (Cairn's gateway, Ceph RGW, MinIO) over HTTP, like
     /// MinIO's warp: timed PUT, GET, HEAD, LIST or mixed requests, or the
     /// DELETE of a prefix, with SigV4-signed requests.
@@ -83,6 +87,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Store(args) => store(&args),
         BenchCommand::Object(args) => crate::bench_object::run(&args),
         BenchCommand::Fs(args) => crate::bench_fs::run(&args),
+        BenchCommand::Io500(args) => crate::bench_fs::io500::run(&args),
         BenchCommand::S3(args) => crate::bench_s3::run(&args),
         BenchCommand::Ec(args) => crate::bench_ec::run(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),

@@ -22,6 +22,8 @@
 //! read phases check it: a lost, torn or clobbered write (another process's
 //! stamp where ours should be) fails the run with the path and offset.
 
+pub mod io500;
+
 use crate::output::{CliResult, fixed, grouped, print_json, table};
 use crate::units::parse_size;
 use clap::{Args, ValueEnum};
@@ -73,13 +75,15 @@ const HARD_FILE_STAMP_STRIDE_BYTES: u64 = 1 << 20;
 const MIB: f64 = 1_048_576.0;
 
 /// A family of phases, as `--phases` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Family {
     IorEasy,
     IorHard,
     MdtestEasy,
     MdtestHard,
+    /// IO500's find: every file of the mdtest phases examined (needs both).
+    Find,
 }
 
 /// One timed phase, as a worker runs it.
@@ -96,6 +100,7 @@ pub enum Step {
     MdtestHardStat,
     MdtestHardRead,
     MdtestHardUnlink,
+    Find,
 }
 
 impl Step {
@@ -112,6 +117,23 @@ impl Step {
             Step::MdtestHardStat => "mdtest-hard-stat",
             Step::MdtestHardRead => "mdtest-hard-read",
             Step::MdtestHardUnlink => "mdtest-hard-unlink",
+            Step::Find => "find",
+        }
+    }
+
+    /// The family the step belongs to.
+    fn family(self) -> Family {
+        match self {
+            Step::IorEasyWrite | Step::IorEasyRead => Family::IorEasy,
+            Step::IorHardWrite | Step::IorHardRead => Family::IorHard,
+            Step::MdtestEasyCreate | Step::MdtestEasyStat | Step::MdtestEasyUnlink => {
+                Family::MdtestEasy
+            }
+            Step::MdtestHardCreate
+            | Step::MdtestHardStat
+            | Step::MdtestHardRead
+            | Step::MdtestHardUnlink => Family::MdtestHard,
+            Step::Find => Family::Find,
         }
     }
 
@@ -193,6 +215,14 @@ pub struct FsWorkerArgs {
     op_count: u64,
     #[arg(long, default_value_t = 0)]
     transfer_size_bytes: u64,
+    /// The first transfer or file of this process (a write resumed after
+    /// a stonewall).
+    #[arg(long, default_value_t = 0)]
+    first_op: u64,
+    /// A write stops after this many milliseconds (0: never), IO500's
+    /// stonewall.
+    #[arg(long, default_value_t = 0)]
+    stonewall_ms: u64,
     /// The worker exits if its parent is not this process.
     #[arg(long)]
     parent_pid: i32,
@@ -204,10 +234,23 @@ pub struct FsWorkerArgs {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 enum WorkerLine {
-    Ready { protocol: u32 },
-    Progress { ops_done: u64 },
-    Done { ops: u64, bytes: u64, secs: f64 },
-    Error { message: String },
+    Ready {
+        protocol: u32,
+    },
+    Progress {
+        ops_done: u64,
+    },
+    Done {
+        ops: u64,
+        bytes: u64,
+        secs: f64,
+        /// Files a find matched.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        found: Option<u64>,
+    },
+    Error {
+        message: String,
+    },
 }
 
 /// The settings of a run, as the JSON report shows them.
@@ -224,6 +267,10 @@ struct Settings {
     hard_file_size_bytes: u64,
     drop_caches: bool,
     keep: bool,
+    /// IO500's stonewall: each write phase stops this long after its
+    /// start, then the processes behind catch up to the one furthest on,
+    /// and the phases after it act on what was written.
+    stonewall_ms: Option<u64>,
 }
 
 /// One phase of the plan.
@@ -240,6 +287,9 @@ struct PlannedPhase {
 #[derive(Debug, Serialize)]
 struct PhaseReport {
     phase: &'static str,
+    /// Whether the phase writes or creates.
+    #[serde(skip)]
+    write: bool,
     transfer_size_bytes: Option<u64>,
     procs: usize,
     ops: u64,
@@ -250,27 +300,53 @@ struct PhaseReport {
     ops_per_sec: f64,
     /// With --drop-caches, on the first read phase: whether it worked.
     caches_dropped: Option<bool>,
+    /// Each process's transfers or files when it ended (counting those
+    /// before its first of this run).
+    proc_ops: Vec<u64>,
     /// Each process's own time, from its start to its end.
     proc_secs: Vec<f64>,
+    /// A write under a stonewall: its operations when the stonewall hit,
+    /// and when (the rest is the catch-up of the processes behind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stonewall_ops: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stonewall_secs: Option<f64>,
+    /// A find: the files that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    found: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
-struct Report {
+pub(crate) struct Report {
     settings: Settings,
     phases: Vec<PhaseReport>,
     elapsed_secs: f64,
     bench_dir_removed: bool,
+    /// `cairn bench io500`: the score and what it rests on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    io500: Option<io500::Io500Score>,
 }
 
 pub fn run(args: &FsArgs) -> CliResult {
     let settings = settings(args)?;
+    let report = execute(settings, !args.json)?;
+    if args.json {
+        return print_json(&report);
+    }
+    print_report(&report);
+    Ok(())
+}
+
+/// Runs the phases of `settings` in DIR/cairn-bench-<pid> (removed
+/// afterwards unless kept), with a live line on stderr if `live`.
+fn execute(settings: Settings, live: bool) -> CliResult<Report> {
     let plan = plan(&settings);
     std::fs::create_dir(&settings.bench_dir)
         .map_err(|e| format!("mkdir {}: {e}", settings.bench_dir.display()))?;
     let pids = WorkerPids::default();
     watch_signals(pids.clone(), settings.bench_dir.clone(), settings.keep);
     let started = Instant::now();
-    let result = run_plan(&settings, &plan, &pids, !args.json);
+    let result = run_plan(&settings, &plan, &pids, live);
     if pids.stopping() {
         // The signal thread is removing the directory and will exit.
         loop {
@@ -287,17 +363,13 @@ pub fn run(args: &FsArgs) -> CliResult {
     // A phase's error first: it is the cause when both fail.
     let phases = result?;
     removal?;
-    let report = Report {
+    Ok(Report {
+        io500: None,
         phases,
         elapsed_secs: started.elapsed().as_secs_f64(),
         bench_dir_removed: removed,
         settings,
-    };
-    if args.json {
-        return print_json(&report);
-    }
-    print_report(&report);
-    Ok(())
+    })
 }
 
 fn settings(args: &FsArgs) -> CliResult<Settings> {
@@ -333,6 +405,13 @@ fn settings(args: &FsArgs) -> CliResult<Settings> {
         .map_err(|e| format!("--dir {}: {e}", args.dir.display()))?;
     // Each family or size once: a repeat would find its directory there.
     let phases = unique(&args.phases);
+    if phases.contains(&Family::Find)
+        && !(phases.contains(&Family::MdtestEasy) && phases.contains(&Family::MdtestHard))
+    {
+        return Err(
+            "--phases find needs mdtest-easy and mdtest-hard (it finds their files)".into(),
+        );
+    }
     Ok(Settings {
         bench_dir: dir.join(format!("cairn-bench-{}", std::process::id())),
         dir,
@@ -345,6 +424,7 @@ fn settings(args: &FsArgs) -> CliResult<Settings> {
         hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
         drop_caches: args.drop_caches,
         keep: args.keep,
+        stonewall_ms: None,
     })
 }
 
@@ -388,11 +468,20 @@ fn plan(settings: &Settings) -> Vec<PlannedPhase> {
     };
     let easy = &settings.transfer_sizes_bytes;
     let hard = &settings.hard_transfer_sizes_bytes;
-    let order: [(Family, Vec<PlannedPhase>); 11] = [
+    // Find examines both mdtest phases' files (the count is set when they
+    // are known: see `run_plan`).
+    let find = vec![PlannedPhase {
+        step: Step::Find,
+        transfer_size_bytes: 0,
+        op_count_per_proc: 2 * settings.files_per_proc,
+        bytes_per_op: 0,
+    }];
+    let order: [(Family, Vec<PlannedPhase>); 12] = [
         (Family::IorEasy, ior(Step::IorEasyWrite, easy)),
         (Family::MdtestEasy, mdtest(Step::MdtestEasyCreate)),
         (Family::IorHard, ior(Step::IorHardWrite, hard)),
         (Family::MdtestHard, mdtest(Step::MdtestHardCreate)),
+        (Family::Find, find),
         (Family::IorEasy, ior(Step::IorEasyRead, easy)),
         (Family::MdtestEasy, mdtest(Step::MdtestEasyStat)),
         (Family::IorHard, ior(Step::IorHardRead, hard)),
@@ -417,7 +506,22 @@ fn run_plan(
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
     let mut reports = Vec::with_capacity(plan.len());
     let mut caches_dropped_once = false;
-    for phase in plan {
+    // Transfers or files per process each write left, by family and size.
+    let mut written: std::collections::HashMap<(Family, u64), u64> = Default::default();
+    for planned in plan {
+        let mut phase = *planned;
+        let key = (phase.step.family(), phase.transfer_size_bytes);
+        if phase.step == Step::Find {
+            phase.op_count_per_proc = [Family::MdtestEasy, Family::MdtestHard]
+                .iter()
+                .map(|f| written.get(&(*f, 0)).copied().unwrap_or(0))
+                .sum();
+        } else if !phase.step.is_write()
+            && let Some(&count) = written.get(&key)
+        {
+            phase.op_count_per_proc = count;
+        }
+        let phase = &phase;
         prepare(settings, phase)?;
         let caches_dropped =
             if settings.drop_caches && !phase.step.is_write() && !caches_dropped_once {
@@ -426,14 +530,24 @@ fn run_plan(
             } else {
                 None
             };
+        let stonewall = settings.stonewall_ms.is_some() && phase.step.is_write();
         let context = PhaseContext {
             exe: &exe,
             settings,
             phase,
             pids,
             live,
+            first_ops: Vec::new(),
+            stonewall,
         };
-        let mut report = run_phase(&context).map_err(|e| format!("{}: {e}", phase_label(phase)))?;
+        let label = || phase_label(phase);
+        let mut report = run_phase(&context).map_err(|e| format!("{}: {e}", label()))?;
+        if stonewall {
+            report = wear_out(&context, report).map_err(|e| format!("{}: {e}", label()))?;
+        }
+        if phase.step.is_write() {
+            written.insert(key, report.ops / settings.proc_count as u64);
+        }
         report.caches_dropped = caches_dropped;
         reports.push(report);
         if !settings.keep {
@@ -441,6 +555,54 @@ fn run_plan(
         }
     }
     Ok(reports)
+}
+
+/// After a write's stonewall, the processes behind write on to where the
+/// one furthest on stopped (IO500's wear-out), so every process has as
+/// many transfers or files and the reads after act on all of them. The
+/// phase's time and operations are both runs'.
+fn wear_out(context: &PhaseContext<'_>, walled: PhaseReport) -> CliResult<PhaseReport> {
+    let per_proc = walled.proc_ops.clone();
+    let furthest = per_proc.iter().copied().max().unwrap_or(0);
+    if furthest == 0 {
+        return Err("no process wrote anything before the stonewall".into());
+    }
+    if per_proc
+        .iter()
+        .all(|&n| n == context.phase.op_count_per_proc)
+    {
+        // Every process wrote its whole share before the stonewall.
+        return Ok(walled);
+    }
+    let mut phase = *context.phase;
+    phase.op_count_per_proc = furthest;
+    let caught = PhaseContext {
+        phase: &phase,
+        first_ops: per_proc,
+        stonewall: false,
+        ..*context
+    };
+    let rest = run_phase(&caught)?;
+    let secs = walled.secs + rest.secs;
+    let ops = walled.ops + rest.ops;
+    let bytes = walled.bytes + rest.bytes;
+    Ok(PhaseReport {
+        ops,
+        bytes,
+        secs,
+        mib_per_sec: bytes as f64 / MIB / secs,
+        ops_per_sec: ops as f64 / secs,
+        proc_ops: vec![furthest; walled.procs],
+        proc_secs: walled
+            .proc_secs
+            .iter()
+            .zip(&rest.proc_secs)
+            .map(|(a, b)| a + b)
+            .collect(),
+        stonewall_ops: Some(walled.ops),
+        stonewall_secs: Some(walled.secs),
+        ..walled
+    })
 }
 
 /// Creates the directories a write phase's workers use (untimed, as
@@ -596,6 +758,16 @@ struct PhaseContext<'a> {
     phase: &'a PlannedPhase,
     pids: &'a WorkerPids,
     live: bool,
+    /// Each process's first transfer or file (none: all from 0).
+    first_ops: Vec<u64>,
+    /// Whether the writes stop at the settings' stonewall.
+    stonewall: bool,
+}
+
+impl PhaseContext<'_> {
+    fn first_op(&self, proc_index: usize) -> u64 {
+        self.first_ops.get(proc_index).copied().unwrap_or(0)
+    }
 }
 
 /// A phase's worker processes; dropping it kills and reaps those still
@@ -657,6 +829,15 @@ fn worker_command(context: &PhaseContext<'_>, proc_index: usize) -> Command {
             context.settings.proc_count.to_string(),
             "--op-count".to_owned(),
             phase.op_count_per_proc.to_string(),
+            "--first-op".to_owned(),
+            context.first_op(proc_index).to_string(),
+            "--stonewall-ms".to_owned(),
+            if context.stonewall {
+                context.settings.stonewall_ms.unwrap_or(0)
+            } else {
+                0
+            }
+            .to_string(),
             "--transfer-size-bytes".to_owned(),
             phase.transfer_size_bytes.to_string(),
             "--parent-pid".to_owned(),
@@ -758,10 +939,14 @@ fn wait_ready(received: &Receiver<Event>, workers: &mut Workers<'_>) -> CliResul
     Ok(())
 }
 
+/// A process's report of its end: operations, bytes, seconds, and the
+/// files a find matched.
+type Finished = (u64, u64, f64, Option<u64>);
+
 /// Per-phase state of the parent while the workers run.
 struct Tally {
     ops_done: Vec<u64>,
-    done: Vec<Option<(u64, u64, f64)>>,
+    done: Vec<Option<Finished>>,
     done_count: usize,
     last_done_at: Instant,
 }
@@ -783,11 +968,19 @@ fn collect(
     while tally.done_count < proc_count {
         match received.recv_timeout(live.interval) {
             Ok(Event::Line(p, WorkerLine::Progress { ops_done })) => tally.ops_done[p] = ops_done,
-            Ok(Event::Line(p, WorkerLine::Done { ops, bytes, secs })) => {
+            Ok(Event::Line(
+                p,
+                WorkerLine::Done {
+                    ops,
+                    bytes,
+                    secs,
+                    found,
+                },
+            )) => {
                 if tally.done[p].is_none() {
                     tally.done_count += 1;
                 }
-                tally.done[p] = Some((ops, bytes, secs));
+                tally.done[p] = Some((ops, bytes, secs, found));
                 tally.ops_done[p] = ops;
                 tally.last_done_at = Instant::now();
             }
@@ -825,19 +1018,32 @@ fn phase_report(
     let phase = context.phase;
     let mut ops = 0;
     let mut bytes = 0;
+    let mut found = None;
     let mut proc_secs = Vec::with_capacity(tally.done.len());
+    let mut proc_ops_all = Vec::with_capacity(tally.done.len());
     for (p, done) in tally.done.iter().enumerate() {
-        let (proc_ops, proc_bytes, secs) = done.ok_or("a worker did not report")?;
-        if proc_ops != phase.op_count_per_proc || proc_bytes != proc_ops * phase.bytes_per_op {
+        let (proc_ops, proc_bytes, secs, proc_found) = done.ok_or("a worker did not report")?;
+        // A stonewalled write may stop short; anything else does it all.
+        let expected = phase.op_count_per_proc - context.first_op(p).min(phase.op_count_per_proc);
+        let ops_ok = if context.stonewall {
+            proc_ops <= expected
+        } else {
+            proc_ops == expected
+        };
+        if !ops_ok || proc_bytes != proc_ops * phase.bytes_per_op {
             return Err(format!(
-                "proc {p} reported {proc_ops} ops and {proc_bytes} bytes; expected {} ops of {} bytes",
-                phase.op_count_per_proc, phase.bytes_per_op
+                "proc {p} reported {proc_ops} ops and {proc_bytes} bytes; expected {expected} ops of {} bytes",
+                phase.bytes_per_op
             )
             .into());
         }
         ops += proc_ops;
         bytes += proc_bytes;
         proc_secs.push(secs);
+        proc_ops_all.push(context.first_op(p) + proc_ops);
+        if let Some(n) = proc_found {
+            found = Some(found.unwrap_or(0) + n);
+        }
     }
     let secs = tally
         .last_done_at
@@ -846,6 +1052,7 @@ fn phase_report(
         .max(1e-9);
     Ok(PhaseReport {
         phase: phase.step.name(),
+        write: phase.step.is_write(),
         transfer_size_bytes: phase.step.is_ior().then_some(phase.transfer_size_bytes),
         procs: context.settings.proc_count,
         ops,
@@ -854,7 +1061,11 @@ fn phase_report(
         mib_per_sec: bytes as f64 / MIB / secs,
         ops_per_sec: ops as f64 / secs,
         caches_dropped: None,
+        proc_ops: proc_ops_all,
         proc_secs,
+        stonewall_ops: None,
+        stonewall_secs: None,
+        found,
     })
 }
 
@@ -1021,6 +1232,25 @@ fn print_report(report: &Report) {
             None => {}
         }
     }
+    let stonewalled = report.settings.stonewall_ms.is_some();
+    for phase in &report.phases {
+        if let (Some(ops), Some(secs)) = (phase.stonewall_ops, phase.stonewall_secs) {
+            println!(
+                "{}: stonewall after {} s and {} ops; the processes behind then caught up",
+                phase.phase,
+                fixed(secs, 1),
+                grouped(ops)
+            );
+        } else if stonewalled && phase.write {
+            println!(
+                "{}: every process wrote its whole share of the space allowed before the stonewall",
+                phase.phase
+            );
+        }
+        if let Some(found) = phase.found {
+            println!("{}: {} files matched", phase.phase, grouped(found));
+        }
+    }
     if !report.bench_dir_removed {
         println!("kept: {}", report.settings.bench_dir.display());
     }
@@ -1053,6 +1283,8 @@ pub fn run_worker(args: &FsWorkerArgs) -> CliResult {
         stdout: std::io::stdout(),
         last_at: Instant::now(),
         ops_done: 0,
+        stonewall_at: None,
+        found: None,
     };
     out.send(&WorkerLine::Ready {
         protocol: PROTOCOL_VERSION,
@@ -1061,13 +1293,18 @@ pub fn run_worker(args: &FsWorkerArgs) -> CliResult {
         return Ok(());
     }
     let start = Instant::now();
+    if args.stonewall_ms > 0 && args.step.is_write() {
+        out.stonewall_at = Some(start + Duration::from_millis(args.stonewall_ms));
+    }
     match run_step(args, &mut out) {
         Ok(bytes) => {
             let ops = out.ops_done;
+            let found = out.found;
             out.send(&WorkerLine::Done {
                 ops,
                 bytes,
                 secs: start.elapsed().as_secs_f64(),
+                found,
             })?;
         }
         Err(error) => {
@@ -1128,6 +1365,10 @@ struct Reporter {
     stdout: std::io::Stdout,
     last_at: Instant,
     ops_done: u64,
+    /// When a write stops (IO500's stonewall).
+    stonewall_at: Option<Instant>,
+    /// Files a find matched.
+    found: Option<u64>,
 }
 
 impl Reporter {
@@ -1137,6 +1378,12 @@ impl Reporter {
         let mut stdout = self.stdout.lock();
         stdout.write_all(text.as_bytes())?;
         stdout.flush()
+    }
+
+    /// Whether a write is past its stonewall and must stop (never before
+    /// its first operation: every process writes something).
+    fn stonewalled(&self) -> bool {
+        self.ops_done > 0 && self.stonewall_at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// Counts one finished operation.
@@ -1245,6 +1492,7 @@ fn run_step(args: &FsWorkerArgs, out: &mut Reporter) -> Result<u64, FsError> {
         | Step::MdtestHardStat
         | Step::MdtestHardRead
         | Step::MdtestHardUnlink => job.mdtest_hard(out),
+        Step::Find => job.find(out).map(|()| 0),
     }
 }
 
@@ -1271,23 +1519,33 @@ impl Job<'_> {
 
     fn ior_easy_write(&self, out: &mut Reporter) -> Result<u64, FsError> {
         let path = self.ior_easy_path(self.args.proc_index);
-        let mut file = OpenOptions::new()
+        // The phase's directory is new; a write resumed after its
+        // stonewall (IO500's wear-out) continues its own file.
+        let file = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(false)
             .open(&path)
             .map_err(io_error("create", &path, None))?;
         let mut buffer = self.transfer_buffer();
-        let mut offset_bytes = 0;
-        for _ in 0..self.args.op_count {
+        let first_bytes = self.args.first_op * buffer.len() as u64;
+        let mut offset_bytes = first_bytes;
+        for _ in self.args.first_op..self.args.op_count {
+            if out.stonewalled() {
+                break;
+            }
             fill(&mut buffer, Stamp::new(self.args.proc_index, offset_bytes));
-            file.write_all(&buffer)
-                .map_err(io_error("write", &path, Some(offset_bytes)))?;
+            file.write_all_at(&buffer, offset_bytes).map_err(io_error(
+                "write",
+                &path,
+                Some(offset_bytes),
+            ))?;
             offset_bytes += buffer.len() as u64;
             out.tick()?;
         }
         file.sync_all().map_err(io_error("fsync", &path, None))?;
         // Dropping closes; a close error after a good fsync is not data loss.
-        Ok(offset_bytes)
+        Ok(offset_bytes - first_bytes)
     }
 
     fn ior_easy_read(&self, out: &mut Reporter) -> Result<u64, FsError> {
@@ -1319,7 +1577,11 @@ impl Job<'_> {
             .open(&path)
             .map_err(io_error("open", &path, None))?;
         let mut buffer = self.transfer_buffer();
-        for transfer_index in 0..self.args.op_count {
+        let mut written = 0;
+        for transfer_index in self.args.first_op..self.args.op_count {
+            if out.stonewalled() {
+                break;
+            }
             let offset_bytes = self.hard_offset(self.args.proc_index, transfer_index);
             fill(&mut buffer, Stamp::new(self.args.proc_index, offset_bytes));
             file.write_all_at(&buffer, offset_bytes).map_err(io_error(
@@ -1327,10 +1589,11 @@ impl Job<'_> {
                 &path,
                 Some(offset_bytes),
             ))?;
+            written += buffer.len() as u64;
             out.tick()?;
         }
         file.sync_all().map_err(io_error("fsync", &path, None))?;
-        Ok(self.args.op_count * buffer.len() as u64)
+        Ok(written)
     }
 
     fn ior_hard_read(&self, out: &mut Reporter) -> Result<u64, FsError> {
@@ -1360,7 +1623,10 @@ impl Job<'_> {
             self.neighbour
         };
         let dir = mdtest_easy_dir(&self.args.bench_dir, owner);
-        for file_index in 0..self.args.op_count {
+        for file_index in self.args.first_op..self.args.op_count {
+            if out.stonewalled() {
+                break;
+            }
             let path = dir.join(format!("f.{file_index}"));
             match self.args.step {
                 Step::MdtestEasyCreate => {
@@ -1389,7 +1655,10 @@ impl Job<'_> {
         let dir = mdtest_hard_dir(&self.args.bench_dir);
         let mut buffer = vec![0u8; HARD_FILE_SIZE_BYTES as usize];
         let mut bytes = 0;
-        for file_index in 0..self.args.op_count {
+        for file_index in self.args.first_op..self.args.op_count {
+            if out.stonewalled() {
+                break;
+            }
             let path = dir.join(format!("f.{owner}.{file_index}"));
             let stamp = Stamp::new(owner, file_index * HARD_FILE_STAMP_STRIDE_BYTES);
             match step {
@@ -1420,6 +1689,40 @@ impl Job<'_> {
             out.tick()?;
         }
         Ok(bytes)
+    }
+}
+
+impl Job<'_> {
+    /// IO500's find (`find -size 3901c -name '*01*'` over the mdtest
+    /// files): this process examines (`lstat`s) its own share, the files
+    /// of its mdtest-easy directory and its mdtest-hard files, and counts
+    /// those that match. Every examined file counts as an operation.
+    fn find(&self, out: &mut Reporter) -> Result<(), FsError> {
+        let mine = format!("f.{}.", self.args.proc_index);
+        let easy = mdtest_easy_dir(&self.args.bench_dir, self.args.proc_index);
+        let hard = mdtest_hard_dir(&self.args.bench_dir);
+        let mut found = 0;
+        for (dir, only_mine) in [(easy, false), (hard, true)] {
+            let entries = std::fs::read_dir(&dir).map_err(io_error("readdir", &dir, None))?;
+            for entry in entries {
+                let entry = entry.map_err(io_error("readdir", &dir, None))?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if only_mine && !name.starts_with(&mine) {
+                    continue;
+                }
+                let path = entry.path();
+                let size = std::fs::symlink_metadata(&path)
+                    .map_err(io_error("lstat", &path, None))?
+                    .len();
+                if size == HARD_FILE_SIZE_BYTES && name.contains("01") {
+                    found += 1;
+                }
+                out.tick()?;
+            }
+        }
+        out.found = Some(found);
+        Ok(())
     }
 }
 
@@ -1649,6 +1952,7 @@ mod tests {
             hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
             drop_caches: false,
             keep: false,
+            stonewall_ms: None,
         }
     }
 
@@ -1715,6 +2019,7 @@ mod tests {
             ops: 3,
             bytes: 12,
             secs: 0.5,
+            found: None,
         })
         .expect("serialise");
         assert_eq!(text, r#"{"event":"done","ops":3,"bytes":12,"secs":0.5}"#);
