@@ -167,6 +167,27 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
         left.len() == 1 && left[0].ends_with("/exact4m"),
         "left behind: {left:?}"
     );
+
+    // A second gateway on the same cluster, holding a bucket's record
+    // while versioning is turned on through the first.
+    let _second = start_gateway(&cluster, port + 1);
+    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "two_gateways.py"]
+        .iter()
+        .collect();
+    let out = Command::new(python())
+        .arg(&script)
+        .env("S3_ENDPOINT", format!("http://127.0.0.1:{port}"))
+        .env("S3_ENDPOINT2", format!("http://127.0.0.1:{}", port + 1))
+        .env("S3_KEY", &key)
+        .env("S3_SECRET", &secret)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("two gateways agree"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

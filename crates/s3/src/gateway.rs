@@ -43,6 +43,7 @@ use s3s::dto::{
 };
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -94,7 +95,20 @@ pub struct Gateway {
     id: String,
     /// Bucket records read, with when: see [`BUCKET_CACHE_TTL`].
     buckets: Arc<Mutex<HashMap<String, (BucketRecord, Instant)>>>,
+    /// The share of this gateway's recent unconditional writes that
+    /// replaced a key, in 1/[`SHARE_ONE`]s: a moving average over about
+    /// [`SHARE_WINDOW`] writes.
+    replacing_share: Arc<AtomicU32>,
 }
+
+/// [`Gateway::replacing_share`]'s unit, and the writes it averages over.
+const SHARE_ONE: u32 = 1 << 16;
+const SHARE_WINDOW: u32 = 64;
+/// Below this share of writes replacing keys, a write tries a create
+/// first. Measured on 3 OSDs, 64 writers of 4 KiB: creates first made new
+/// keys 1.15x faster (one read fewer) and replacements 1.6x slower (a
+/// failed create more).
+const CREATE_FIRST_SHARE_MAX: u32 = SHARE_ONE / 10;
 
 /// How long a bucket's record read from the cluster is used for requests
 /// before it is read again. A change made through a gateway (versioning,
@@ -115,6 +129,7 @@ impl Gateway {
             budget: Budget::new(crate::body::BUFFER_BYTES_MAX),
             id: meta::random_hex(8),
             buckets: Arc::default(),
+            replacing_share: Arc::default(),
         }
     }
 
@@ -210,6 +225,24 @@ impl Gateway {
                 Err(s3_error!(NoSuchBucket))
             }
         }
+    }
+
+    /// Whether this gateway's recent writes mostly made new keys.
+    fn mostly_creating(&self) -> bool {
+        self.replacing_share.load(Ordering::Relaxed) < CREATE_FIRST_SHARE_MAX
+    }
+
+    /// Counts a write in [`Gateway::replacing_share`] (updates racing
+    /// each other may lose one: it is an estimate).
+    fn note_write(&self, replaced: bool) {
+        let old = self.replacing_share.load(Ordering::Relaxed);
+        let new = old - old / SHARE_WINDOW
+            + if replaced {
+                SHARE_ONE / SHARE_WINDOW
+            } else {
+                0
+            };
+        self.replacing_share.store(new, Ordering::Relaxed);
     }
 
     /// Forgets what this gateway read of a bucket it has just changed.
@@ -393,6 +426,12 @@ impl Gateway {
         let head = meta::head_name(&bucket.id, key);
         let conditional = if_none_match.is_some() || if_match.is_some();
         let (data, stored) = Self::head_contents(data, object_meta);
+        // While this gateway's writes mostly make new keys, an
+        // unconditional write is first tried as a create, which reads
+        // nothing (a key that exists fails it, and is then read and written
+        // over). While they mostly replace keys, the head is read first.
+        let mut as_create = !conditional && pending.head.is_none() && self.mostly_creating();
+        let mut existed = false;
         for _ in 0..8 {
             let mut op = WriteOp::new();
             // The version replaced: its parts (a multipart object's) go once
@@ -401,31 +440,47 @@ impl Gateway {
             // only over the version the client named), and no version a
             // versioned write made meanwhile (versioning just enabled) is
             // replaced unseen.
-            let current = if if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
-                op = op.guard(Guard::NotExists);
-                None
-            } else {
-                let current = match pending.head.take() {
-                    Some(read) => read,
-                    None => self.head(bucket, key, true).await?,
-                };
-                if let Some(condition) = if_match {
-                    let Some((old, _)) = &current else {
-                        return Err(s3_error!(PreconditionFailed));
+            let current =
+                if as_create || if_none_match.is_some_and(|c| matches!(c, ETagCondition::Any)) {
+                    op = op.guard(Guard::NotExists);
+                    None
+                } else {
+                    let current = match pending.head.take() {
+                        Some(read) => read,
+                        None => self.head(bucket, key, true).await?,
                     };
-                    if !etag_matches(condition, &old.etag) {
-                        return Err(s3_error!(PreconditionFailed));
+                    // A version made by a versioned write: versioning was
+                    // turned on through another gateway since this one
+                    // read the bucket. This write makes a version too.
+                    if current
+                        .as_ref()
+                        .is_some_and(|(old, _)| old.version_id.is_some())
+                    {
+                        let now = self.bucket_now(&bucket.name).await?;
+                        if now.id == bucket.id && now.versioned() {
+                            let conditions = (if_none_match, if_match);
+                            return self
+                                .store_versioned(&now, key, data, object_meta, conditions, pending)
+                                .await;
+                        }
                     }
-                }
-                op = match &current {
-                    Some((_, raw)) => op.guard(Guard::Xattr {
-                        name: Bytes::from_static(HEAD_XATTR),
-                        value: Some(raw.clone()),
-                    }),
-                    None => op.guard(Guard::NotExists),
+                    if let Some(condition) = if_match {
+                        let Some((old, _)) = &current else {
+                            return Err(s3_error!(PreconditionFailed));
+                        };
+                        if !etag_matches(condition, &old.etag) {
+                            return Err(s3_error!(PreconditionFailed));
+                        }
+                    }
+                    op = match &current {
+                        Some((_, raw)) => op.guard(Guard::Xattr {
+                            name: Bytes::from_static(HEAD_XATTR),
+                            value: Some(raw.clone()),
+                        }),
+                        None => op.guard(Guard::NotExists),
+                    };
+                    current
                 };
-                current
-            };
             if let Some((old, _)) = &current {
                 self.replacing(&mut pending, &old.parts).await?;
             }
@@ -436,6 +491,12 @@ impl Gateway {
                 Ok(_) => {}
                 Err(ClientError::CompareFailed { .. }) if conditional => {
                     return Err(s3_error!(PreconditionFailed));
+                }
+                Err(ClientError::CompareFailed { .. }) if as_create => {
+                    // The key exists: read it, and write over what was read.
+                    as_create = false;
+                    existed = true;
+                    continue;
                 }
                 Err(ClientError::CompareFailed { .. }) => {
                     // Another write came first. If versioning was turned
@@ -449,6 +510,9 @@ impl Gateway {
                     continue;
                 }
                 Err(e) => return Err(client_error(e)),
+            }
+            if !conditional {
+                self.note_write(existed || current.is_some());
             }
             if let Some((old, _)) = current {
                 self.remove_parts(bucket, &old.parts, &stored).await;
@@ -1542,13 +1606,14 @@ impl S3 for Gateway {
             pool: bucket.pool.clone(),
             prefix,
         };
-        // An unversioned write without `If-None-Match: *` is guarded on
-        // the head it reads: read while the intent is written.
+        // An unversioned `If-Match` write is guarded on the head it
+        // reads: read while the intent is written. (Other unversioned
+        // writes try a create first: see `store`.)
         let create_only = input
             .if_none_match
             .as_ref()
             .is_some_and(|c| matches!(c, ETagCondition::Any));
-        let read_head = !bucket.versioned() && !create_only;
+        let read_head = !bucket.versioned() && !create_only && input.if_match.is_some();
         let begin = async {
             if read_head {
                 self.begin_reading_head(&bucket, &input.key, writing).await
