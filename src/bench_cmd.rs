@@ -25,6 +25,11 @@ pub enum BenchCommand {
     /// mdtest-easy, mdtest-hard, find), in its order, with its stonewall
     /// (300 s; shorter for a quick look) and its score.
     Io500(crate::bench_fs::io500::Io500Args),
+    /// A matrix of cluster settings (OSDs, placement groups, replication or
+    /// erasure coding, object size, concurrency) from a TOML plan, each
+    /// point on a fresh `cairn up` cluster, repeated, with medians and
+    /// spread; resumable, every raw result kept.
+    Sweep(crate::bench_sweep::SweepArgs),
     /// Any S3 server (Cairn's gateway, Ceph RGW, MinIO) over HTTP, like
     /// MinIO's warp: timed PUT, GET, HEAD, LIST or mixed requests, or the
     /// DELETE of a prefix, with SigV4-signed requests.
@@ -88,6 +93,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Object(args) => crate::bench_object::run(&args),
         BenchCommand::Fs(args) => crate::bench_fs::run(&args),
         BenchCommand::Io500(args) => crate::bench_fs::io500::run(&args),
+        BenchCommand::Sweep(args) => crate::bench_sweep::run(&args),
         BenchCommand::S3(args) => crate::bench_s3::run(&args),
         BenchCommand::Ec(args) => crate::bench_ec::run(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),

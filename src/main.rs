@@ -6,6 +6,7 @@ mod bench_ec;
 mod bench_fs;
 mod bench_object;
 mod bench_s3;
+mod bench_sweep;
 mod config_cmd;
 mod conn;
 mod daemon_cmd;

@@ -1,0 +1,781 @@
+//! `cairn bench sweep --plan PLAN.toml --out DIR`: a matrix of cluster
+//! settings, each point on a fresh `cairn up` cluster, repeated, with
+//! medians and spread.
+//!
+//! A plan names its cluster's defaults, the settings it sweeps (`[matrix]`:
+//! every combination is a point) and its workload. The whole plan is
+//! checked before anything runs: an unknown key, an impossible point (more
+//! copies or shards than OSDs) or a bad value is an error naming it.
+//!
+//! Each point and repeat runs on its own cluster: `cairn up` (its OSDs, no
+//! MDS, no gateway), a pool `sweep` with the point's placement groups and
+//! redundancy, the workload's phases (`cairn bench object`, its JSON kept
+//! whole), then `cairn down` and the data removed. The page cache is
+//! dropped before each read phase (as root). Every result is a file in
+//! `DIR/points/`, written once its repeat ends, so a run interrupted and
+//! started again with the same `--out` goes on from the first repeat not
+//! done (the plan must be the same). The summary (`DIR/summary.json` and a
+//! table) gives each point's median, minimum and maximum per phase.
+
+use crate::output::{CliResult, fixed, print_json, table};
+use crate::units::{parse_duration, parse_size};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The most points a plan may have (its matrix's combinations).
+const POINTS_MAX: usize = 1000;
+/// The most repeats of a point.
+const REPEATS_MAX: u32 = 100;
+/// The settings a point has, as `[cluster]` and `[matrix]` name them.
+const SETTINGS: [&str; 7] = [
+    "osds",
+    "pg_num",
+    "size",
+    "erasure",
+    "stripe_unit",
+    "object_size",
+    "concurrency",
+];
+/// The pool each point's cluster makes and measures.
+const POOL: &str = "sweep";
+
+/// Flags of `cairn bench sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The plan: TOML with `name`, `repeats`, `[cluster]` (defaults),
+    /// `[matrix]` (settings swept) and `[workload]`. See docs/evaluation.md.
+    #[arg(long)]
+    plan: PathBuf,
+    /// Where the run keeps the plan, every point's raw results and the
+    /// summary. A run started again with the same directory goes on where
+    /// it stopped.
+    #[arg(long)]
+    out: PathBuf,
+    /// Where the points' clusters keep their data (a real disk, not
+    /// tmpfs); each is removed when its point ends.
+    #[arg(long, default_value = "/var/tmp/cairn-sweep")]
+    data: PathBuf,
+    /// The clusters' monitor port; OSD N listens on base-port + 1 + N.
+    #[arg(long = "base-port", default_value_t = 17100)]
+    base_port: u16,
+    /// Print the summary as JSON (and no progress line).
+    #[arg(long)]
+    json: bool,
+}
+
+/// A plan as written.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Plan {
+    name: String,
+    /// The published experiment the plan mirrors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mirrors: Option<String>,
+    #[serde(default = "one")]
+    repeats: u32,
+    /// Settings of every point unless the matrix sweeps them.
+    #[serde(default)]
+    cluster: BTreeMap<String, toml::Value>,
+    /// Settings swept: every combination of their values is a point.
+    #[serde(default)]
+    matrix: BTreeMap<String, Vec<toml::Value>>,
+    workload: Workload,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// What runs on each point.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Workload {
+    /// `object`: `cairn bench object` on the pool.
+    kind: String,
+    /// Its phases in order: `write`, then `seq` or `rand` reads of what
+    /// was written.
+    phases: Vec<String>,
+    /// Each timed phase's length (e.g. 10s).
+    duration: String,
+}
+
+/// One point's settings, every one resolved.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+struct Point {
+    osds: u32,
+    pg_num: u32,
+    /// Copies of a replicated pool (none with `erasure`).
+    size: Option<u32>,
+    /// `K+M` of an erasure-coded pool.
+    erasure: Option<String>,
+    stripe_unit: Option<String>,
+    object_size: String,
+    concurrency: u32,
+}
+
+impl Point {
+    /// "osds=3 pg_num=64 size=3": the settings the matrix sweeps.
+    fn label(&self, swept: &[String]) -> String {
+        let value = |name: &str| -> String {
+            match name {
+                "osds" => self.osds.to_string(),
+                "pg_num" => self.pg_num.to_string(),
+                "size" => self.size.map_or("-".into(), |s| s.to_string()),
+                "erasure" => self.erasure.clone().unwrap_or_else(|| "-".into()),
+                "stripe_unit" => self.stripe_unit.clone().unwrap_or_else(|| "-".into()),
+                "object_size" => self.object_size.clone(),
+                _ => self.concurrency.to_string(),
+            }
+        };
+        swept
+            .iter()
+            .map(|name| format!("{name}={}", value(name)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A plan checked: its points, in the matrix's order.
+struct Checked {
+    plan: Plan,
+    points: Vec<Point>,
+    /// The settings the matrix sweeps, in its order.
+    swept: Vec<String>,
+    duration: Duration,
+}
+
+/// One repeat of one point, as kept in `DIR/points/`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Sample {
+    point: usize,
+    repeat: u32,
+    settings: Point,
+    /// Each phase's `cairn bench object --json` output.
+    phases: BTreeMap<String, serde_json::Value>,
+    secs: f64,
+}
+
+/// A point's phase over its repeats.
+#[derive(Debug, Serialize)]
+struct Spread {
+    phase: String,
+    /// MiB/s of every repeat, in order.
+    mib_per_sec: Vec<f64>,
+    median_mib_per_sec: f64,
+    min_mib_per_sec: f64,
+    max_mib_per_sec: f64,
+    median_iops: f64,
+    median_latency_p99_secs: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct PointSummary {
+    point: usize,
+    label: String,
+    settings: Point,
+    phases: Vec<Spread>,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    plan: Plan,
+    /// Repeats run now, and found done from an earlier run.
+    ran: usize,
+    resumed: usize,
+    points: Vec<PointSummary>,
+}
+
+pub fn run(args: &SweepArgs) -> CliResult {
+    let text = std::fs::read_to_string(&args.plan)
+        .map_err(|e| format!("--plan {}: {e}", args.plan.display()))?;
+    let checked = check(&text).map_err(|e| format!("plan {}: {e}", args.plan.display()))?;
+    let points_dir = args.out.join("points");
+    std::fs::create_dir_all(&points_dir)
+        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
+    // A directory holds one plan's run: going on with another would mix
+    // their results.
+    let kept = args.out.join("plan.json");
+    let plan_json = serde_json::to_string_pretty(&checked.plan)?;
+    match std::fs::read_to_string(&kept) {
+        Ok(old) if old != plan_json => {
+            return Err(format!(
+                "--out {} holds the run of another plan; give another directory",
+                args.out.display()
+            )
+            .into());
+        }
+        Ok(_) => {}
+        Err(_) => std::fs::write(&kept, &plan_json)?,
+    }
+    let cairn = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    let total = checked.points.len() * checked.plan.repeats as usize;
+    let mut progress = Progress::new(total, !args.json);
+    let (mut ran, mut resumed) = (0, 0);
+    for (index, point) in checked.points.iter().enumerate() {
+        for repeat in 1..=checked.plan.repeats {
+            let file = sample_file(&points_dir, index, repeat);
+            if file.exists() {
+                resumed += 1;
+                progress.skipped();
+                continue;
+            }
+            let label = format!("{} r{repeat}", point.label(&checked.swept));
+            progress.starting(&label);
+            let started = Instant::now();
+            let phases = run_point(&cairn, args, &checked, point)
+                .map_err(|e| format!("point {index} ({label}): {e}"))?;
+            let sample = Sample {
+                point: index,
+                repeat,
+                settings: point.clone(),
+                phases,
+                secs: started.elapsed().as_secs_f64(),
+            };
+            // Written whole, then renamed: a run stopped mid-write leaves
+            // no half a sample to resume from.
+            let partial = file.with_extension("partial");
+            std::fs::write(&partial, serde_json::to_vec_pretty(&sample)?)?;
+            std::fs::rename(&partial, &file)?;
+            ran += 1;
+            progress.done(started.elapsed());
+        }
+    }
+    progress.clear();
+    let summary = summarize(&checked, &points_dir, ran, resumed)?;
+    std::fs::write(
+        args.out.join("summary.json"),
+        serde_json::to_vec_pretty(&summary)?,
+    )?;
+    if args.json {
+        return print_json(&summary);
+    }
+    print_summary(&summary);
+    Ok(())
+}
+
+fn sample_file(points_dir: &Path, index: usize, repeat: u32) -> PathBuf {
+    points_dir.join(format!("p{index:04}-r{repeat:03}.json"))
+}
+
+/// Parses and checks a plan: every key known, every point possible.
+fn check(text: &str) -> CliResult<Checked> {
+    let plan: Plan = toml::from_str(text)?;
+    if plan.repeats == 0 || plan.repeats > REPEATS_MAX {
+        return Err(format!("repeats must be 1 to {REPEATS_MAX}").into());
+    }
+    for name in plan.cluster.keys().chain(plan.matrix.keys()) {
+        if !SETTINGS.contains(&name.as_str()) {
+            return Err(
+                format!("unknown setting {name:?} (known: {})", SETTINGS.join(", ")).into(),
+            );
+        }
+    }
+    if plan.workload.kind != "object" {
+        return Err(format!(
+            "workload kind {:?}: only \"object\" is runnable so far",
+            plan.workload.kind
+        )
+        .into());
+    }
+    if plan.workload.phases.is_empty() {
+        return Err("workload phases: at least one (write, seq, rand)".into());
+    }
+    for (i, phase) in plan.workload.phases.iter().enumerate() {
+        match phase.as_str() {
+            "write" => {}
+            "seq" | "rand" if plan.workload.phases[..i].iter().any(|p| p == "write") => {}
+            "seq" | "rand" => {
+                return Err(
+                    format!("workload phase {phase:?} reads what a write before it wrote").into(),
+                );
+            }
+            other => return Err(format!("workload phase {other:?}: write, seq or rand").into()),
+        }
+    }
+    let duration =
+        parse_duration(&plan.workload.duration).map_err(|e| format!("workload duration: {e}"))?;
+    if duration.is_zero() {
+        return Err("workload duration must be more than 0".into());
+    }
+    let mut combinations: Vec<BTreeMap<String, toml::Value>> = vec![plan.cluster.clone()];
+    for (name, values) in &plan.matrix {
+        if values.is_empty() {
+            return Err(format!("matrix {name}: no values").into());
+        }
+        if combinations.len().saturating_mul(values.len()) > POINTS_MAX {
+            return Err(format!("the matrix has more than {POINTS_MAX} points").into());
+        }
+        combinations = combinations
+            .into_iter()
+            .flat_map(|base| {
+                values.iter().map(move |value| {
+                    let mut next = base.clone();
+                    next.insert(name.clone(), value.clone());
+                    next
+                })
+            })
+            .collect();
+    }
+    let points = combinations
+        .iter()
+        .map(|settings| {
+            point(settings).map_err(|e| {
+                let shown: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!("point {}: {e}", shown.join(" "))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let swept = plan.matrix.keys().cloned().collect();
+    Ok(Checked {
+        plan,
+        points,
+        swept,
+        duration,
+    })
+}
+
+/// A point from its settings (defaults for those not given), checked.
+fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
+    let int = |name: &str, default: u32| -> Result<u32, String> {
+        match settings.get(name) {
+            None => Ok(default),
+            Some(toml::Value::Integer(n)) => {
+                u32::try_from(*n).map_err(|_| format!("{name} = {n}: out of range"))
+            }
+            Some(other) => Err(format!("{name} = {other}: a whole number")),
+        }
+    };
+    let text = |name: &str| -> Result<Option<String>, String> {
+        match settings.get(name) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(toml::Value::Integer(n)) => Ok(Some(n.to_string())),
+            Some(other) => Err(format!("{name} = {other}: a string like \"4M\"")),
+        }
+    };
+    let osds = int("osds", 3)?;
+    let pg_num = int("pg_num", 32)?;
+    let concurrency = int("concurrency", 16)?;
+    let erasure = text("erasure")?;
+    let size = if erasure.is_some() {
+        if settings.contains_key("size") {
+            return Err("size and erasure both given: a pool is one or the other".into());
+        }
+        None
+    } else {
+        Some(int("size", 3.min(osds.max(1)))?)
+    };
+    let stripe_unit = text("stripe_unit")?;
+    if stripe_unit.is_some() && erasure.is_none() {
+        return Err("stripe_unit is for erasure-coded pools".into());
+    }
+    let object_size = text("object_size")?.unwrap_or_else(|| "4M".into());
+    parse_size(&object_size).map_err(|e| format!("object_size: {e}"))?;
+    if osds == 0 || osds > 64 {
+        return Err(format!("osds = {osds}: 1 to 64"));
+    }
+    if pg_num == 0 || pg_num > 65_536 {
+        return Err(format!("pg_num = {pg_num}: 1 to 65536"));
+    }
+    if concurrency == 0 || concurrency > 4096 {
+        return Err(format!("concurrency = {concurrency}: 1 to 4096"));
+    }
+    let width = match (&erasure, size) {
+        (Some(spec), _) => {
+            let (k, m) = spec
+                .split_once('+')
+                .and_then(|(k, m)| Some((k.parse::<u32>().ok()?, m.parse::<u32>().ok()?)))
+                .filter(|(k, m)| *k > 0 && *m > 0)
+                .ok_or_else(|| format!("erasure = {spec:?}: K+M, like \"4+2\""))?;
+            k + m
+        }
+        (None, Some(size)) if size > 0 => size,
+        _ => return Err("size must be at least 1".into()),
+    };
+    if width > osds {
+        return Err(format!(
+            "impossible: the pool puts {width} copies or shards on different OSDs, and there are {osds}"
+        ));
+    }
+    Ok(Point {
+        osds,
+        pg_num,
+        size,
+        erasure,
+        stripe_unit,
+        object_size,
+        concurrency,
+    })
+}
+
+/// One repeat of a point on a fresh cluster: its phases' JSON by name.
+fn run_point(
+    cairn: &Path,
+    args: &SweepArgs,
+    checked: &Checked,
+    point: &Point,
+) -> CliResult<BTreeMap<String, serde_json::Value>> {
+    let data = args.data.join("point");
+    // Left by a run stopped mid-point.
+    drop(quiet(cairn, &["down", "--data", &path(&data)]));
+    if data.exists() {
+        std::fs::remove_dir_all(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
+    }
+    std::fs::create_dir_all(&args.data)?;
+    let result = measure(cairn, args, checked, point, &data);
+    let down = quiet(cairn, &["down", "--data", &path(&data)]);
+    let removed = std::fs::remove_dir_all(&data);
+    let phases = result?;
+    down?;
+    removed.map_err(|e| format!("removing {}: {e}", data.display()))?;
+    Ok(phases)
+}
+
+fn measure(
+    cairn: &Path,
+    args: &SweepArgs,
+    checked: &Checked,
+    point: &Point,
+    data: &Path,
+) -> CliResult<BTreeMap<String, serde_json::Value>> {
+    let osds = point.osds.to_string();
+    let port = args.base_port.to_string();
+    quiet(
+        cairn,
+        &[
+            "up",
+            "--detach",
+            "--data",
+            &path(data),
+            "--osds",
+            &osds,
+            "--base-port",
+            &port,
+            "--mds",
+            "0",
+            "--s3-port",
+            "0",
+        ],
+    )?;
+    let conf = path(&data.join("cairn.toml"));
+    let pg_num = point.pg_num.to_string();
+    let mut create = vec!["pool", "create", POOL, "--conf", &conf, "--pg-num", &pg_num];
+    let size;
+    match (&point.erasure, point.size) {
+        (Some(spec), _) => {
+            create.extend(["--erasure", spec]);
+            if let Some(unit) = &point.stripe_unit {
+                create.extend(["--stripe-unit", unit]);
+            }
+        }
+        (None, size_copies) => {
+            size = size_copies.unwrap_or(3).to_string();
+            create.extend(["--size", &size]);
+        }
+    }
+    quiet(cairn, &create)?;
+    let duration = format!("{}ms", checked.duration.as_millis());
+    let concurrency = point.concurrency.to_string();
+    let mut phases = BTreeMap::new();
+    for phase in &checked.plan.workload.phases {
+        if phase != "write" {
+            crate::bench_cmd::drop_caches();
+        }
+        let out = quiet(
+            cairn,
+            &[
+                "bench",
+                "object",
+                "--conf",
+                &conf,
+                "--pool",
+                POOL,
+                "--mode",
+                phase,
+                "--object-size",
+                &point.object_size,
+                "--concurrency",
+                &concurrency,
+                "--duration",
+                &duration,
+                "--json",
+            ],
+        )?;
+        let value: serde_json::Value = serde_json::from_slice(&out)
+            .map_err(|e| format!("bench object {phase}: not JSON: {e}"))?;
+        phases.insert(phase.clone(), value);
+    }
+    Ok(phases)
+}
+
+/// Runs `cairn ARGS`, its stdout kept; a failure is an error with its
+/// stderr.
+fn quiet(cairn: &Path, args: &[&str]) -> CliResult<Vec<u8>> {
+    let out = Command::new(cairn)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cairn {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cairn {} failed: {}",
+            args.first().copied().unwrap_or_default(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok(out.stdout)
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => f64::midpoint(sorted[n / 2 - 1], sorted[n / 2]),
+    }
+}
+
+/// Every point's phases over its repeats, from the kept samples.
+fn summarize(
+    checked: &Checked,
+    points_dir: &Path,
+    ran: usize,
+    resumed: usize,
+) -> CliResult<Summary> {
+    let mut points = Vec::with_capacity(checked.points.len());
+    for (index, point) in checked.points.iter().enumerate() {
+        let mut samples = Vec::new();
+        for repeat in 1..=checked.plan.repeats {
+            let file = sample_file(points_dir, index, repeat);
+            let text = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let sample: Sample =
+                serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            samples.push(sample);
+        }
+        let phases = checked
+            .plan
+            .workload
+            .phases
+            .iter()
+            .map(|phase| {
+                let figure = |name: &str| -> Vec<f64> {
+                    samples
+                        .iter()
+                        .map(|s| {
+                            s.phases
+                                .get(phase)
+                                .and_then(|p| p[name].as_f64())
+                                .unwrap_or(0.0)
+                        })
+                        .collect()
+                };
+                let mib = figure("bandwidth_mib_per_sec");
+                Spread {
+                    phase: phase.clone(),
+                    median_mib_per_sec: median(&mib),
+                    min_mib_per_sec: mib.iter().copied().fold(f64::INFINITY, f64::min),
+                    max_mib_per_sec: mib.iter().copied().fold(0.0, f64::max),
+                    mib_per_sec: mib,
+                    median_iops: median(&figure("iops")),
+                    median_latency_p99_secs: median(&figure("latency_p99_secs")),
+                }
+            })
+            .collect();
+        points.push(PointSummary {
+            point: index,
+            label: point.label(&checked.swept),
+            settings: point.clone(),
+            phases,
+        });
+    }
+    Ok(Summary {
+        plan: checked.plan.clone(),
+        ran,
+        resumed,
+        points,
+    })
+}
+
+fn print_summary(summary: &Summary) {
+    let rows = summary
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.phases.iter().map(|s| {
+                vec![
+                    p.label.clone(),
+                    s.phase.clone(),
+                    fixed(s.median_mib_per_sec, 1),
+                    format!(
+                        "{}–{}",
+                        fixed(s.min_mib_per_sec, 1),
+                        fixed(s.max_mib_per_sec, 1)
+                    ),
+                    fixed(s.median_iops, 0),
+                    fixed(s.median_latency_p99_secs * 1000.0, 1),
+                ]
+            })
+        })
+        .collect();
+    println!("{}", summary.plan.name);
+    println!(
+        "{}",
+        table(
+            &[
+                "point",
+                "phase",
+                "MiB/s (median)",
+                "min–max",
+                "IOPS",
+                "p99 ms"
+            ],
+            rows
+        )
+    );
+    println!(
+        "{} repeats run, {} found done from an earlier run",
+        summary.ran, summary.resumed
+    );
+}
+
+/// The progress line on stderr: the repeat running and the time left.
+struct Progress {
+    enabled: bool,
+    total: usize,
+    finished: usize,
+    /// Time of the repeats run now (the estimate of those left).
+    spent: Duration,
+    ran: usize,
+}
+
+impl Progress {
+    fn new(total: usize, enabled: bool) -> Progress {
+        Progress {
+            enabled,
+            total,
+            finished: 0,
+            spent: Duration::ZERO,
+            ran: 0,
+        }
+    }
+
+    fn skipped(&mut self) {
+        self.finished += 1;
+    }
+
+    fn starting(&self, label: &str) {
+        if !self.enabled {
+            return;
+        }
+        let left = if self.ran == 0 {
+            "time left unknown".to_owned()
+        } else {
+            let each = self.spent / u32::try_from(self.ran).unwrap_or(u32::MAX);
+            let remaining = each * u32::try_from(self.total - self.finished).unwrap_or(u32::MAX);
+            format!("about {} s left", remaining.as_secs())
+        };
+        let line = format!("[{}/{}] {label} ({left})", self.finished + 1, self.total);
+        if std::io::stderr().is_terminal() {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn done(&mut self, took: Duration) {
+        self.finished += 1;
+        self.ran += 1;
+        self.spent += took;
+    }
+
+    fn clear(&self) {
+        if self.enabled && std::io::stderr().is_terminal() {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+name = "pg count against OSD count"
+repeats = 2
+[cluster]
+size = 1
+[matrix]
+pg_num = [8, 16]
+osds = [1, 2]
+[workload]
+kind = "object"
+phases = ["write", "rand"]
+duration = "1s"
+"#;
+
+    #[test]
+    fn a_matrix_is_every_combination_of_its_values() {
+        let checked = check(PLAN).expect("a good plan");
+        let labels: Vec<String> = checked
+            .points
+            .iter()
+            .map(|p| p.label(&checked.swept))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "osds=1 pg_num=8",
+                "osds=1 pg_num=16",
+                "osds=2 pg_num=8",
+                "osds=2 pg_num=16"
+            ]
+        );
+        assert!(checked.points.iter().all(|p| p.size == Some(1)));
+    }
+
+    fn refused(plan: &str) -> String {
+        match check(plan) {
+            Ok(_) => panic!("accepted: {plan}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn bad_plans_are_refused_with_what_is_wrong() {
+        let unknown = refused(&PLAN.replace("size = 1", "sise = 1"));
+        assert!(unknown.contains("\"sise\""), "{unknown}");
+        let unknown_top = refused(&format!("colour = 1\n{PLAN}"));
+        assert!(unknown_top.contains("colour"), "{unknown_top}");
+        let impossible = refused(&PLAN.replace("size = 1", "size = 2"));
+        assert!(
+            impossible.contains("impossible") && impossible.contains("osds=1"),
+            "{impossible}"
+        );
+        let wide = refused(&PLAN.replace("size = 1", "erasure = \"2+1\""));
+        assert!(wide.contains("impossible"), "{wide}");
+        let read_first = refused(&PLAN.replace("[\"write\", \"rand\"]", "[\"rand\"]"));
+        assert!(read_first.contains("reads what a write"), "{read_first}");
+        let empty = refused(&PLAN.replace("[1, 2]", "[]"));
+        assert!(empty.contains("no values"), "{empty}");
+        let kind = refused(&PLAN.replace("\"object\"", "\"tape\""));
+        assert!(kind.contains("tape"), "{kind}");
+    }
+
+    #[test]
+    fn medians_take_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+}
