@@ -30,6 +30,9 @@ pub enum BenchCommand {
     /// point on a fresh `cairn up` cluster, repeated, with medians and
     /// spread; resumable, every raw result kept.
     Sweep(crate::bench_sweep::SweepArgs),
+    /// Two runs side by side with ratios: two sweeps' `--out` directories,
+    /// or two `cairn bench io500`/`fs --json` reports.
+    Compare(crate::bench_report::CompareArgs),
     /// Any S3 server (Cairn's gateway, Ceph RGW, MinIO) over HTTP, like
     /// MinIO's warp: timed PUT, GET, HEAD, LIST or mixed requests, or the
     /// DELETE of a prefix, with SigV4-signed requests.
@@ -94,6 +97,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Fs(args) => crate::bench_fs::run(&args),
         BenchCommand::Io500(args) => crate::bench_fs::io500::run(&args),
         BenchCommand::Sweep(args) => crate::bench_sweep::run(&args),
+        BenchCommand::Compare(args) => crate::bench_report::compare(&args),
         BenchCommand::S3(args) => crate::bench_s3::run(&args),
         BenchCommand::Ec(args) => crate::bench_ec::run(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),

@@ -184,6 +184,7 @@ struct PointSummary {
 #[derive(Debug, Serialize)]
 struct Summary {
     plan: Plan,
+    machine: crate::bench_report::Machine,
     /// Repeats run now, and found done from an earlier run.
     ran: usize,
     resumed: usize,
@@ -251,6 +252,8 @@ pub fn run(args: &SweepArgs) -> CliResult {
         args.out.join("summary.json"),
         serde_json::to_vec_pretty(&summary)?,
     )?;
+    let html = report(&summary, &checked)?;
+    std::fs::write(args.out.join("report.html"), html)?;
     if args.json {
         return print_json(&summary);
     }
@@ -600,11 +603,144 @@ fn summarize(
         });
     }
     Ok(Summary {
+        machine: crate::bench_report::Machine::here(),
         plan: checked.plan.clone(),
         ran,
         resumed,
         points,
     })
+}
+
+/// The sweep's HTML page: per phase, every point's median MiB/s (with
+/// its spread) and p99 latency, and the median against each setting the
+/// matrix sweeps, one line per combination of the others.
+fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
+    use crate::bench_report::{Bar, Line, bar_chart, escape, html_table, line_chart, page};
+    let mut body = String::new();
+    if let Some(mirrors) = &summary.plan.mirrors {
+        body.push_str(&format!("<p>Mirrors: {}</p>\n", escape(mirrors)));
+    }
+    body.push_str(&format!(
+        "<p>{} points, {} repeats each, {} phases of {}; each repeat on a fresh cluster.</p>\n",
+        summary.points.len(),
+        summary.plan.repeats,
+        summary.plan.workload.kind,
+        escape(&summary.plan.workload.duration)
+    ));
+    let value_of = |point: &Point, setting: &str| -> String {
+        point
+            .label(&[setting.to_owned()])
+            .split_once('=')
+            .map(|(_, v)| v.to_owned())
+            .unwrap_or_default()
+    };
+    for (n, phase) in summary.plan.workload.phases.iter().enumerate() {
+        body.push_str(&format!("<h2>{}</h2>\n", escape(phase)));
+        fn spread(p: &PointSummary, n: usize) -> &Spread {
+            &p.phases[n]
+        }
+        let bars: Vec<Bar<'_>> = summary
+            .points
+            .iter()
+            .map(|p| Bar {
+                label: &p.label,
+                median: spread(p, n).median_mib_per_sec,
+                min: spread(p, n).min_mib_per_sec,
+                max: spread(p, n).max_mib_per_sec,
+            })
+            .collect();
+        let title = format!("{phase}: median MiB/s (whiskers: min to max)");
+        body.push_str(&format!(
+            "<figure>{}</figure>\n",
+            bar_chart(&title, "MiB/s", &bars)?
+        ));
+        let latency: Vec<Bar<'_>> = summary
+            .points
+            .iter()
+            .map(|p| {
+                let ms = spread(p, n).median_latency_p99_secs * 1000.0;
+                Bar {
+                    label: &p.label,
+                    median: ms,
+                    min: ms,
+                    max: ms,
+                }
+            })
+            .collect();
+        let title = format!("{phase}: p99 latency");
+        body.push_str(&format!(
+            "<figure>{}</figure>\n",
+            bar_chart(&title, "ms", &latency)?
+        ));
+        for setting in &checked.swept {
+            let ticks: Vec<String> = checked.plan.matrix[setting]
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect();
+            if ticks.len() < 2 {
+                continue;
+            }
+            let others: Vec<String> = checked
+                .swept
+                .iter()
+                .filter(|s| *s != setting)
+                .cloned()
+                .collect();
+            let mut lines: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
+            for p in &summary.points {
+                let at = ticks
+                    .iter()
+                    .position(|t| *t == value_of(&p.settings, setting));
+                if let Some(at) = at {
+                    lines
+                        .entry(p.settings.label(&others))
+                        .or_default()
+                        .push((at, spread(p, n).median_mib_per_sec));
+                }
+            }
+            let lines: Vec<Line> = lines
+                .into_iter()
+                .map(|(name, mut points)| {
+                    points.sort_by_key(|p| p.0);
+                    Line { name, points }
+                })
+                .collect();
+            let title = format!("{phase}: median MiB/s against {setting}");
+            let svg = line_chart(&title, (setting, &ticks), "MiB/s", &lines)?;
+            body.push_str(&format!("<figure>{svg}</figure>\n"));
+        }
+    }
+    let rows: Vec<Vec<String>> = summary
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.phases.iter().map(|s| {
+                vec![
+                    p.label.clone(),
+                    s.phase.clone(),
+                    fixed(s.median_mib_per_sec, 1),
+                    fixed(s.min_mib_per_sec, 1),
+                    fixed(s.max_mib_per_sec, 1),
+                    fixed(s.median_iops, 0),
+                    fixed(s.median_latency_p99_secs * 1000.0, 1),
+                ]
+            })
+        })
+        .collect();
+    body.push_str("<h2>Every point</h2>\n");
+    body.push_str(&html_table(
+        &[
+            "point",
+            "phase",
+            "median MiB/s",
+            "min",
+            "max",
+            "median IOPS",
+            "p99 ms",
+        ],
+        &rows,
+    ));
+    Ok(page(&summary.plan.name, &body, &summary.machine))
 }
 
 fn print_summary(summary: &Summary) {

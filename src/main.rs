@@ -5,6 +5,7 @@ mod bench_cmd;
 mod bench_ec;
 mod bench_fs;
 mod bench_object;
+mod bench_report;
 mod bench_s3;
 mod bench_sweep;
 mod config_cmd;

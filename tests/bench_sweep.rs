@@ -27,6 +27,44 @@ phases = ["write", "rand"]
 duration = "1s"
 "#;
 
+/// Headless Chromium (Debian's `chromium`) renders the report: its
+/// screenshot must carry much more than a blank page's of the same size.
+fn renders(dir: &Path, html: &Path) {
+    let shoot = |page: &str, png: &Path| {
+        let out = std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--screenshot={}", png.display()))
+            .args(["--window-size=1000,2400", page])
+            .output()
+            .expect("chromium runs (scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::metadata(png).expect("a screenshot").len()
+    };
+    let blank = dir.join("blank.html");
+    std::fs::write(&blank, "<!DOCTYPE html><html><body></body></html>").expect("blank page");
+    let report = shoot(
+        &format!("file://{}", html.display()),
+        &dir.join("report.png"),
+    );
+    let empty = shoot(
+        &format!("file://{}", blank.display()),
+        &dir.join("blank.png"),
+    );
+    assert!(
+        report > 4 * empty,
+        "the report renders: {report} bytes against a blank page's {empty}"
+    );
+}
+
 fn sweep(plan: &Path, out: &Path, data: &Path) -> std::process::Output {
     let (plan, out, data) = (
         plan.display().to_string(),
@@ -90,6 +128,43 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
         .count();
     assert_eq!(samples, 4, "every raw result kept");
     assert!(out.join("summary.json").exists() && out.join("plan.json").exists());
+    assert!(summary["machine"]["cpus"].as_u64() > Some(0), "{summary}");
+    // The report: per phase, a bar chart of throughput, one of p99
+    // latency, and a line chart against each swept setting.
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(
+        html.contains("placement groups against OSDs"),
+        "the plan's name"
+    );
+    assert_eq!(html.matches("<svg").count(), 2 * (2 + 2), "plots");
+    for label in ["osds=2 pg_num=16", "against pg_num", "against osds", "rand"] {
+        assert!(html.contains(label), "{label} in the report");
+    }
+    renders(&dir, &out.join("report.html"));
+    // Two runs side by side: the same run against itself is 1.00 throughout.
+    let same = common::ok_json(
+        common::cairn(
+            Path::new("/dev/null"),
+            &[
+                "bench",
+                "compare",
+                &out.display().to_string(),
+                &out.display().to_string(),
+                "--json",
+            ],
+        ),
+        "bench compare",
+    );
+    let rows = same.as_array().expect("rows");
+    assert_eq!(
+        rows.len(),
+        4 * 2 * 2,
+        "each point's phases, MiB/s and IOPS: {same}"
+    );
+    assert!(
+        rows.iter().all(|r| r["ratio"].as_f64() == Some(1.0)),
+        "{same}"
+    );
     // Each point's cluster is gone with its data.
     assert_eq!(std::fs::read_dir(&data).expect("data dir").count(), 0);
 
