@@ -372,13 +372,23 @@ fn execute(settings: Settings, live: bool) -> CliResult<Report> {
     })
 }
 
-fn settings(args: &FsArgs) -> CliResult<Settings> {
-    if !args.dir.is_dir() {
-        return Err(format!("--dir {}: not a directory", args.dir.display()).into());
+/// `--dir` made absolute (so that paths in reports and errors say where
+/// they are) and the run's directory in it, after checking `--dir` and
+/// `--procs`.
+fn run_dirs(dir: &Path, proc_count: usize) -> CliResult<(PathBuf, PathBuf)> {
+    if !dir.is_dir() {
+        return Err(format!("--dir {}: not a directory", dir.display()).into());
     }
-    if args.proc_count == 0 || args.proc_count > PROC_COUNT_MAX {
+    if proc_count == 0 || proc_count > PROC_COUNT_MAX {
         return Err(format!("--procs must be 1 to {PROC_COUNT_MAX}").into());
     }
+    let dir = std::fs::canonicalize(dir).map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+    let bench_dir = dir.join(format!("cairn-bench-{}", std::process::id()));
+    Ok((dir, bench_dir))
+}
+
+fn settings(args: &FsArgs) -> CliResult<Settings> {
+    let (dir, bench_dir) = run_dirs(&args.dir, args.proc_count)?;
     if args.files_per_proc == 0 || args.files_per_proc > FILES_PER_PROC_MAX {
         return Err(format!("--files-per-proc must be 1 to {FILES_PER_PROC_MAX}").into());
     }
@@ -400,9 +410,6 @@ fn settings(args: &FsArgs) -> CliResult<Settings> {
             .into());
         }
     }
-    // Absolute, so that paths in reports and errors say where they are.
-    let dir = std::fs::canonicalize(&args.dir)
-        .map_err(|e| format!("--dir {}: {e}", args.dir.display()))?;
     // Each family or size once: a repeat would find its directory there.
     let phases = unique(&args.phases);
     if phases.contains(&Family::Find)
@@ -413,7 +420,7 @@ fn settings(args: &FsArgs) -> CliResult<Settings> {
         );
     }
     Ok(Settings {
-        bench_dir: dir.join(format!("cairn-bench-{}", std::process::id())),
+        bench_dir,
         dir,
         proc_count: args.proc_count,
         files_per_proc: args.files_per_proc,

@@ -710,7 +710,26 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
             body.push_str(&format!("<figure>{svg}</figure>\n"));
         }
     }
-    let rows: Vec<Vec<String>> = summary
+    body.push_str("<h2>Every point</h2>\n");
+    body.push_str(&html_table(&FIGURE_HEADERS, &figure_rows(summary)));
+    Ok(page(&summary.plan.name, &body, &summary.machine))
+}
+
+/// The columns of [`figure_rows`].
+const FIGURE_HEADERS: [&str; 7] = [
+    "point",
+    "phase",
+    "median MiB/s",
+    "min",
+    "max",
+    "median IOPS",
+    "p99 ms",
+];
+
+/// Every point's phases, a row each, for the report's table and the
+/// printed one.
+fn figure_rows(summary: &Summary) -> Vec<Vec<String>> {
+    summary
         .points
         .iter()
         .flat_map(|p| {
@@ -726,59 +745,12 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
                 ]
             })
         })
-        .collect();
-    body.push_str("<h2>Every point</h2>\n");
-    body.push_str(&html_table(
-        &[
-            "point",
-            "phase",
-            "median MiB/s",
-            "min",
-            "max",
-            "median IOPS",
-            "p99 ms",
-        ],
-        &rows,
-    ));
-    Ok(page(&summary.plan.name, &body, &summary.machine))
+        .collect()
 }
 
 fn print_summary(summary: &Summary) {
-    let rows = summary
-        .points
-        .iter()
-        .flat_map(|p| {
-            p.phases.iter().map(|s| {
-                vec![
-                    p.label.clone(),
-                    s.phase.clone(),
-                    fixed(s.median_mib_per_sec, 1),
-                    format!(
-                        "{}–{}",
-                        fixed(s.min_mib_per_sec, 1),
-                        fixed(s.max_mib_per_sec, 1)
-                    ),
-                    fixed(s.median_iops, 0),
-                    fixed(s.median_latency_p99_secs * 1000.0, 1),
-                ]
-            })
-        })
-        .collect();
     println!("{}", summary.plan.name);
-    println!(
-        "{}",
-        table(
-            &[
-                "point",
-                "phase",
-                "MiB/s (median)",
-                "min–max",
-                "IOPS",
-                "p99 ms"
-            ],
-            rows
-        )
-    );
+    println!("{}", table(&FIGURE_HEADERS, figure_rows(summary)));
     println!(
         "{} repeats run, {} found done from an earlier run",
         summary.ran, summary.resumed

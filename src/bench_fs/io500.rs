@@ -16,7 +16,7 @@
 
 use super::{
     BLOCK_SIZE_PER_PROC_MAX_BYTES, FILES_PER_PROC_MAX, Family, HARD_FILE_SIZE_BYTES,
-    HARD_TRANSFER_SIZE_DEFAULT, PROC_COUNT_MAX, PhaseReport, Settings, execute, print_report,
+    HARD_TRANSFER_SIZE_DEFAULT, PhaseReport, Settings, execute, print_report, run_dirs,
 };
 use crate::output::{CliResult, fixed, print_json};
 use crate::units::{parse_duration, parse_size};
@@ -129,12 +129,7 @@ pub fn run(args: &Io500Args) -> CliResult {
 /// `cairn bench fs`'s settings for an IO500 run: every family, IO500's
 /// transfer and file sizes, and counts bounded by the space allowed.
 fn settings(args: &Io500Args) -> CliResult<Settings> {
-    if !args.dir.is_dir() {
-        return Err(format!("--dir {}: not a directory", args.dir.display()).into());
-    }
-    if args.proc_count == 0 || args.proc_count > PROC_COUNT_MAX {
-        return Err(format!("--procs must be 1 to {PROC_COUNT_MAX}").into());
-    }
+    let (dir, bench_dir) = run_dirs(&args.dir, args.proc_count)?;
     if args.stonewall.is_zero() {
         return Err("--stonewall must be more than 0 s".into());
     }
@@ -146,8 +141,8 @@ fn settings(args: &Io500Args) -> CliResult<Settings> {
     let allowed = match args.max_bytes {
         Some(bytes) => bytes,
         None => {
-            let stat = rustix::fs::statvfs(&args.dir)
-                .map_err(|e| format!("--dir {}: statvfs: {e}", args.dir.display()))?;
+            let stat = rustix::fs::statvfs(&dir)
+                .map_err(|e| format!("--dir {}: statvfs: {e}", dir.display()))?;
             (stat.f_bavail.saturating_mul(stat.f_frsize) as f64 * FREE_SPACE_SHARE) as u64
         }
     };
@@ -159,10 +154,8 @@ fn settings(args: &Io500Args) -> CliResult<Settings> {
         )
         .into());
     }
-    let dir = std::fs::canonicalize(&args.dir)
-        .map_err(|e| format!("--dir {}: {e}", args.dir.display()))?;
     Ok(Settings {
-        bench_dir: dir.join(format!("cairn-bench-{}", std::process::id())),
+        bench_dir,
         dir,
         proc_count: args.proc_count,
         files_per_proc: files,
