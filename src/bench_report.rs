@@ -192,6 +192,83 @@ pub(crate) fn line_chart(
     Ok(svg)
 }
 
+/// One line of a time series: its name and `(seconds, value)` points.
+pub(crate) struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// An SVG chart of `lines` against time, with a labelled vertical mark at
+/// each of `marks` (`(what, seconds)`): a failure and what followed.
+pub(crate) fn series_chart(
+    title: &str,
+    unit: &str,
+    lines: &[Series],
+    marks: &[(String, f64)],
+) -> CliResult<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, PLOT_SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let all = || lines.iter().flat_map(|l| l.points.iter());
+        let top = all().map(|p| p.1).fold(0.0, f64::max);
+        let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+        let end = all()
+            .map(|p| p.0)
+            .chain(marks.iter().map(|m| m.1))
+            .fold(1.0, f64::max)
+            // Room for the last mark's label.
+            * 1.12;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..end, 0.0..top)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds into the phase")
+            .y_desc(unit)
+            .draw()?;
+        for (n, (what, at)) in marks.iter().enumerate() {
+            let colour = BLACK.mix(0.6);
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(*at, 0.0), (*at, top)],
+                colour.stroke_width(1),
+            )))?;
+            // Labels step down so marks close together stay readable.
+            let y = top * (0.97 - 0.06 * (n % 5) as f64);
+            chart.draw_series(std::iter::once(Text::new(
+                what.clone(),
+                (*at, y),
+                ("sans-serif", 12).into_font(),
+            )))?;
+        }
+        for (n, line) in lines.iter().enumerate() {
+            let colour = PALETTE[n % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    line.points.iter().copied(),
+                    colour.stroke_width(2),
+                ))?
+                .label(line.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        if !lines.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 /// Text for HTML.
 pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")

@@ -17,6 +17,9 @@
 //! done (the plan must be the same). The summary (`DIR/summary.json` and a
 //! table) gives each point's median, minimum and maximum per phase.
 
+mod failure;
+
+use crate::bench_emulate::{Group, LimitCheck, Limits};
 use crate::output::{CliResult, fixed, print_json, table};
 use crate::units::{parse_duration, parse_size};
 use clap::Args;
@@ -25,6 +28,8 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most points a plan may have (its matrix's combinations).
@@ -32,7 +37,7 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 7] = [
+const SETTINGS: [&str; 14] = [
     "osds",
     "pg_num",
     "size",
@@ -40,7 +45,20 @@ const SETTINGS: [&str; 7] = [
     "stripe_unit",
     "object_size",
     "concurrency",
+    "disk_bw",
+    "disk_iops",
+    "cpu",
+    "cores",
+    "memory",
+    "down_grace",
+    "down_out",
 ];
+/// How long a phase with failures waits, after its load, for the cluster
+/// to be `active+clean` again, unless the workload says.
+const CLEAN_WAIT_DEFAULT: &str = "120s";
+/// How often a point's OSDs are looked for (a restarted OSD is a new
+/// process) to put them in their emulated hardware's group.
+const GROUP_WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// The pool each point's cluster makes and measures.
 const POOL: &str = "sweep";
 
@@ -85,6 +103,9 @@ struct Plan {
     #[serde(default)]
     matrix: BTreeMap<String, Vec<toml::Value>>,
     workload: Workload,
+    /// Failures injected into the workload's phases (`[[failure]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    failure: Vec<failure::Failure>,
 }
 
 fn one() -> u32 {
@@ -102,6 +123,10 @@ struct Workload {
     phases: Vec<String>,
     /// Each timed phase's length (e.g. 10s).
     duration: String,
+    /// After a phase with failures, the longest wait for `active+clean`
+    /// (default 120s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clean_wait: Option<String>,
 }
 
 /// One point's settings, every one resolved.
@@ -116,11 +141,46 @@ struct Point {
     stripe_unit: Option<String>,
     object_size: String,
     concurrency: u32,
+    /// Emulated hardware of each OSD: disk bandwidth (per second, read and
+    /// write each), disk IOPS, CPU time in cores, and memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disk_bw: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disk_iops: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpu: Option<f64>,
+    /// The cores every OSD together may run on (the first N).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cores: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory: Option<String>,
+    /// The monitor's silence before down, and down time before out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    down_grace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    down_out: Option<String>,
 }
 
 impl Point {
+    /// The point's emulated hardware per OSD; `slowed`: a failure slows a
+    /// disk, so the OSDs need a disk group even with no disk limit.
+    fn limits(&self, slowed: bool) -> Limits {
+        let bytes = |s: &Option<String>| s.as_deref().and_then(|v| parse_size(v).ok());
+        let disk = bytes(&self.disk_bw).or(slowed.then_some(0));
+        Limits {
+            disk_bytes_per_sec: disk,
+            disk_iops: self.disk_iops.map(u64::from),
+            cpu_cores: self.cpu,
+            cores: self.cores,
+            memory_bytes: bytes(&self.memory),
+        }
+    }
+
     /// "osds=3 pg_num=64 size=3": the settings the matrix sweeps.
     fn label(&self, swept: &[String]) -> String {
+        fn shown<T: std::fmt::Display>(v: &Option<T>) -> String {
+            v.as_ref().map_or("-".into(), ToString::to_string)
+        }
         let value = |name: &str| -> String {
             match name {
                 "osds" => self.osds.to_string(),
@@ -129,7 +189,14 @@ impl Point {
                 "erasure" => self.erasure.clone().unwrap_or_else(|| "-".into()),
                 "stripe_unit" => self.stripe_unit.clone().unwrap_or_else(|| "-".into()),
                 "object_size" => self.object_size.clone(),
-                _ => self.concurrency.to_string(),
+                "concurrency" => self.concurrency.to_string(),
+                "disk_bw" => shown(&self.disk_bw),
+                "disk_iops" => shown(&self.disk_iops),
+                "cpu" => shown(&self.cpu),
+                "cores" => shown(&self.cores),
+                "memory" => shown(&self.memory),
+                "down_grace" => shown(&self.down_grace),
+                _ => shown(&self.down_out),
             }
         };
         swept
@@ -147,6 +214,9 @@ struct Checked {
     /// The settings the matrix sweeps, in its order.
     swept: Vec<String>,
     duration: Duration,
+    /// The failures of each phase, in time order.
+    failures: BTreeMap<String, Vec<(Duration, failure::Failure)>>,
+    clean_wait: Duration,
 }
 
 /// One repeat of one point, as kept in `DIR/points/`.
@@ -157,6 +227,9 @@ struct Sample {
     settings: Point,
     /// Each phase's `cairn bench object --json` output.
     phases: BTreeMap<String, serde_json::Value>,
+    /// The phases with failures: what the client and the cluster showed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    timelines: BTreeMap<String, failure::Timeline>,
     secs: f64,
 }
 
@@ -171,6 +244,22 @@ struct Spread {
     max_mib_per_sec: f64,
     median_iops: f64,
     median_latency_p99_secs: f64,
+    /// With failures in the phase: medians of the first failure to an OSD
+    /// down in the map and to `active+clean`, and of the client's MiB/s
+    /// before, during and after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failures: Option<FailureSpread>,
+}
+
+#[derive(Debug, Serialize)]
+struct FailureSpread {
+    median_detection_secs: Option<f64>,
+    median_clean_secs: Option<f64>,
+    /// Repeats that were not clean within the wait.
+    not_clean: usize,
+    median_before_mib_per_sec: f64,
+    median_during_mib_per_sec: f64,
+    median_after_mib_per_sec: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -178,13 +267,50 @@ struct PointSummary {
     point: usize,
     label: String,
     settings: Point,
+    /// What the point's OSDs had, in total: what `cairn sizing` fits.
+    resources: Resources,
     phases: Vec<Spread>,
+    /// Each repeat's phases with failures (the report's time series; the
+    /// JSON keeps them in `points/`).
+    #[serde(skip)]
+    timelines: Vec<BTreeMap<String, failure::Timeline>>,
+}
+
+/// The hardware a point's OSDs had together.
+#[derive(Debug, Serialize)]
+struct Resources {
+    osds: u32,
+    /// Failure domains (one OSD each until sweeps emulate hosts).
+    hosts: u32,
+    /// CPU cores: the cores allowed, or the OSDs' quotas, or the machine's.
+    cores: f64,
+    /// Disk bandwidth: the OSDs' limits, or the machine's disk as fio
+    /// measured it (unknown without fio).
+    disk_mib_per_sec: Option<f64>,
+    disk_iops: Option<f64>,
+    memory_bytes: u64,
+    /// Between hosts; unknown (one machine's loopback) until emulated.
+    net_mib_per_sec: Option<f64>,
+    /// Data per byte stored: 1/size, or k/(k+m).
+    data_fraction: f64,
+}
+
+/// The limits of some points, and how each was checked before they ran.
+#[derive(Debug, Serialize)]
+struct LimitSet {
+    /// The points with these limits.
+    points: Vec<String>,
+    checks: Vec<LimitCheck>,
 }
 
 #[derive(Debug, Serialize)]
 struct Summary {
     plan: Plan,
     machine: crate::bench_report::Machine,
+    /// The machine's disk under `--data`: fio's direct 1 MiB writes.
+    disk_baseline_mib_per_sec: Option<f64>,
+    /// The emulated hardware in force, checked.
+    limits: Vec<LimitSet>,
     /// Repeats run now, and found done from an earlier run.
     ran: usize,
     resumed: usize,
@@ -195,6 +321,12 @@ pub fn run(args: &SweepArgs) -> CliResult {
     let text = std::fs::read_to_string(&args.plan)
         .map_err(|e| format!("--plan {}: {e}", args.plan.display()))?;
     let checked = check(&text).map_err(|e| format!("plan {}: {e}", args.plan.display()))?;
+    std::fs::create_dir_all(&args.data)
+        .map_err(|e| format!("--data {}: {e}", args.data.display()))?;
+    // Every limit is set and measured before anything else: one the kernel
+    // refuses stops the run here.
+    let limits = check_limits(&checked, &args.data)?;
+    let disk_baseline = crate::bench_emulate::disk_baseline_mib_per_sec(&args.data);
     let points_dir = args.out.join("points");
     std::fs::create_dir_all(&points_dir)
         .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
@@ -228,13 +360,19 @@ pub fn run(args: &SweepArgs) -> CliResult {
             let label = format!("{} r{repeat}", point.label(&checked.swept));
             progress.starting(&label);
             let started = Instant::now();
-            let phases = run_point(&cairn, args, &checked, point)
+            let raw = Raw {
+                points_dir: &points_dir,
+                index,
+                repeat,
+            };
+            let (phases, timelines) = run_point(&cairn, args, &checked, point, &raw)
                 .map_err(|e| format!("point {index} ({label}): {e}"))?;
             let sample = Sample {
                 point: index,
                 repeat,
                 settings: point.clone(),
                 phases,
+                timelines,
                 secs: started.elapsed().as_secs_f64(),
             };
             // Written whole, then renamed: a run stopped mid-write leaves
@@ -247,7 +385,13 @@ pub fn run(args: &SweepArgs) -> CliResult {
         }
     }
     progress.clear();
-    let summary = summarize(&checked, &points_dir, ran, resumed)?;
+    let runs = Runs {
+        ran,
+        resumed,
+        limits,
+        disk_baseline,
+    };
+    let summary = summarize(&checked, &points_dir, runs)?;
     std::fs::write(
         args.out.join("summary.json"),
         serde_json::to_vec_pretty(&summary)?,
@@ -259,6 +403,58 @@ pub fn run(args: &SweepArgs) -> CliResult {
     }
     print_summary(&summary);
     Ok(())
+}
+
+/// Where one repeat of one point keeps its raw files.
+struct Raw<'a> {
+    points_dir: &'a Path,
+    index: usize,
+    repeat: u32,
+}
+
+/// What a run adds to its samples in the summary.
+struct Runs {
+    ran: usize,
+    resumed: usize,
+    limits: Vec<LimitSet>,
+    disk_baseline: Option<f64>,
+}
+
+/// Sets each distinct emulated hardware of the plan's points on a probe
+/// group and checks it took effect.
+fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
+    let slowed = slows_disks(checked);
+    let mut sets: Vec<(Limits, LimitSet)> = Vec::new();
+    for point in &checked.points {
+        let limits = point.limits(slowed);
+        if limits.is_empty() {
+            continue;
+        }
+        let label = point.label(&checked.swept);
+        if let Some((_, set)) = sets.iter_mut().find(|(l, _)| *l == limits) {
+            set.points.push(label);
+            continue;
+        }
+        let checks = crate::bench_emulate::check(&limits, data)
+            .map_err(|e| format!("emulated hardware of point {label}: {e}"))?;
+        sets.push((
+            limits,
+            LimitSet {
+                points: vec![label],
+                checks,
+            },
+        ));
+    }
+    Ok(sets.into_iter().map(|(_, set)| set).collect())
+}
+
+/// Whether a failure of the plan slows a disk.
+fn slows_disks(checked: &Checked) -> bool {
+    checked
+        .failures
+        .values()
+        .flatten()
+        .any(|(_, f)| f.action == "slow-disk")
 }
 
 fn sample_file(points_dir: &Path, index: usize, repeat: u32) -> PathBuf {
@@ -333,12 +529,34 @@ fn check(text: &str) -> CliResult<Checked> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let failures = failure::by_phase(&plan.failure, &plan.workload.phases, duration)?;
+    for point in &points {
+        if let Some((_, f)) = failures
+            .values()
+            .flatten()
+            .find(|(_, f)| f.osd >= point.osds)
+        {
+            return Err(format!(
+                "failure {} osd.{}: a point has only {} OSDs",
+                f.action, f.osd, point.osds
+            )
+            .into());
+        }
+    }
+    let clean_wait = plan
+        .workload
+        .clean_wait
+        .as_deref()
+        .unwrap_or(CLEAN_WAIT_DEFAULT);
+    let clean_wait = parse_duration(clean_wait).map_err(|e| format!("workload clean_wait: {e}"))?;
     let swept = plan.matrix.keys().cloned().collect();
     Ok(Checked {
         plan,
         points,
         swept,
         duration,
+        failures,
+        clean_wait,
     })
 }
 
@@ -405,6 +623,43 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
             "impossible: the pool puts {width} copies or shards on different OSDs, and there are {osds}"
         ));
     }
+    let optional_int = |name: &str| -> Result<Option<u32>, String> {
+        match settings.contains_key(name) {
+            false => Ok(None),
+            true => match int(name, 0)? {
+                0 => Err(format!("{name} must be more than 0")),
+                n => Ok(Some(n)),
+            },
+        }
+    };
+    let size_of = |name: &str, least_bytes: u64| -> Result<Option<String>, String> {
+        let Some(value) = text(name)? else {
+            return Ok(None);
+        };
+        let bytes = parse_size(&value).map_err(|e| format!("{name}: {e}"))?;
+        if bytes < least_bytes {
+            return Err(format!("{name} = {value:?}: at least {least_bytes} bytes"));
+        }
+        Ok(Some(value))
+    };
+    let duration_of = |name: &str| -> Result<Option<String>, String> {
+        let value = text(name)?;
+        if let Some(v) = &value {
+            parse_duration(v).map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(value)
+    };
+    let cpu = match settings.get("cpu") {
+        None => None,
+        Some(toml::Value::Integer(n)) => Some(*n as f64),
+        Some(toml::Value::Float(f)) => Some(*f),
+        Some(other) => return Err(format!("cpu = {other}: cores of CPU time, like 0.5")),
+    };
+    if let Some(cpu) = cpu
+        && !(0.01..=1024.0).contains(&cpu)
+    {
+        return Err(format!("cpu = {cpu}: 0.01 to 1024 cores"));
+    }
     Ok(Point {
         osds,
         pg_num,
@@ -413,16 +668,31 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         stripe_unit,
         object_size,
         concurrency,
+        // 64 KiB/s: below that a throttled OSD cannot write a map.
+        disk_bw: size_of("disk_bw", 65_536)?,
+        disk_iops: optional_int("disk_iops")?,
+        cpu,
+        cores: optional_int("cores")?,
+        memory: size_of("memory", 64 << 20)?,
+        down_grace: duration_of("down_grace")?,
+        down_out: duration_of("down_out")?,
     })
 }
 
-/// One repeat of a point on a fresh cluster: its phases' JSON by name.
+/// The phases' JSON by name, and the timelines of those with failures.
+type Measured = (
+    BTreeMap<String, serde_json::Value>,
+    BTreeMap<String, failure::Timeline>,
+);
+
+/// One repeat of a point on a fresh cluster.
 fn run_point(
     cairn: &Path,
     args: &SweepArgs,
     checked: &Checked,
     point: &Point,
-) -> CliResult<BTreeMap<String, serde_json::Value>> {
+    raw: &Raw<'_>,
+) -> CliResult<Measured> {
     let data = args.data.join("point");
     // Left by a run stopped mid-point.
     drop(quiet(cairn, &["down", "--data", &path(&data)]));
@@ -430,41 +700,41 @@ fn run_point(
         std::fs::remove_dir_all(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
     }
     std::fs::create_dir_all(&args.data)?;
-    let result = measure(cairn, args, checked, point, &data);
+    let result = measure(cairn, args, checked, point, &data, raw);
     let down = quiet(cairn, &["down", "--data", &path(&data)]);
     let removed = std::fs::remove_dir_all(&data);
-    let phases = result?;
+    let measured = result?;
     down?;
     removed.map_err(|e| format!("removing {}: {e}", data.display()))?;
-    Ok(phases)
+    Ok(measured)
 }
 
-fn measure(
-    cairn: &Path,
-    args: &SweepArgs,
-    checked: &Checked,
-    point: &Point,
-    data: &Path,
-) -> CliResult<BTreeMap<String, serde_json::Value>> {
+/// `cairn up` with the point's OSDs and monitor timings, and its pool.
+fn start_cluster(cairn: &Path, args: &SweepArgs, point: &Point, data: &Path) -> CliResult {
     let osds = point.osds.to_string();
     let port = args.base_port.to_string();
-    quiet(
-        cairn,
-        &[
-            "up",
-            "--detach",
-            "--data",
-            &path(data),
-            "--osds",
-            &osds,
-            "--base-port",
-            &port,
-            "--mds",
-            "0",
-            "--s3-port",
-            "0",
-        ],
-    )?;
+    let data_arg = path(data);
+    let mut up = vec![
+        "up",
+        "--detach",
+        "--data",
+        &data_arg,
+        "--osds",
+        &osds,
+        "--base-port",
+        &port,
+        "--mds",
+        "0",
+        "--s3-port",
+        "0",
+    ];
+    if let Some(grace) = &point.down_grace {
+        up.extend(["--down-grace", grace]);
+    }
+    if let Some(out) = &point.down_out {
+        up.extend(["--down-out", out]);
+    }
+    quiet(cairn, &up)?;
     let conf = path(&data.join("cairn.toml"));
     let pg_num = point.pg_num.to_string();
     let mut create = vec!["pool", "create", POOL, "--conf", &conf, "--pg-num", &pg_num];
@@ -481,39 +751,122 @@ fn measure(
             create.extend(["--size", &size]);
         }
     }
-    quiet(cairn, &create)?;
+    quiet(cairn, &create).map(drop)
+}
+
+/// Keeps every OSD of the cluster in `data` in its group: a restarted OSD
+/// is a new process. Stops when `stop` is set.
+fn watch_groups(data: PathBuf, groups: Arc<Mutex<Vec<Group>>>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(groups) = groups.lock() {
+            for (index, group) in groups.iter().enumerate() {
+                let pid_file = crate::up_cmd::daemon_pid_file(&data, &format!("osd.{index}"));
+                let Some(pid) = crate::up_cmd::read_pid(&pid_file)
+                    .and_then(|p| u32::try_from(p).ok())
+                    .filter(|p| crate::up_cmd::is_live_cairn(*p as i32))
+                else {
+                    continue;
+                };
+                if !group.pids().contains(&pid) {
+                    drop(group.add(pid));
+                }
+            }
+        }
+        std::thread::sleep(GROUP_WATCH_INTERVAL);
+    }
+}
+
+fn measure(
+    cairn: &Path,
+    args: &SweepArgs,
+    checked: &Checked,
+    point: &Point,
+    data: &Path,
+    raw: &Raw<'_>,
+) -> CliResult<Measured> {
+    let limits = point.limits(slows_disks(checked));
+    let disk = if limits.is_empty() {
+        None
+    } else {
+        Some(crate::bench_emulate::disk_of(&args.data)?)
+    };
+    let groups = Arc::new(Mutex::new(Vec::new()));
+    if let Some(disk) = disk {
+        let mut made = groups.lock().map_err(|_| "groups poisoned")?;
+        for index in 0..point.osds {
+            made.push(Group::new(&format!("osd.{index}"), &limits, disk)?.0);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (data, groups, stop) = (data.to_path_buf(), groups.clone(), stop.clone());
+        std::thread::spawn(move || watch_groups(data, groups, stop))
+    };
+    let result = start_cluster(cairn, args, point, data).and_then(|()| {
+        let cluster = failure::Cluster {
+            cairn,
+            data,
+            conf: &path(&data.join("cairn.toml")),
+            base_port: args.base_port,
+            point,
+            groups: &groups,
+            disk,
+            clean_wait: checked.clean_wait,
+        };
+        phases(&cluster, checked, raw)
+    });
+    stop.store(true, Ordering::Relaxed);
+    drop(watcher.join());
+    result
+}
+
+/// The workload's phases on a running cluster.
+fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> CliResult<Measured> {
     let duration = format!("{}ms", checked.duration.as_millis());
-    let concurrency = point.concurrency.to_string();
-    let mut phases = BTreeMap::new();
+    let concurrency = cluster.point.concurrency.to_string();
+    let (mut phases, mut timelines) = (BTreeMap::new(), BTreeMap::new());
     for phase in &checked.plan.workload.phases {
         if phase != "write" {
             crate::bench_cmd::drop_caches();
         }
-        let out = quiet(
-            cairn,
-            &[
-                "bench",
-                "object",
-                "--conf",
-                &conf,
-                "--pool",
-                POOL,
-                "--mode",
-                phase,
-                "--object-size",
-                &point.object_size,
-                "--concurrency",
-                &concurrency,
-                "--duration",
-                &duration,
-                "--json",
-            ],
-        )?;
-        let value: serde_json::Value = serde_json::from_slice(&out)
-            .map_err(|e| format!("bench object {phase}: not JSON: {e}"))?;
+        let mut command: Vec<String> = [
+            "bench",
+            "object",
+            "--conf",
+            cluster.conf,
+            "--pool",
+            POOL,
+            "--mode",
+            phase,
+            "--object-size",
+            &cluster.point.object_size,
+            "--concurrency",
+            &concurrency,
+            "--duration",
+            &duration,
+            "--json",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let value = match checked.failures.get(phase) {
+            None => {
+                let borrowed: Vec<&str> = command.iter().map(String::as_str).collect();
+                let out = quiet(cluster.cairn, &borrowed)?;
+                serde_json::from_slice(&out)
+                    .map_err(|e| format!("bench object {phase}: not JSON: {e}"))?
+            }
+            Some(failures) => {
+                let series = failure::series_file(raw.points_dir, raw.index, raw.repeat, phase);
+                command.extend(["--series".to_owned(), path(&series)]);
+                let (value, timeline) = failure::run(cluster, &command, &series, failures)?;
+                timelines.insert(phase.clone(), timeline);
+                value
+            }
+        };
         phases.insert(phase.clone(), value);
     }
-    Ok(phases)
+    Ok((phases, timelines))
 }
 
 /// Runs `cairn ARGS`, its stdout kept; a failure is an error with its
@@ -550,12 +903,8 @@ fn median(values: &[f64]) -> f64 {
 }
 
 /// Every point's phases over its repeats, from the kept samples.
-fn summarize(
-    checked: &Checked,
-    points_dir: &Path,
-    ran: usize,
-    resumed: usize,
-) -> CliResult<Summary> {
+fn summarize(checked: &Checked, points_dir: &Path, runs: Runs) -> CliResult<Summary> {
+    let machine = crate::bench_report::Machine::here();
     let mut points = Vec::with_capacity(checked.points.len());
     for (index, point) in checked.points.iter().enumerate() {
         let mut samples = Vec::new();
@@ -584,7 +933,12 @@ fn summarize(
                         .collect()
                 };
                 let mib = figure("bandwidth_mib_per_sec");
+                let timelines: Vec<&failure::Timeline> = samples
+                    .iter()
+                    .filter_map(|s| s.timelines.get(phase))
+                    .collect();
                 Spread {
+                    failures: failure_spread(&timelines),
                     phase: phase.clone(),
                     median_mib_per_sec: median(&mib),
                     min_mib_per_sec: mib.iter().copied().fold(f64::INFINITY, f64::min),
@@ -599,16 +953,85 @@ fn summarize(
             point: index,
             label: point.label(&checked.swept),
             settings: point.clone(),
+            resources: resources(point, &machine, runs.disk_baseline),
             phases,
+            timelines: samples.into_iter().map(|s| s.timelines).collect(),
         });
     }
     Ok(Summary {
-        machine: crate::bench_report::Machine::here(),
+        machine,
         plan: checked.plan.clone(),
-        ran,
-        resumed,
+        disk_baseline_mib_per_sec: runs.disk_baseline,
+        limits: runs.limits,
+        ran: runs.ran,
+        resumed: runs.resumed,
         points,
     })
+}
+
+/// The medians of a phase's timelines over the repeats; `None` without
+/// failures.
+fn failure_spread(timelines: &[&failure::Timeline]) -> Option<FailureSpread> {
+    if timelines.is_empty() {
+        return None;
+    }
+    let some = |f: fn(&failure::Timeline) -> Option<f64>| -> Option<f64> {
+        let values: Vec<f64> = timelines.iter().filter_map(|t| f(t)).collect();
+        (!values.is_empty()).then(|| median(&values))
+    };
+    let all = |f: fn(&failure::Timeline) -> f64| -> f64 {
+        median(&timelines.iter().map(|t| f(t)).collect::<Vec<_>>())
+    };
+    Some(FailureSpread {
+        median_detection_secs: some(|t| t.detection_secs),
+        median_clean_secs: some(|t| t.clean_secs),
+        not_clean: timelines.iter().filter(|t| t.clean_secs.is_none()).count(),
+        median_before_mib_per_sec: all(|t| t.before_mib_per_sec),
+        median_during_mib_per_sec: all(|t| t.during_mib_per_sec),
+        median_after_mib_per_sec: all(|t| t.after_mib_per_sec),
+    })
+}
+
+/// What the point's OSDs had together, on `machine`.
+fn resources(
+    point: &Point,
+    machine: &crate::bench_report::Machine,
+    disk_mib: Option<f64>,
+) -> Resources {
+    let osds = f64::from(point.osds);
+    let limits = point.limits(false);
+    let mut cores = machine.cpus as f64;
+    if let Some(allowed) = limits.cores {
+        cores = cores.min(f64::from(allowed));
+    }
+    if let Some(quota) = limits.cpu_cores {
+        cores = cores.min(quota * osds);
+    }
+    let data_fraction = match (&point.erasure, point.size) {
+        (Some(spec), _) => spec
+            .split_once('+')
+            .and_then(|(k, m)| {
+                let (k, m): (f64, f64) = (k.parse().ok()?, m.parse().ok()?);
+                Some(k / (k + m))
+            })
+            .unwrap_or(1.0),
+        (None, size) => 1.0 / f64::from(size.unwrap_or(1).max(1)),
+    };
+    Resources {
+        osds: point.osds,
+        hosts: point.osds,
+        cores,
+        disk_mib_per_sec: limits
+            .disk_bytes_per_sec
+            .map(|b| b as f64 * osds / 1_048_576.0)
+            .or(disk_mib),
+        disk_iops: limits.disk_iops.map(|n| n as f64 * osds),
+        memory_bytes: limits.memory_bytes.map_or(machine.memory_bytes, |b| {
+            b.saturating_mul(u64::from(point.osds))
+        }),
+        net_mib_per_sec: None,
+        data_fraction,
+    }
 }
 
 /// The sweep's HTML page: per phase, every point's median MiB/s (with
@@ -672,6 +1095,9 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
             "<figure>{}</figure>\n",
             bar_chart(&title, "ms", &latency)?
         ));
+        if checked.failures.contains_key(phase) {
+            body.push_str(&failure_section(summary, phase, n)?);
+        }
         for setting in &checked.swept {
             let ticks: Vec<String> = checked.plan.matrix[setting]
                 .iter()
@@ -710,9 +1136,144 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
             body.push_str(&format!("<figure>{svg}</figure>\n"));
         }
     }
+    body.push_str(&limits_section(summary));
     body.push_str("<h2>Every point</h2>\n");
     body.push_str(&html_table(&FIGURE_HEADERS, &figure_rows(summary)));
     Ok(page(&summary.plan.name, &body, &summary.machine))
+}
+
+/// A phase with failures: each point's client MiB/s and latency against
+/// time (every repeat, the first's events marked), and the times and
+/// rates around the failures.
+fn failure_section(summary: &Summary, phase: &str, n: usize) -> CliResult<String> {
+    use crate::bench_report::{Series, escape, html_table, series_chart};
+    let mut html = String::new();
+    let failures: Vec<String> = summary
+        .plan
+        .failure
+        .iter()
+        .map(|f| {
+            format!(
+                "{} osd.{} at {}{}",
+                f.action,
+                f.osd,
+                f.at,
+                f.bandwidth
+                    .as_ref()
+                    .map(|b| format!(" to {b}/s"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    html.push_str(&format!(
+        "<p>Failures in {}: {}.</p>\n",
+        escape(phase),
+        escape(&failures.join("; "))
+    ));
+    let mut rows = Vec::new();
+    for p in &summary.points {
+        let repeats: Vec<(usize, &failure::Timeline)> = p
+            .timelines
+            .iter()
+            .enumerate()
+            .filter_map(|(r, t)| t.get(phase).map(|t| (r + 1, t)))
+            .collect();
+        let marks: Vec<(String, f64)> = repeats
+            .first()
+            .map(|(_, t)| {
+                t.events
+                    .iter()
+                    .map(|e| (e.what.clone(), e.at_secs))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let line = |f: fn(&failure::Tick) -> f64| -> Vec<Series> {
+            repeats
+                .iter()
+                .map(|(r, t)| Series {
+                    name: format!("repeat {r}"),
+                    points: t.ticks.iter().map(|k| (k.elapsed_secs, f(k))).collect(),
+                })
+                .collect()
+        };
+        let title = format!("{}: {phase} MiB/s around the failures", p.label);
+        html.push_str(&format!(
+            "<figure>{}</figure>\n",
+            series_chart(&title, "MiB/s", &line(|k| k.mib_per_sec), &marks)?
+        ));
+        let title = format!("{}: {phase} mean latency around the failures", p.label);
+        html.push_str(&format!(
+            "<figure>{}</figure>\n",
+            series_chart(&title, "ms", &line(|k| k.latency_avg_secs * 1000.0), &marks)?
+        ));
+        if let Some(f) = &p.phases[n].failures {
+            let secs = |v: Option<f64>| v.map_or("-".into(), |v| fixed(v, 1));
+            rows.push(vec![
+                p.label.clone(),
+                secs(f.median_detection_secs),
+                secs(f.median_clean_secs),
+                f.not_clean.to_string(),
+                fixed(f.median_before_mib_per_sec, 1),
+                fixed(f.median_during_mib_per_sec, 1),
+                fixed(f.median_after_mib_per_sec, 1),
+            ]);
+        }
+    }
+    html.push_str(&html_table(
+        &[
+            "point",
+            "to down, s",
+            "to active+clean, s",
+            "not clean",
+            "MiB/s before",
+            "during",
+            "after",
+        ],
+        &rows,
+    ));
+    Ok(html)
+}
+
+/// The emulated hardware in force and how each limit was checked.
+fn limits_section(summary: &Summary) -> String {
+    use crate::bench_report::{escape, html_table};
+    let mut html = String::from("<h2>Hardware</h2>\n");
+    match summary.disk_baseline_mib_per_sec {
+        Some(mib) => html.push_str(&format!(
+            "<p>The disk under the clusters, unthrottled: {} MiB/s (fio, direct 1 MiB writes).</p>\n",
+            fixed(mib, 1)
+        )),
+        None => html.push_str("<p>The disk was not measured (no fio).</p>\n"),
+    }
+    if summary.limits.is_empty() {
+        html.push_str("<p>No emulated limits: every OSD had the machine's own hardware.</p>\n");
+        return html;
+    }
+    html.push_str(&format!(
+        "<p>Emulated per OSD, each checked before any point ran. CPU hot-plug was not used \
+         (cores are emulated with cpuset). {}</p>\n",
+        escape("Limits not listed were not applied.")
+    ));
+    let rows: Vec<Vec<String>> = summary
+        .limits
+        .iter()
+        .flat_map(|set| {
+            set.checks.iter().map(|c| {
+                vec![
+                    set.points.join(", "),
+                    c.limit.clone(),
+                    c.value.clone(),
+                    c.mechanism.clone(),
+                    c.checked.clone(),
+                ]
+            })
+        })
+        .collect();
+    html.push_str(&html_table(
+        &["points", "limit", "value", "how", "checked"],
+        &rows,
+    ));
+    html
 }
 
 /// The columns of [`figure_rows`].

@@ -37,7 +37,7 @@ const ADD_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum DaemonCommand {
     /// Stop a daemon and hold it down: the supervisor does not restart it
     /// until `cairn daemon start`.
-    Stop(DaemonArgs),
+    Stop(StopArgs),
     /// Start a daemon that is held down (or that crashed and stayed down).
     Start(DaemonArgs),
     /// Add a daemon to the running cluster: `add osd` creates the next
@@ -62,6 +62,17 @@ pub struct AddArgs {
     data_dir: PathBuf,
 }
 
+/// Flags of `cairn daemon stop`.
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// SIGKILL it at once, as a crash or a power cut would stop it, rather
+    /// than SIGTERM and a clean exit.
+    #[arg(long)]
+    kill: bool,
+}
+
 /// Flags of `cairn daemon stop|start`.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
@@ -75,8 +86,13 @@ pub struct DaemonArgs {
 pub fn run(command: DaemonCommand) -> CliResult {
     match command {
         DaemonCommand::Stop(args) => {
-            check_daemon(&args)?;
-            stop(&args.data_dir, &args.name)
+            check_daemon(&args.daemon)?;
+            let first = if args.kill {
+                Signal::KILL
+            } else {
+                Signal::TERM
+            };
+            stop(&args.daemon.data_dir, &args.daemon.name, first)
         }
         DaemonCommand::Start(args) => {
             check_daemon(&args)?;
@@ -127,9 +143,10 @@ fn live_pid(dir: &Path, name: &str) -> Option<i32> {
     read_pid(&daemon_pid_file(dir, name)).filter(|p| is_live_cairn(*p))
 }
 
-/// Holds `name` down, then SIGTERMs it (SIGKILL after [`STOP_TIMEOUT`])
-/// and waits until it has exited and the supervisor has noticed.
-fn stop(dir: &Path, name: &str) -> CliResult {
+/// Holds `name` down, then sends it `first` (SIGTERM, or SIGKILL for a
+/// crash; SIGKILL after [`STOP_TIMEOUT`]) and waits until it has exited
+/// and the supervisor has noticed.
+fn stop(dir: &Path, name: &str, first: Signal) -> CliResult {
     let hold = hold_file(dir, name);
     let was_held = hold.exists();
     // The hold goes first: the supervisor then treats the exit as
@@ -160,7 +177,7 @@ fn stop(dir: &Path, name: &str) -> CliResult {
             }
             Some(pid) if now > term_deadline => signal(pid, Signal::KILL),
             Some(pid) if signalled_pid != Some(pid) => {
-                signal(pid, Signal::TERM);
+                signal(pid, first);
                 signalled_pid = Some(pid);
             }
             // Exited, but the supervisor has not noticed for a long time:

@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod bench_ec;
+mod bench_emulate;
 mod bench_fs;
 mod bench_object;
 mod bench_report;

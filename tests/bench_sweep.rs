@@ -1,30 +1,47 @@
-//! `cairn bench sweep`: a 2×2 plan (placement groups × OSDs, one repeat,
-//! 1 s phases) runs each point on a fresh cluster and summarizes every
-//! point's phases with positive rates; run again, it finds every repeat
-//! done and starts no cluster; with one result removed (an interrupted
-//! run), it runs only that one; another plan on the same directory, and
-//! plans with an unknown key or an impossible point, are refused before
+//! `cairn bench sweep`: a 2×2 plan (placement groups × an emulated disk
+//! bandwidth per OSD, one repeat, short phases, an OSD killed and
+//! restarted during the writes) runs each point on a fresh cluster and
+//! summarizes every point's phases with positive rates; the disk limits
+//! were measured with fio before anything ran and held; the failure's
+//! timeline shows the kill, the OSD down in the map and the cluster clean
+//! again; run again, it finds every repeat done and starts no cluster;
+//! with one result removed (an interrupted run), it runs only that one;
+//! another plan on the same directory, plans with an unknown key or an
+//! impossible point, and a limit the kernel refuses, are refused before
 //! anything runs.
+//!
+//! Needs root (cgroups; both CI machines and sessions run as root) and fio.
 
 mod common;
 
 use std::path::Path;
 
 const PLAN: &str = r#"
-name = "placement groups against OSDs"
+name = "placement groups against disk bandwidth"
 mirrors = "a test's small sweep"
 repeats = 1
 [cluster]
-size = 1
+osds = 3
+size = 2
 concurrency = 4
 object_size = "64K"
+down_grace = "1s"
 [matrix]
 pg_num = [8, 16]
-osds = [1, 2]
+disk_bw = ["16M", "64M"]
 [workload]
 kind = "object"
 phases = ["write", "rand"]
-duration = "1s"
+duration = "6s"
+clean_wait = "60s"
+[[failure]]
+at = "1500ms"
+action = "kill"
+osd = 2
+[[failure]]
+at = "4500ms"
+action = "restart"
+osd = 2
 "#;
 
 /// Headless Chromium (Debian's `chromium`) renders the report: its
@@ -109,10 +126,10 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
     assert_eq!(
         labels,
         [
-            "osds=1 pg_num=8",
-            "osds=1 pg_num=16",
-            "osds=2 pg_num=8",
-            "osds=2 pg_num=16"
+            "disk_bw=16M pg_num=8",
+            "disk_bw=16M pg_num=16",
+            "disk_bw=64M pg_num=8",
+            "disk_bw=64M pg_num=16"
         ]
     );
     for point in points {
@@ -122,22 +139,108 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
             assert!(phase["median_mib_per_sec"].as_f64() > Some(0.0), "{point}");
             assert!(phase["median_iops"].as_f64() > Some(0.0), "{point}");
         }
+        // The kill: seen down in the map, then clean after the restart.
+        let failures = &phases[0]["failures"];
+        let detection = failures["median_detection_secs"]
+            .as_f64()
+            .expect("detected");
+        let clean = failures["median_clean_secs"].as_f64().expect("clean again");
+        assert!(detection > 0.0 && detection < clean, "{point}");
+        assert!(
+            clean > 3.0,
+            "clean only after the restart at 4.5 s: {point}"
+        );
+        assert!(
+            failures["median_before_mib_per_sec"].as_f64() > Some(0.0),
+            "{point}"
+        );
+        assert!(
+            phases[1]["failures"].is_null(),
+            "no failure in rand: {point}"
+        );
+        // What `cairn sizing` fits: the OSDs' disks are their limits.
+        let disk = point["resources"]["disk_mib_per_sec"].as_f64();
+        let per_osd = if labels[0] == point["label"] || labels[1] == point["label"] {
+            16.0
+        } else {
+            64.0
+        };
+        assert_eq!(disk, Some(3.0 * per_osd), "{point}");
+        assert_eq!(
+            point["resources"]["data_fraction"].as_f64(),
+            Some(0.5),
+            "{point}"
+        );
     }
-    let samples = std::fs::read_dir(out.join("points"))
+    // Each disk limit was measured with fio before any point ran, and held.
+    let limits = summary["limits"].as_array().expect("limits");
+    assert_eq!(limits.len(), 2, "two distinct limits: {summary}");
+    for set in limits {
+        let check = &set["checks"][0];
+        assert_eq!(check["limit"], "disk_bw", "{set}");
+        assert_eq!(check["applied"], true, "{set}");
+        let measured: f64 = check["checked"]
+            .as_str()
+            .and_then(|c| c.rsplit(": ").next())
+            .and_then(|c| c.trim_end_matches(" MiB/s").parse().ok())
+            .expect("a measured figure");
+        let limit = if set["points"][0].as_str().unwrap_or("").contains("16M") {
+            16.0
+        } else {
+            64.0
+        };
+        assert!(measured <= limit * 1.25 && measured > 0.0, "{set}");
+    }
+    // Raw results: a sample per repeat, and the failed phase's series.
+    let mut samples: Vec<String> = std::fs::read_dir(out.join("points"))
         .expect("points dir")
-        .count();
-    assert_eq!(samples, 4, "every raw result kept");
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    samples.sort();
+    assert_eq!(samples.len(), 8, "every raw result kept: {samples:?}");
+    assert!(
+        samples.contains(&"p0000-r001-write.csv".to_owned()),
+        "{samples:?}"
+    );
+    let sample: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("points").join("p0000-r001.json")).expect("a sample"),
+    )
+    .expect("JSON");
+    let events: Vec<&str> = sample["timelines"]["write"]["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["what"].as_str().expect("what"))
+        .collect();
+    for what in [
+        "kill osd.2",
+        "down in the map",
+        "restart osd.2",
+        "active+clean",
+    ] {
+        assert!(events.contains(&what), "{what} in {events:?}");
+    }
     assert!(out.join("summary.json").exists() && out.join("plan.json").exists());
     assert!(summary["machine"]["cpus"].as_u64() > Some(0), "{summary}");
     // The report: per phase, a bar chart of throughput, one of p99
     // latency, and a line chart against each swept setting.
     let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
     assert!(
-        html.contains("placement groups against OSDs"),
+        html.contains("placement groups against disk bandwidth"),
         "the plan's name"
     );
-    assert_eq!(html.matches("<svg").count(), 2 * (2 + 2), "plots");
-    for label in ["osds=2 pg_num=16", "against pg_num", "against osds", "rand"] {
+    // Two phases of two bars and two lines, and the write phase's two
+    // time series per point.
+    assert_eq!(html.matches("<svg").count(), 2 * (2 + 2) + 4 * 2, "plots");
+    for label in [
+        "disk_bw=64M pg_num=16",
+        "against pg_num",
+        "against disk_bw",
+        "rand",
+        "around the failures",
+        "kill osd.2",
+        "cgroup v",
+    ] {
         assert!(html.contains(label), "{label} in the report");
     }
     renders(&dir, &out.join("report.html"));
@@ -179,6 +282,7 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
 
     // An interrupted run: one result missing, and only it runs.
     std::fs::remove_file(out.join("points").join("p0002-r001.json")).expect("remove one");
+    std::fs::remove_file(out.join("points").join("p0002-r001-write.csv")).expect("remove one");
     let resumed = common::ok_json(sweep(&plan, &out, &data), "bench sweep resumed");
     assert_eq!(
         (resumed["ran"].as_u64(), resumed["resumed"].as_u64()),
@@ -197,11 +301,21 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
 
     // Bad plans: refused before anything runs (no output directory made).
     for (bad, says) in [
-        (PLAN.replace("size = 1", "sise = 1"), "sise"),
-        (PLAN.replace("size = 1", "size = 2"), "impossible"),
+        (PLAN.replace("size = 2", "sise = 2"), "sise"),
+        (PLAN.replace("osds = 3", "osds = 1"), "impossible"),
         (
-            PLAN.replace("osds = [1, 2]", "osds = [1, \"two\"]"),
+            PLAN.replace("pg_num = [8, 16]", "pg_num = [8, \"two\"]"),
             "whole number",
+        ),
+        (PLAN.replace("osd = 2", "osd = 3"), "only 3 OSDs"),
+        (
+            PLAN.replace("at = \"1500ms\"", "at = \"9s\""),
+            "within the phase",
+        ),
+        // The kernel refuses a cpuset of cores the machine lacks.
+        (
+            PLAN.replace("size = 2", "size = 2\ncores = 4096"),
+            "the kernel refused",
         ),
     ] {
         std::fs::write(&plan, &bad).expect("write plan");
