@@ -18,6 +18,7 @@
 //! table) gives each point's median, minimum and maximum per phase.
 
 mod failure;
+mod workload;
 
 use crate::bench_emulate::{Group, LimitCheck, Limits};
 use crate::output::{CliResult, fixed, print_json, table};
@@ -37,8 +38,9 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 14] = [
+const SETTINGS: [&str; 15] = [
     "osds",
+    "clients",
     "pg_num",
     "size",
     "erasure",
@@ -116,13 +118,30 @@ fn one() -> u32 {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 struct Workload {
-    /// `object`: `cairn bench object` on the pool.
+    /// `object` (`cairn bench object` on the pool), `s3` (`cairn bench
+    /// s3` on the cluster's gateway), `fs` (`cairn bench fs` on a mount of
+    /// its file system) or `io500` (`cairn bench io500` on the mount).
     kind: String,
-    /// Its phases in order: `write`, then `seq` or `rand` reads of what
-    /// was written.
+    /// Its phases in order. object: `write`, then `seq` or `rand` reads of
+    /// what was written; s3: `put`, `get`, `head`, `list`, `mixed`; fs:
+    /// `ior-easy`, `ior-hard`, `mdtest-easy`, `mdtest-hard`; io500: none
+    /// (IO500's own).
+    #[serde(default)]
     phases: Vec<String>,
-    /// Each timed phase's length (e.g. 10s).
+    /// Each timed phase's length (e.g. 10s); io500: the stonewall.
     duration: String,
+    /// fs: ior-easy's transfer sizes (e.g. ["4K", "4M"]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    transfer_sizes: Option<Vec<String>>,
+    /// fs: mdtest's files per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    files_per_proc: Option<u64>,
+    /// fs: ior's bytes per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    block_size_per_proc: Option<String>,
+    /// io500: the most bytes the run may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<String>,
     /// After a phase with failures, the longest wait for `active+clean`
     /// (default 120s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +160,10 @@ struct Point {
     stripe_unit: Option<String>,
     object_size: String,
     concurrency: u32,
+    /// Client processes: object and S3 phases run this many at once; the
+    /// file workloads' worker processes.
+    #[serde(default = "one")]
+    clients: u32,
     /// Emulated hardware of each OSD: disk bandwidth (per second, read and
     /// write each), disk IOPS, CPU time in cores, and memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +213,7 @@ impl Point {
                 "stripe_unit" => self.stripe_unit.clone().unwrap_or_else(|| "-".into()),
                 "object_size" => self.object_size.clone(),
                 "concurrency" => self.concurrency.to_string(),
+                "clients" => self.clients.to_string(),
                 "disk_bw" => shown(&self.disk_bw),
                 "disk_iops" => shown(&self.disk_iops),
                 "cpu" => shown(&self.cpu),
@@ -225,8 +249,12 @@ struct Sample {
     point: usize,
     repeat: u32,
     settings: Point,
-    /// Each phase's `cairn bench object --json` output.
+    /// Each phase's `cairn bench … --json` output (its figures under
+    /// `bandwidth_mib_per_sec`, `iops`, `latency_p99_secs`).
     phases: BTreeMap<String, serde_json::Value>,
+    /// The phases in the order they ran.
+    #[serde(default)]
+    order: Vec<String>,
     /// The phases with failures: what the client and the cluster showed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     timelines: BTreeMap<String, failure::Timeline>,
@@ -244,6 +272,9 @@ struct Spread {
     max_mib_per_sec: f64,
     median_iops: f64,
     median_latency_p99_secs: f64,
+    /// IO500's score (its phase `io500 score`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_score: Option<f64>,
     /// With failures in the phase: medians of the first failure to an OSD
     /// down in the map and to `active+clean`, and of the client's MiB/s
     /// before, during and after.
@@ -371,7 +402,8 @@ pub fn run(args: &SweepArgs) -> CliResult {
                 point: index,
                 repeat,
                 settings: point.clone(),
-                phases,
+                order: phases.iter().map(|(name, _)| name.clone()).collect(),
+                phases: phases.into_iter().collect(),
                 timelines,
                 secs: started.elapsed().as_secs_f64(),
             };
@@ -474,27 +506,32 @@ fn check(text: &str) -> CliResult<Checked> {
             );
         }
     }
-    if plan.workload.kind != "object" {
-        return Err(format!(
-            "workload kind {:?}: only \"object\" is runnable so far",
-            plan.workload.kind
-        )
-        .into());
+    workload::check_phases(&plan.workload.kind, &plan.workload.phases)?;
+    let w = &plan.workload;
+    if w.kind != "fs"
+        && (w.transfer_sizes.is_some()
+            || w.files_per_proc.is_some()
+            || w.block_size_per_proc.is_some())
+    {
+        return Err(
+            "workload transfer_sizes, files_per_proc and block_size_per_proc are for kind fs"
+                .into(),
+        );
     }
-    if plan.workload.phases.is_empty() {
-        return Err("workload phases: at least one (write, seq, rand)".into());
+    if w.kind != "io500" && w.max_bytes.is_some() {
+        return Err("workload max_bytes is for kind io500".into());
     }
-    for (i, phase) in plan.workload.phases.iter().enumerate() {
-        match phase.as_str() {
-            "write" => {}
-            "seq" | "rand" if plan.workload.phases[..i].iter().any(|p| p == "write") => {}
-            "seq" | "rand" => {
-                return Err(
-                    format!("workload phase {phase:?} reads what a write before it wrote").into(),
-                );
-            }
-            other => return Err(format!("workload phase {other:?}: write, seq or rand").into()),
-        }
+    for size in w
+        .transfer_sizes
+        .iter()
+        .flatten()
+        .chain(&w.block_size_per_proc)
+        .chain(&w.max_bytes)
+    {
+        parse_size(size).map_err(|e| format!("workload size {size:?}: {e}"))?;
+    }
+    if !plan.failure.is_empty() && w.kind != "object" {
+        return Err("failures are injected into object workloads only, so far".into());
     }
     let duration =
         parse_duration(&plan.workload.duration).map_err(|e| format!("workload duration: {e}"))?;
@@ -531,6 +568,9 @@ fn check(text: &str) -> CliResult<Checked> {
         .collect::<Result<Vec<_>, _>>()?;
     let failures = failure::by_phase(&plan.failure, &plan.workload.phases, duration)?;
     for point in &points {
+        if !failures.is_empty() && point.clients > 1 {
+            return Err("failures with clients above 1: not yet; one client measures them".into());
+        }
         if let Some((_, f)) = failures
             .values()
             .flatten()
@@ -582,6 +622,13 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
     let osds = int("osds", 3)?;
     let pg_num = int("pg_num", 32)?;
     let concurrency = int("concurrency", 16)?;
+    let clients = int("clients", 1)?;
+    if clients == 0 || clients > workload::CLIENTS_MAX {
+        return Err(format!(
+            "clients = {clients}: 1 to {}",
+            workload::CLIENTS_MAX
+        ));
+    }
     let erasure = text("erasure")?;
     let size = if erasure.is_some() {
         if settings.contains_key("size") {
@@ -668,6 +715,7 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         stripe_unit,
         object_size,
         concurrency,
+        clients,
         // 64 KiB/s: below that a throttled OSD cannot write a map.
         disk_bw: size_of("disk_bw", 65_536)?,
         disk_iops: optional_int("disk_iops")?,
@@ -679,9 +727,10 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
     })
 }
 
-/// The phases' JSON by name, and the timelines of those with failures.
+/// The phases' JSON in the order they ran, and the timelines of those
+/// with failures.
 type Measured = (
-    BTreeMap<String, serde_json::Value>,
+    Vec<(String, serde_json::Value)>,
     BTreeMap<String, failure::Timeline>,
 );
 
@@ -710,10 +759,19 @@ fn run_point(
 }
 
 /// `cairn up` with the point's OSDs and monitor timings, and its pool.
-fn start_cluster(cairn: &Path, args: &SweepArgs, point: &Point, data: &Path) -> CliResult {
+fn start_cluster(
+    cairn: &Path,
+    args: &SweepArgs,
+    checked: &Checked,
+    point: &Point,
+    data: &Path,
+) -> CliResult {
     let osds = point.osds.to_string();
     let port = args.base_port.to_string();
     let data_arg = path(data);
+    let kind = checked.plan.workload.kind.as_str();
+    let mds = if workload::needs_fs(kind) { "1" } else { "0" };
+    let s3_port = workload::s3_port(kind, args.base_port).to_string();
     let mut up = vec![
         "up",
         "--detach",
@@ -724,9 +782,9 @@ fn start_cluster(cairn: &Path, args: &SweepArgs, point: &Point, data: &Path) -> 
         "--base-port",
         &port,
         "--mds",
-        "0",
+        mds,
         "--s3-port",
-        "0",
+        &s3_port,
     ];
     if let Some(grace) = &point.down_grace {
         up.extend(["--down-grace", grace]);
@@ -802,7 +860,7 @@ fn measure(
         let (data, groups, stop) = (data.to_path_buf(), groups.clone(), stop.clone());
         std::thread::spawn(move || watch_groups(data, groups, stop))
     };
-    let result = start_cluster(cairn, args, point, data).and_then(|()| {
+    let result = start_cluster(cairn, args, checked, point, data).and_then(|()| {
         let cluster = failure::Cluster {
             cairn,
             data,
@@ -822,49 +880,42 @@ fn measure(
 
 /// The workload's phases on a running cluster.
 fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> CliResult<Measured> {
-    let duration = format!("{}ms", checked.duration.as_millis());
-    let concurrency = cluster.point.concurrency.to_string();
-    let (mut phases, mut timelines) = (BTreeMap::new(), BTreeMap::new());
-    for phase in &checked.plan.workload.phases {
-        if phase != "write" {
-            crate::bench_cmd::drop_caches();
+    let target = workload::Target {
+        cairn: cluster.cairn,
+        conf: cluster.conf,
+        data: cluster.data,
+        base_port: cluster.base_port,
+        point: cluster.point,
+        duration: checked.duration,
+        workload: &checked.plan.workload,
+    };
+    let (mut phases, mut timelines) = (Vec::new(), BTreeMap::new());
+    match checked.plan.workload.kind.as_str() {
+        "s3" => phases = workload::s3_phases(&target)?,
+        "fs" | "io500" => phases = workload::fs_phases(&target)?,
+        _ => {
+            for phase in &checked.plan.workload.phases {
+                if phase != "write" {
+                    crate::bench_cmd::drop_caches();
+                }
+                let commands: Vec<Vec<String>> = (0..cluster.point.clients)
+                    .map(|c| workload::object_command(&target, phase, c))
+                    .collect();
+                let value = match checked.failures.get(phase) {
+                    None => workload::clients(cluster.cairn, &commands)?,
+                    Some(failures) => {
+                        let series =
+                            failure::series_file(raw.points_dir, raw.index, raw.repeat, phase);
+                        let mut command = commands[0].clone();
+                        command.extend(["--series".to_owned(), path(&series)]);
+                        let (value, timeline) = failure::run(cluster, &command, &series, failures)?;
+                        timelines.insert(phase.clone(), timeline);
+                        value
+                    }
+                };
+                phases.push((phase.clone(), value));
+            }
         }
-        let mut command: Vec<String> = [
-            "bench",
-            "object",
-            "--conf",
-            cluster.conf,
-            "--pool",
-            POOL,
-            "--mode",
-            phase,
-            "--object-size",
-            &cluster.point.object_size,
-            "--concurrency",
-            &concurrency,
-            "--duration",
-            &duration,
-            "--json",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let value = match checked.failures.get(phase) {
-            None => {
-                let borrowed: Vec<&str> = command.iter().map(String::as_str).collect();
-                let out = quiet(cluster.cairn, &borrowed)?;
-                serde_json::from_slice(&out)
-                    .map_err(|e| format!("bench object {phase}: not JSON: {e}"))?
-            }
-            Some(failures) => {
-                let series = failure::series_file(raw.points_dir, raw.index, raw.repeat, phase);
-                command.extend(["--series".to_owned(), path(&series)]);
-                let (value, timeline) = failure::run(cluster, &command, &series, failures)?;
-                timelines.insert(phase.clone(), timeline);
-                value
-            }
-        };
-        phases.insert(phase.clone(), value);
     }
     Ok((phases, timelines))
 }
@@ -915,10 +966,14 @@ fn summarize(checked: &Checked, points_dir: &Path, runs: Runs) -> CliResult<Summ
                 serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", file.display()))?;
             samples.push(sample);
         }
-        let phases = checked
-            .plan
-            .workload
-            .phases
+        // The phases as the first repeat ran them (the file workloads name
+        // theirs as they run).
+        let names: Vec<String> = match samples.first() {
+            Some(s) if !s.order.is_empty() => s.order.clone(),
+            Some(s) => s.phases.keys().cloned().collect(),
+            None => Vec::new(),
+        };
+        let phases = names
             .iter()
             .map(|phase| {
                 let figure = |name: &str| -> Vec<f64> {
@@ -946,6 +1001,14 @@ fn summarize(checked: &Checked, points_dir: &Path, runs: Runs) -> CliResult<Summ
                     mib_per_sec: mib,
                     median_iops: median(&figure("iops")),
                     median_latency_p99_secs: median(&figure("latency_p99_secs")),
+                    median_score: samples
+                        .iter()
+                        .any(|s| {
+                            s.phases
+                                .get(phase)
+                                .is_some_and(|p| p.get("score").is_some())
+                        })
+                        .then(|| median(&figure("score"))),
                 }
             })
             .collect();
@@ -1057,46 +1120,57 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
             .map(|(_, v)| v.to_owned())
             .unwrap_or_default()
     };
-    for (n, phase) in summary.plan.workload.phases.iter().enumerate() {
+    let names: Vec<String> = summary
+        .points
+        .first()
+        .map(|p| p.phases.iter().map(|s| s.phase.clone()).collect())
+        .unwrap_or_default();
+    for phase in &names {
         body.push_str(&format!("<h2>{}</h2>\n", escape(phase)));
-        fn spread(p: &PointSummary, n: usize) -> &Spread {
-            &p.phases[n]
-        }
-        let bars: Vec<Bar<'_>> = summary
+        let shown: Vec<(&PointSummary, &Spread)> = summary
             .points
             .iter()
-            .map(|p| Bar {
-                label: &p.label,
-                median: spread(p, n).median_mib_per_sec,
-                min: spread(p, n).min_mib_per_sec,
-                max: spread(p, n).max_mib_per_sec,
-            })
+            .filter_map(|p| Some((p, p.phases.iter().find(|s| s.phase == *phase)?)))
             .collect();
-        let title = format!("{phase}: median MiB/s (whiskers: min to max)");
-        body.push_str(&format!(
-            "<figure>{}</figure>\n",
-            bar_chart(&title, "MiB/s", &bars)?
-        ));
-        let latency: Vec<Bar<'_>> = summary
-            .points
+        let figure = Figure::of(shown.iter().map(|(_, s)| *s));
+        let bars: Vec<Bar<'_>> = shown
             .iter()
-            .map(|p| {
-                let ms = spread(p, n).median_latency_p99_secs * 1000.0;
+            .map(|(p, s)| {
+                let (median, min, max) = figure.spread(s);
                 Bar {
                     label: &p.label,
-                    median: ms,
-                    min: ms,
-                    max: ms,
+                    median,
+                    min,
+                    max,
                 }
             })
             .collect();
-        let title = format!("{phase}: p99 latency");
+        let title = format!("{phase}: median {} (whiskers: min to max)", figure.unit());
         body.push_str(&format!(
             "<figure>{}</figure>\n",
-            bar_chart(&title, "ms", &latency)?
+            bar_chart(&title, figure.unit(), &bars)?
         ));
+        if shown.iter().any(|(_, s)| s.median_latency_p99_secs > 0.0) {
+            let latency: Vec<Bar<'_>> = shown
+                .iter()
+                .map(|(p, s)| {
+                    let ms = s.median_latency_p99_secs * 1000.0;
+                    Bar {
+                        label: &p.label,
+                        median: ms,
+                        min: ms,
+                        max: ms,
+                    }
+                })
+                .collect();
+            let title = format!("{phase}: p99 latency");
+            body.push_str(&format!(
+                "<figure>{}</figure>\n",
+                bar_chart(&title, "ms", &latency)?
+            ));
+        }
         if checked.failures.contains_key(phase) {
-            body.push_str(&failure_section(summary, phase, n)?);
+            body.push_str(&failure_section(summary, phase)?);
         }
         for setting in &checked.swept {
             let ticks: Vec<String> = checked.plan.matrix[setting]
@@ -1113,7 +1187,7 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
                 .cloned()
                 .collect();
             let mut lines: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
-            for p in &summary.points {
+            for (p, s) in &shown {
                 let at = ticks
                     .iter()
                     .position(|t| *t == value_of(&p.settings, setting));
@@ -1121,7 +1195,7 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
                     lines
                         .entry(p.settings.label(&others))
                         .or_default()
-                        .push((at, spread(p, n).median_mib_per_sec));
+                        .push((at, figure.spread(s).0));
                 }
             }
             let lines: Vec<Line> = lines
@@ -1131,8 +1205,8 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
                     Line { name, points }
                 })
                 .collect();
-            let title = format!("{phase}: median MiB/s against {setting}");
-            let svg = line_chart(&title, (setting, &ticks), "MiB/s", &lines)?;
+            let title = format!("{phase}: median {} against {setting}", figure.unit());
+            let svg = line_chart(&title, (setting, &ticks), figure.unit(), &lines)?;
             body.push_str(&format!("<figure>{svg}</figure>\n"));
         }
     }
@@ -1142,10 +1216,52 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
     Ok(page(&summary.plan.name, &body, &summary.machine))
 }
 
+/// What a phase's plots show: MiB/s, operations per second where no
+/// bytes moved (metadata), or IO500's score.
+enum Figure {
+    Bandwidth,
+    Operations,
+    Score,
+}
+
+impl Figure {
+    fn of<'a>(spreads: impl Iterator<Item = &'a Spread> + Clone) -> Figure {
+        if spreads.clone().any(|s| s.median_score.is_some()) {
+            Figure::Score
+        } else if spreads.clone().all(|s| s.median_mib_per_sec == 0.0)
+            && spreads.clone().any(|s| s.median_iops > 0.0)
+        {
+            Figure::Operations
+        } else {
+            Figure::Bandwidth
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        match self {
+            Figure::Bandwidth => "MiB/s",
+            Figure::Operations => "ops/s",
+            Figure::Score => "IO500 score",
+        }
+    }
+
+    /// Median, minimum and maximum (the spread is kept for MiB/s only).
+    fn spread(&self, s: &Spread) -> (f64, f64, f64) {
+        match self {
+            Figure::Bandwidth => (s.median_mib_per_sec, s.min_mib_per_sec, s.max_mib_per_sec),
+            Figure::Operations => (s.median_iops, s.median_iops, s.median_iops),
+            Figure::Score => {
+                let score = s.median_score.unwrap_or(0.0);
+                (score, score, score)
+            }
+        }
+    }
+}
+
 /// A phase with failures: each point's client MiB/s and latency against
 /// time (every repeat, the first's events marked), and the times and
 /// rates around the failures.
-fn failure_section(summary: &Summary, phase: &str, n: usize) -> CliResult<String> {
+fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
     use crate::bench_report::{Series, escape, html_table, series_chart};
     let mut html = String::new();
     let failures: Vec<String> = summary
@@ -1206,7 +1322,12 @@ fn failure_section(summary: &Summary, phase: &str, n: usize) -> CliResult<String
             "<figure>{}</figure>\n",
             series_chart(&title, "ms", &line(|k| k.latency_avg_secs * 1000.0), &marks)?
         ));
-        if let Some(f) = &p.phases[n].failures {
+        if let Some(f) = p
+            .phases
+            .iter()
+            .find(|s| s.phase == phase)
+            .and_then(|s| s.failures.as_ref())
+        {
             let secs = |v: Option<f64>| v.map_or("-".into(), |v| fixed(v, 1));
             rows.push(vec![
                 p.label.clone(),
@@ -1297,7 +1418,10 @@ fn figure_rows(summary: &Summary) -> Vec<Vec<String>> {
             p.phases.iter().map(|s| {
                 vec![
                     p.label.clone(),
-                    s.phase.clone(),
+                    match s.median_score {
+                        Some(score) => format!("{} {}", s.phase, fixed(score, 2)),
+                        None => s.phase.clone(),
+                    },
                     fixed(s.median_mib_per_sec, 1),
                     fixed(s.min_mib_per_sec, 1),
                     fixed(s.max_mib_per_sec, 1),

@@ -1,0 +1,423 @@
+//! The workloads a sweep runs on each point's cluster, each through the
+//! `cairn bench` command that measures it alone: `object` (`bench object`
+//! on the pool), `s3` (`bench s3` on the cluster's gateway, the bucket in
+//! the pool), `fs` (`bench fs` on a FUSE mount of the cluster's file
+//! system: IOR- and mdtest-style families) and `io500` (`bench io500` on
+//! the mount). With `clients` above 1, an object or S3 phase runs that
+//! many client processes at once and adds up their figures; the file
+//! workloads give it to their own `--procs`.
+//!
+//! Every phase's result is kept whole in the sample, under the keys the
+//! summary reads: `bandwidth_mib_per_sec`, `iops`, `latency_p99_secs`
+//! (and `score` for IO500's score).
+
+use super::{POOL, Point, path, quiet};
+use crate::output::CliResult;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workload kinds.
+pub(super) const KINDS: [&str; 4] = ["object", "s3", "fs", "io500"];
+/// `bench s3`'s modes a plan may run as phases.
+const S3_PHASES: [&str; 5] = ["put", "get", "head", "list", "mixed"];
+/// `bench fs`'s families a plan may run as phases.
+const FS_PHASES: [&str; 4] = ["ior-easy", "ior-hard", "mdtest-easy", "mdtest-hard"];
+/// Most client processes of a phase.
+pub(super) const CLIENTS_MAX: u32 = 256;
+/// Time a FUSE mount gets to appear.
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(20);
+/// The S3 gateway's port: past the OSDs' ports.
+const S3_PORT_OFFSET: u16 = 90;
+
+/// Checks a workload's phases against its kind.
+pub(super) fn check_phases(kind: &str, phases: &[String]) -> Result<(), String> {
+    if !KINDS.contains(&kind) {
+        return Err(format!(
+            "workload kind {kind:?}: one of {}",
+            KINDS.join(", ")
+        ));
+    }
+    let known: &[&str] = match kind {
+        "object" => &["write", "seq", "rand"],
+        "s3" => &S3_PHASES,
+        "fs" => &FS_PHASES,
+        _ => &[],
+    };
+    if kind == "io500" {
+        if !phases.is_empty() {
+            return Err("workload io500 runs IO500's twelve phases: give no phases".into());
+        }
+        return Ok(());
+    }
+    if phases.is_empty() {
+        return Err(format!(
+            "workload phases: at least one of {}",
+            known.join(", ")
+        ));
+    }
+    for (i, phase) in phases.iter().enumerate() {
+        if !known.contains(&phase.as_str()) {
+            return Err(format!(
+                "workload phase {phase:?} of kind {kind}: one of {}",
+                known.join(", ")
+            ));
+        }
+        let reads = matches!(phase.as_str(), "seq" | "rand" | "get" | "head");
+        let wrote = phases[..i].iter().any(|p| p == "write" || p == "put");
+        if reads && !wrote {
+            return Err(format!(
+                "workload phase {phase:?} reads what a write before it wrote"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a workload's phases run against.
+pub(super) struct Target<'a> {
+    pub cairn: &'a Path,
+    pub conf: &'a str,
+    pub data: &'a Path,
+    pub base_port: u16,
+    pub point: &'a Point,
+    pub duration: Duration,
+    pub workload: &'a super::Workload,
+}
+
+/// The gateway port of a point's cluster (0: none).
+pub(super) fn s3_port(kind: &str, base_port: u16) -> u16 {
+    if kind == "s3" {
+        base_port.saturating_add(S3_PORT_OFFSET)
+    } else {
+        0
+    }
+}
+
+/// Whether the kind needs the cluster's file system (an MDS and a mount).
+pub(super) fn needs_fs(kind: &str) -> bool {
+    matches!(kind, "fs" | "io500")
+}
+
+/// An object phase's command for client `client` (its own list of names).
+pub(super) fn object_command(target: &Target<'_>, phase: &str, client: u32) -> Vec<String> {
+    let list = target.data.join(format!("bench-{POOL}-c{client}.txt"));
+    vec![
+        "bench".to_owned(),
+        "object".into(),
+        "--conf".into(),
+        target.conf.into(),
+        "--pool".into(),
+        POOL.into(),
+        "--mode".into(),
+        phase.into(),
+        "--object-size".into(),
+        target.point.object_size.clone(),
+        "--concurrency".into(),
+        target.point.concurrency.to_string(),
+        "--duration".into(),
+        format!("{}ms", target.duration.as_millis()),
+        "--list".into(),
+        path(&list),
+        "--json".into(),
+    ]
+}
+
+/// An S3 phase's command for client `client` (its own prefix).
+fn s3_command(target: &Target<'_>, phase: &str, client: u32) -> CliResult<Vec<String>> {
+    let keys: Value = serde_json::from_slice(
+        &std::fs::read(target.data.join("s3-admin.json"))
+            .map_err(|e| format!("the gateway's keys: {e}"))?,
+    )?;
+    let field = |name: &str| keys[name].as_str().unwrap_or_default().to_owned();
+    Ok(vec![
+        "bench".to_owned(),
+        "s3".into(),
+        "--endpoint".into(),
+        format!("http://127.0.0.1:{}", s3_port("s3", target.base_port)),
+        "--access-key".into(),
+        field("access_key"),
+        "--secret-key".into(),
+        field("secret_key"),
+        // A location constraint naming a pool puts the bucket there.
+        "--region".into(),
+        POOL.into(),
+        "--bucket".into(),
+        "sweep".into(),
+        "--prefix".into(),
+        format!("c{client}"),
+        "--mode".into(),
+        phase.into(),
+        "--object-size".into(),
+        target.point.object_size.clone(),
+        "--concurrency".into(),
+        target.point.concurrency.to_string(),
+        "--duration".into(),
+        format!("{}ms", target.duration.as_millis()),
+        "--json".into(),
+    ])
+}
+
+/// Runs `commands` at once (one client each) and adds up their reports.
+pub(super) fn clients(cairn: &Path, commands: &[Vec<String>]) -> CliResult<Value> {
+    let children: Vec<Child> = commands
+        .iter()
+        .map(|args| {
+            Command::new(cairn)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("starting a client: {e}"))?;
+    let mut reports = Vec::new();
+    let mut failed = None;
+    for child in children {
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            failed = Some(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+            continue;
+        }
+        reports.push(
+            serde_json::from_slice::<Value>(&out.stdout)
+                .map_err(|e| format!("a client's report is not JSON: {e}"))?,
+        );
+    }
+    if let Some(error) = failed {
+        return Err(format!("a client failed: {error}").into());
+    }
+    Ok(add_up(reports))
+}
+
+/// One report of several clients': bandwidth and operations added, the
+/// worst p99; each client's own kept under `clients`.
+pub(super) fn add_up(mut reports: Vec<Value>) -> Value {
+    if reports.len() == 1 {
+        return reports.remove(0);
+    }
+    let sum = |key: &str| -> f64 { reports.iter().filter_map(|r| r[key].as_f64()).sum() };
+    let max = |key: &str| -> f64 {
+        reports
+            .iter()
+            .filter_map(|r| r[key].as_f64())
+            .fold(0.0, f64::max)
+    };
+    json!({
+        "bandwidth_mib_per_sec": sum("bandwidth_mib_per_sec"),
+        "iops": sum("iops"),
+        "latency_p99_secs": max("latency_p99_secs"),
+        "clients": reports,
+    })
+}
+
+/// The phases of an S3 workload, each with `clients` processes.
+pub(super) fn s3_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
+    let mut results = Vec::new();
+    for phase in &target.workload.phases {
+        if phase != "put" {
+            crate::bench_cmd::drop_caches();
+        }
+        let commands = (0..target.point.clients)
+            .map(|c| s3_command(target, phase, c))
+            .collect::<CliResult<Vec<_>>>()?;
+        results.push((phase.clone(), clients(target.cairn, &commands)?));
+    }
+    Ok(results)
+}
+
+/// The cluster's file system mounted on `DATA/mnt` while it lives.
+struct Mount {
+    point: PathBuf,
+    child: Child,
+}
+
+impl Mount {
+    fn new(target: &Target<'_>) -> CliResult<Mount> {
+        let point = target.data.join("mnt");
+        std::fs::create_dir_all(&point)?;
+        let log = std::fs::File::create(target.data.join("mount.log"))?;
+        let child = Command::new(target.cairn)
+            .args(["mount", "--conf", target.conf])
+            .arg(&point)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cairn mount: {e}"))?;
+        let mut mount = Mount { point, child };
+        let deadline = Instant::now() + MOUNT_TIMEOUT;
+        while !mounted(&mount.point) {
+            if Instant::now() > deadline || mount.child.try_wait()?.is_some() {
+                let log =
+                    std::fs::read_to_string(target.data.join("mount.log")).unwrap_or_default();
+                return Err(format!("cairn mount did not mount: {}", log.trim()).into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(mount)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        drop(
+            Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.point)
+                .stderr(Stdio::null())
+                .status(),
+        );
+        if mounted(&self.point) {
+            drop(Command::new("umount").arg("-l").arg(&self.point).status());
+        }
+        drop(self.child.kill());
+        drop(self.child.wait());
+    }
+}
+
+/// Whether a file system is mounted on `point`.
+fn mounted(point: &Path) -> bool {
+    let wanted = point.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(wanted.as_str()))
+}
+
+/// `bench fs` or `bench io500` on a mount of the cluster's file system:
+/// each phase's figures, and IO500's score as a phase of its own.
+pub(super) fn fs_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
+    let mount = Mount::new(target)?;
+    let dir = path(&mount.point);
+    let procs = target.point.clients.to_string();
+    let w = target.workload;
+    let mut args: Vec<String> = Vec::new();
+    let mut push = |a: &str, b: &str| {
+        args.push(a.to_owned());
+        args.push(b.to_owned());
+    };
+    if target.workload.kind == "io500" {
+        push("--stonewall", &format!("{}ms", target.duration.as_millis()));
+        if let Some(max) = &w.max_bytes {
+            push("--max-bytes", max);
+        }
+    } else {
+        push("--phases", &w.phases.join(","));
+        if let Some(sizes) = &w.transfer_sizes {
+            push("--transfer-sizes", &sizes.join(","));
+        }
+        if let Some(files) = w.files_per_proc {
+            push("--files-per-proc", &files.to_string());
+        }
+        if let Some(block) = &w.block_size_per_proc {
+            push("--block-size-per-proc", block);
+        }
+    }
+    let mut command: Vec<String> = vec![
+        "bench".into(),
+        target.workload.kind.clone(),
+        "--dir".into(),
+        dir,
+        "--procs".into(),
+        procs,
+        "--drop-caches".into(),
+        "--json".into(),
+    ];
+    command.extend(args);
+    let borrowed: Vec<&str> = command.iter().map(String::as_str).collect();
+    let out = quiet(target.cairn, &borrowed);
+    drop(mount);
+    let report: Value = serde_json::from_slice(&out?)
+        .map_err(|e| format!("bench {}: not JSON: {e}", target.workload.kind))?;
+    Ok(fs_report_phases(&report))
+}
+
+/// A `bench fs`/`io500` report as the sweep's phases.
+pub(super) fn fs_report_phases(report: &Value) -> Vec<(String, Value)> {
+    let mut phases = Vec::new();
+    for phase in report["phases"].as_array().into_iter().flatten() {
+        let name = phase["phase"].as_str().unwrap_or("phase");
+        let name = match phase["transfer_size_bytes"].as_u64() {
+            Some(size) => format!("{name} {}", size_text(size)),
+            None => name.to_owned(),
+        };
+        let mut value = phase.clone();
+        value["bandwidth_mib_per_sec"] = phase["mib_per_sec"].clone();
+        value["iops"] = phase["ops_per_sec"].clone();
+        value["latency_p99_secs"] = json!(0.0);
+        phases.push((name, value));
+    }
+    if let Some(score) = report.get("io500").filter(|s| !s.is_null()) {
+        let mut value = score.clone();
+        value["bandwidth_mib_per_sec"] =
+            json!(score["bandwidth_gib_per_sec"].as_f64().unwrap_or(0.0) * 1024.0);
+        value["iops"] = json!(score["metadata_kiops"].as_f64().unwrap_or(0.0) * 1000.0);
+        value["latency_p99_secs"] = json!(0.0);
+        phases.push(("io500 score".to_owned(), value));
+    }
+    phases
+}
+
+/// "4K", "4M", "47008".
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_must_fit_their_kind() {
+        let v = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(check_phases("object", &v(&["write", "rand"])).is_ok());
+        assert!(check_phases("s3", &v(&["put", "get", "list"])).is_ok());
+        assert!(check_phases("fs", &v(&["ior-easy", "mdtest-hard"])).is_ok());
+        assert!(check_phases("io500", &[]).is_ok());
+        assert!(check_phases("s3", &v(&["get"])).is_err_and(|e| e.contains("reads what")));
+        assert!(check_phases("fs", &v(&["write"])).is_err_and(|e| e.contains("ior-easy")));
+        assert!(check_phases("io500", &v(&["ior-easy"])).is_err_and(|e| e.contains("no phases")));
+        assert!(check_phases("tape", &[]).is_err_and(|e| e.contains("tape")));
+    }
+
+    #[test]
+    fn clients_add_up_bandwidth_and_operations_and_keep_the_worst_p99() {
+        let one = json!({"bandwidth_mib_per_sec": 10.0, "iops": 100.0, "latency_p99_secs": 0.2});
+        let two = json!({"bandwidth_mib_per_sec": 30.0, "iops": 50.0, "latency_p99_secs": 0.1});
+        let sum = add_up(vec![one.clone(), two]);
+        assert_eq!(sum["bandwidth_mib_per_sec"], 40.0);
+        assert_eq!(sum["iops"], 150.0);
+        assert_eq!(sum["latency_p99_secs"], 0.2);
+        assert_eq!(sum["clients"].as_array().map(Vec::len), Some(2));
+        assert_eq!(add_up(vec![one.clone()]), one);
+    }
+
+    #[test]
+    fn fs_reports_become_phases_named_with_their_transfer_size() {
+        let report = json!({
+            "phases": [
+                {"phase": "ior-easy-write", "transfer_size_bytes": 4096, "mib_per_sec": 5.0, "ops_per_sec": 1280.0},
+                {"phase": "mdtest-easy-write", "transfer_size_bytes": null, "mib_per_sec": 0.0, "ops_per_sec": 900.0}
+            ],
+            "io500": {"bandwidth_gib_per_sec": 0.5, "metadata_kiops": 20.0, "score": 3.16}
+        });
+        let phases = fs_report_phases(&report);
+        let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["ior-easy-write 4K", "mdtest-easy-write", "io500 score"]
+        );
+        assert_eq!(phases[0].1["bandwidth_mib_per_sec"], 5.0);
+        assert_eq!(phases[1].1["iops"], 900.0);
+        assert_eq!(phases[2].1["score"], 3.16);
+        assert_eq!(size_text(47_008), "47008");
+        assert_eq!(size_text(4 << 20), "4M");
+    }
+}
