@@ -24,6 +24,7 @@ mod placement_cmd;
 mod pool_cmd;
 mod reports;
 mod s3_cmd;
+mod sizing;
 mod status_cmd;
 mod units;
 mod up_cmd;
@@ -48,6 +49,10 @@ enum Command {
     /// mounted file system.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// The cheapest cluster (nodes × a catalog's node shape) that a
+    /// bottleneck model fitted to `cairn bench sweep` runs predicts will
+    /// meet a target (`--target "read=2GB/s,capacity=100TB,redundancy=8+3"`).
+    Sizing(sizing::SizingArgs),
     /// Run a monitor in the foreground (until Ctrl-C or SIGTERM).
     Mon(mon_cmd::MonArgs),
     /// Run an OSD in the foreground (`cairn osd --data DIR ...`, until
@@ -131,6 +136,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Placement(command) => placement_cmd::run(command),
         Command::Bench(command) => bench_cmd::run(command),
+        Command::Sizing(args) => sizing::run(&args),
         Command::Mon(args) => mon_cmd::run(args),
         Command::Osd(OsdTopArgs {
             admin: Some(command),
