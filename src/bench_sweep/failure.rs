@@ -503,7 +503,7 @@ mod tests {
             .map(|s| {
                 tick(
                     f64::from(s),
-                    if (3..=6).contains(&s) { 50.0 } else { 100.0 },
+                    if (4..=7).contains(&s) { 50.0 } else { 100.0 },
                 )
             })
             .collect();
@@ -530,7 +530,7 @@ mod tests {
         assert_eq!(t.detection_secs, Some(0.5));
         assert_eq!(t.clean_secs, Some(4.0));
         assert_eq!(t.before_mib_per_sec, 100.0);
-        // Ticks ending at 3..=6 s: 50, 50, 50, 50.
+        // Ticks whose seconds' middles fall from 2.5 to 6.5 s: 50 each.
         assert_eq!(t.during_mib_per_sec, 50.0);
         assert_eq!(t.after_mib_per_sec, 100.0);
         let whats: Vec<&str> = t.events.iter().map(|e| e.what.as_str()).collect();
