@@ -17,6 +17,7 @@
 //! done (the plan must be the same). The summary (`DIR/summary.json` and a
 //! table) gives each point's median, minimum and maximum per phase.
 
+mod apps;
 mod failure;
 mod workload;
 
@@ -38,9 +39,10 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 15] = [
+const SETTINGS: [&str; 16] = [
     "osds",
     "clients",
+    "redundancy",
     "pg_num",
     "size",
     "erasure",
@@ -86,6 +88,13 @@ pub struct SweepArgs {
     /// Print the summary as JSON (and no progress line).
     #[arg(long)]
     json: bool,
+    /// Instead of the plan's repeats (a quick look: 1).
+    #[arg(long)]
+    repeats: Option<u32>,
+    /// Instead of the plan's phase length (a quick look: 5s); failures
+    /// keep their times, so they must fall within it.
+    #[arg(long)]
+    duration: Option<String>,
 }
 
 /// A plan as written.
@@ -114,6 +123,10 @@ fn one() -> u32 {
     1
 }
 
+fn duration_default() -> String {
+    "30s".into()
+}
+
 /// What runs on each point.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -128,7 +141,9 @@ struct Workload {
     /// (IO500's own).
     #[serde(default)]
     phases: Vec<String>,
-    /// Each timed phase's length (e.g. 10s); io500: the stonewall.
+    /// Each timed phase's length (e.g. 10s); io500: the stonewall; fs and
+    /// apps run a fixed amount of work instead.
+    #[serde(default = "duration_default")]
     duration: String,
     /// fs: ior-easy's transfer sizes (e.g. ["4K", "4M"]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +157,9 @@ struct Workload {
     /// io500: the most bytes the run may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_bytes: Option<String>,
+    /// apps: the large file base64, grep and gzip read (default 256M).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    large_file: Option<String>,
     /// After a phase with failures, the longest wait for `active+clean`
     /// (default 120s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,6 +232,10 @@ impl Point {
                 "object_size" => self.object_size.clone(),
                 "concurrency" => self.concurrency.to_string(),
                 "clients" => self.clients.to_string(),
+                "redundancy" => match (&self.erasure, self.size) {
+                    (Some(spec), _) => spec.clone(),
+                    (None, size) => format!("{}x", size.unwrap_or(1)),
+                },
                 "disk_bw" => shown(&self.disk_bw),
                 "disk_iops" => shown(&self.disk_iops),
                 "cpu" => shown(&self.cpu),
@@ -223,6 +245,10 @@ impl Point {
                 _ => shown(&self.down_out),
             }
         };
+        if swept.is_empty() {
+            // A plan with no matrix: one point.
+            return "the point".to_owned();
+        }
         swept
             .iter()
             .map(|name| format!("{name}={}", value(name)))
@@ -351,7 +377,18 @@ struct Summary {
 pub fn run(args: &SweepArgs) -> CliResult {
     let text = std::fs::read_to_string(&args.plan)
         .map_err(|e| format!("--plan {}: {e}", args.plan.display()))?;
-    let checked = check(&text).map_err(|e| format!("plan {}: {e}", args.plan.display()))?;
+    let checked = toml::from_str::<Plan>(&text)
+        .map_err(Into::into)
+        .and_then(|mut plan| {
+            if let Some(repeats) = args.repeats {
+                plan.repeats = repeats;
+            }
+            if let Some(duration) = &args.duration {
+                plan.workload.duration.clone_from(duration);
+            }
+            check_plan(plan)
+        })
+        .map_err(|e| format!("plan {}: {e}", args.plan.display()))?;
     std::fs::create_dir_all(&args.data)
         .map_err(|e| format!("--data {}: {e}", args.data.display()))?;
     // Every limit is set and measured before anything else: one the kernel
@@ -494,8 +531,13 @@ fn sample_file(points_dir: &Path, index: usize, repeat: u32) -> PathBuf {
 }
 
 /// Parses and checks a plan: every key known, every point possible.
+#[cfg(test)]
 fn check(text: &str) -> CliResult<Checked> {
-    let plan: Plan = toml::from_str(text)?;
+    check_plan(toml::from_str(text)?)
+}
+
+/// Checks a plan: every point possible, every failure within its phase.
+fn check_plan(plan: Plan) -> CliResult<Checked> {
     if plan.repeats == 0 || plan.repeats > REPEATS_MAX {
         return Err(format!("repeats must be 1 to {REPEATS_MAX}").into());
     }
@@ -521,12 +563,16 @@ fn check(text: &str) -> CliResult<Checked> {
     if w.kind != "io500" && w.max_bytes.is_some() {
         return Err("workload max_bytes is for kind io500".into());
     }
+    if w.kind != "apps" && w.large_file.is_some() {
+        return Err("workload large_file is for kind apps".into());
+    }
     for size in w
         .transfer_sizes
         .iter()
         .flatten()
         .chain(&w.block_size_per_proc)
         .chain(&w.max_bytes)
+        .chain(&w.large_file)
     {
         parse_size(size).map_err(|e| format!("workload size {size:?}: {e}"))?;
     }
@@ -629,8 +675,25 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
             workload::CLIENTS_MAX
         ));
     }
-    let erasure = text("erasure")?;
-    let size = if erasure.is_some() {
+    let mut erasure = text("erasure")?;
+    let mut redundancy_size = None;
+    if let Some(redundancy) = text("redundancy")? {
+        if settings.contains_key("size") || erasure.is_some() {
+            return Err("redundancy is size or erasure: give one of the three".into());
+        }
+        match redundancy.strip_suffix('x') {
+            Some(copies) => {
+                let copies = copies
+                    .parse::<u32>()
+                    .map_err(|_| format!("redundancy = {redundancy:?}: like \"3x\" or \"8+3\""))?;
+                redundancy_size = Some(copies);
+            }
+            None => erasure = Some(redundancy),
+        }
+    }
+    let size = if let Some(copies) = redundancy_size {
+        Some(copies)
+    } else if erasure.is_some() {
         if settings.contains_key("size") {
             return Err("size and erasure both given: a pool is one or the other".into());
         }
@@ -770,7 +833,6 @@ fn start_cluster(
     let port = args.base_port.to_string();
     let data_arg = path(data);
     let kind = checked.plan.workload.kind.as_str();
-    let mds = if workload::needs_fs(kind) { "1" } else { "0" };
     let s3_port = workload::s3_port(kind, args.base_port).to_string();
     let mut up = vec![
         "up",
@@ -782,7 +844,7 @@ fn start_cluster(
         "--base-port",
         &port,
         "--mds",
-        mds,
+        "0",
         "--s3-port",
         &s3_port,
     ];
@@ -892,7 +954,7 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
     let (mut phases, mut timelines) = (Vec::new(), BTreeMap::new());
     match checked.plan.workload.kind.as_str() {
         "s3" => phases = workload::s3_phases(&target)?,
-        "fs" | "io500" => phases = workload::fs_phases(&target)?,
+        "fs" | "io500" | "apps" => phases = workload::fs_phases(&target)?,
         _ => {
             for phase in &checked.plan.workload.phases {
                 if phase != "write" {
@@ -1563,6 +1625,28 @@ duration = "1s"
         assert!(empty.contains("no values"), "{empty}");
         let kind = refused(&PLAN.replace("\"object\"", "\"tape\""));
         assert!(kind.contains("tape"), "{kind}");
+    }
+
+    #[test]
+    fn every_shipped_plan_is_valid_and_says_what_it_mirrors() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+        let mut plans = 0;
+        for entry in std::fs::read_dir(&dir).expect("plans/") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("a plan");
+            let checked = check(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                checked
+                    .plan
+                    .mirrors
+                    .as_deref()
+                    .is_some_and(|m| m.len() > 40),
+                "{}: mirrors",
+                path.display()
+            );
+            plans += 1;
+        }
+        assert!(plans >= 7, "{plans} plans");
     }
 
     #[test]

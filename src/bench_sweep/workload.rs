@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The workload kinds.
-pub(super) const KINDS: [&str; 4] = ["object", "s3", "fs", "io500"];
+pub(super) const KINDS: [&str; 5] = ["object", "s3", "fs", "io500", "apps"];
 /// `bench s3`'s modes a plan may run as phases.
 const S3_PHASES: [&str; 5] = ["put", "get", "head", "list", "mixed"];
 /// `bench fs`'s families a plan may run as phases.
@@ -45,6 +45,15 @@ pub(super) fn check_phases(kind: &str, phases: &[String]) -> Result<(), String> 
         "fs" => &FS_PHASES,
         _ => &[],
     };
+    if kind == "apps" {
+        if phases.is_empty() {
+            return Err(format!(
+                "workload phases: at least one of {}",
+                super::apps::PHASES.join(", ")
+            ));
+        }
+        return super::apps::check(phases);
+    }
     if kind == "io500" {
         if !phases.is_empty() {
             return Err("workload io500 runs IO500's twelve phases: give no phases".into());
@@ -93,11 +102,6 @@ pub(super) fn s3_port(kind: &str, base_port: u16) -> u16 {
     } else {
         0
     }
-}
-
-/// Whether the kind needs the cluster's file system (an MDS and a mount).
-pub(super) fn needs_fs(kind: &str) -> bool {
-    matches!(kind, "fs" | "io500")
 }
 
 /// An object phase's command for client `client` (its own list of names).
@@ -192,13 +196,35 @@ pub(super) fn clients(cairn: &Path, commands: &[Vec<String>]) -> CliResult<Value
     Ok(add_up(reports))
 }
 
+/// A client's report with the sweep's keys: `bench object` has them;
+/// `bench s3` says `mib_per_sec` and `ops_per_sec`, and for a LIST the
+/// keys listed per second are its operations.
+fn normalized(mut report: Value) -> Value {
+    let number = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64);
+    if number(&report, "bandwidth_mib_per_sec").is_none() {
+        report["bandwidth_mib_per_sec"] = json!(number(&report, "mib_per_sec").unwrap_or(0.0));
+    }
+    if number(&report, "iops").is_none() {
+        let ops = if report["mode"] == "list" {
+            number(&report, "keys_per_sec")
+        } else {
+            number(&report, "ops_per_sec")
+        };
+        report["iops"] = json!(ops.unwrap_or(0.0));
+    }
+    report
+}
+
 /// One report of several clients': bandwidth and operations added, the
 /// worst p99; each client's own kept under `clients`.
-pub(super) fn add_up(mut reports: Vec<Value>) -> Value {
+pub(super) fn add_up(reports: Vec<Value>) -> Value {
+    let mut reports: Vec<Value> = reports.into_iter().map(normalized).collect();
     if reports.len() == 1 {
         return reports.remove(0);
     }
-    let sum = |key: &str| -> f64 { reports.iter().filter_map(|r| r[key].as_f64()).sum() };
+    // A float sum starts from -0.0: an empty one is shown as 0.
+    let sum =
+        |key: &str| -> f64 { reports.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() + 0.0 };
     let max = |key: &str| -> f64 {
         reports
             .iter()
@@ -228,26 +254,96 @@ pub(super) fn s3_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> 
     Ok(results)
 }
 
-/// The cluster's file system mounted on `DATA/mnt` while it lives.
+/// The file system a point's file workloads measure: its data in the
+/// swept pool.
+const FS_NAME: &str = "sweepfs";
+
+/// The point's file system, served by an MDS of its own and mounted on
+/// `DATA/mnt` while it lives.
 struct Mount {
     point: PathBuf,
     child: Child,
+    /// Dropped after the mount.
+    _mds: Mds,
+}
+
+/// An MDS child process, killed on drop.
+struct Mds(Child);
+
+impl Drop for Mds {
+    fn drop(&mut self) {
+        drop(self.0.kill());
+        drop(self.0.wait());
+    }
+}
+
+/// Makes the file system (metadata in its own replicated pool, data in
+/// the swept pool) and starts its MDS; returns once it is active.
+fn serve_fs(target: &Target<'_>) -> CliResult<Mds> {
+    let size = target.point.osds.min(3).to_string();
+    quiet(
+        target.cairn,
+        &[
+            "fs",
+            "create",
+            FS_NAME,
+            "--data-pool",
+            POOL,
+            "--size",
+            &size,
+            "--pg-num",
+            "16",
+            "--conf",
+            target.conf,
+        ],
+    )?;
+    let log = std::fs::File::create(target.data.join("logs").join("sweep-mds.log"))
+        .or_else(|_| std::fs::File::create(target.data.join("sweep-mds.log")))?;
+    let child = Command::new(target.cairn)
+        .args(["mds", "--conf", target.conf, "--fs", FS_NAME, "--name", "a"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cairn mds: {e}"))?;
+    let mds = Mds(child);
+    let deadline = Instant::now() + MOUNT_TIMEOUT;
+    loop {
+        let status = quiet(
+            target.cairn,
+            &["fs", "status", FS_NAME, "--json", "--conf", target.conf],
+        )
+        .ok()
+        .and_then(|out| serde_json::from_slice::<Value>(&out).ok());
+        if status.is_some_and(|s| !s["active"].is_null()) {
+            return Ok(mds);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the MDS of {FS_NAME} did not become active").into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 impl Mount {
     fn new(target: &Target<'_>) -> CliResult<Mount> {
+        let mds = serve_fs(target)?;
         let point = target.data.join("mnt");
         std::fs::create_dir_all(&point)?;
         let log = std::fs::File::create(target.data.join("mount.log"))?;
         let child = Command::new(target.cairn)
-            .args(["mount", "--conf", target.conf])
+            .args(["mount", "--conf", target.conf, "--fs", FS_NAME])
             .arg(&point)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cairn mount: {e}"))?;
-        let mut mount = Mount { point, child };
+        let mut mount = Mount {
+            point,
+            child,
+            _mds: mds,
+        };
         let deadline = Instant::now() + MOUNT_TIMEOUT;
         while !mounted(&mount.point) {
             if Instant::now() > deadline || mount.child.try_wait()?.is_some() {
@@ -291,6 +387,22 @@ fn mounted(point: &Path) -> bool {
 /// each phase's figures, and IO500's score as a phase of its own.
 pub(super) fn fs_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
     let mount = Mount::new(target)?;
+    if target.workload.kind == "apps" {
+        let large = target
+            .workload
+            .large_file
+            .as_deref()
+            .unwrap_or(super::apps::LARGE_DEFAULT);
+        let http_port = target.base_port.saturating_add(S3_PORT_OFFSET + 1);
+        let scratch = target.data.join("apps-local");
+        return super::apps::run(
+            &mount.point,
+            &scratch,
+            &target.workload.phases,
+            large,
+            http_port,
+        );
+    }
     let dir = path(&mount.point);
     let procs = target.point.clients.to_string();
     let w = target.workload;
@@ -397,6 +509,15 @@ mod tests {
         assert_eq!(sum["latency_p99_secs"], 0.2);
         assert_eq!(sum["clients"].as_array().map(Vec::len), Some(2));
         assert_eq!(add_up(vec![one.clone()]), one);
+        let s3_list =
+            json!({"mode": "list", "mib_per_sec": 0.0, "ops_per_sec": 3.0, "keys_per_sec": 3000.0});
+        let s3_put = json!({"mode": "put", "mib_per_sec": 8.0, "ops_per_sec": 2.0});
+        assert_eq!(add_up(vec![s3_list])["iops"], 3000.0);
+        let put = add_up(vec![s3_put.clone(), s3_put]);
+        assert_eq!(
+            (put["bandwidth_mib_per_sec"].as_f64(), put["iops"].as_f64()),
+            (Some(16.0), Some(4.0))
+        );
     }
 
     #[test]
