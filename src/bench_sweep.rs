@@ -806,8 +806,9 @@ fn run_point(
     raw: &Raw<'_>,
 ) -> CliResult<Measured> {
     let data = args.data.join("point");
-    // Left by a run stopped mid-point.
+    // Left by a run stopped mid-point (its mount too, dead or alive).
     drop(quiet(cairn, &["down", "--data", &path(&data)]));
+    workload::unmount_left(&data.join("mnt"));
     if data.exists() {
         std::fs::remove_dir_all(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
     }

@@ -359,18 +359,28 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        drop(
-            Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.point)
-                .stderr(Stdio::null())
-                .status(),
-        );
-        if mounted(&self.point) {
-            drop(Command::new("umount").arg("-l").arg(&self.point).status());
-        }
+        unmount_left(&self.point);
         drop(self.child.kill());
         drop(self.child.wait());
+    }
+}
+
+/// Unmounts whatever is mounted on `point`: at once if it can, else
+/// lazily (a stopped run's FUSE process may be gone).
+pub(super) fn unmount_left(point: &Path) {
+    for flags in ["-u", "-uz"] {
+        if mounted(point) {
+            drop(
+                Command::new("fusermount3")
+                    .arg(flags)
+                    .arg(point)
+                    .stderr(Stdio::null())
+                    .status(),
+            );
+        }
+    }
+    if mounted(point) {
+        drop(Command::new("umount").arg("-l").arg(point).status());
     }
 }
 
