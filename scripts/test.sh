@@ -19,8 +19,10 @@ command -v rclone >/dev/null || need_apt+=(rclone)
 command -v s3cmd >/dev/null || need_apt+=(s3cmd)
 command -v s3fs >/dev/null || need_apt+=(s3fs)
 command -v curl >/dev/null || need_apt+=(curl)
-# tests/bench_sweep.rs checks that a sweep's HTML report renders.
+# tests/bench_sweep.rs checks that a sweep's HTML report renders, and
+# measures its emulated disk limits with fio.
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v fio >/dev/null || need_apt+=(fio)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
