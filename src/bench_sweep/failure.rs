@@ -17,6 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A series line over less time than this is left out of the timeline
+/// (the raw file keeps it).
+const TICK_SECS_MIN: f64 = 0.5;
 /// How often the cluster's state is read during a phase with failures.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// The actions a failure may take.
@@ -372,6 +375,12 @@ fn read_series(path: &Path) -> CliResult<Vec<Tick>> {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0.0)
         };
+        // The last line covers the moments after the phase while the last
+        // operations finish: a few of them over a few milliseconds would
+        // read as a burst the client never ran at.
+        if f(interval) < TICK_SECS_MIN {
+            continue;
+        }
         ticks.push(Tick {
             elapsed_secs: f(elapsed),
             interval_secs: f(interval),
@@ -544,6 +553,24 @@ mod tests {
                 "active+clean"
             ]
         );
+    }
+
+    #[test]
+    fn a_short_last_line_of_the_series_is_left_out() {
+        let dir = std::env::temp_dir().join(format!("cairn-series-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("s.csv");
+        std::fs::write(
+            &file,
+            "unix_time_secs,elapsed_secs,interval_secs,mib_per_sec,ops,errors,in_flight,latency_avg_secs\n\
+             1.0,1.000,1.000,500.00,125,0,16,0.0300\n\
+             1.1,1.060,0.060,3674.00,55,0,0,0.0400\n",
+        )
+        .expect("write");
+        let ticks = read_series(&file).expect("read");
+        drop(std::fs::remove_dir_all(&dir));
+        assert_eq!(ticks.len(), 1);
+        assert_eq!(ticks[0].mib_per_sec, 500.0);
     }
 
     #[test]
