@@ -140,9 +140,20 @@ fn store(args: &StoreArgs) -> CliResult {
 }
 
 /// One fio job on `dir`; returns (MiB/s, IOPS) of its read or write side.
-fn fio_job(dir: &std::path::Path, name: &str, args: &[String]) -> CliResult<(f64, f64)> {
+pub(crate) fn fio_job(dir: &std::path::Path, name: &str, args: &[String]) -> CliResult<(f64, f64)> {
+    fio_job_with(std::process::Command::new("fio"), dir, name, args)
+}
+
+/// As [`fio_job`], run by `command`: fio itself, or a wrapper that execs
+/// fio with the arguments appended (say, in a cgroup).
+pub(crate) fn fio_job_with(
+    mut command: std::process::Command,
+    dir: &std::path::Path,
+    name: &str,
+    args: &[String],
+) -> CliResult<(f64, f64)> {
     let file = dir.join(format!("cairn-fio-{}-{name}", std::process::id()));
-    let output = std::process::Command::new("fio")
+    let output = command
         .arg(format!("--name={name}"))
         .arg(format!("--filename={}", file.display()))
         .args([

@@ -16,7 +16,7 @@
 use crate::output::CliResult;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The cgroup period a CPU quota is a share of (the kernel's default).
@@ -298,20 +298,19 @@ impl Group {
             .unwrap_or_default()
     }
 
-    /// A process started in the group: `sh` joins it, then becomes
-    /// `program` (no instant outside it, so a measurement is all limited).
-    fn spawn(&self, program: &str, args: &[&str], stdout: Stdio) -> std::io::Result<Child> {
-        Command::new("sh")
+    /// A command that starts `program` in the group: `sh` joins it, then
+    /// becomes `program` (no instant outside it, so a measurement is all
+    /// limited). Arguments added to it go to `program`.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(group_script(self.dirs.len()))
             .arg("sh")
             .args(self.dirs.iter().map(|(_, _, d)| d.join("cgroup.procs")))
             .arg(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
+            .stdin(Stdio::null());
+        command
     }
 }
 
@@ -491,8 +490,8 @@ pub(crate) fn check(limits: &Limits, dir: &Path) -> CliResult<Vec<LimitCheck>> {
     };
     let mut checks = Vec::new();
     if let Some(bytes) = limits.disk_bytes_per_sec {
-        let measured = fio(&group, dir, "write", "1M", disk)?;
-        let mib = measured.bytes_per_sec / MIB;
+        let (mib, _) = fio(Some(&group), dir, "write", "1M")
+            .map_err(|e| format!("checking the disk limit on {disk}: {e}"))?;
         let limit_mib = bytes as f64 / MIB;
         if mib > limit_mib * OVERSHOOT_MAX {
             return Err(format!(
@@ -509,11 +508,12 @@ pub(crate) fn check(limits: &Limits, dir: &Path) -> CliResult<Vec<LimitCheck>> {
         });
     }
     if let Some(iops) = limits.disk_iops {
-        let measured = fio(&group, dir, "randwrite", "4k", disk)?;
-        if measured.iops > iops as f64 * OVERSHOOT_MAX {
+        let (_, measured_iops) = fio(Some(&group), dir, "randwrite", "4k")
+            .map_err(|e| format!("checking the disk limit on {disk}: {e}"))?;
+        if measured_iops > iops as f64 * OVERSHOOT_MAX {
             return Err(format!(
                 "the disk limit of {iops} IOPS did not take effect: fio made {:.0} IOPS in the group",
-                measured.iops
+                measured_iops
             )
             .into());
         }
@@ -523,7 +523,7 @@ pub(crate) fn check(limits: &Limits, dir: &Path) -> CliResult<Vec<LimitCheck>> {
             mechanism: mechanism("iops"),
             checked: format!(
                 "fio, direct 4 KiB random writes for {FIO_CHECK_SECS} s: {:.0} IOPS",
-                measured.iops
+                measured_iops
             ),
             applied: true,
         });
@@ -553,7 +553,10 @@ fn check_cpu(
     mechanism: &dyn Fn(&str) -> String,
 ) -> CliResult<Vec<LimitCheck>> {
     let mut child = group
-        .spawn("yes", &[], Stdio::null())
+        .command("yes")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .map_err(|e| format!("starting a busy process to check the CPU limits: {e}"))?;
     std::thread::sleep(Duration::from_millis(100));
     let pid = child.id();
@@ -628,78 +631,32 @@ fn cpu_ns(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-struct FioResult {
-    bytes_per_sec: f64,
-    iops: f64,
-}
-
-/// fio in the group: direct `rw` of `block` blocks on `dir` for a few
-/// seconds.
-fn fio(group: &Group, dir: &Path, rw: &str, block: &str, disk: Device) -> CliResult<FioResult> {
-    let file = dir.join(format!(".cairn-limit-check-{}", std::process::id()));
-    let file_arg = format!("--filename={}", file.display());
-    let runtime = format!("--runtime={FIO_CHECK_SECS}");
-    let rw_arg = format!("--rw={rw}");
-    let bs = format!("--bs={block}");
+/// fio's direct `rw` of `block` blocks on `dir` for a few seconds, in
+/// `group` or (none) on the bare machine: MiB/s and IOPS.
+fn fio(group: Option<&Group>, dir: &Path, rw: &str, block: &str) -> CliResult<(f64, f64)> {
     let args = [
-        "--name=cairn-limit-check",
-        file_arg.as_str(),
-        "--size=256M",
-        rw_arg.as_str(),
-        bs.as_str(),
-        "--direct=1",
-        "--ioengine=psync",
-        "--time_based",
-        runtime.as_str(),
-        "--output-format=json",
+        "--size=256M".to_owned(),
+        format!("--rw={rw}"),
+        format!("--bs={block}"),
+        "--time_based".to_owned(),
+        format!("--runtime={FIO_CHECK_SECS}"),
     ];
-    let child = group
-        .spawn("fio", &args, Stdio::piped())
-        .map_err(|e| format!("fio is needed to check a disk limit (apt-get install fio): {e}"))?;
-    let out = child.wait_with_output()?;
-    drop(std::fs::remove_file(&file));
-    if !out.status.success() {
-        return Err(format!(
-            "fio checking the disk limit on {disk}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-        .into());
+    let name = if group.is_some() {
+        "limit-check"
+    } else {
+        "disk-baseline"
+    };
+    match group {
+        Some(group) => crate::bench_cmd::fio_job_with(group.command("fio"), dir, name, &args),
+        None => crate::bench_cmd::fio_job(dir, name, &args),
     }
-    let json: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("fio's JSON: {e}"))?;
-    let job = &json["jobs"][0]["write"];
-    Ok(FioResult {
-        bytes_per_sec: job["bw_bytes"].as_f64().unwrap_or(0.0),
-        iops: job["iops"].as_f64().unwrap_or(0.0),
-    })
 }
 
 /// The machine's disk under `dir`, unthrottled: fio's direct 1 MiB
 /// writes, MiB/s (the baseline a sweep's report and the sizing advisor
 /// hold Cairn's figures against). `None` without fio.
 pub(crate) fn disk_baseline_mib_per_sec(dir: &Path) -> Option<f64> {
-    let file = dir.join(format!(".cairn-disk-baseline-{}", std::process::id()));
-    let out = Command::new("fio")
-        .args([
-            "--name=cairn-disk-baseline",
-            &format!("--filename={}", file.display()),
-            "--size=512M",
-            "--rw=write",
-            "--bs=1M",
-            "--direct=1",
-            "--ioengine=psync",
-            "--time_based",
-            &format!("--runtime={FIO_CHECK_SECS}"),
-            "--output-format=json",
-        ])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok();
-    drop(std::fs::remove_file(&file));
-    let out = out.filter(|o| o.status.success())?;
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    Some(json["jobs"][0]["write"]["bw_bytes"].as_f64()? / MIB)
+    fio(None, dir, "write", "1M").ok().map(|(mib, _)| mib)
 }
 
 #[cfg(test)]
