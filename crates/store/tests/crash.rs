@@ -363,13 +363,16 @@ fn run_child_and_kill(dir: &Path, rng: &mut Rng, options: &ChildOptions<'_>) -> 
     if armed.is_some() {
         // Let it run to its crash point (most are reached while it opens
         // the store), else kill it as usual.
-        // A wrap needs the whole ring (8 MiB) written first.
-        let most = if armed == Some(cairn_store::failpoint::CrashPoint::WalWrap) {
-            3000
+        // A wrap needs the rest of the ring (8 MiB) written first, which
+        // a slow or busy machine may take seconds over: wait for the child
+        // to reach it (the channel closes when it dies) rather than hope
+        // a fixed time is enough.
+        let wait = if armed == Some(cairn_store::failpoint::CrashPoint::WalWrap) {
+            Duration::from_secs(60)
         } else {
-            1500
+            Duration::from_millis(300 + rng.below(1200))
         };
-        let deadline = Instant::now() + Duration::from_millis(300 + rng.below(most - 300));
+        let deadline = Instant::now() + wait;
         while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             record(line, &mut acked);
         }
