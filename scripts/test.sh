@@ -23,6 +23,8 @@ command -v curl >/dev/null || need_apt+=(curl)
 # measures its emulated disk limits with fio.
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v fio >/dev/null || need_apt+=(fio)
+# ... and starts several clients of a point through Open MPI's mpirun.
+command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq

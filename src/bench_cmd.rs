@@ -37,6 +37,11 @@ pub enum BenchCommand {
     /// MinIO's warp: timed PUT, GET, HEAD, LIST or mixed requests, or the
     /// DELETE of a prefix, with SigV4-signed requests.
     S3(crate::bench_s3::S3Args),
+    /// Adds up the `--report` files of `cairn bench object` or `s3` copies
+    /// a launcher started (`mpirun -np N cairn bench object ... --report
+    /// 'out/r{rank}.json'`): bandwidth and operations summed, the worst
+    /// p99.
+    Gather(crate::launch::GatherArgs),
     /// The erasure code on one core, no I/O: encode, rebuild with m shards
     /// lost, and parity-delta updates, in GB/s of data.
     Ec(crate::bench_ec::EcArgs),
@@ -100,6 +105,7 @@ pub fn run(command: BenchCommand) -> CliResult {
         BenchCommand::Compare(args) => crate::bench_report::compare(&args),
         BenchCommand::S3(args) => crate::bench_s3::run(&args),
         BenchCommand::Ec(args) => crate::bench_ec::run(&args),
+        BenchCommand::Gather(args) => crate::launch::gather(&args),
         BenchCommand::FsWorker(args) => crate::bench_fs::run_worker(&args),
     }
 }

@@ -71,9 +71,16 @@ pub struct ObjectArgs {
     /// Remove the benchmark's objects and their list after the run.
     #[arg(long)]
     cleanup: bool,
-    /// File listing written objects (default: bench-<pool>.txt next to the config).
+    /// File listing written objects (default: bench-<pool>.txt next to the
+    /// config, bench-<pool>-{rank}.txt under a launcher). `{rank}` is
+    /// replaced by the launcher's rank, which copies need.
     #[arg(long = "list", value_name = "FILE")]
     list_file: Option<PathBuf>,
+    /// Also write the JSON summary to FILE (`{rank}` replaced), after
+    /// waiting in its directory for the launcher's other copies to start
+    /// together; `cairn bench gather` adds the copies' files up.
+    #[arg(long = "report", value_name = "FILE")]
+    report_file: Option<PathBuf>,
     /// Print the summary as JSON (and no live lines).
     #[arg(long)]
     json: bool,
@@ -181,11 +188,25 @@ pub fn run(args: &ObjectArgs) -> CliResult {
     if args.object_count.is_some() && args.mode != Mode::Write {
         return Err("--objects applies to --mode write only".into());
     }
-    let list_path = args.list_file.clone().unwrap_or_else(|| {
-        let conf = args.conf.path();
-        let dir = conf.parent().map(PathBuf::from).unwrap_or_default();
-        dir.join(format!("bench-{}.txt", args.pool))
-    });
+    let rank = crate::launch::Rank::from_env()?;
+    let list_path = match &args.list_file {
+        Some(file) => PathBuf::from(crate::launch::expand(
+            "--list",
+            &file.to_string_lossy(),
+            rank,
+        )?),
+        None => {
+            let conf = args.conf.path();
+            let dir = conf.parent().map(PathBuf::from).unwrap_or_default();
+            match rank {
+                Some(rank) if rank.count > 1 => {
+                    dir.join(format!("bench-{}-{}.txt", args.pool, rank.index))
+                }
+                _ => dir.join(format!("bench-{}.txt", args.pool)),
+            }
+        }
+    };
+    let report = crate::launch::report(args.report_file.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -203,6 +224,10 @@ pub fn run(args: &ObjectArgs) -> CliResult {
             Some(path) => Some(Series::create(path)?),
             None => None,
         };
+        if let Some(report) = &report {
+            // The other copies a launcher started begin their clocks with ours.
+            tokio::task::block_in_place(|| report.start_together())?;
+        }
         let (stats, elapsed, series_result) = run_workers(args, &client, &listed, series).await;
         series_result.map_err(|e| format!("--series: {e}"))?;
         let mut objects = Arc::try_unwrap(stats)
@@ -234,6 +259,9 @@ pub fn run(args: &ObjectArgs) -> CliResult {
         }
         CliResult::Ok(summary)
     })?;
+    if let Some(report) = &report {
+        report.write(&summary)?;
+    }
     if args.json {
         return print_json(&summary);
     }

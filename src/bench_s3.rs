@@ -139,7 +139,7 @@ fn parse_mix(text: &str) -> Result<Mix, String> {
 }
 
 /// Flags of `cairn bench s3`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct S3Args {
     /// The server: http://host:port (path-style requests; no TLS).
     #[arg(long)]
@@ -160,7 +160,8 @@ pub struct S3Args {
     /// The bucket; put and mixed create it if missing.
     #[arg(long, default_value = "cairn-bench")]
     bucket: String,
-    /// Objects are named PREFIX/NNNNNNNN.
+    /// Objects are named PREFIX/NNNNNNNN. `{rank}` is replaced by a
+    /// launcher's rank, which its copies need (each its own prefix).
     #[arg(long, default_value = "bench")]
     prefix: String,
     /// put: timed PUTs; get, head: timed requests to random objects under
@@ -206,6 +207,11 @@ pub struct S3Args {
     /// time, MiB/s, operations and errors of that second.
     #[arg(long = "series", value_name = "FILE")]
     series_file: Option<PathBuf>,
+    /// Also write the JSON summary to FILE (`{rank}` replaced), after
+    /// waiting in its directory for the launcher's other copies to start
+    /// together; `cairn bench gather` adds the copies' files up.
+    #[arg(long = "report", value_name = "FILE")]
+    report_file: Option<PathBuf>,
 }
 
 impl S3Args {
@@ -673,6 +679,13 @@ impl Summary {
 }
 
 pub fn run(args: &S3Args) -> CliResult {
+    let rank = crate::launch::Rank::from_env()?;
+    let prefix = crate::launch::expand("--prefix", &args.prefix, rank)?;
+    let ranked = S3Args {
+        prefix,
+        ..args.clone()
+    };
+    let args = &ranked;
     args.validate()?;
     let target = Arc::new(Target {
         endpoint: Endpoint::parse(&args.endpoint)?,
@@ -686,7 +699,11 @@ pub fn run(args: &S3Args) -> CliResult {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let summary = runtime.block_on(run_async(args, target))?;
+    let report = crate::launch::report(args.report_file.as_deref())?;
+    let summary = runtime.block_on(run_async(args, target, report.as_ref()))?;
+    if let Some(report) = &report {
+        report.write(&summary)?;
+    }
     if args.json {
         return print_json(&summary);
     }
@@ -694,7 +711,11 @@ pub fn run(args: &S3Args) -> CliResult {
     Ok(())
 }
 
-async fn run_async(args: &S3Args, target: Arc<Target>) -> CliResult<Summary> {
+async fn run_async(
+    args: &S3Args,
+    target: Arc<Target>,
+    report: Option<&crate::launch::Report>,
+) -> CliResult<Summary> {
     let mut connection = S3Connection::new(target.clone());
     let found = prepare(args, &mut connection).await?;
     let series = match &args.series_file {
@@ -703,6 +724,10 @@ async fn run_async(args: &S3Args, target: Arc<Target>) -> CliResult<Summary> {
     };
     let found_counts = (found.len() as u64, found.first().map(|o| o.size_bytes));
     let plan = Arc::new(Plan::new(args, args.mode, found, chunk()));
+    if let Some(report) = report {
+        // The other copies a launcher started begin their clocks with ours.
+        tokio::task::block_in_place(|| report.start_together())?;
+    }
     let (elapsed, series_result) =
         run_workers(&plan, &target, args.concurrency, !args.json, series).await;
     series_result.map_err(|e| format!("--series: {e}"))?;

@@ -164,6 +164,14 @@ struct Workload {
     /// (default 120s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     clean_wait: Option<String>,
+    /// object and s3 with `clients` above 1: what starts the client
+    /// processes. `"mpirun"` (the default: Open MPI's, on this machine),
+    /// `"direct"` (the sweep itself), or any launcher's command line with
+    /// `{clients}` for the number of copies, e.g. `["srun", "-n",
+    /// "{clients}"]`. Each copy takes its rank from the launcher's
+    /// environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    launcher: Option<workload::LauncherSpec>,
 }
 
 /// One point's settings, every one resolved.
@@ -267,6 +275,8 @@ struct Checked {
     /// The failures of each phase, in time order.
     failures: BTreeMap<String, Vec<(Duration, failure::Failure)>>,
     clean_wait: Duration,
+    /// What starts an object or S3 phase's clients.
+    launcher: workload::Launcher,
 }
 
 /// One repeat of one point, as kept in `DIR/points/`.
@@ -635,6 +645,12 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         .as_deref()
         .unwrap_or(CLEAN_WAIT_DEFAULT);
     let clean_wait = parse_duration(clean_wait).map_err(|e| format!("workload clean_wait: {e}"))?;
+    let most_clients = points.iter().map(|p| p.clients).max().unwrap_or(1);
+    let launcher = workload::Launcher::check(
+        plan.workload.launcher.as_ref(),
+        &plan.workload.kind,
+        most_clients,
+    )?;
     let swept = plan.matrix.keys().cloned().collect();
     Ok(Checked {
         plan,
@@ -643,6 +659,7 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         duration,
         failures,
         clean_wait,
+        launcher,
     })
 }
 
@@ -951,6 +968,7 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
         point: cluster.point,
         duration: checked.duration,
         workload: &checked.plan.workload,
+        launcher: &checked.launcher,
     };
     let (mut phases, mut timelines) = (Vec::new(), BTreeMap::new());
     match checked.plan.workload.kind.as_str() {
@@ -961,15 +979,22 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
                 if phase != "write" {
                     crate::bench_cmd::drop_caches();
                 }
-                let commands: Vec<Vec<String>> = (0..cluster.point.clients)
-                    .map(|c| workload::object_command(&target, phase, c))
-                    .collect();
+                let command = workload::object_command(&target, phase);
                 let value = match checked.failures.get(phase) {
-                    None => workload::clients(cluster.cairn, &commands)?,
+                    None => {
+                        let reports = cluster
+                            .data
+                            .join(format!("reports-{}-{phase}", phases.len()));
+                        workload::clients(&target, &command, cluster.point.clients, &reports)?
+                    }
                     Some(failures) => {
                         let series =
                             failure::series_file(raw.points_dir, raw.index, raw.repeat, phase);
-                        let mut command = commands[0].clone();
+                        // One client (the plan check sees to it): rank 0.
+                        let mut command: Vec<String> = command
+                            .iter()
+                            .map(|a| a.replace(crate::launch::RANK_PLACEHOLDER, "0"))
+                            .collect();
                         command.extend(["--series".to_owned(), path(&series)]);
                         let (value, timeline) = failure::run(cluster, &command, &series, failures)?;
                         timelines.insert(phase.clone(), timeline);

@@ -83,6 +83,10 @@ fn renders(dir: &Path, html: &Path) {
 }
 
 fn sweep(plan: &Path, out: &Path, data: &Path) -> std::process::Output {
+    sweep_on(plan, out, data, "17600")
+}
+
+fn sweep_on(plan: &Path, out: &Path, data: &Path, base_port: &str) -> std::process::Output {
     let (plan, out, data) = (
         plan.display().to_string(),
         out.display().to_string(),
@@ -100,7 +104,7 @@ fn sweep(plan: &Path, out: &Path, data: &Path) -> std::process::Output {
             "--data",
             &data,
             "--base-port",
-            "17600",
+            base_port,
             "--json",
         ],
     )
@@ -328,5 +332,117 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
         );
         assert!(!fresh.exists(), "{says}: nothing made");
     }
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+/// Two object clients per phase, started by Open MPI's `mpirun` (then by
+/// the sweep itself): each copy takes its rank from the launcher, writes
+/// its own list of names and its own report after the start barrier, and
+/// the phase is their sum. `cairn bench gather` adds the same reports up
+/// by hand; copies that would share a file, or a rank without a launcher,
+/// are refused.
+#[test]
+fn clients_start_through_mpirun_and_their_reports_add_up() {
+    let _serial = common::serial();
+    let dir = common::test_dir("bench-sweep-mpirun");
+    let plan = dir.join("plan.toml");
+    let mpi_plan = r#"
+name = "two clients through mpirun"
+mirrors = "a test"
+[cluster]
+osds = 2
+size = 2
+pg_num = 8
+concurrency = 2
+object_size = "64K"
+[matrix]
+clients = [2]
+[workload]
+kind = "object"
+phases = ["write", "rand"]
+duration = "2s"
+"#;
+    for (launcher, name) in [("", "mpirun"), ("launcher = \"direct\"\n", "direct")] {
+        std::fs::write(&plan, format!("{mpi_plan}{launcher}")).expect("write plan");
+        let out = dir.join(format!("out-{name}"));
+        let data = dir.join(format!("data-{name}"));
+        let summary = common::ok_json(sweep_on(&plan, &out, &data, "17680"), name);
+        assert_eq!(summary["ran"], 1, "{name}: {summary}");
+        let sample: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(out.join("points").join("p0000-r001.json")).expect("a sample"),
+        )
+        .expect("sample JSON");
+        for phase in ["write", "rand"] {
+            let value = &sample["phases"][phase];
+            let clients = value["clients"].as_array().expect("each client's report");
+            assert_eq!(clients.len(), 2, "{name} {phase}: {value}");
+            let each: Vec<f64> = clients
+                .iter()
+                .map(|c| c["bandwidth_mib_per_sec"].as_f64().unwrap_or(0.0))
+                .collect();
+            assert!(each.iter().all(|&b| b > 0.0), "{name} {phase}: {each:?}");
+            let total = value["bandwidth_mib_per_sec"].as_f64().unwrap_or(0.0);
+            assert!(
+                (total - each.iter().sum::<f64>()).abs() < 1e-6,
+                "{name} {phase}: {total} is not the sum of {each:?}"
+            );
+        }
+        // The point's directory is gone with its cluster: gather the
+        // clients' reports the sample kept, as an operator would gather
+        // the files of `--report`.
+        let reports: Vec<std::path::PathBuf> = (0..2)
+            .map(|r| {
+                let file = dir.join(format!("{name}-r{r}.json"));
+                let report = &sample["phases"]["write"]["clients"][r];
+                std::fs::write(&file, report.to_string()).expect("write report");
+                file
+            })
+            .collect();
+        let args: Vec<String> = std::iter::once("bench".to_owned())
+            .chain(std::iter::once("gather".to_owned()))
+            .chain(reports.iter().map(|r| r.display().to_string()))
+            .chain(std::iter::once("--json".to_owned()))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let gathered = common::ok_json(common::cairn(Path::new("/dev/null"), &args), "gather");
+        assert_eq!(
+            gathered["bandwidth_mib_per_sec"], sample["phases"]["write"]["bandwidth_mib_per_sec"],
+            "{name}: gather adds up as the sweep did"
+        );
+    }
+
+    // Two copies sharing one list, and a rank placeholder without a
+    // launcher, are refused before anything is measured.
+    let shared = common::cairn_with_env(
+        Path::new("/dev/null"),
+        &[
+            "bench", "object", "--pool", "p", "--mode", "write", "--list", "one.txt",
+        ],
+        None,
+        &[("CAIRN_RANK", "0"), ("CAIRN_RANKS", "2")],
+    );
+    let stderr = String::from_utf8_lossy(&shared.stderr);
+    assert!(
+        !shared.status.success() && stderr.contains("{rank}"),
+        "{stderr}"
+    );
+    let unranked = common::cairn(
+        Path::new("/dev/null"),
+        &[
+            "bench",
+            "object",
+            "--pool",
+            "p",
+            "--mode",
+            "write",
+            "--list",
+            "l-{rank}.txt",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&unranked.stderr);
+    assert!(
+        !unranked.status.success() && stderr.contains("OMPI_COMM_WORLD_RANK"),
+        "{stderr}"
+    );
     drop(std::fs::remove_dir_all(&dir));
 }

@@ -12,7 +12,9 @@
 //! (and `score` for IO500's score).
 
 use super::{POOL, Point, path, quiet};
+use crate::launch::RANK_PLACEHOLDER as RANK;
 use crate::output::CliResult;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,6 +95,7 @@ pub(super) struct Target<'a> {
     pub point: &'a Point,
     pub duration: Duration,
     pub workload: &'a super::Workload,
+    pub launcher: &'a Launcher,
 }
 
 /// The gateway port of a point's cluster (0: none).
@@ -104,9 +107,10 @@ pub(super) fn s3_port(kind: &str, base_port: u16) -> u16 {
     }
 }
 
-/// An object phase's command for client `client` (its own list of names).
-pub(super) fn object_command(target: &Target<'_>, phase: &str, client: u32) -> Vec<String> {
-    let list = target.data.join(format!("bench-{POOL}-c{client}.txt"));
+/// An object phase's command, `{rank}` in its list of names (each client
+/// its own).
+pub(super) fn object_command(target: &Target<'_>, phase: &str) -> Vec<String> {
+    let list = target.data.join(format!("bench-{POOL}-c{RANK}.txt"));
     vec![
         "bench".to_owned(),
         "object".into(),
@@ -128,8 +132,8 @@ pub(super) fn object_command(target: &Target<'_>, phase: &str, client: u32) -> V
     ]
 }
 
-/// An S3 phase's command for client `client` (its own prefix).
-fn s3_command(target: &Target<'_>, phase: &str, client: u32) -> CliResult<Vec<String>> {
+/// An S3 phase's command, `{rank}` in its prefix (each client its own).
+fn s3_command(target: &Target<'_>, phase: &str) -> CliResult<Vec<String>> {
     let keys: Value = serde_json::from_slice(
         &std::fs::read(target.data.join("s3-admin.json"))
             .map_err(|e| format!("the gateway's keys: {e}"))?,
@@ -150,7 +154,7 @@ fn s3_command(target: &Target<'_>, phase: &str, client: u32) -> CliResult<Vec<St
         "--bucket".into(),
         "sweep".into(),
         "--prefix".into(),
-        format!("c{client}"),
+        format!("c{RANK}"),
         "--mode".into(),
         phase.into(),
         "--object-size".into(),
@@ -163,80 +167,237 @@ fn s3_command(target: &Target<'_>, phase: &str, client: u32) -> CliResult<Vec<St
     ])
 }
 
-/// Runs `commands` at once (one client each) and adds up their reports.
-pub(super) fn clients(cairn: &Path, commands: &[Vec<String>]) -> CliResult<Value> {
-    let children: Vec<Child> = commands
-        .iter()
-        .map(|args| {
-            Command::new(cairn)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("starting a client: {e}"))?;
-    let mut reports = Vec::new();
-    let mut failed = None;
-    for child in children {
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            failed = Some(String::from_utf8_lossy(&out.stderr).trim().to_owned());
-            continue;
+/// How an object or S3 phase's client processes start, as a plan gives
+/// it: `"mpirun"`, `"direct"`, or a launcher's command line with
+/// `{clients}` for the number of copies (`["srun", "-n", "{clients}"]`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub(super) enum LauncherSpec {
+    Named(String),
+    Command(Vec<String>),
+}
+
+/// A checked launcher.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Launcher {
+    /// The sweep starts the copies itself, each with `CAIRN_RANK`.
+    Direct,
+    /// Open MPI's `mpirun` on this machine. As root it runs in a network
+    /// namespace of its own (its control sockets listen on every address,
+    /// which this machine's clusters never need), and the copies return to
+    /// the sweep's namespace through `nsenter`.
+    Mpirun,
+    /// Any launcher that starts N copies with a rank in one of
+    /// [`crate::launch::RANK_VARIABLES`].
+    Command(Vec<String>),
+}
+
+/// The placeholder a launcher command gives the number of copies with.
+const CLIENTS_PLACEHOLDER: &str = "{clients}";
+
+impl Launcher {
+    /// Checks a plan's launcher for a workload of `kind`, whose points
+    /// run at most `most_clients` clients: the program must be installed
+    /// if any point uses it.
+    pub(super) fn check(
+        spec: Option<&LauncherSpec>,
+        kind: &str,
+        most_clients: u32,
+    ) -> Result<Launcher, String> {
+        if spec.is_some() && !matches!(kind, "object" | "s3") {
+            return Err(format!(
+                "workload launcher is for kinds object and s3: {kind} starts its own worker processes"
+            ));
         }
-        reports.push(
-            serde_json::from_slice::<Value>(&out.stdout)
-                .map_err(|e| format!("a client's report is not JSON: {e}"))?,
-        );
-    }
-    if let Some(error) = failed {
-        return Err(format!("a client failed: {error}").into());
-    }
-    Ok(add_up(reports))
-}
-
-/// A client's report with the sweep's keys: `bench object` has them;
-/// `bench s3` says `mib_per_sec` and `ops_per_sec`, and for a LIST the
-/// keys listed per second are its operations.
-fn normalized(mut report: Value) -> Value {
-    let number = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64);
-    if number(&report, "bandwidth_mib_per_sec").is_none() {
-        report["bandwidth_mib_per_sec"] = json!(number(&report, "mib_per_sec").unwrap_or(0.0));
-    }
-    if number(&report, "iops").is_none() {
-        let ops = if report["mode"] == "list" {
-            number(&report, "keys_per_sec")
-        } else {
-            number(&report, "ops_per_sec")
+        let launcher = match spec {
+            None => Launcher::Mpirun,
+            Some(LauncherSpec::Named(name)) => match name.as_str() {
+                "mpirun" => Launcher::Mpirun,
+                "direct" => Launcher::Direct,
+                other => {
+                    return Err(format!(
+                        "workload launcher {other:?}: \"mpirun\", \"direct\" or a command list like [\"srun\", \"-n\", \"{CLIENTS_PLACEHOLDER}\"]"
+                    ));
+                }
+            },
+            Some(LauncherSpec::Command(words)) => {
+                if words.first().is_none_or(|w| w.trim().is_empty()) {
+                    return Err("workload launcher: an empty command".into());
+                }
+                if !words.iter().any(|w| w.contains(CLIENTS_PLACEHOLDER)) {
+                    return Err(format!(
+                        "workload launcher {words:?}: give the number of copies as {CLIENTS_PLACEHOLDER}"
+                    ));
+                }
+                Launcher::Command(words.clone())
+            }
         };
-        report["iops"] = json!(ops.unwrap_or(0.0));
+        if most_clients > 1 && matches!(kind, "object" | "s3") {
+            let program = match &launcher {
+                Launcher::Direct => None,
+                Launcher::Mpirun => Some("mpirun"),
+                Launcher::Command(words) => words.first().map(String::as_str),
+            };
+            if let Some(program) = program
+                && !crate::launch::program_in_path(program)
+            {
+                let hint = if program == "mpirun" {
+                    " (apt-get install openmpi-bin, or launcher = \"direct\")"
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "workload launcher: {program} is not installed{hint}"
+                ));
+            }
+        }
+        Ok(launcher)
     }
-    report
+
+    /// The command that starts `count` copies of `cairn ARGS`.
+    fn command(&self, cairn: &Path, args: &[String], count: u32) -> Command {
+        let count_text = count.to_string();
+        match self {
+            Launcher::Direct => Command::new(cairn),
+            Launcher::Mpirun => {
+                let mpirun = ["mpirun", "--oversubscribe", "-np", &count_text];
+                let mut command = if rustix::process::geteuid().is_root() {
+                    let own_net = format!("--net=/proc/{}/ns/net", std::process::id());
+                    let mut command = Command::new("unshare");
+                    command
+                        .args([
+                            "--net",
+                            "sh",
+                            "-c",
+                            "ip link set lo up && exec \"$@\"",
+                            "sh",
+                        ])
+                        .args(mpirun)
+                        .args(["nsenter", &own_net]);
+                    command
+                        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                    command
+                } else {
+                    let mut command = Command::new(mpirun[0]);
+                    command.args(&mpirun[1..]);
+                    command
+                };
+                command.arg(cairn).args(args);
+                command
+            }
+            Launcher::Command(words) => {
+                let words: Vec<String> = words
+                    .iter()
+                    .map(|w| w.replace(CLIENTS_PLACEHOLDER, &count_text))
+                    .collect();
+                let mut command = Command::new(&words[0]);
+                command.args(&words[1..]).arg(cairn).args(args);
+                command
+            }
+        }
+    }
 }
 
-/// One report of several clients': bandwidth and operations added, the
-/// worst p99; each client's own kept under `clients`.
-pub(super) fn add_up(reports: Vec<Value>) -> Value {
-    let mut reports: Vec<Value> = reports.into_iter().map(normalized).collect();
-    if reports.len() == 1 {
-        return reports.remove(0);
+/// Runs `count` clients of `cairn ARGS` (`{rank}` in ARGS naming each
+/// copy's own list or prefix) and adds up their reports: one client
+/// directly, several through the launcher, each writing its report to
+/// `reports/r{rank}.json` after the start barrier there.
+pub(super) fn clients(
+    target: &Target<'_>,
+    args: &[String],
+    count: u32,
+    reports: &Path,
+) -> CliResult<Value> {
+    if count <= 1 {
+        let args: Vec<String> = args.iter().map(|a| a.replace(RANK, "0")).collect();
+        let out = Command::new(target.cairn)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("starting a client: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "a client failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+            .into());
+        }
+        let report = serde_json::from_slice::<Value>(&out.stdout)
+            .map_err(|e| format!("a client's report is not JSON: {e}"))?;
+        return Ok(crate::launch::add_up(vec![report]));
     }
-    // A float sum starts from -0.0: an empty one is shown as 0.
-    let sum =
-        |key: &str| -> f64 { reports.iter().filter_map(|r| r[key].as_f64()).sum::<f64>() + 0.0 };
-    let max = |key: &str| -> f64 {
+    std::fs::create_dir_all(reports)
+        .map_err(|e| format!("client reports {}: {e}", reports.display()))?;
+    let mut args = args.to_vec();
+    args.extend([
+        "--report".to_owned(),
+        path(&reports.join(format!("r{RANK}.json"))),
+    ]);
+    let job = format!(
+        "sweep{}-{}",
+        std::process::id(),
         reports
-            .iter()
-            .filter_map(|r| r[key].as_f64())
-            .fold(0.0, f64::max)
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    );
+    let failed = |what: String| -> CliResult<Value> {
+        Err(format!("{count} clients through {:?}: {what}", target.launcher).into())
     };
-    json!({
-        "bandwidth_mib_per_sec": sum("bandwidth_mib_per_sec"),
-        "iops": sum("iops"),
-        "latency_p99_secs": max("latency_p99_secs"),
-        "clients": reports,
-    })
+    if *target.launcher == Launcher::Direct {
+        let children: Vec<Child> = (0..count)
+            .map(|rank| {
+                Command::new(target.cairn)
+                    .args(&args)
+                    .env("CAIRN_RANK", rank.to_string())
+                    .env("CAIRN_RANKS", count.to_string())
+                    .env("CAIRN_JOB", &job)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("starting a client: {e}"))?;
+        let mut error = None;
+        for child in children {
+            let out = child.wait_with_output()?;
+            if !out.status.success() {
+                error = Some(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+            }
+        }
+        if let Some(error) = error {
+            return failed(format!("a client failed: {error}"));
+        }
+    } else {
+        let out = target
+            .launcher
+            .command(target.cairn, &args, count)
+            .env("CAIRN_JOB", &job)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("starting the launcher: {e}"))?;
+        if !out.status.success() {
+            return failed(format!(
+                "the launcher failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    let files: Vec<PathBuf> = (0..count)
+        .map(|rank| reports.join(format!("r{rank}.json")))
+        .collect();
+    if let Some(missing) = files.iter().find(|f| !f.exists()) {
+        return failed(format!(
+            "{} was not written: did the launcher start {count} copies with a rank?",
+            missing.display()
+        ));
+    }
+    crate::launch::gather_files(&files)
 }
 
 /// The phases of an S3 workload, each with `clients` processes.
@@ -246,10 +407,12 @@ pub(super) fn s3_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> 
         if phase != "put" {
             crate::bench_cmd::drop_caches();
         }
-        let commands = (0..target.point.clients)
-            .map(|c| s3_command(target, phase, c))
-            .collect::<CliResult<Vec<_>>>()?;
-        results.push((phase.clone(), clients(target.cairn, &commands)?));
+        let command = s3_command(target, phase)?;
+        let reports = target
+            .data
+            .join(format!("reports-{}-{phase}", results.len()));
+        let value = clients(target, &command, target.point.clients, &reports)?;
+        results.push((phase.clone(), value));
     }
     Ok(results)
 }
@@ -510,23 +673,42 @@ mod tests {
     }
 
     #[test]
-    fn clients_add_up_bandwidth_and_operations_and_keep_the_worst_p99() {
-        let one = json!({"bandwidth_mib_per_sec": 10.0, "iops": 100.0, "latency_p99_secs": 0.2});
-        let two = json!({"bandwidth_mib_per_sec": 30.0, "iops": 50.0, "latency_p99_secs": 0.1});
-        let sum = add_up(vec![one.clone(), two]);
-        assert_eq!(sum["bandwidth_mib_per_sec"], 40.0);
-        assert_eq!(sum["iops"], 150.0);
-        assert_eq!(sum["latency_p99_secs"], 0.2);
-        assert_eq!(sum["clients"].as_array().map(Vec::len), Some(2));
-        assert_eq!(add_up(vec![one.clone()]), one);
-        let s3_list =
-            json!({"mode": "list", "mib_per_sec": 0.0, "ops_per_sec": 3.0, "keys_per_sec": 3000.0});
-        let s3_put = json!({"mode": "put", "mib_per_sec": 8.0, "ops_per_sec": 2.0});
-        assert_eq!(add_up(vec![s3_list])["iops"], 3000.0);
-        let put = add_up(vec![s3_put.clone(), s3_put]);
+    fn launchers_are_checked_before_anything_runs() {
+        let named = |name: &str| LauncherSpec::Named(name.to_owned());
+        let words = |w: &[&str]| LauncherSpec::Command(w.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(Launcher::check(None, "object", 1), Ok(Launcher::Mpirun));
         assert_eq!(
-            (put["bandwidth_mib_per_sec"].as_f64(), put["iops"].as_f64()),
-            (Some(16.0), Some(4.0))
+            Launcher::check(Some(&named("direct")), "s3", 4),
+            Ok(Launcher::Direct)
+        );
+        assert!(
+            Launcher::check(Some(&named("pdsh")), "object", 1)
+                .is_err_and(|e| e.contains("\"mpirun\", \"direct\""))
+        );
+        assert!(
+            Launcher::check(Some(&named("direct")), "fs", 1)
+                .is_err_and(|e| e.contains("own worker processes"))
+        );
+        assert!(
+            Launcher::check(Some(&words(&["sh", "-c"])), "object", 1)
+                .is_err_and(|e| e.contains("{clients}"))
+        );
+        assert!(
+            Launcher::check(
+                Some(&words(&["no-such-launcher", "{clients}"])),
+                "object",
+                2
+            )
+            .is_err_and(|e| e.contains("no-such-launcher is not installed"))
+        );
+        // One client at every point needs no launcher installed.
+        assert!(
+            Launcher::check(
+                Some(&words(&["no-such-launcher", "{clients}"])),
+                "object",
+                1
+            )
+            .is_ok()
         );
     }
 
