@@ -18,6 +18,7 @@
 //! table) gives each point's median, minimum and maximum per phase.
 
 mod apps;
+mod ceph;
 mod failure;
 mod workload;
 
@@ -39,7 +40,8 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 16] = [
+const SETTINGS: [&str; 17] = [
+    "system",
     "osds",
     "clients",
     "redundancy",
@@ -95,6 +97,10 @@ pub struct SweepArgs {
     /// keep their times, so they must fall within it.
     #[arg(long)]
     duration: Option<String>,
+    /// The Ceph anchor's scripts (`deploy.sh`, `teardown.sh`), for points
+    /// with `system = "ceph"` [default: ../shared/anchors/ceph].
+    #[arg(long = "ceph-anchor")]
+    ceph_anchor: Option<PathBuf>,
 }
 
 /// A plan as written.
@@ -121,6 +127,14 @@ struct Plan {
 
 fn one() -> u32 {
     1
+}
+
+fn cairn_system() -> String {
+    "cairn".into()
+}
+
+fn is_cairn(system: &str) -> bool {
+    system == "cairn"
 }
 
 fn duration_default() -> String {
@@ -177,6 +191,9 @@ struct Workload {
 /// One point's settings, every one resolved.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 struct Point {
+    /// `cairn`, or `ceph` (the anchor cluster of `../shared/anchors/ceph`).
+    #[serde(default = "cairn_system", skip_serializing_if = "is_cairn")]
+    system: String,
     osds: u32,
     pg_num: u32,
     /// Copies of a replicated pool (none with `erasure`).
@@ -232,6 +249,7 @@ impl Point {
         }
         let value = |name: &str| -> String {
             match name {
+                "system" => self.system.clone(),
                 "osds" => self.osds.to_string(),
                 "pg_num" => self.pg_num.to_string(),
                 "size" => self.size.map_or("-".into(), |s| s.to_string()),
@@ -404,6 +422,13 @@ pub fn run(args: &SweepArgs) -> CliResult {
     // Every limit is set and measured before anything else: one the kernel
     // refuses stops the run here.
     let limits = check_limits(&checked, &args.data)?;
+    let mut anchor = if checked.points.iter().any(|p| p.system == "ceph") {
+        let scripts = ceph::locate(args.ceph_anchor.as_deref())?;
+        let rgw_port = args.base_port.saturating_add(workload::S3_PORT_OFFSET);
+        Some(ceph::Anchor::new(scripts, &args.data, rgw_port))
+    } else {
+        None
+    };
     let disk_baseline = crate::bench_emulate::disk_baseline_mib_per_sec(&args.data);
     let points_dir = args.out.join("points");
     std::fs::create_dir_all(&points_dir)
@@ -443,8 +468,12 @@ pub fn run(args: &SweepArgs) -> CliResult {
                 index,
                 repeat,
             };
-            let (phases, timelines) = run_point(&cairn, args, &checked, point, &raw)
-                .map_err(|e| format!("point {index} ({label}): {e}"))?;
+            let measured = match (&point.system[..], anchor.as_mut()) {
+                ("ceph", Some(anchor)) => ceph_point(&cairn, args, &checked, point, &raw, anchor),
+                _ => run_point(&cairn, args, &checked, point, &raw),
+            };
+            let (phases, timelines) =
+                measured.map_err(|e| format!("point {index} ({label}): {e}"))?;
             let sample = Sample {
                 point: index,
                 repeat,
@@ -623,6 +652,13 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let failures = failure::by_phase(&plan.failure, &plan.workload.phases, duration)?;
+    for point in points.iter().filter(|p| p.system == "ceph") {
+        ceph::check_point(point, &plan.workload.kind)
+            .map_err(|e| format!("a point on Ceph: {e}"))?;
+        if !failures.is_empty() {
+            return Err("failures are injected into Cairn's points only, so far".into());
+        }
+    }
     for point in &points {
         if !failures.is_empty() && point.clients > 1 {
             return Err("failures with clients above 1: not yet; one client measures them".into());
@@ -682,6 +718,13 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
             Some(other) => Err(format!("{name} = {other}: a string like \"4M\"")),
         }
     };
+    let system = text("system")?.unwrap_or_else(cairn_system);
+    if !ceph::SYSTEMS.contains(&system.as_str()) {
+        return Err(format!(
+            "system = {system:?}: one of {}",
+            ceph::SYSTEMS.join(", ")
+        ));
+    }
     let osds = int("osds", 3)?;
     let pg_num = int("pg_num", 32)?;
     let concurrency = int("concurrency", 16)?;
@@ -788,6 +831,7 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         return Err(format!("cpu = {cpu}: 0.01 to 1024 cores"));
     }
     Ok(Point {
+        system,
         osds,
         pg_num,
         size,
@@ -837,6 +881,83 @@ fn run_point(
     down?;
     removed.map_err(|e| format!("removing {}: {e}", data.display()))?;
     Ok(measured)
+}
+
+/// One repeat of a point on the Ceph anchor (deployed at the first):
+/// a pool of its own, the workload's phases, the pool removed.
+fn ceph_point(
+    cairn: &Path,
+    args: &SweepArgs,
+    checked: &Checked,
+    point: &Point,
+    raw: &Raw<'_>,
+    anchor: &mut ceph::Anchor,
+) -> CliResult<Measured> {
+    anchor.ensure_up()?;
+    // Scratch for the application set, as a Cairn point's directory.
+    let data = args.data.join("point");
+    if data.exists() {
+        std::fs::remove_dir_all(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
+    }
+    std::fs::create_dir_all(&data)?;
+    let kind = checked.plan.workload.kind.as_str();
+    let pool = ceph::pool_name(raw.index, raw.repeat);
+    let for_fs = matches!(kind, "fs" | "io500" | "apps");
+    if kind != "s3" {
+        anchor.make_pool(&pool, point, for_fs)?;
+    }
+    let target = workload::Target {
+        cairn,
+        conf: "",
+        data: &data,
+        base_port: args.base_port,
+        point,
+        duration: checked.duration,
+        workload: &checked.plan.workload,
+        launcher: &checked.launcher,
+    };
+    let result = match kind {
+        "s3" => anchor.rgw().and_then(|(endpoint, access_key, secret_key)| {
+            let access = workload::S3Access {
+                endpoint,
+                access_key,
+                secret_key,
+                region: None,
+                bucket: pool.clone(),
+            };
+            workload::s3_phases_on(&target, &access)
+        }),
+        "fs" | "io500" | "apps" => anchor
+            .fs_dir(&pool)
+            .and_then(|dir| workload::fs_phases_in(&target, &dir)),
+        _ => {
+            let secs = checked.duration.as_secs_f64().ceil() as u64;
+            let mut phases = Vec::new();
+            let mut failed = None;
+            for phase in &checked.plan.workload.phases {
+                if phase != "write" {
+                    crate::bench_cmd::drop_caches();
+                }
+                match anchor.rados_bench(&pool, phase, point, secs) {
+                    Ok(value) => phases.push((phase.clone(), value)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            failed.map_or(Ok(phases), Err)
+        }
+    };
+    let removed = if kind == "s3" {
+        Ok(())
+    } else {
+        anchor.remove_pool(&pool, for_fs)
+    };
+    drop(std::fs::remove_dir_all(&data));
+    let phases = result?;
+    removed?;
+    Ok((phases, BTreeMap::new()))
 }
 
 /// `cairn up` with the point's OSDs and monitor timings, and its pool.

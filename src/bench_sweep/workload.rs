@@ -31,7 +31,7 @@ pub(super) const CLIENTS_MAX: u32 = 256;
 /// Time a FUSE mount gets to appear.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The S3 gateway's port: past the OSDs' ports.
-const S3_PORT_OFFSET: u16 = 90;
+pub(super) const S3_PORT_OFFSET: u16 = 90;
 
 /// Checks a workload's phases against its kind.
 pub(super) fn check_phases(kind: &str, phases: &[String]) -> Result<(), String> {
@@ -132,27 +132,51 @@ pub(super) fn object_command(target: &Target<'_>, phase: &str) -> Vec<String> {
     ]
 }
 
-/// An S3 phase's command, `{rank}` in its prefix (each client its own).
-fn s3_command(target: &Target<'_>, phase: &str) -> CliResult<Vec<String>> {
+/// An S3 server a point's phases run against.
+pub(super) struct S3Access {
+    pub endpoint: String,
+    pub access_key: String,
+    pub secret_key: String,
+    /// A location constraint for the bucket (Cairn's gateway places a
+    /// bucket in the pool it names).
+    pub region: Option<String>,
+    pub bucket: String,
+}
+
+/// The point's own gateway, its bucket in the swept pool.
+fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
     let keys: Value = serde_json::from_slice(
         &std::fs::read(target.data.join("s3-admin.json"))
             .map_err(|e| format!("the gateway's keys: {e}"))?,
     )?;
     let field = |name: &str| keys[name].as_str().unwrap_or_default().to_owned();
-    Ok(vec![
+    Ok(S3Access {
+        endpoint: format!("http://127.0.0.1:{}", s3_port("s3", target.base_port)),
+        access_key: field("access_key"),
+        secret_key: field("secret_key"),
+        region: Some(POOL.into()),
+        bucket: "sweep".into(),
+    })
+}
+
+/// An S3 phase's command, `{rank}` in its prefix (each client its own).
+fn s3_command(target: &Target<'_>, access: &S3Access, phase: &str) -> Vec<String> {
+    let mut command = vec![
         "bench".to_owned(),
         "s3".into(),
         "--endpoint".into(),
-        format!("http://127.0.0.1:{}", s3_port("s3", target.base_port)),
+        access.endpoint.clone(),
         "--access-key".into(),
-        field("access_key"),
+        access.access_key.clone(),
         "--secret-key".into(),
-        field("secret_key"),
-        // A location constraint naming a pool puts the bucket there.
-        "--region".into(),
-        POOL.into(),
+        access.secret_key.clone(),
         "--bucket".into(),
-        "sweep".into(),
+        access.bucket.clone(),
+    ];
+    if let Some(region) = &access.region {
+        command.extend(["--region".into(), region.clone()]);
+    }
+    command.extend([
         "--prefix".into(),
         format!("c{RANK}"),
         "--mode".into(),
@@ -164,7 +188,8 @@ fn s3_command(target: &Target<'_>, phase: &str) -> CliResult<Vec<String>> {
         "--duration".into(),
         format!("{}ms", target.duration.as_millis()),
         "--json".into(),
-    ])
+    ]);
+    command
 }
 
 /// How an object or S3 phase's client processes start, as a plan gives
@@ -400,14 +425,24 @@ pub(super) fn clients(
     crate::launch::gather_files(&files)
 }
 
-/// The phases of an S3 workload, each with `clients` processes.
+/// The phases of an S3 workload on the point's gateway, each with
+/// `clients` processes.
 pub(super) fn s3_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
+    s3_phases_on(target, &cairn_s3(target)?)
+}
+
+/// The phases of an S3 workload on `access`, each with `clients`
+/// processes.
+pub(super) fn s3_phases_on(
+    target: &Target<'_>,
+    access: &S3Access,
+) -> CliResult<Vec<(String, Value)>> {
     let mut results = Vec::new();
     for phase in &target.workload.phases {
         if phase != "put" {
             crate::bench_cmd::drop_caches();
         }
-        let command = s3_command(target, phase)?;
+        let command = s3_command(target, access, phase);
         let reports = target
             .data
             .join(format!("reports-{}-{phase}", results.len()));
@@ -560,6 +595,14 @@ fn mounted(point: &Path) -> bool {
 /// each phase's figures, and IO500's score as a phase of its own.
 pub(super) fn fs_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
     let mount = Mount::new(target)?;
+    let result = fs_phases_in(target, &mount.point);
+    drop(mount);
+    result
+}
+
+/// `bench fs`, `bench io500` or the application set in `dir`, on any
+/// mounted file system.
+pub(super) fn fs_phases_in(target: &Target<'_>, dir: &Path) -> CliResult<Vec<(String, Value)>> {
     if target.workload.kind == "apps" {
         let large = target
             .workload
@@ -568,15 +611,9 @@ pub(super) fn fs_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> 
             .unwrap_or(super::apps::LARGE_DEFAULT);
         let http_port = target.base_port.saturating_add(S3_PORT_OFFSET + 1);
         let scratch = target.data.join("apps-local");
-        return super::apps::run(
-            &mount.point,
-            &scratch,
-            &target.workload.phases,
-            large,
-            http_port,
-        );
+        return super::apps::run(dir, &scratch, &target.workload.phases, large, http_port);
     }
-    let dir = path(&mount.point);
+    let dir = path(dir);
     let procs = target.point.clients.to_string();
     let w = target.workload;
     let mut args: Vec<String> = Vec::new();
@@ -614,7 +651,6 @@ pub(super) fn fs_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> 
     command.extend(args);
     let borrowed: Vec<&str> = command.iter().map(String::as_str).collect();
     let out = quiet(target.cairn, &borrowed);
-    drop(mount);
     let report: Value = serde_json::from_slice(&out?)
         .map_err(|e| format!("bench {}: not JSON: {e}", target.workload.kind))?;
     Ok(fs_report_phases(&report))
