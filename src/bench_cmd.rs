@@ -21,9 +21,9 @@ pub enum BenchCommand {
     /// process, one shared file) and mdtest-style metadata rates, from
     /// worker processes started together.
     Fs(crate::bench_fs::FsArgs),
-    /// IO500's twelve phases on any mounted directory (ior-easy, ior-hard,
-    /// mdtest-easy, mdtest-hard, find), in its order, with its stonewall
-    /// (300 s; shorter for a quick look) and its score.
+    /// IO500's twelve phases on any mounted directory or S3 endpoint
+    /// (ior-easy, ior-hard, mdtest-easy, mdtest-hard, find), in its order,
+    /// with its stonewall (300 s; shorter for a quick look) and its score.
     Io500(crate::bench_fs::io500::Io500Args),
     /// A matrix of cluster settings (OSDs, placement groups, replication or
     /// erasure coding, object size, concurrency) from a TOML plan, each

@@ -21,6 +21,10 @@
 //! Every transfer carries a stamp of who wrote it for which offset, and the
 //! read phases check it: a lost, torn or clobbered write (another process's
 //! stamp where ours should be) fails the run with the path and offset.
+//!
+//! The plan, its stonewall and the checks of what each process did run on
+//! a [`Backend`]: the worker processes here, or an S3 endpoint's
+//! connections for `cairn bench io500 --endpoint` ([`io500`]).
 
 pub mod io500;
 
@@ -253,11 +257,20 @@ enum WorkerLine {
     },
 }
 
-/// The settings of a run, as the JSON report shows them.
+/// The settings of a run on a directory, as the JSON report shows them.
 #[derive(Clone, Debug, Serialize)]
 struct Settings {
     dir: PathBuf,
     bench_dir: PathBuf,
+    drop_caches: bool,
+    #[serde(flatten)]
+    shape: Shape,
+}
+
+/// What a run does, whatever it runs on (a directory's worker processes
+/// or an S3 endpoint's connections): the phases and their sizes.
+#[derive(Clone, Debug, Serialize)]
+struct Shape {
     proc_count: usize,
     files_per_proc: u64,
     phases: Vec<Family>,
@@ -265,7 +278,6 @@ struct Settings {
     hard_transfer_sizes_bytes: Vec<u64>,
     block_size_per_proc_bytes: u64,
     hard_file_size_bytes: u64,
-    drop_caches: bool,
     keep: bool,
     /// IO500's stonewall: each write phase stops this long after its
     /// start, then the processes behind catch up to the one furthest on,
@@ -318,6 +330,9 @@ struct PhaseReport {
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Report {
+    /// What the run measured through: "posix" here, "s3" for the S3
+    /// variant of `cairn bench io500`.
+    api: &'static str,
     settings: Settings,
     phases: Vec<PhaseReport>,
     elapsed_secs: f64,
@@ -340,20 +355,32 @@ pub fn run(args: &FsArgs) -> CliResult {
 /// Runs the phases of `settings` in DIR/cairn-bench-<pid> (removed
 /// afterwards unless kept), with a live line on stderr if `live`.
 fn execute(settings: Settings, live: bool) -> CliResult<Report> {
-    let plan = plan(&settings);
     std::fs::create_dir(&settings.bench_dir)
         .map_err(|e| format!("mkdir {}: {e}", settings.bench_dir.display()))?;
     let pids = WorkerPids::default();
-    watch_signals(pids.clone(), settings.bench_dir.clone(), settings.keep);
+    watch_signals(
+        pids.clone(),
+        settings.bench_dir.clone(),
+        settings.shape.keep,
+    );
     let started = Instant::now();
-    let result = run_plan(&settings, &plan, &pids, live);
+    let result = std::env::current_exe()
+        .map_err(|e| format!("cannot find own executable: {e}").into())
+        .and_then(|exe| {
+            let processes = Processes {
+                exe,
+                settings: &settings,
+                pids: &pids,
+            };
+            run_plan(&settings.shape, &processes, live)
+        });
     if pids.stopping() {
         // The signal thread is removing the directory and will exit.
         loop {
             std::thread::park();
         }
     }
-    let removed = !settings.keep;
+    let removed = !settings.shape.keep;
     let removal = if removed {
         std::fs::remove_dir_all(&settings.bench_dir)
             .map_err(|e| format!("removing {}: {e}", settings.bench_dir.display()))
@@ -364,6 +391,7 @@ fn execute(settings: Settings, live: bool) -> CliResult<Report> {
     let phases = result?;
     removal?;
     Ok(Report {
+        api: "posix",
         io500: None,
         phases,
         elapsed_secs: started.elapsed().as_secs_f64(),
@@ -379,12 +407,18 @@ fn run_dirs(dir: &Path, proc_count: usize) -> CliResult<(PathBuf, PathBuf)> {
     if !dir.is_dir() {
         return Err(format!("--dir {}: not a directory", dir.display()).into());
     }
-    if proc_count == 0 || proc_count > PROC_COUNT_MAX {
-        return Err(format!("--procs must be 1 to {PROC_COUNT_MAX}").into());
-    }
+    check_proc_count(proc_count)?;
     let dir = std::fs::canonicalize(dir).map_err(|e| format!("--dir {}: {e}", dir.display()))?;
     let bench_dir = dir.join(format!("cairn-bench-{}", std::process::id()));
     Ok((dir, bench_dir))
+}
+
+/// `--procs` within what a stamp can name.
+fn check_proc_count(proc_count: usize) -> CliResult {
+    if proc_count == 0 || proc_count > PROC_COUNT_MAX {
+        return Err(format!("--procs must be 1 to {PROC_COUNT_MAX}").into());
+    }
+    Ok(())
 }
 
 fn settings(args: &FsArgs) -> CliResult<Settings> {
@@ -422,16 +456,18 @@ fn settings(args: &FsArgs) -> CliResult<Settings> {
     Ok(Settings {
         bench_dir,
         dir,
-        proc_count: args.proc_count,
-        files_per_proc: args.files_per_proc,
-        phases,
-        transfer_sizes_bytes: unique(&args.transfer_sizes_bytes),
-        hard_transfer_sizes_bytes: unique(&args.hard_transfer_sizes_bytes),
-        block_size_per_proc_bytes: args.block_size_per_proc_bytes,
-        hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
         drop_caches: args.drop_caches,
-        keep: args.keep,
-        stonewall_ms: None,
+        shape: Shape {
+            proc_count: args.proc_count,
+            files_per_proc: args.files_per_proc,
+            phases,
+            transfer_sizes_bytes: unique(&args.transfer_sizes_bytes),
+            hard_transfer_sizes_bytes: unique(&args.hard_transfer_sizes_bytes),
+            block_size_per_proc_bytes: args.block_size_per_proc_bytes,
+            hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
+            keep: args.keep,
+            stonewall_ms: None,
+        },
     })
 }
 
@@ -449,15 +485,15 @@ fn unique<T: Copy + PartialEq>(items: &[T]) -> Vec<T> {
 /// The phases in IO500's order: every write and create first, so that a
 /// read comes as long after its write as the run allows; then reads and
 /// stats; mdtest-easy's deletes before mdtest-hard's read, as IO500 has it.
-fn plan(settings: &Settings) -> Vec<PlannedPhase> {
-    let has = |family| settings.phases.contains(&family);
+fn plan(shape: &Shape) -> Vec<PlannedPhase> {
+    let has = |family| shape.phases.contains(&family);
     let ior = |step, sizes: &[u64]| -> Vec<PlannedPhase> {
         sizes
             .iter()
             .map(|&size| PlannedPhase {
                 step,
                 transfer_size_bytes: size,
-                op_count_per_proc: settings.block_size_per_proc_bytes / size,
+                op_count_per_proc: shape.block_size_per_proc_bytes / size,
                 bytes_per_op: size,
             })
             .collect()
@@ -466,21 +502,21 @@ fn plan(settings: &Settings) -> Vec<PlannedPhase> {
         vec![PlannedPhase {
             step,
             transfer_size_bytes: 0,
-            op_count_per_proc: settings.files_per_proc,
+            op_count_per_proc: shape.files_per_proc,
             bytes_per_op: match step {
                 Step::MdtestHardCreate | Step::MdtestHardRead => HARD_FILE_SIZE_BYTES,
                 _ => 0,
             },
         }]
     };
-    let easy = &settings.transfer_sizes_bytes;
-    let hard = &settings.hard_transfer_sizes_bytes;
+    let easy = &shape.transfer_sizes_bytes;
+    let hard = &shape.hard_transfer_sizes_bytes;
     // Find examines both mdtest phases' files (the count is set when they
     // are known: see `run_plan`).
     let find = vec![PlannedPhase {
         step: Step::Find,
         transfer_size_bytes: 0,
-        op_count_per_proc: 2 * settings.files_per_proc,
+        op_count_per_proc: 2 * shape.files_per_proc,
         bytes_per_op: 0,
     }];
     let order: [(Family, Vec<PlannedPhase>); 12] = [
@@ -504,18 +540,57 @@ fn plan(settings: &Settings) -> Vec<PlannedPhase> {
         .collect()
 }
 
-fn run_plan(
-    settings: &Settings,
-    plan: &[PlannedPhase],
-    pids: &WorkerPids,
-    live: bool,
-) -> CliResult<Vec<PhaseReport>> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+/// Where a run's phases execute: worker processes on a directory
+/// ([`Processes`]), or connections to an S3 endpoint (`io500::s3`). The
+/// plan, its order, the stonewall's wear-out and the checks of what each
+/// process did are [`run_plan`]'s, the same for both.
+trait Backend {
+    /// Untimed work before a phase (the directories a write needs).
+    fn prepare(&self, phase: &PlannedPhase) -> CliResult;
+    /// Runs one phase, its processes started together.
+    fn run_phase(&self, context: &PhaseContext<'_>) -> CliResult<PhaseReport>;
+    /// Untimed work after a phase (an IOR size's data removed once read).
+    fn tidy(&self, phase: &PlannedPhase) -> CliResult;
+    /// Called once before the first read phase: whether the caches were
+    /// dropped, when the run was asked to drop them.
+    fn drop_caches(&self) -> Option<bool>;
+}
+
+/// The worker processes of a run on a directory.
+struct Processes<'a> {
+    exe: PathBuf,
+    settings: &'a Settings,
+    pids: &'a WorkerPids,
+}
+
+impl Backend for Processes<'_> {
+    fn prepare(&self, phase: &PlannedPhase) -> CliResult {
+        prepare(self.settings, phase)
+    }
+
+    fn run_phase(&self, context: &PhaseContext<'_>) -> CliResult<PhaseReport> {
+        run_phase(self, context)
+    }
+
+    fn tidy(&self, phase: &PlannedPhase) -> CliResult {
+        tidy(self.settings, phase)
+    }
+
+    fn drop_caches(&self) -> Option<bool> {
+        self.settings
+            .drop_caches
+            .then(crate::bench_cmd::drop_caches)
+    }
+}
+
+/// Runs `shape`'s plan on `backend`; a live line on stderr if `live`.
+fn run_plan(shape: &Shape, backend: &dyn Backend, live: bool) -> CliResult<Vec<PhaseReport>> {
+    let plan = plan(shape);
     let mut reports = Vec::with_capacity(plan.len());
     let mut caches_dropped_once = false;
     // Transfers or files per process each write left, by family and size.
     let mut written: std::collections::HashMap<(Family, u64), u64> = Default::default();
-    for planned in plan {
+    for planned in &plan {
         let mut phase = *planned;
         let key = (phase.step.family(), phase.transfer_size_bytes);
         if phase.step == Step::Find {
@@ -529,36 +604,36 @@ fn run_plan(
             phase.op_count_per_proc = count;
         }
         let phase = &phase;
-        prepare(settings, phase)?;
-        let caches_dropped =
-            if settings.drop_caches && !phase.step.is_write() && !caches_dropped_once {
-                caches_dropped_once = true;
-                Some(crate::bench_cmd::drop_caches())
-            } else {
-                None
-            };
-        let stonewall = settings.stonewall_ms.is_some() && phase.step.is_write();
+        backend.prepare(phase)?;
+        let caches_dropped = if !phase.step.is_write() && !caches_dropped_once {
+            caches_dropped_once = true;
+            backend.drop_caches()
+        } else {
+            None
+        };
+        let stonewall = shape.stonewall_ms.is_some() && phase.step.is_write();
         let context = PhaseContext {
-            exe: &exe,
-            settings,
+            backend,
+            shape,
             phase,
-            pids,
             live,
             first_ops: Vec::new(),
             stonewall,
         };
         let label = || phase_label(phase);
-        let mut report = run_phase(&context).map_err(|e| format!("{}: {e}", label()))?;
+        let mut report = backend
+            .run_phase(&context)
+            .map_err(|e| format!("{}: {e}", label()))?;
         if stonewall {
             report = wear_out(&context, report).map_err(|e| format!("{}: {e}", label()))?;
         }
         if phase.step.is_write() {
-            written.insert(key, report.ops / settings.proc_count as u64);
+            written.insert(key, report.ops / shape.proc_count as u64);
         }
         report.caches_dropped = caches_dropped;
         reports.push(report);
-        if !settings.keep {
-            tidy(settings, phase)?;
+        if !shape.keep {
+            backend.tidy(phase)?;
         }
     }
     Ok(reports)
@@ -589,7 +664,7 @@ fn wear_out(context: &PhaseContext<'_>, walled: PhaseReport) -> CliResult<PhaseR
         stonewall: false,
         ..*context
     };
-    let rest = run_phase(&caught)?;
+    let rest = context.backend.run_phase(&caught)?;
     let secs = walled.secs + rest.secs;
     let ops = walled.ops + rest.ops;
     let bytes = walled.bytes + rest.bytes;
@@ -622,7 +697,7 @@ fn prepare(settings: &Settings, phase: &PlannedPhase) -> CliResult {
         Step::IorHardWrite => dirs.push(ior_hard_dir(bench, phase.transfer_size_bytes)),
         Step::MdtestEasyCreate => {
             dirs.push(bench.join("mdtest-easy"));
-            for proc_index in 0..settings.proc_count {
+            for proc_index in 0..settings.shape.proc_count {
                 dirs.push(mdtest_easy_dir(bench, proc_index as u32));
             }
         }
@@ -760,10 +835,9 @@ fn is_running(pid: u32) -> bool {
 
 /// What one phase needs from the run.
 struct PhaseContext<'a> {
-    exe: &'a Path,
-    settings: &'a Settings,
+    backend: &'a dyn Backend,
+    shape: &'a Shape,
     phase: &'a PlannedPhase,
-    pids: &'a WorkerPids,
     live: bool,
     /// Each process's first transfer or file (none: all from 0).
     first_ops: Vec<u64>,
@@ -822,25 +896,29 @@ enum Event {
     Closed(usize),
 }
 
-fn worker_command(context: &PhaseContext<'_>, proc_index: usize) -> Command {
+fn worker_command(
+    processes: &Processes<'_>,
+    context: &PhaseContext<'_>,
+    proc_index: usize,
+) -> Command {
     let phase = context.phase;
-    let mut command = Command::new(context.exe);
+    let mut command = Command::new(&processes.exe);
     command
         .args(["bench", "fs-worker", "--step", phase.step.name()])
         .arg("--bench-dir")
-        .arg(&context.settings.bench_dir)
+        .arg(&processes.settings.bench_dir)
         .args([
             "--proc-index".to_owned(),
             proc_index.to_string(),
             "--proc-count".to_owned(),
-            context.settings.proc_count.to_string(),
+            context.shape.proc_count.to_string(),
             "--op-count".to_owned(),
             phase.op_count_per_proc.to_string(),
             "--first-op".to_owned(),
             context.first_op(proc_index).to_string(),
             "--stonewall-ms".to_owned(),
             if context.stonewall {
-                context.settings.stonewall_ms.unwrap_or(0)
+                context.shape.stonewall_ms.unwrap_or(0)
             } else {
                 0
             }
@@ -858,20 +936,20 @@ fn worker_command(context: &PhaseContext<'_>, proc_index: usize) -> Command {
 }
 
 /// Starts the workers, lets them go together, and collects their reports.
-fn run_phase(context: &PhaseContext<'_>) -> CliResult<PhaseReport> {
-    let proc_count = context.settings.proc_count;
+fn run_phase(processes: &Processes<'_>, context: &PhaseContext<'_>) -> CliResult<PhaseReport> {
+    let proc_count = context.shape.proc_count;
     let (barrier_reader, mut barrier_writer) = std::io::pipe()?;
     let (events, received) = std::sync::mpsc::sync_channel(EVENT_QUEUE_DEPTH);
     let mut workers = Workers {
         children: Vec::with_capacity(proc_count),
-        pids: context.pids,
+        pids: processes.pids,
     };
     for proc_index in 0..proc_count {
-        let mut child = worker_command(context, proc_index)
+        let mut child = worker_command(processes, context, proc_index)
             .stdin(barrier_reader.try_clone()?)
             .spawn()
             .map_err(|e| format!("cannot start a worker process: {e}"))?;
-        context.pids.add(child.id());
+        processes.pids.add(child.id());
         let stdout = child.stdout.take().ok_or("worker without stdout")?;
         workers.children.push(child);
         let events = events.clone();
@@ -958,19 +1036,26 @@ struct Tally {
     last_done_at: Instant,
 }
 
+impl Tally {
+    /// Nothing done yet by `proc_count` processes started at `start`.
+    fn new(proc_count: usize, start: Instant) -> Tally {
+        Tally {
+            ops_done: vec![0; proc_count],
+            done: vec![None; proc_count],
+            done_count: 0,
+            last_done_at: start,
+        }
+    }
+}
+
 fn collect(
     context: &PhaseContext<'_>,
     received: &Receiver<Event>,
     workers: &mut Workers<'_>,
     start: Instant,
 ) -> CliResult<PhaseReport> {
-    let proc_count = context.settings.proc_count;
-    let mut tally = Tally {
-        ops_done: vec![0; proc_count],
-        done: vec![None; proc_count],
-        done_count: 0,
-        last_done_at: start,
-    };
+    let proc_count = context.shape.proc_count;
+    let mut tally = Tally::new(proc_count, start);
     let mut live = Live::new(context, start);
     while tally.done_count < proc_count {
         match received.recv_timeout(live.interval) {
@@ -1061,7 +1146,7 @@ fn phase_report(
         phase: phase.step.name(),
         write: phase.step.is_write(),
         transfer_size_bytes: phase.step.is_ior().then_some(phase.transfer_size_bytes),
-        procs: context.settings.proc_count,
+        procs: context.shape.proc_count,
         ops,
         bytes,
         secs,
@@ -1103,7 +1188,7 @@ impl Live {
             },
             label: phase_label(&phase),
             phase,
-            total_ops: phase.op_count_per_proc * context.settings.proc_count as u64,
+            total_ops: phase.op_count_per_proc * context.shape.proc_count as u64,
             last_at: start,
             last_ops: 0,
         }
@@ -1194,9 +1279,17 @@ fn bytes_label(size_bytes: u64) -> String {
 }
 
 fn print_report(report: &Report) {
+    print_phases(&report.phases, report.settings.shape.stonewall_ms.is_some());
+    if !report.bench_dir_removed {
+        println!("kept: {}", report.settings.bench_dir.display());
+    }
+}
+
+/// The phases' table and notes (`stonewalled`: whether the writes ran
+/// under a stonewall).
+fn print_phases(phases: &[PhaseReport], stonewalled: bool) {
     let dash = || "-".to_owned();
-    let rows = report
-        .phases
+    let rows = phases
         .iter()
         .map(|p| {
             let has_bytes = p.bytes > 0;
@@ -1229,7 +1322,7 @@ fn print_report(report: &Report) {
             rows
         )
     );
-    for phase in &report.phases {
+    for phase in phases {
         match phase.caches_dropped {
             Some(true) => println!("page cache dropped before {}", phase.phase),
             Some(false) => println!(
@@ -1239,8 +1332,7 @@ fn print_report(report: &Report) {
             None => {}
         }
     }
-    let stonewalled = report.settings.stonewall_ms.is_some();
-    for phase in &report.phases {
+    for phase in phases {
         if let (Some(ops), Some(secs)) = (phase.stonewall_ops, phase.stonewall_secs) {
             println!(
                 "{}: stonewall after {} s and {} ops; the processes behind then caught up",
@@ -1257,9 +1349,6 @@ fn print_report(report: &Report) {
         if let Some(found) = phase.found {
             println!("{}: {} files matched", phase.phase, grouped(found));
         }
-    }
-    if !report.bench_dir_removed {
-        println!("kept: {}", report.settings.bench_dir.display());
     }
 }
 
@@ -1946,10 +2035,8 @@ mod tests {
         assert_eq!(mismatch.offset_bytes, 3896);
     }
 
-    fn settings(phases: Vec<Family>) -> Settings {
-        Settings {
-            dir: PathBuf::from("/d"),
-            bench_dir: PathBuf::from("/d/b"),
+    fn settings(phases: Vec<Family>) -> Shape {
+        Shape {
             proc_count: 2,
             files_per_proc: 7,
             phases,
@@ -1957,7 +2044,6 @@ mod tests {
             hard_transfer_sizes_bytes: vec![47008],
             block_size_per_proc_bytes: 1 << 20,
             hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
-            drop_caches: false,
             keep: false,
             stonewall_ms: None,
         }

@@ -347,7 +347,7 @@ pub(crate) async fn drive(
 /// The first SIGINT or SIGTERM stops new operations (those in flight
 /// finish, the summary follows); a second one exits at once, for a run
 /// stuck on an unreachable cluster.
-async fn stop_on_signal(stop: CancellationToken) {
+pub(crate) async fn stop_on_signal(stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),

@@ -12,8 +12,8 @@
 //! key, a missing bucket) ends it at once with that error, not with a
 //! summary of nothing but errors.
 
-mod http;
-mod sigv4;
+pub(crate) mod http;
+pub(crate) mod sigv4;
 
 use self::http::{Endpoint, ListedObject, S3Connection, S3Error, Target};
 use self::sigv4::Credentials;
@@ -390,7 +390,7 @@ fn fatal_hint(error: &S3Error) -> Option<&'static str> {
 }
 
 /// `what`: `error`, with the hint when there is one.
-fn describe(what: &str, error: &S3Error) -> String {
+pub(crate) fn describe(what: &str, error: &S3Error) -> String {
     match fatal_hint(error) {
         Some(hint) => format!("{what}: {error} ({hint})"),
         None => format!("{what}: {error}"),
@@ -766,7 +766,7 @@ async fn prepare(args: &S3Args, connection: &mut S3Connection) -> CliResult<Vec<
 }
 
 /// `future`, or a transport error after `timeout`.
-async fn within<T>(
+pub(crate) async fn within<T>(
     timeout: Duration,
     future: impl Future<Output = Result<T, S3Error>>,
 ) -> Result<T, S3Error> {

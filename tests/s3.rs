@@ -419,6 +419,41 @@ fn cairn_up_starts_a_gateway_and_prints_its_keys() {
     assert!(!buckets.contains("rtree"), "{buckets}");
 }
 
+/// What the benchmarks run against: a one-OSD cluster, a gateway on its
+/// base port + 50, and a user's keys.
+struct BenchTarget {
+    // Fields drop in order: the gateway before its cluster.
+    _gateway: Gateway,
+    cluster: Cluster,
+    endpoint: String,
+    key: String,
+    secret: String,
+}
+
+impl BenchTarget {
+    fn up(name: &str, base_port: u16) -> BenchTarget {
+        let cluster = Cluster::up(name, 1, base_port, &[]);
+        let (key, secret) = user(&cluster, "bench");
+        let port = base_port + 50;
+        let gateway = start_gateway(&cluster, port);
+        BenchTarget {
+            _gateway: gateway,
+            cluster,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            key,
+            secret,
+        }
+    }
+
+    /// The keys in the environment, as the AWS tools take them.
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("AWS_ACCESS_KEY_ID", self.key.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", self.secret.as_str()),
+        ]
+    }
+}
+
 /// `cairn bench s3` against the gateway, every mode through the real
 /// binary: the counts and bytes its JSON reports match what was asked for
 /// and what exists (a paged, restarting listing; mixed PUTs and DELETEs
@@ -428,19 +463,11 @@ fn cairn_up_starts_a_gateway_and_prints_its_keys() {
 #[test]
 fn bench_s3_runs_every_mode_against_the_gateway() {
     let _serial = common::serial();
-    let base_port = 19900;
-    let cluster = Cluster::up("s3-bench", 1, base_port, &[]);
-    let (key, secret) = user(&cluster, "bench");
-    let port = base_port + 50;
-    let _gateway = start_gateway(&cluster, port);
-    let endpoint = format!("http://127.0.0.1:{port}");
-    // The keys come from the environment, as for the AWS tools.
-    let env = [
-        ("AWS_ACCESS_KEY_ID", key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
-    ];
+    let target = BenchTarget::up("s3-bench", 19900);
+    let (cluster, endpoint) = (&target.cluster, &target.endpoint);
+    let env = target.env();
     let run = |extra: &[&str]| {
-        let mut args = vec!["bench", "s3", "--endpoint", &endpoint, "--json"];
+        let mut args = vec!["bench", "s3", "--endpoint", endpoint, "--json"];
         args.extend_from_slice(extra);
         common::cairn_with_env(&cluster.conf, &args, None, &env)
     };
@@ -531,6 +558,85 @@ fn bench_s3_runs_every_mode_against_the_gateway() {
         assert!(stderr.contains(code), "{flag} {value}: {stderr}");
         assert!(started.elapsed() < Duration::from_secs(10), "{stderr}");
     }
+}
+
+/// `cairn bench io500 --endpoint` against the gateway with 2 processes
+/// and a 1 s stonewall: IO500's twelve phases in its order, each with
+/// operations and a rate, every read, stat, delete and find acting on
+/// exactly what the writes left (reads verify every object's stamp), the
+/// score the square root of the product of its parts' geometric means,
+/// and nothing of the run left in the bucket.
+#[test]
+fn bench_io500_runs_its_twelve_phases_against_the_gateway() {
+    let _serial = common::serial();
+    let target = BenchTarget::up("s3-io500", 20100);
+    let (cluster, endpoint) = (&target.cluster, &target.endpoint);
+    let env = target.env();
+    let args = [
+        "bench",
+        "io500",
+        "--endpoint",
+        endpoint,
+        "--procs",
+        "2",
+        "--stonewall",
+        "1s",
+        "--max-bytes",
+        "64M",
+        "--json",
+    ];
+    let report = ok_json(
+        common::cairn_with_env(&cluster.conf, &args, None, &env),
+        "bench io500 --endpoint",
+    );
+    assert_eq!(report["api"], "s3", "{report}");
+    common::io500::check_report(&report, 2);
+    let bytes = |name: &str| common::io500::phase(&report, name)["bytes"].as_u64();
+    let ops = |name: &str| common::io500::ops(&report, name);
+    assert_eq!(
+        bytes("ior-easy-read"),
+        Some(ops("ior-easy-write") * (2 << 20))
+    );
+    assert_eq!(bytes("ior-hard-read"), Some(ops("ior-hard-write") * 47008));
+    assert_eq!(
+        bytes("mdtest-hard-read"),
+        Some(ops("mdtest-hard-create") * 3901)
+    );
+    assert_eq!(
+        report["io500"]["valid"], false,
+        "a 1 s stonewall is not IO500's"
+    );
+    // Nothing of the run is left in the bucket.
+    assert_eq!(report["prefix_removed"], true, "{report}");
+    let prefix = report["settings"]["prefix"].as_str().expect("prefix");
+    assert!(prefix.starts_with("cairn-bench-"), "{prefix}");
+    let list = ok_json(
+        common::cairn_with_env(
+            &cluster.conf,
+            &[
+                "bench",
+                "s3",
+                "--endpoint",
+                endpoint,
+                "--bucket",
+                "io500",
+                "--prefix",
+                prefix.trim_end_matches('/'),
+                "--mode",
+                "list",
+                "--count",
+                "1",
+                "--concurrency",
+                "1",
+                "--json",
+            ],
+            None,
+            &env,
+        ),
+        "bench s3 --mode list",
+    );
+    assert_eq!(list["ops"], 1, "{list}");
+    assert_eq!(list["keys_listed"], 0, "{list}");
 }
 
 /// A gateway SIGKILLed while a 64 MiB PUT streams into it: with a new

@@ -13,16 +13,22 @@
 //! bandwidth phases in GiB/s, the geometric mean of the eight metadata
 //! phases (find among them) in thousands of operations a second, and the
 //! square root of their product.
+//!
+//! With `--endpoint` instead of `--dir` the same phases run against an S3
+//! server ([`s3`]): objects for files, prefixes for directories.
+
+mod s3;
 
 use super::{
     BLOCK_SIZE_PER_PROC_MAX_BYTES, FILES_PER_PROC_MAX, Family, HARD_FILE_SIZE_BYTES,
-    HARD_TRANSFER_SIZE_DEFAULT, PhaseReport, Settings, execute, print_report, run_dirs,
+    HARD_TRANSFER_SIZE_DEFAULT, PhaseReport, Settings, Shape, TRANSFER_SIZE_MAX_BYTES, execute,
+    print_report, run_dirs,
 };
 use crate::output::{CliResult, fixed, print_json};
 use crate::units::{parse_duration, parse_size};
-use clap::Args;
+use clap::{ArgGroup, Args};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// IO500's bandwidth phases, in its order (our names for its phases).
@@ -50,15 +56,51 @@ const RULES_STONEWALL: Duration = Duration::from_secs(300);
 const FREE_SPACE_SHARE: f64 = 0.4;
 /// A file system block, as mdtest-hard's 3,901-byte files take at least.
 const BLOCK_BYTES: u64 = 4096;
+/// What an S3 run may hold without `--max-bytes` (a bucket has no free
+/// space to take a share of).
+const S3_MAX_BYTES_DEFAULT: u64 = 1 << 30;
+/// `--bucket` and `--region` when not given.
+const S3_BUCKET_DEFAULT: &str = "io500";
+const S3_REGION_DEFAULT: &str = "us-east-1";
 
 /// Flags of `cairn bench io500`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["dir", "endpoint"])))]
 pub struct Io500Args {
     /// Directory to measure, on any file system (a Cairn mount, CephFS, a
     /// local disk); the run works in DIR/cairn-bench-<pid>.
     #[arg(long)]
-    dir: PathBuf,
-    /// Worker processes (not threads), as IO500's MPI ranks.
+    dir: Option<PathBuf>,
+    /// Or an S3 server to measure, http://host:port (Cairn's gateway, Ceph
+    /// RGW, MinIO): the same phases on objects, in --bucket under the
+    /// prefix cairn-bench-<pid>/.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// With --endpoint: the bucket, created if missing [default: io500].
+    #[arg(long)]
+    bucket: Option<String>,
+    /// With --endpoint: the access key requests are signed with.
+    #[arg(
+        long = "access-key",
+        env = "AWS_ACCESS_KEY_ID",
+        required_unless_present = "dir"
+    )]
+    access_key: Option<String>,
+    /// With --endpoint: its secret key.
+    #[arg(
+        long = "secret-key",
+        env = "AWS_SECRET_ACCESS_KEY",
+        hide_env_values = true,
+        required_unless_present = "dir"
+    )]
+    secret_key: Option<String>,
+    /// With --endpoint: the region requests are signed for [default:
+    /// us-east-1].
+    #[arg(long)]
+    region: Option<String>,
+    /// Worker processes (not threads), as IO500's MPI ranks; with
+    /// --endpoint, concurrent clients in this process, each with its own
+    /// connection.
     #[arg(long = "procs", default_value_t = 1)]
     proc_count: usize,
     /// How long each write phase runs. IO500's rules ask 300 s; a shorter
@@ -69,17 +111,19 @@ pub struct Io500Args {
     #[arg(long = "easy-transfer-size", default_value = "2M", value_parser = parse_size)]
     easy_transfer_size_bytes: u64,
     /// Most bytes the run may hold on DIR's file system (default: 40% of
-    /// its free space). It bounds each write however long its stonewall:
-    /// a write that reaches its share ends early.
+    /// its free space) or in the bucket (default: 1G). It bounds each
+    /// write however long its stonewall: a write that reaches its share
+    /// ends early.
     #[arg(long = "max-bytes", value_parser = parse_size)]
     max_bytes: Option<u64>,
     /// Sync and drop the page cache (needs root) before the first read.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "endpoint")]
     drop_caches: bool,
     /// Print one JSON document (and no live line).
     #[arg(long)]
     json: bool,
-    /// Keep DIR/cairn-bench-<pid> and its files.
+    /// Keep DIR/cairn-bench-<pid> and its files, or the objects under the
+    /// prefix cairn-bench-<pid>/ (those the run has not deleted).
     #[arg(long)]
     keep: bool,
 }
@@ -101,44 +145,60 @@ pub(crate) struct Io500Score {
 }
 
 pub fn run(args: &Io500Args) -> CliResult {
-    let settings = settings(args)?;
-    let mut report = execute(settings, !args.json)?;
-    report.io500 = Some(score_of(&report.phases, args.stonewall)?);
-    if args.json {
-        return print_json(&report);
-    }
-    print_report(&report);
-    if let Some(io500) = &report.io500 {
-        println!(
-            "IO500 score {} (bandwidth {} GiB/s, metadata {} kIOPS)",
-            fixed(io500.score, 4),
-            fixed(io500.bandwidth_gib_per_sec, 4),
-            fixed(io500.metadata_kiops, 4)
-        );
-        if !io500.valid {
-            println!(
-                "not valid for IO500: a {} s stonewall (its rules ask {} s)",
-                fixed(io500.stonewall_secs, 0),
-                RULES_STONEWALL.as_secs()
-            );
+    let live = !args.json;
+    let io500 = match (&args.dir, &args.endpoint) {
+        (Some(dir), None) => {
+            let mut report = execute(settings(args, dir)?, live)?;
+            report.io500 = Some(score_of(&report.phases, args.stonewall)?);
+            if args.json {
+                return print_json(&report);
+            }
+            print_report(&report);
+            report.io500
         }
+        (None, Some(endpoint)) => {
+            let mut report = s3::execute(args, endpoint, live)?;
+            report.io500 = Some(score_of(&report.phases, args.stonewall)?);
+            if args.json {
+                return print_json(&report);
+            }
+            s3::print_report(&report);
+            report.io500
+        }
+        // clap's group "target" asks for exactly one.
+        _ => return Err("give --dir or --endpoint, not both".into()),
+    };
+    if let Some(io500) = &io500 {
+        print_score(io500);
     }
     Ok(())
 }
 
-/// `cairn bench fs`'s settings for an IO500 run: every family, IO500's
-/// transfer and file sizes, and counts bounded by the space allowed.
-fn settings(args: &Io500Args) -> CliResult<Settings> {
-    let (dir, bench_dir) = run_dirs(&args.dir, args.proc_count)?;
-    if args.stonewall.is_zero() {
-        return Err("--stonewall must be more than 0 s".into());
+fn print_score(io500: &Io500Score) {
+    println!(
+        "IO500 score {} (bandwidth {} GiB/s, metadata {} kIOPS)",
+        fixed(io500.score, 4),
+        fixed(io500.bandwidth_gib_per_sec, 4),
+        fixed(io500.metadata_kiops, 4)
+    );
+    if !io500.valid {
+        println!(
+            "not valid for IO500: a {} s stonewall (its rules ask {} s)",
+            fixed(io500.stonewall_secs, 0),
+            RULES_STONEWALL.as_secs()
+        );
     }
-    let hard_transfer: u64 = HARD_TRANSFER_SIZE_DEFAULT.parse()?;
-    let easy_transfer = args.easy_transfer_size_bytes;
-    if easy_transfer == 0 {
-        return Err("--easy-transfer-size must be more than 0".into());
+}
+
+/// `cairn bench fs`'s settings for an IO500 run on `dir`.
+fn settings(args: &Io500Args, dir: &Path) -> CliResult<Settings> {
+    // Checked here: clap 4.6's `requires = "endpoint"` let them through
+    // with --dir.
+    if args.bucket.is_some() || args.region.is_some() {
+        return Err("--bucket and --region go with --endpoint, not --dir".into());
     }
-    let allowed = match args.max_bytes {
+    let (dir, bench_dir) = run_dirs(dir, args.proc_count)?;
+    let allowed_bytes = match args.max_bytes {
         Some(bytes) => bytes,
         None => {
             let stat = rustix::fs::statvfs(&dir)
@@ -146,17 +206,38 @@ fn settings(args: &Io500Args) -> CliResult<Settings> {
             (stat.f_bavail.saturating_mul(stat.f_frsize) as f64 * FREE_SPACE_SHARE) as u64
         }
     };
-    let (block_bytes, files) = shares(allowed, args.proc_count as u64);
+    Ok(Settings {
+        bench_dir,
+        dir,
+        drop_caches: args.drop_caches,
+        shape: shape(args, allowed_bytes, "--max-bytes, or 40% of the free space")?,
+    })
+}
+
+/// An IO500 run's phases: every family, IO500's transfer and file sizes,
+/// and counts bounded by `allowed_bytes` (`allowed_from` says where that
+/// figure came from, for the error when it is too little).
+fn shape(args: &Io500Args, allowed_bytes: u64, allowed_from: &str) -> CliResult<Shape> {
+    if args.stonewall.is_zero() {
+        return Err("--stonewall must be more than 0 s".into());
+    }
+    let hard_transfer: u64 = HARD_TRANSFER_SIZE_DEFAULT.parse()?;
+    let easy_transfer = args.easy_transfer_size_bytes;
+    if easy_transfer == 0 || easy_transfer > TRANSFER_SIZE_MAX_BYTES {
+        return Err(format!(
+            "--easy-transfer-size must be more than 0 and at most {TRANSFER_SIZE_MAX_BYTES} bytes"
+        )
+        .into());
+    }
+    let (block_bytes, files) = shares(allowed_bytes, args.proc_count as u64);
     if block_bytes < easy_transfer.max(hard_transfer) || files == 0 {
         return Err(format!(
-            "{allowed} bytes allowed (--max-bytes, or 40% of the free space) is too little for {} processes",
+            "{allowed_bytes} bytes allowed ({allowed_from}) is too little for {} processes",
             args.proc_count
         )
         .into());
     }
-    Ok(Settings {
-        bench_dir,
-        dir,
+    Ok(Shape {
         proc_count: args.proc_count,
         files_per_proc: files,
         phases: vec![
@@ -170,7 +251,6 @@ fn settings(args: &Io500Args) -> CliResult<Settings> {
         hard_transfer_sizes_bytes: vec![hard_transfer],
         block_size_per_proc_bytes: block_bytes,
         hard_file_size_bytes: HARD_FILE_SIZE_BYTES,
-        drop_caches: args.drop_caches,
         keep: args.keep,
         stonewall_ms: Some(u64::try_from(args.stonewall.as_millis()).unwrap_or(u64::MAX)),
     })

@@ -261,6 +261,27 @@ impl S3Connection {
         drain(check(response).await?.into_body()).await
     }
 
+    /// GETs a whole object of at most `length_max_bytes` into memory, to
+    /// check what it holds; a longer one is an error.
+    pub(crate) async fn get_object_bytes(
+        &mut self,
+        key: &str,
+        length_max_bytes: usize,
+    ) -> Result<Bytes, S3Error> {
+        let response = self
+            .send(Method::GET, Some(key), &[], PatternBody::empty())
+            .await?;
+        let body = Limited::new(check(response).await?.into_body(), length_max_bytes)
+            .collect()
+            .await
+            .map_err(|e| {
+                S3Error::Invalid(format!(
+                    "GET {key}: {e} (more than the {length_max_bytes} bytes expected?)"
+                ))
+            })?;
+        Ok(body.to_bytes())
+    }
+
     /// HEADs an object; returns its `Content-Length`.
     pub(crate) async fn head_object(&mut self, key: &str) -> Result<u64, S3Error> {
         let response = self

@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod checks;
+pub mod io500;
 
 use bytes::Bytes;
 use cairn_client::{Client, ClientError, ClientOptions, ReadRange};
