@@ -25,6 +25,10 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 command -v fio >/dev/null || need_apt+=(fio)
 # ... and starts several clients of a point through Open MPI's mpirun.
 command -v mpirun >/dev/null || need_apt+=(openmpi-bin)
+# ... and runs a point on Ceph (../shared/anchors/ceph deploys it).
+command -v ceph-osd >/dev/null || need_apt+=(ceph ceph-mds ceph-fuse radosgw)
+command -v bc >/dev/null || need_apt+=(bc)
+command -v uuidgen >/dev/null || need_apt+=(uuid-runtime)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq

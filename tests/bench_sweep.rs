@@ -446,3 +446,99 @@ duration = "2s"
     );
     drop(std::fs::remove_dir_all(&dir));
 }
+
+/// Cairn and Ceph in one sweep: the Ceph point deploys the anchor cluster
+/// of `../shared/anchors/ceph`, runs `rados bench` on a pool of its own
+/// made with the point's settings, and tears the cluster down when the
+/// sweep ends; both points' figures stand in one summary. A Ceph point
+/// the anchor cannot be (5 OSDs) is refused before anything runs.
+///
+/// Needs Ceph's packages (scripts/test.sh installs them) and the anchor's
+/// fixed monitor ports (3300, 6789) free.
+#[test]
+fn a_sweep_runs_the_same_point_on_cairn_and_on_ceph() {
+    let _serial = common::serial();
+    let dir = common::test_dir("bench-sweep-ceph");
+    let anchor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/anchors/ceph");
+    let plan = dir.join("plan.toml");
+    let side_by_side = r#"
+name = "Cairn against Ceph"
+mirrors = "a test"
+[cluster]
+osds = 3
+size = 2
+pg_num = 16
+concurrency = 4
+object_size = "64K"
+[matrix]
+system = ["cairn", "ceph"]
+[workload]
+kind = "object"
+phases = ["write", "rand"]
+duration = "2s"
+"#;
+    let run = |plan_text: &str, out: &Path| {
+        std::fs::write(&plan, plan_text).expect("write plan");
+        let (plan, out, data, anchor) = (
+            plan.display().to_string(),
+            out.display().to_string(),
+            dir.join("data").display().to_string(),
+            anchor.display().to_string(),
+        );
+        common::cairn(
+            Path::new("/dev/null"),
+            &[
+                "bench",
+                "sweep",
+                "--plan",
+                &plan,
+                "--out",
+                &out,
+                "--data",
+                &data,
+                "--base-port",
+                "17600",
+                "--ceph-anchor",
+                &anchor,
+                "--json",
+            ],
+        )
+    };
+    let out = dir.join("out");
+    let summary = common::ok_json(run(side_by_side, &out), "bench sweep on cairn and ceph");
+    assert_eq!(summary["ran"], 2, "{summary}");
+    for (index, tool) in [(0, None), (1, Some("rados bench"))] {
+        let sample: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(out.join("points").join(format!("p{index:04}-r001.json")))
+                .expect("a sample"),
+        )
+        .expect("sample JSON");
+        for phase in ["write", "rand"] {
+            let value = &sample["phases"][phase];
+            assert!(
+                value["bandwidth_mib_per_sec"].as_f64().unwrap_or(0.0) > 0.0,
+                "point {index} {phase}: {value}"
+            );
+            assert_eq!(value["tool"].as_str(), tool, "point {index} {phase}: {value}");
+        }
+    }
+    // The anchor is gone with the sweep: no daemons, no loop devices.
+    assert!(
+        !dir.join("data").join("ceph-anchor").exists(),
+        "teardown.sh removed the Ceph cluster"
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).expect("report");
+    assert!(report.contains("system=ceph") && report.contains("system=cairn"));
+
+    let refused = run(
+        &side_by_side.replace("osds = 3", "osds = 5"),
+        &dir.join("fresh"),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("the Ceph anchor runs 3 OSDs"),
+        "{stderr}"
+    );
+    assert!(!dir.join("fresh").exists(), "nothing made");
+    drop(std::fs::remove_dir_all(&dir));
+}

@@ -209,7 +209,9 @@ impl Anchor {
     fn wait_clean(&self) -> CliResult {
         let deadline = Instant::now() + POOL_CLEAN_WAIT;
         loop {
-            let stat: Value = serde_json::from_str(&self.ceph(&["pg", "stat", "-f", "json"])?)?;
+            let reply: Value = serde_json::from_str(&self.ceph(&["pg", "stat", "-f", "json"])?)?;
+            // Pacific puts the counts under `pg_summary`.
+            let stat = reply.get("pg_summary").unwrap_or(&reply);
             let total = stat["num_pgs"].as_u64().unwrap_or(0);
             let clean: u64 = stat["num_pg_by_state"]
                 .as_array()
