@@ -615,8 +615,8 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
     {
         parse_size(size).map_err(|e| format!("workload size {size:?}: {e}"))?;
     }
-    if !plan.failure.is_empty() && w.kind != "object" {
-        return Err("failures are injected into object workloads only, so far".into());
+    if !plan.failure.is_empty() && !matches!(w.kind.as_str(), "object" | "s3") {
+        return Err("failures are injected into object and s3 workloads only, so far".into());
     }
     let duration =
         parse_duration(&plan.workload.duration).map_err(|e| format!("workload duration: {e}"))?;
@@ -1093,14 +1093,22 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
     };
     let (mut phases, mut timelines) = (Vec::new(), BTreeMap::new());
     match checked.plan.workload.kind.as_str() {
-        "s3" => phases = workload::s3_phases(&target)?,
         "fs" | "io500" | "apps" => phases = workload::fs_phases(&target)?,
-        _ => {
+        kind => {
+            // object: `bench object` on the pool; s3: `bench s3` on the
+            // point's gateway. Both keep the same per-second series.
+            let access = match kind {
+                "s3" => Some(workload::cairn_s3(&target)?),
+                _ => None,
+            };
             for phase in &checked.plan.workload.phases {
-                if phase != "write" {
+                if phase != "write" && phase != "put" {
                     crate::bench_cmd::drop_caches();
                 }
-                let command = workload::object_command(&target, phase);
+                let command = match &access {
+                    Some(access) => workload::s3_command(&target, access, phase),
+                    None => workload::object_command(&target, phase),
+                };
                 let value = match checked.failures.get(phase) {
                     None => {
                         let reports = cluster

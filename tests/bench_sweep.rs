@@ -519,7 +519,11 @@ duration = "2s"
                 value["bandwidth_mib_per_sec"].as_f64().unwrap_or(0.0) > 0.0,
                 "point {index} {phase}: {value}"
             );
-            assert_eq!(value["tool"].as_str(), tool, "point {index} {phase}: {value}");
+            assert_eq!(
+                value["tool"].as_str(),
+                tool,
+                "point {index} {phase}: {value}"
+            );
         }
     }
     // The anchor is gone with the sweep: no daemons, no loop devices.
@@ -540,5 +544,72 @@ duration = "2s"
         "{stderr}"
     );
     assert!(!dir.join("fresh").exists(), "nothing made");
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+/// An OSD killed under S3 PUTs through the point's gateway: the sweep
+/// keeps the S3 client's series, sees the OSD down and the cluster clean
+/// again after the restart, and times both, as for object workloads.
+#[test]
+fn an_osd_killed_under_s3_puts_is_timed_from_detection_to_clean() {
+    let _serial = common::serial();
+    let dir = common::test_dir("bench-sweep-s3-failure");
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+name = "an OSD killed under S3 PUTs"
+mirrors = "a test"
+[cluster]
+osds = 3
+size = 2
+pg_num = 16
+concurrency = 4
+object_size = "64K"
+down_grace = "1s"
+[workload]
+kind = "s3"
+phases = ["put", "get"]
+duration = "6s"
+clean_wait = "60s"
+[[failure]]
+at = "1500ms"
+action = "kill"
+osd = 2
+[[failure]]
+at = "4s"
+action = "restart"
+osd = 2
+"#,
+    )
+    .expect("write plan");
+    let out = dir.join("out");
+    let summary = common::ok_json(
+        sweep_on(&plan, &out, &dir.join("data"), "17600"),
+        "bench sweep s3 with a failure",
+    );
+    let phases = summary["points"][0]["phases"].as_array().expect("phases");
+    assert_eq!(phases[0]["phase"], "put", "{summary}");
+    let failures = &phases[0]["failures"];
+    let detection = failures["median_detection_secs"]
+        .as_f64()
+        .expect("detected");
+    let clean = failures["median_clean_secs"].as_f64().expect("clean again");
+    assert!(detection > 0.0 && detection < clean, "{failures}");
+    assert!(
+        clean > 2.5,
+        "clean only after the restart at 4 s: {failures}"
+    );
+    assert!(
+        failures["median_before_mib_per_sec"].as_f64() > Some(0.0),
+        "{failures}"
+    );
+    assert!(
+        phases[1]["median_iops"].as_f64() > Some(0.0),
+        "GETs after the failure: {summary}"
+    );
+    let series = out.join("points").join("p0000-r001-put.csv");
+    let lines = std::fs::read_to_string(&series).expect("the S3 client's series");
+    assert!(lines.lines().count() > 4, "a line a second: {lines}");
     drop(std::fs::remove_dir_all(&dir));
 }

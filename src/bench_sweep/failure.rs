@@ -194,7 +194,7 @@ pub(super) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cairn bench object: {e}"))?;
+        .map_err(|e| format!("starting the client: {e}"))?;
     let mut events = Vec::new();
     let mut acted = Ok(());
     for (at, failure) in failures {
@@ -221,13 +221,13 @@ pub(super) fn run(
     acted?;
     if !out.status.success() {
         return Err(format!(
-            "cairn bench object failed: {}",
+            "the client failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )
         .into());
     }
-    let report: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| format!("bench object: not JSON: {e}"))?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("the client's report is not JSON: {e}"))?;
     let ticks = read_series(series)?;
     let polls = polls.lock().map(|p| p.clone()).unwrap_or_default();
     Ok((report, timeline(ticks, polls, events)))

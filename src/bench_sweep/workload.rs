@@ -144,7 +144,7 @@ pub(super) struct S3Access {
 }
 
 /// The point's own gateway, its bucket in the swept pool.
-fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
+pub(super) fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
     let keys: Value = serde_json::from_slice(
         &std::fs::read(target.data.join("s3-admin.json"))
             .map_err(|e| format!("the gateway's keys: {e}"))?,
@@ -160,7 +160,7 @@ fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
 }
 
 /// An S3 phase's command, `{rank}` in its prefix (each client its own).
-fn s3_command(target: &Target<'_>, access: &S3Access, phase: &str) -> Vec<String> {
+pub(super) fn s3_command(target: &Target<'_>, access: &S3Access, phase: &str) -> Vec<String> {
     let mut command = vec![
         "bench".to_owned(),
         "s3".into(),
@@ -423,12 +423,6 @@ pub(super) fn clients(
         ));
     }
     crate::launch::gather_files(&files)
-}
-
-/// The phases of an S3 workload on the point's gateway, each with
-/// `clients` processes.
-pub(super) fn s3_phases(target: &Target<'_>) -> CliResult<Vec<(String, Value)>> {
-    s3_phases_on(target, &cairn_s3(target)?)
 }
 
 /// The phases of an S3 workload on `access`, each with `clients`
