@@ -1643,7 +1643,12 @@ fn figure_rows(summary: &Summary) -> Vec<Vec<String>> {
                     fixed(s.min_mib_per_sec, 1),
                     fixed(s.max_mib_per_sec, 1),
                     fixed(s.median_iops, 0),
-                    fixed(s.median_latency_p99_secs * 1000.0, 1),
+                    // rados bench and the file workloads report no p99.
+                    if s.median_latency_p99_secs > 0.0 {
+                        fixed(s.median_latency_p99_secs * 1000.0, 1)
+                    } else {
+                        "-".into()
+                    },
                 ]
             })
         })
