@@ -40,7 +40,10 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 17] = [
+const SETTINGS: [&str; 20] = [
+    "hosts",
+    "net_rate",
+    "net_delay",
     "system",
     "osds",
     "clients",
@@ -220,6 +223,16 @@ struct Point {
     cores: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     memory: Option<String>,
+    /// Emulated hosts, each in a network namespace of its own (`cairn up
+    /// --hosts N --netns`): OSD N on host N mod `hosts`, the pool's copies
+    /// or shards on distinct hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hosts: Option<u32>,
+    /// Each host link's rate and delay, each way (`1gbit`, `100us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    net_rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    net_delay: Option<String>,
     /// The monitor's silence before down, and down time before out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     down_grace: Option<String>,
@@ -268,6 +281,9 @@ impl Point {
                 "cores" => shown(&self.cores),
                 "memory" => shown(&self.memory),
                 "down_grace" => shown(&self.down_grace),
+                "hosts" => shown(&self.hosts),
+                "net_rate" => shown(&self.net_rate),
+                "net_delay" => shown(&self.net_delay),
                 _ => shown(&self.down_out),
             }
         };
@@ -365,7 +381,7 @@ struct PointSummary {
 #[derive(Debug, Serialize)]
 struct Resources {
     osds: u32,
-    /// Failure domains (one OSD each until sweeps emulate hosts).
+    /// Failure domains: the emulated hosts, else one OSD each.
     hosts: u32,
     /// CPU cores: the cores allowed, or the OSDs' quotas, or the machine's.
     cores: f64,
@@ -374,7 +390,8 @@ struct Resources {
     disk_mib_per_sec: Option<f64>,
     disk_iops: Option<f64>,
     memory_bytes: u64,
-    /// Between hosts; unknown (one machine's loopback) until emulated.
+    /// The hosts' links together, each way; unknown (one machine's
+    /// loopback) without emulated links.
     net_mib_per_sec: Option<f64>,
     /// Data per byte stored: 1/size, or k/(k+m).
     data_fraction: f64,
@@ -419,6 +436,13 @@ pub fn run(args: &SweepArgs) -> CliResult {
         .map_err(|e| format!("plan {}: {e}", args.plan.display()))?;
     std::fs::create_dir_all(&args.data)
         .map_err(|e| format!("--data {}: {e}", args.data.display()))?;
+    if checked.points.iter().any(|p| p.hosts.is_some()) && !rustix::process::geteuid().is_root() {
+        return Err(format!(
+            "plan {}: emulated hosts run in network namespaces, which need root",
+            args.plan.display()
+        )
+        .into());
+    }
     // Every limit is set and measured before anything else: one the kernel
     // refuses stops the run here.
     let limits = check_limits(&checked, &args.data)?;
@@ -529,24 +553,35 @@ struct Runs {
 }
 
 /// Sets each distinct emulated hardware of the plan's points on a probe
-/// group and checks it took effect.
+/// group (and a probe link) and checks it took effect.
 fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
     let slowed = slows_disks(checked);
-    let mut sets: Vec<(Limits, LimitSet)> = Vec::new();
+    type Key = (Limits, Option<String>, Option<String>);
+    let mut sets: Vec<(Key, LimitSet)> = Vec::new();
     for point in &checked.points {
-        let limits = point.limits(slowed);
-        if limits.is_empty() {
+        let key = (
+            point.limits(slowed),
+            point.net_rate.clone(),
+            point.net_delay.clone(),
+        );
+        if key.0.is_empty() && key.1.is_none() && key.2.is_none() {
             continue;
         }
         let label = point.label(&checked.swept);
-        if let Some((_, set)) = sets.iter_mut().find(|(l, _)| *l == limits) {
+        if let Some((_, set)) = sets.iter_mut().find(|(k, _)| *k == key) {
             set.points.push(label);
             continue;
         }
-        let checks = crate::bench_emulate::check(&limits, data)
-            .map_err(|e| format!("emulated hardware of point {label}: {e}"))?;
+        let mut checks = Vec::new();
+        if !key.0.is_empty() {
+            checks = crate::bench_emulate::check(&key.0, data)
+                .map_err(|e| format!("emulated hardware of point {label}: {e}"))?;
+        }
+        checks.extend(
+            check_network(point).map_err(|e| format!("emulated network of point {label}: {e}"))?,
+        );
         sets.push((
-            limits,
+            key,
             LimitSet {
                 points: vec![label],
                 checks,
@@ -554,6 +589,35 @@ fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
         ));
     }
     Ok(sets.into_iter().map(|(_, set)| set).collect())
+}
+
+/// A host link as the point's would be, made for a moment and measured.
+fn check_network(point: &Point) -> CliResult<Vec<LimitCheck>> {
+    let rate_bits = match &point.net_rate {
+        Some(rate) => Some(crate::netemu::parse_rate(rate)?),
+        None => None,
+    };
+    let delay_us = match &point.net_delay {
+        Some(delay) => Some(crate::netemu::parse_delay(delay)?),
+        None => None,
+    };
+    if rate_bits.is_none() && delay_us.is_none() {
+        return Ok(Vec::new());
+    }
+    if delay_us.is_some() {
+        crate::netemu::probe_netem()?;
+    }
+    let probe = crate::netemu::Layout {
+        hosts: 1,
+        netns: true,
+        tag: format!("cairnp{}", std::process::id() % 100_000),
+        rate_bits,
+        delay_us,
+    };
+    probe.create()?;
+    let checks = probe.check();
+    probe.destroy();
+    Ok(checks?)
 }
 
 /// Whether a failure of the plan slows a disk.
@@ -663,16 +727,8 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         if !failures.is_empty() && point.clients > 1 {
             return Err("failures with clients above 1: not yet; one client measures them".into());
         }
-        if let Some((_, f)) = failures
-            .values()
-            .flatten()
-            .find(|(_, f)| f.osd >= point.osds)
-        {
-            return Err(format!(
-                "failure {} osd.{}: a point has only {} OSDs",
-                f.action, f.osd, point.osds
-            )
-            .into());
+        for (_, f) in failures.values().flatten() {
+            f.check_point(point)?;
         }
     }
     let clean_wait = plan
@@ -793,6 +849,33 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
             "impossible: the pool puts {width} copies or shards on different OSDs, and there are {osds}"
         ));
     }
+    let hosts = match settings.get("hosts") {
+        None => None,
+        Some(_) => Some(int("hosts", 0)?),
+    };
+    if let Some(hosts) = hosts {
+        if hosts == 0 || hosts > osds.min(crate::netemu::HOSTS_MAX) {
+            return Err(format!(
+                "hosts = {hosts}: 1 to the OSDs ({osds}), each host holding one at least"
+            ));
+        }
+        if width > hosts {
+            return Err(format!(
+                "impossible: the pool puts {width} copies or shards on different hosts, and there are {hosts}"
+            ));
+        }
+    }
+    let net_rate = text("net_rate")?;
+    let net_delay = text("net_delay")?;
+    if let Some(rate) = &net_rate {
+        crate::netemu::parse_rate(rate).map_err(|e| format!("net_rate: {e}"))?;
+    }
+    if let Some(delay) = &net_delay {
+        crate::netemu::parse_delay(delay).map_err(|e| format!("net_delay: {e}"))?;
+    }
+    if hosts.is_none() && (net_rate.is_some() || net_delay.is_some()) {
+        return Err("net_rate and net_delay limit the links of emulated hosts: give hosts".into());
+    }
     let optional_int = |name: &str| -> Result<Option<u32>, String> {
         match settings.contains_key(name) {
             false => Ok(None),
@@ -846,6 +929,9 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         cpu,
         cores: optional_int("cores")?,
         memory: size_of("memory", 64 << 20)?,
+        hosts,
+        net_rate,
+        net_delay,
         down_grace: duration_of("down_grace")?,
         down_out: duration_of("down_out")?,
     })
@@ -993,10 +1079,23 @@ fn start_cluster(
     if let Some(out) = &point.down_out {
         up.extend(["--down-out", out]);
     }
+    let hosts = point.hosts.map(|h| h.to_string());
+    if let Some(hosts) = &hosts {
+        up.extend(["--hosts", hosts, "--netns"]);
+        if let Some(rate) = &point.net_rate {
+            up.extend(["--net-rate", rate]);
+        }
+        if let Some(delay) = &point.net_delay {
+            up.extend(["--net-delay", delay]);
+        }
+    }
     quiet(cairn, &up)?;
     let conf = path(&data.join("cairn.toml"));
     let pg_num = point.pg_num.to_string();
     let mut create = vec!["pool", "create", POOL, "--conf", &conf, "--pg-num", &pg_num];
+    if point.hosts.is_some() {
+        create.extend(["--failure-domain", "host"]);
+    }
     let size;
     match (&point.erasure, point.size) {
         (Some(spec), _) => {
@@ -1062,6 +1161,10 @@ fn measure(
         std::thread::spawn(move || watch_groups(data, groups, stop))
     };
     let result = start_cluster(cairn, args, checked, point, data).and_then(|()| {
+        // With emulated hosts, the clients run in the hub namespace, with
+        // the monitor: this thread goes there for the point's phases, so
+        // every process it starts does too, and comes back after.
+        let _hub = InHub::enter(data)?;
         let cluster = failure::Cluster {
             cairn,
             data,
@@ -1077,6 +1180,33 @@ fn measure(
     stop.store(true, Ordering::Relaxed);
     drop(watcher.join());
     result
+}
+
+/// This thread in the hub namespace of a cluster with emulated hosts (or
+/// where it was, without); back where it was on drop.
+struct InHub(Option<std::fs::File>);
+
+impl InHub {
+    fn enter(data: &Path) -> CliResult<InHub> {
+        let Some(hub) = crate::netemu::Layout::load(data)?.hub() else {
+            return Ok(InHub(None));
+        };
+        let home = crate::netemu::current()?;
+        crate::netemu::enter(&hub)?;
+        Ok(InHub(Some(home)))
+    }
+}
+
+impl Drop for InHub {
+    fn drop(&mut self) {
+        if let Some(home) = &self.0
+            && let Err(error) = crate::netemu::enter_file(home)
+        {
+            // Nothing this thread starts later would reach its cluster.
+            eprintln!("cannot leave the emulated hosts' namespace: {error}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// The workload's phases on a running cluster.
@@ -1299,7 +1429,7 @@ fn resources(
     };
     Resources {
         osds: point.osds,
-        hosts: point.osds,
+        hosts: point.hosts.unwrap_or(point.osds),
         cores,
         disk_mib_per_sec: limits
             .disk_bytes_per_sec
@@ -1309,7 +1439,12 @@ fn resources(
         memory_bytes: limits.memory_bytes.map_or(machine.memory_bytes, |b| {
             b.saturating_mul(u64::from(point.osds))
         }),
-        net_mib_per_sec: None,
+        net_mib_per_sec: point
+            .net_rate
+            .as_deref()
+            .and_then(|r| crate::netemu::parse_rate(r).ok())
+            .zip(point.hosts)
+            .map(|(bits, hosts)| bits as f64 / 8.0 * f64::from(hosts) / 1_048_576.0),
         data_fraction,
     }
 }
@@ -1485,18 +1620,7 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
         .plan
         .failure
         .iter()
-        .map(|f| {
-            format!(
-                "{} osd.{} at {}{}",
-                f.action,
-                f.osd,
-                f.at,
-                f.bandwidth
-                    .as_ref()
-                    .map(|b| format!(" to {b}/s"))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|f| format!("{} at {}", f.describe(), f.at))
         .collect();
     html.push_str(&format!(
         "<p>Failures in {}: {}.</p>\n",

@@ -9,6 +9,7 @@
 //! its next tick; `add` appends the next `osd.N` to the roster, which the
 //! supervisor re-reads every tick, then waits for the monitor to see it up.
 
+use crate::netemu::Layout;
 use crate::output::CliResult;
 use crate::up_cmd::{
     Member, OSDS_MAX, STOP_TIMEOUT, daemon_pid_file, hold_file, is_live_cairn, lock_roster,
@@ -245,9 +246,14 @@ fn add_osd(dir: &Path) -> CliResult {
         .into());
     }
     let config = ClientConfig::load(&dir.join("cairn.toml"))?;
+    let layout = Layout::load(dir)?;
     let index = register_osd(dir, &config.mon)?;
     let name = Member::Osd(index).name();
-    let addr = osd_addr(mon_port(&config.mon)?, index).unwrap_or_default();
+    let addr = osd_addr(&layout, mon_port(&config.mon)?, index).unwrap_or_default();
+    if let Some(hub) = &config.netns {
+        // Where the monitor is reached (one thread yet: see `main`).
+        crate::netemu::enter(hub)?;
+    }
     let (id, epoch) = crate::conn::runtime()?.block_on(wait_osd_up(dir, &name, &config))?;
     println!("{name} added: OSD id {id}, serving on {addr}, up in the map at epoch {epoch}");
     Ok(())
@@ -295,7 +301,7 @@ fn register_osd(dir: &Path, mon: &str) -> CliResult<u16> {
         )
         .into());
     }
-    if osd_addr(mon_port(mon)?, index).is_none() {
+    if osd_addr(&Layout::default(), mon_port(mon)?, index).is_none() {
         return Err(format!("no port left for osd.{index} after the monitor's {mon}").into());
     }
     let member = Member::Osd(index);

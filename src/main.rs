@@ -16,6 +16,7 @@ mod df_cmd;
 mod fs_cmd;
 mod launch;
 mod mon_cmd;
+mod netemu;
 mod object_cmd;
 mod osd_admin_cmd;
 mod osd_cmd;
@@ -103,6 +104,33 @@ struct OsdTopArgs {
     daemon: Option<osd_cmd::OsdArgs>,
 }
 
+/// Enters the network namespace this process belongs in, before any
+/// thread starts: the one `CAIRN_NETNS` names (an emulated host's OSD, as
+/// `cairn up` starts it), else, for a command that talks to a cluster, the
+/// one its client config names.
+fn enter_netns(command: &Command) -> Result<(), String> {
+    if let Some(name) = std::env::var_os(netemu::NETNS_ENV) {
+        let name = name.to_string_lossy().into_owned();
+        return netemu::enter(&name);
+    }
+    let reads_conf = match command {
+        Command::Placement(_)
+        | Command::Sizing(_)
+        | Command::Mon(_)
+        | Command::Mds(_)
+        | Command::Up(_)
+        | Command::Down(_)
+        | Command::Daemon(_) => false,
+        Command::Osd(top) => top.admin.is_some(),
+        Command::Bench(command) => matches!(command, bench_cmd::BenchCommand::Object(_)),
+        _ => true,
+    };
+    if reads_conf {
+        conn::enter_conf_netns().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Makes every panic end the process at once (after the default hook has
 /// printed it), in every thread. Without this, tokio catches a panic in a
 /// task or `spawn_blocking` closure and the daemon goes on serving with
@@ -123,6 +151,10 @@ fn abort_on_panic() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = enter_netns(&cli.command) {
+        eprintln!("error: {error}");
+        return ExitCode::FAILURE;
+    }
     if matches!(
         cli.command,
         Command::Mon(_)

@@ -363,6 +363,16 @@ struct InPoint {
     resources: Option<InResources>,
     #[serde(default)]
     phases: Vec<InPhase>,
+    #[serde(default)]
+    settings: InSettings,
+}
+
+/// What sizing reads of a point's settings: which system ran it (absent:
+/// Cairn).
+#[derive(Debug, Default, Deserialize)]
+struct InSettings {
+    #[serde(default)]
+    system: Option<String>,
 }
 
 /// A point's totals; `null` (or absent) means not limited or not known.
@@ -443,8 +453,26 @@ fn samples(runs: &[Run]) -> Result<(Vec<Sample>, Vec<String>), SizingError> {
                 reason: "summary.json has no points".into(),
             });
         }
+        let mut others = 0;
         for point in &run.summary.points {
+            // Another system's points (a sweep's Ceph half) say nothing of
+            // how Cairn scales.
+            if point
+                .settings
+                .system
+                .as_deref()
+                .is_some_and(|s| s != "cairn")
+            {
+                others += 1;
+                continue;
+            }
             all.push(sample(run, point, &mut notes)?);
+        }
+        if others > 0 {
+            notes.push(format!(
+                "{}: {others} points of another system (Ceph) left out",
+                run.name
+            ));
         }
     }
     if all.len() > POINTS_MAX {
@@ -2032,6 +2060,7 @@ mod tests {
                 phase("write", write, write / 4.0),
                 phase("rand", read, iops),
             ],
+            settings: InSettings::default(),
         }
     }
 
@@ -2142,6 +2171,33 @@ price = 100.0
         assert!(close(coefficient(iops, Resource::DiskIops), 0.5));
         assert!(close(coefficient(iops, Resource::Cores), 1000.0));
         assert!(iops.error_max < 1e-9);
+    }
+
+    #[test]
+    fn another_systems_points_stay_out_of_the_fit() {
+        let mut with_ceph = runs();
+        let mut ceph = point_of(
+            "system=ceph",
+            &Synthetic {
+                osds: 3.0,
+                cores: 8.0,
+                disk_mib_per_sec: 3000.0,
+                disk_iops: 30000.0,
+                data_fraction: 1.0 / 3.0,
+            },
+        );
+        // Far off Cairn's roofline: it would move every coefficient.
+        for phase in &mut ceph.phases {
+            phase.median_mib_per_sec = Some(1.0);
+        }
+        ceph.settings.system = Some("ceph".into());
+        with_ceph[0].summary.points.push(ceph);
+        let (kept, notes) = samples(&with_ceph).expect("good points");
+        assert_eq!(kept.len(), 4, "the Ceph point is left out");
+        assert!(notes.iter().any(|n| n.contains("Ceph")), "{notes:?}");
+        let write = &fits_of(&with_ceph)[1];
+        assert!(close(coefficient(write, Resource::Osds), 40.0));
+        assert!(write.error_max < 1e-9, "{}", write.error_max);
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! The supervisor and `cairn daemon` talk through those files only, so
 //! `daemon stop|start|add` works on a detached supervisor without a socket.
 
+use crate::netemu::Layout;
 use crate::output::CliResult;
 use cairn_client::{Client, ClientConfig, ClientError};
 use cairn_proto::mon::MonCommand;
@@ -111,6 +112,27 @@ pub struct UpArgs {
     /// 0 for none.
     #[arg(long = "s3-port", value_name = "PORT", default_value_t = DEFAULT_S3_PORT)]
     s3_port: u16,
+    /// Emulated hosts: OSD N is on `host{N mod HOSTS}` in the map, so
+    /// pools can spread copies over hosts (the default pool does once
+    /// there are three). Kept in DIR/network.toml for later runs.
+    #[arg(long, value_name = "HOSTS")]
+    hosts: Option<u32>,
+    /// Each emulated host in a network namespace of its own, joined to the
+    /// monitor's and the clients' by a veth pair (needs root and
+    /// iproute2). `cairn` commands with this cluster's config enter its
+    /// namespace by themselves; `cairn down` removes the namespaces.
+    #[arg(long, requires = "hosts")]
+    netns: bool,
+    /// Each host link's rate, each way, e.g. 1gbit or 10gbit (tc tbf).
+    #[arg(long = "net-rate", value_name = "RATE", requires = "netns", value_parser = crate::netemu::parse_rate)]
+    net_rate: Option<u64>,
+    /// Each host link's delay, each way, e.g. 100us or 1ms (tc netem).
+    #[arg(long = "net-delay", value_name = "DELAY", requires = "netns", value_parser = crate::netemu::parse_delay)]
+    net_delay: Option<u64>,
+    /// Where the hosts are: from the flags on a first run, else from
+    /// DIR/network.toml.
+    #[arg(skip)]
+    layout: Layout,
     /// Internal: this process is the background supervisor of `--detach`.
     #[arg(long, hide = true)]
     supervise: bool,
@@ -136,7 +158,7 @@ pub struct DownArgs {
 
 impl UpArgs {
     fn mon_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.base_port)
+        format!("{}:{}", self.layout.hub_ip(), self.base_port)
     }
 
     /// The S3 gateway's port, if it runs one.
@@ -152,8 +174,9 @@ impl UpArgs {
         );
         for daemon in list {
             if let Member::Osd(index) = daemon.member {
-                let addr = osd_addr(self.base_port, index).unwrap_or_default();
-                text.push_str(&format!("  {:<8} {addr}\n", daemon.name));
+                let addr = osd_addr(&self.layout, self.base_port, index).unwrap_or_default();
+                let host = self.layout.host_name(index);
+                text.push_str(&format!("  {:<8} {addr} on {host}\n", daemon.name));
             }
         }
         text.push_str(&format!(
@@ -222,11 +245,11 @@ impl Member {
     }
 }
 
-/// Where `cairn up` puts `osd.N`: the port after the monitor's, plus N;
-/// `None` past the last port.
-pub(crate) fn osd_addr(base_port: u16, index: u16) -> Option<String> {
+/// Where `cairn up` puts `osd.N`: its host's address, at the port after
+/// the monitor's plus N; `None` past the last port.
+pub(crate) fn osd_addr(layout: &Layout, base_port: u16, index: u16) -> Option<String> {
     let port = u16::try_from(u32::from(base_port) + 1 + u32::from(index)).ok()?;
-    Some(format!("127.0.0.1:{port}"))
+    Some(format!("{}:{port}", layout.osd_ip(index)))
 }
 
 /// The roster in `dir`, sorted (the monitor first); `None` when there is
@@ -334,7 +357,7 @@ pub(crate) fn signal(pid: i32, sig: rustix::process::Signal) {
     }
 }
 
-pub fn run_up(args: UpArgs) -> CliResult {
+pub fn run_up(mut args: UpArgs) -> CliResult {
     if args.osds == 0 || args.osds > OSDS_MAX {
         return Err(format!("--osds must be 1 to {OSDS_MAX}").into());
     }
@@ -343,6 +366,7 @@ pub fn run_up(args: UpArgs) -> CliResult {
     }
     std::fs::create_dir_all(args.data_dir.join("logs"))?;
     std::fs::create_dir_all(args.data_dir.join("run"))?;
+    args.layout = layout_for_up(&args)?;
     let running = read_pid(&pid_file(&args.data_dir)).filter(|p| is_live_cairn(*p));
     if let Some(pid) = running.filter(|_| !args.supervise) {
         let dir = args.data_dir.display();
@@ -352,6 +376,15 @@ pub fn run_up(args: UpArgs) -> CliResult {
         .into());
     }
     drop(std::fs::remove_file(ready_file(&args.data_dir)));
+    if !args.supervise {
+        args.layout.save(&args.data_dir)?;
+        if let Some(hub) = args.layout.hub() {
+            // Made once, by the `up` the operator ran; its supervisor and
+            // every daemon start inside (this thread is the only one yet).
+            args.layout.create()?;
+            crate::netemu::enter(&hub)?;
+        }
+    }
     // Checked here too, not only by the supervisor, so `--detach` reports
     // a bad roster itself instead of pointing at the supervisor's log.
     let members = roster_for_up(&args)?;
@@ -370,6 +403,36 @@ pub fn run_up(args: UpArgs) -> CliResult {
     result
 }
 
+/// The hosts of this `up`: as the flags say on a cluster's first run (or
+/// when they change it), else as the last run left them.
+fn layout_for_up(args: &UpArgs) -> CliResult<Layout> {
+    let kept = Layout::load(&args.data_dir)?;
+    let Some(hosts) = args.hosts else {
+        if args.netns || args.net_rate.is_some() || args.net_delay.is_some() {
+            return Err("--netns, --net-rate and --net-delay need --hosts".into());
+        }
+        return Ok(kept);
+    };
+    if hosts == 0 || hosts > crate::netemu::HOSTS_MAX {
+        return Err(format!("--hosts must be 1 to {}", crate::netemu::HOSTS_MAX).into());
+    }
+    if kept.hosts != 0 && kept.hosts != hosts {
+        return Err(format!(
+            "the cluster in {} has {} hosts; its OSDs cannot move to {hosts}",
+            args.data_dir.display(),
+            kept.hosts
+        )
+        .into());
+    }
+    Ok(Layout {
+        hosts,
+        netns: args.netns,
+        tag: format!("cairn{}", args.base_port),
+        rate_bits: args.net_rate,
+        delay_us: args.net_delay,
+    })
+}
+
 /// The daemons `up` runs: the monitor, `osd.0` to `osd.{osds - 1}`, and
 /// every daemon of the roster an earlier run left.
 fn roster_for_up(args: &UpArgs) -> CliResult<Vec<Member>> {
@@ -385,7 +448,7 @@ fn roster_for_up(args: &UpArgs) -> CliResult<Vec<Member>> {
 fn check_ports(base_port: u16, members: &[Member]) -> CliResult {
     for member in members {
         if let Member::Osd(index) = member
-            && osd_addr(base_port, *index).is_none()
+            && osd_addr(&Layout::default(), base_port, *index).is_none()
         {
             return Err(format!(
                 "--base-port {base_port} too high: osd.{index} would listen past port {}",
@@ -507,6 +570,8 @@ struct Daemon {
     /// Down because of a hold marker (not a crash): starts as soon as the
     /// marker goes, without backoff, also under `--no-restart`.
     held: bool,
+    /// The emulated host's namespace it runs in, if not the supervisor's.
+    netns: Option<String>,
 }
 
 impl Daemon {
@@ -521,6 +586,7 @@ impl Daemon {
             backoff: RESTART_BACKOFF_INITIAL,
             restart_count: 0,
             held: false,
+            netns: None,
         }
     }
 
@@ -529,7 +595,11 @@ impl Daemon {
         let log = File::options().create(true).append(true).open(log_path)?;
         // Own process group: a Ctrl-C reaches the supervisor only, which
         // then stops the children in order.
-        let child = Command::new(own_exe()?)
+        let mut command = Command::new(own_exe()?);
+        if let Some(netns) = &self.netns {
+            command.env(crate::netemu::NETNS_ENV, netns);
+        }
+        let child = command
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -642,7 +712,7 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
                 "--name".into(),
                 index.to_string(),
                 "--addr".into(),
-                "127.0.0.1:0".into(),
+                format!("{}:0", args.layout.hub_ip()),
             ];
             command.extend(duration_flags(&[
                 ("--lease", args.mds_lease),
@@ -662,7 +732,7 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             "--mon".into(),
             args.mon_addr(),
             "--addr".into(),
-            format!("127.0.0.1:{}", args.s3_port()?),
+            format!("{}:{}", args.layout.hub_ip(), args.s3_port()?),
         ],
         Member::Osd(index) => {
             let data = dir.join(member.name());
@@ -673,7 +743,9 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
                 "--mon".into(),
                 args.mon_addr(),
                 "--addr".into(),
-                osd_addr(args.base_port, index)?,
+                osd_addr(&args.layout, args.base_port, index)?,
+                "--host".into(),
+                args.layout.host_name(index),
             ];
             // A new OSD asks for the id its name says, so `osd.N` of
             // `cairn daemon stop osd.N` is `osd.N` of `cairn osd tree`
@@ -686,7 +758,11 @@ fn daemon(args: &UpArgs, member: Member) -> Option<Daemon> {
             command
         }
     };
-    Some(Daemon::new(member, command))
+    let mut daemon = Daemon::new(member, command);
+    if let Member::Osd(index) = member {
+        daemon.netns = args.layout.osd_netns(index);
+    }
+    Some(daemon)
 }
 
 fn supervise(args: &UpArgs) -> CliResult {
@@ -863,7 +939,12 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
                 size,
                 min_size: size.saturating_sub(1).max(1),
             },
-            failure_domain: FailureDomainSpec::Osd,
+            // Copies on distinct hosts once there are hosts enough.
+            failure_domain: if args.layout.hosts >= size {
+                FailureDomainSpec::Host
+            } else {
+                FailureDomainSpec::Osd
+            },
             device_class: None,
         };
         match client.mon_command(command).await {
@@ -892,7 +973,10 @@ async fn wait_ready(args: UpArgs, osd_count: usize) -> CliResult {
             .map_err(|e| format!("preparing the S3 gateway: {e}"))?;
     }
     wait_pgs_reported(&client, deadline).await?;
-    let config = ClientConfig { mon: mon_addr };
+    let config = ClientConfig {
+        mon: mon_addr,
+        netns: args.layout.hub(),
+    };
     let path = args.data_dir.join("cairn.toml");
     let temp = args.data_dir.join("cairn.toml.tmp");
     std::fs::write(&temp, config.to_toml()?)?;
@@ -1071,6 +1155,12 @@ pub fn run_down(args: DownArgs) -> CliResult {
             }
             drop(std::fs::remove_file(entry.path()));
         }
+    }
+    // The namespaces of emulated hosts go (the next `up` makes them again).
+    match Layout::load(dir) {
+        Ok(layout) if layout.netns => layout.destroy(),
+        Ok(_) => {}
+        Err(error) => eprintln!("{error}: its network namespaces, if any, stay"),
     }
     // The roster stays: `up` on this data dir runs the same daemons again.
     drop(std::fs::remove_file(pid_file(dir)));

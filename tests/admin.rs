@@ -33,8 +33,14 @@ fn pools_hold_what_was_written(cluster: &Cluster) {
         }
     }
     let written = 5 * OBJECT_BYTES as u64;
+    // Each copy's OSD reports its own PG's bytes on its own beat, so the
+    // raw figure lags the stored one until every copy has reported: wait
+    // for both, and let the bounds below catch what is really wrong.
     let counted = |p: &serde_json::Value| {
-        p["objects"] == 5 && p["stored_bytes"].as_u64().is_some_and(|b| b >= written)
+        let least_raw = if p["name"] == "data" { 3.0 } else { 1.5 };
+        p["objects"] == 5
+            && p["stored_bytes"].as_u64().is_some_and(|b| b >= written)
+            && p["raw_per_stored"].as_f64().is_some_and(|r| r >= least_raw)
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let df = loop {

@@ -613,3 +613,126 @@ osd = 2
     assert!(lines.lines().count() > 4, "a line a second: {lines}");
     drop(std::fs::remove_dir_all(&dir));
 }
+
+/// Three emulated hosts behind 200 Mbit/s links, one cut off under the
+/// writes and joined again: the link's rate was measured before the run
+/// and held, the partition is timed from detection to clean, the point's
+/// resources count hosts and their links, and nothing of the namespaces
+/// is left. Points and failures that cannot work with hosts are refused
+/// before anything runs, as is a link delay where the kernel has no
+/// netem (where it has, the delay is measured instead).
+#[test]
+fn a_host_cut_off_under_writes_behind_limited_links() {
+    let _serial = common::serial();
+    let dir = common::test_dir("bench-sweep-hosts");
+    let plan = dir.join("plan.toml");
+    let text = r#"
+name = "a host cut off under writes"
+mirrors = "a test"
+[cluster]
+osds = 3
+hosts = 3
+size = 2
+pg_num = 16
+concurrency = 4
+object_size = "64K"
+down_grace = "1s"
+net_rate = "200mbit"
+[workload]
+kind = "object"
+phases = ["write", "rand"]
+duration = "6s"
+clean_wait = "60s"
+[[failure]]
+at = "1500ms"
+action = "partition"
+host = 2
+[[failure]]
+at = "4s"
+action = "heal"
+host = 2
+"#;
+    std::fs::write(&plan, text).expect("write plan");
+    let out = dir.join("out");
+    let summary = common::ok_json(
+        sweep_on(&plan, &out, &dir.join("data"), "17600"),
+        "bench sweep with emulated hosts",
+    );
+    let checks = summary["limits"][0]["checks"].as_array().expect("checks");
+    let rate = checks
+        .iter()
+        .find(|c| c["limit"] == "net_rate")
+        .expect("the link rate was checked");
+    assert_eq!(rate["applied"], true, "{rate}");
+    let point = &summary["points"][0];
+    assert_eq!(point["resources"]["hosts"], 3, "{point}");
+    let net = point["resources"]["net_mib_per_sec"].as_f64().expect("net");
+    assert!(
+        (net - 3.0 * 200e6 / 8.0 / 1_048_576.0).abs() < 0.01,
+        "{net}"
+    );
+    let phases = point["phases"].as_array().expect("phases");
+    let failures = &phases[0]["failures"];
+    let detection = failures["median_detection_secs"]
+        .as_f64()
+        .expect("the cut host's OSD was marked down");
+    let clean = failures["median_clean_secs"].as_f64().expect("clean again");
+    assert!(detection > 0.0 && detection < clean, "{failures}");
+    assert!(clean > 2.0, "clean only after the heal at 4 s: {failures}");
+    assert!(
+        phases[1]["median_iops"].as_f64() > Some(0.0),
+        "reads after the heal: {summary}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report");
+    assert!(html.contains("partition host2"), "the report names the cut");
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(!listed.contains("cairn17600"), "namespaces left: {listed}");
+
+    let refused = |plan_text: &str, says: &str| {
+        std::fs::write(&plan, plan_text).expect("write plan");
+        let out = sweep_on(&plan, &dir.join("refused"), &dir.join("data"), "17600");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "refused: {plan_text}");
+        assert!(stderr.contains(says), "{says:?} in {stderr}");
+    };
+    refused(
+        &text
+            .replace("size = 2", "size = 3")
+            .replace("hosts = 3", "hosts = 2"),
+        "different hosts",
+    );
+    refused(
+        &text.replace("host = 2\n[[failure]]", "osd = 2\n[[failure]]"),
+        "give host",
+    );
+    refused(&text.replace("host = 2", "host = 5"), "only 3 hosts");
+    refused(&text.replace("hosts = 3\n", ""), "give hosts");
+    let delayed = text.replace("net_rate = \"200mbit\"", "net_delay = \"2ms\"");
+    std::fs::write(&plan, &delayed).expect("write plan");
+    let run = sweep_on(&plan, &dir.join("delayed"), &dir.join("data"), "17600");
+    if run.status.success() {
+        let summary: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+        let checks = summary["limits"][0]["checks"].as_array().expect("checks");
+        assert!(
+            checks
+                .iter()
+                .any(|c| c["limit"] == "net_delay" && c["applied"] == true),
+            "{summary}"
+        );
+    } else {
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            stderr.contains("netem"),
+            "a delay refused says why: {stderr}"
+        );
+        assert!(
+            !dir.join("delayed").join("points").exists(),
+            "refused before anything ran"
+        );
+    }
+    drop(std::fs::remove_dir_all(&dir));
+}

@@ -71,6 +71,9 @@ pub(super) fn check_point(point: &Point, kind: &str) -> Result<(), String> {
         ("down_grace", point.down_grace.is_some()),
         ("down_out", point.down_out.is_some()),
         ("stripe_unit", point.stripe_unit.is_some()),
+        ("hosts", point.hosts.is_some()),
+        ("net_rate", point.net_rate.is_some()),
+        ("net_delay", point.net_delay.is_some()),
     ];
     if let Some((name, _)) = emulated.iter().find(|(_, set)| *set) {
         return Err(format!("{name} applies to Cairn's points, not Ceph's"));

@@ -23,7 +23,7 @@ const TICK_SECS_MIN: f64 = 0.5;
 /// How often the cluster's state is read during a phase with failures.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// The actions a failure may take.
-pub(super) const ACTIONS: [&str; 7] = [
+pub(super) const ACTIONS: [&str; 9] = [
     "kill",
     "stop",
     "restart",
@@ -31,6 +31,8 @@ pub(super) const ACTIONS: [&str; 7] = [
     "in",
     "slow-disk",
     "restore-disk",
+    "partition",
+    "heal",
 ];
 
 /// One failure of a plan (`[[failure]]`).
@@ -44,10 +46,15 @@ pub(super) struct Failure {
     pub at: String,
     /// `kill` (SIGKILL, held down), `stop` (SIGTERM, held down),
     /// `restart` (a held OSD runs again), `out`, `in`, `slow-disk` (its
-    /// disk throttled to `bandwidth`), `restore-disk`.
+    /// disk throttled to `bandwidth`), `restore-disk`; `partition` (a
+    /// host's link cut: silence) and `heal` (joined again).
     pub action: String,
     /// The OSD: `cairn up`'s `osd.N`.
-    pub osd: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub osd: Option<u32>,
+    /// Or an emulated host (`hosts`): every OSD on it, or its link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<u32>,
     /// `slow-disk`'s bandwidth per second, read and write (e.g. "5M").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth: Option<String>,
@@ -56,18 +63,35 @@ pub(super) struct Failure {
 impl Failure {
     /// Checks the failure against the workload; its time into the phase.
     pub(super) fn check(&self, phases: &[String], duration: Duration) -> Result<Duration, String> {
-        if self.action == "partition" {
-            return Err(
-                "failure action \"partition\" needs emulated hosts (network namespaces), which sweeps do not run yet"
-                    .into(),
-            );
-        }
         if !ACTIONS.contains(&self.action.as_str()) {
             return Err(format!(
                 "failure action {:?}: one of {}",
                 self.action,
                 ACTIONS.join(", ")
             ));
+        }
+        let of_links = matches!(self.action.as_str(), "partition" | "heal");
+        let of_disks = matches!(self.action.as_str(), "slow-disk" | "restore-disk");
+        match (self.osd, self.host) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(format!(
+                    "failure {}: give osd or host, one of the two",
+                    self.action
+                ));
+            }
+            (Some(_), None) if of_links => {
+                return Err(format!(
+                    "failure {} cuts a host's link: give host (emulated hosts, network namespaces)",
+                    self.action
+                ));
+            }
+            (None, Some(_)) if of_disks => {
+                return Err(format!(
+                    "failure {} slows one OSD's disk: give osd",
+                    self.action
+                ));
+            }
+            _ => {}
         }
         if let Some(phase) = &self.phase
             && !phases.contains(phase)
@@ -93,14 +117,60 @@ impl Failure {
         Ok(at)
     }
 
+    /// Checks the failure against a point's OSDs and hosts.
+    pub(super) fn check_point(&self, point: &Point) -> Result<(), String> {
+        if let Some(osd) = self.osd
+            && osd >= point.osds
+        {
+            return Err(format!(
+                "failure {} osd.{osd}: a point has only {} OSDs",
+                self.action, point.osds
+            ));
+        }
+        if let Some(host) = self.host {
+            match point.hosts {
+                None => {
+                    return Err(format!(
+                        "failure {} host{host}: a point has no emulated hosts (give hosts)",
+                        self.action
+                    ));
+                }
+                Some(hosts) if host >= hosts => {
+                    return Err(format!(
+                        "failure {} host{host}: a point has only {hosts} hosts",
+                        self.action
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The `cairn up` OSD indices it acts on.
+    fn osds(&self, point: &Point) -> Vec<u32> {
+        match (self.osd, self.host, point.hosts) {
+            (Some(osd), _, _) => vec![osd],
+            (None, Some(host), Some(hosts)) => {
+                (0..point.osds).filter(|i| i % hosts == host).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     pub(super) fn phase_or<'a>(&'a self, first: &'a str) -> &'a str {
         self.phase.as_deref().unwrap_or(first)
     }
 
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
+        let target = match (self.osd, self.host) {
+            (Some(osd), _) => format!("osd.{osd}"),
+            (None, Some(host)) => format!("host{host}"),
+            (None, None) => "nothing".into(),
+        };
         match &self.bandwidth {
-            Some(b) => format!("{} osd.{} to {b}/s", self.action, self.osd),
-            None => format!("{} osd.{}", self.action, self.osd),
+            Some(b) => format!("{} {target} to {b}/s", self.action),
+            None => format!("{} {target}", self.action),
         }
     }
 }
@@ -291,7 +361,19 @@ fn poll_of(status: &serde_json::Value, at_secs: f64) -> Poll {
 
 /// Takes one action on the cluster.
 fn act(cluster: &Cluster<'_>, failure: &Failure) -> CliResult {
-    let name = format!("osd.{}", failure.osd);
+    if let ("partition" | "heal", Some(host)) = (failure.action.as_str(), failure.host) {
+        let layout = crate::netemu::Layout::load(cluster.data)?;
+        return Ok(layout.cut(host, failure.action == "partition")?);
+    }
+    for osd in failure.osds(cluster.point) {
+        act_on(cluster, failure, osd)?;
+    }
+    Ok(())
+}
+
+/// Takes one action on `osd.INDEX`.
+fn act_on(cluster: &Cluster<'_>, failure: &Failure, index: u32) -> CliResult {
+    let name = format!("osd.{index}");
     let data = cluster.data.display().to_string();
     match failure.action.as_str() {
         "kill" => quiet(
@@ -302,7 +384,7 @@ fn act(cluster: &Cluster<'_>, failure: &Failure) -> CliResult {
         "stop" => quiet(cluster.cairn, &["daemon", "stop", &name, "--data", &data]).map(drop),
         "restart" => quiet(cluster.cairn, &["daemon", "start", &name, "--data", &data]).map(drop),
         "out" | "in" => {
-            let id = osd_id(cluster, failure.osd)?.to_string();
+            let id = osd_id(cluster, index)?.to_string();
             quiet(
                 cluster.cairn,
                 &["osd", &failure.action, &id, "--conf", cluster.conf],
@@ -317,7 +399,7 @@ fn act(cluster: &Cluster<'_>, failure: &Failure) -> CliResult {
             };
             let mut groups = cluster.groups.lock().map_err(|_| "groups poisoned")?;
             let group = groups
-                .get_mut(failure.osd as usize)
+                .get_mut(index as usize)
                 .ok_or_else(|| format!("no group for {name}"))?;
             group.set_disk(bytes, disk).map_err(Into::into)
         }
@@ -593,7 +675,8 @@ mod tests {
             phase: None,
             at: at.into(),
             action: action.into(),
-            osd: 0,
+            osd: Some(0),
+            host: None,
             bandwidth: bandwidth.map(Into::into),
         };
         let ten = Duration::from_secs(10);
@@ -617,7 +700,33 @@ mod tests {
             f("partition", "1s", None)
                 .check(&phases, ten)
                 .expect_err("refused")
-                .contains("namespaces")
+                .contains("give host")
+        );
+        let cut = Failure {
+            osd: None,
+            host: Some(1),
+            ..f("partition", "1s", None)
+        };
+        assert!(cut.check(&phases, ten).is_ok());
+        let both = Failure {
+            osd: Some(0),
+            ..cut.clone()
+        };
+        assert!(
+            both.check(&phases, ten)
+                .expect_err("refused")
+                .contains("one of the two")
+        );
+        let host_disk = Failure {
+            host: Some(0),
+            osd: None,
+            ..f("slow-disk", "1s", Some("5M"))
+        };
+        assert!(
+            host_disk
+                .check(&phases, ten)
+                .expect_err("refused")
+                .contains("give osd")
         );
         assert!(
             f("slow-disk", "1s", None)

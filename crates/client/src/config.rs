@@ -17,6 +17,11 @@ pub const CONFIG_ENV: &str = "CAIRN_CONF";
 pub struct ClientConfig {
     /// Monitor address, `host:port`.
     pub mon: String,
+    /// The network namespace the cluster is reached from (`cairn up
+    /// --netns` runs emulated hosts behind one): the `cairn` commands
+    /// enter it before they connect. None: the caller's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
 }
 
 /// The config file to use: `explicit` (a `--conf` flag), else `CAIRN_CONF`,
@@ -68,6 +73,7 @@ mod tests {
     fn config_round_trips_and_explicit_path_wins() {
         let config = ClientConfig {
             mon: "127.0.0.1:6789".into(),
+            netns: Some("cairn6789".into()),
         };
         let text = config.to_toml().expect("toml");
         assert_eq!(

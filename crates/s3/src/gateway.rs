@@ -56,6 +56,18 @@ pub const INLINE_BYTES_MAX: u64 = crate::body::PIECE_BYTES;
 pub const VERSIONED_INLINE_BYTES_MAX: u64 = 64 << 10;
 
 /// The largest body kept whole in `bucket`'s heads.
+/// Whether `store` failing with `error` wrote no head for sure: refused by
+/// a condition, or beaten by other writers on every try (`SlowDown`, which
+/// clients retry). Then the pieces written for it are nobody's and go at
+/// once, not only when the operation's intent is recovered. After any
+/// other failure the head may stand; the intent's recovery decides.
+fn never_stored(error: &S3Error) -> bool {
+    matches!(
+        error.code(),
+        S3ErrorCode::PreconditionFailed | S3ErrorCode::SlowDown
+    )
+}
+
 fn inline_max(bucket: &BucketRecord) -> u64 {
     if bucket.versioned() {
         VERSIONED_INLINE_BYTES_MAX
@@ -1666,9 +1678,7 @@ impl S3 for Gateway {
         {
             Ok(stored) => stored,
             Err(e) => {
-                // Refused by a condition: the pieces are nobody's. (After
-                // any other failure the head may stand; the collector sees.)
-                if e.code() == &S3ErrorCode::PreconditionFailed {
+                if never_stored(&e) {
                     self.remove_parts(&bucket, &object_meta.parts, &ObjectMeta::default())
                         .await;
                 }
@@ -2013,9 +2023,19 @@ impl S3 for Gateway {
                 .into_iter()
                 .collect();
         }
-        let stored = self
+        let stored = match self
             .store(&target, &input.key, data, &to, (None, None), pending)
-            .await?;
+            .await
+        {
+            Ok(stored) => stored,
+            Err(e) => {
+                if never_stored(&e) {
+                    self.remove_parts(&target, &to.parts, &ObjectMeta::default())
+                        .await;
+                }
+                return Err(e);
+            }
+        };
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(to.etag.clone())),
