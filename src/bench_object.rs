@@ -89,7 +89,8 @@ pub struct ObjectArgs {
     #[arg(long = "objects", value_name = "N")]
     object_count: Option<u64>,
     /// Write one CSV line per second to FILE (also with --json): wall-clock
-    /// time, MiB/s, operations and errors of that second.
+    /// time, MiB/s, operations and errors of that second. `{rank}` is
+    /// replaced; the file is made as the timed run starts.
     #[arg(long = "series", value_name = "FILE")]
     series_file: Option<PathBuf>,
 }
@@ -189,6 +190,14 @@ pub fn run(args: &ObjectArgs) -> CliResult {
         return Err("--objects applies to --mode write only".into());
     }
     let rank = crate::launch::Rank::from_env()?;
+    let series_path = match &args.series_file {
+        Some(file) => Some(PathBuf::from(crate::launch::expand(
+            "--series",
+            &file.to_string_lossy(),
+            rank,
+        )?)),
+        None => None,
+    };
     let list_path = match &args.list_file {
         Some(file) => PathBuf::from(crate::launch::expand(
             "--list",
@@ -220,14 +229,15 @@ pub fn run(args: &ObjectArgs) -> CliResult {
             Mode::Write => Vec::new(),
             Mode::Seq | Mode::Rand => read_list(&list_path)?,
         };
-        let series = match &args.series_file {
-            Some(path) => Some(Series::create(path)?),
-            None => None,
-        };
         if let Some(report) = &report {
             // The other copies a launcher started begin their clocks with ours.
             tokio::task::block_in_place(|| report.start_together())?;
         }
+        // Made as the clock starts: a sweep times its failures from it.
+        let series = match &series_path {
+            Some(path) => Some(Series::create(path)?),
+            None => None,
+        };
         let (stats, elapsed, series_result) = run_workers(args, &client, &listed, series).await;
         series_result.map_err(|e| format!("--series: {e}"))?;
         let mut objects = Arc::try_unwrap(stats)

@@ -204,7 +204,8 @@ pub struct S3Args {
     #[arg(long)]
     json: bool,
     /// Write one CSV line per second to FILE (also with --json): wall-clock
-    /// time, MiB/s, operations and errors of that second.
+    /// time, MiB/s, operations and errors of that second. `{rank}` is
+    /// replaced; the file is made as the timed run starts.
     #[arg(long = "series", value_name = "FILE")]
     series_file: Option<PathBuf>,
     /// Also write the JSON summary to FILE (`{rank}` replaced), after
@@ -681,8 +682,17 @@ impl Summary {
 pub fn run(args: &S3Args) -> CliResult {
     let rank = crate::launch::Rank::from_env()?;
     let prefix = crate::launch::expand("--prefix", &args.prefix, rank)?;
+    let series_file = match &args.series_file {
+        Some(file) => Some(PathBuf::from(crate::launch::expand(
+            "--series",
+            &file.to_string_lossy(),
+            rank,
+        )?)),
+        None => None,
+    };
     let ranked = S3Args {
         prefix,
+        series_file,
         ..args.clone()
     };
     let args = &ranked;
@@ -718,16 +728,17 @@ async fn run_async(
 ) -> CliResult<Summary> {
     let mut connection = S3Connection::new(target.clone());
     let found = prepare(args, &mut connection).await?;
-    let series = match &args.series_file {
-        Some(path) => Some(Series::create(path)?),
-        None => None,
-    };
     let found_counts = (found.len() as u64, found.first().map(|o| o.size_bytes));
     let plan = Arc::new(Plan::new(args, args.mode, found, chunk()));
     if let Some(report) = report {
         // The other copies a launcher started begin their clocks with ours.
         tokio::task::block_in_place(|| report.start_together())?;
     }
+    // Made as the clock starts: a sweep times its failures from it.
+    let series = match &args.series_file {
+        Some(path) => Some(Series::create(path)?),
+        None => None,
+    };
     let (elapsed, series_result) =
         run_workers(&plan, &target, args.concurrency, !args.json, series).await;
     series_result.map_err(|e| format!("--series: {e}"))?;

@@ -174,6 +174,11 @@ struct Workload {
     /// io500: the most bytes the run may hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_bytes: Option<String>,
+    /// io500: `"fs"` (a mount of the point's file system, the default) or
+    /// `"s3"` (IO500's S3 variant, `bench io500 --endpoint`, on the
+    /// point's gateway; RGW on Ceph's points).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    via: Option<String>,
     /// apps: the large file base64, grep and gzip read (default 256M).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     large_file: Option<String>,
@@ -189,6 +194,13 @@ struct Workload {
     /// environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     launcher: Option<workload::LauncherSpec>,
+}
+
+impl Workload {
+    /// Whether its clients speak S3 (to the point's gateway, or RGW).
+    fn over_s3(&self) -> bool {
+        self.kind == "s3" || (self.kind == "io500" && self.via.as_deref() == Some("s3"))
+    }
 }
 
 /// One point's settings, every one resolved.
@@ -358,9 +370,10 @@ struct FailureSpread {
     median_clean_secs: Option<f64>,
     /// Repeats that were not clean within the wait.
     not_clean: usize,
-    median_before_mib_per_sec: f64,
-    median_during_mib_per_sec: f64,
-    median_after_mib_per_sec: f64,
+    /// None for a workload without per-second series (the file ones).
+    median_before_mib_per_sec: Option<f64>,
+    median_during_mib_per_sec: Option<f64>,
+    median_after_mib_per_sec: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -666,6 +679,13 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
     if w.kind != "io500" && w.max_bytes.is_some() {
         return Err("workload max_bytes is for kind io500".into());
     }
+    match (w.kind.as_str(), w.via.as_deref()) {
+        (_, None) | ("io500", Some("fs" | "s3")) => {}
+        ("io500", Some(other)) => {
+            return Err(format!("workload via = {other:?}: \"fs\" (a mount) or \"s3\"").into());
+        }
+        (_, Some(_)) => return Err("workload via is for kind io500".into()),
+    }
     if w.kind != "apps" && w.large_file.is_some() {
         return Err("workload large_file is for kind apps".into());
     }
@@ -679,8 +699,12 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
     {
         parse_size(size).map_err(|e| format!("workload size {size:?}: {e}"))?;
     }
-    if !plan.failure.is_empty() && !matches!(w.kind.as_str(), "object" | "s3") {
-        return Err("failures are injected into object and s3 workloads only, so far".into());
+    if is_file_kind(&w.kind) && plan.failure.iter().any(|f| f.phase.is_some()) {
+        return Err(format!(
+            "workload {}: its benchmark runs every phase in one process, so a failure's `at` counts from its start: give no phase",
+            w.kind
+        )
+        .into());
     }
     let duration =
         parse_duration(&plan.workload.duration).map_err(|e| format!("workload duration: {e}"))?;
@@ -715,18 +739,25 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let failures = failure::by_phase(&plan.failure, &plan.workload.phases, duration)?;
+    // A file workload's failures are timed from its start, as one phase.
+    let failure_phases = if is_file_kind(&w.kind) {
+        vec![w.kind.clone()]
+    } else {
+        w.phases.clone()
+    };
+    let failures = failure::by_phase(&plan.failure, &failure_phases, duration)?;
     for point in points.iter().filter(|p| p.system == "ceph") {
-        ceph::check_point(point, &plan.workload.kind)
-            .map_err(|e| format!("a point on Ceph: {e}"))?;
+        let kind = if plan.workload.over_s3() {
+            "s3"
+        } else {
+            plan.workload.kind.as_str()
+        };
+        ceph::check_point(point, kind).map_err(|e| format!("a point on Ceph: {e}"))?;
         if !failures.is_empty() {
             return Err("failures are injected into Cairn's points only, so far".into());
         }
     }
     for point in &points {
-        if !failures.is_empty() && point.clients > 1 {
-            return Err("failures with clients above 1: not yet; one client measures them".into());
-        }
         for (_, f) in failures.values().flatten() {
             f.check_point(point)?;
         }
@@ -753,6 +784,11 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         clean_wait,
         launcher,
     })
+}
+
+/// Whether a workload runs a file benchmark (every phase in one process).
+fn is_file_kind(kind: &str) -> bool {
+    matches!(kind, "fs" | "io500" | "apps")
 }
 
 /// A point from its settings (defaults for those not given), checked.
@@ -986,7 +1022,12 @@ fn ceph_point(
         std::fs::remove_dir_all(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
     }
     std::fs::create_dir_all(&data)?;
-    let kind = checked.plan.workload.kind.as_str();
+    let over_s3 = checked.plan.workload.over_s3();
+    let kind = if over_s3 {
+        "s3"
+    } else {
+        checked.plan.workload.kind.as_str()
+    };
     let pool = ceph::pool_name(raw.index, raw.repeat);
     let for_fs = matches!(kind, "fs" | "io500" | "apps");
     if kind != "s3" {
@@ -1011,7 +1052,11 @@ fn ceph_point(
                 region: None,
                 bucket: pool.clone(),
             };
-            workload::s3_phases_on(&target, &access)
+            if checked.plan.workload.kind == "io500" {
+                workload::io500_s3_phases(&target, &access)
+            } else {
+                workload::s3_phases_on(&target, &access)
+            }
         }),
         "fs" | "io500" | "apps" => anchor
             .fs_dir(&pool)
@@ -1057,8 +1102,7 @@ fn start_cluster(
     let osds = point.osds.to_string();
     let port = args.base_port.to_string();
     let data_arg = path(data);
-    let kind = checked.plan.workload.kind.as_str();
-    let s3_port = workload::s3_port(kind, args.base_port).to_string();
+    let s3_port = workload::s3_port(checked.plan.workload.over_s3(), args.base_port).to_string();
     let mut up = vec![
         "up",
         "--detach",
@@ -1223,7 +1267,27 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
     };
     let (mut phases, mut timelines) = (Vec::new(), BTreeMap::new());
     match checked.plan.workload.kind.as_str() {
-        "fs" | "io500" | "apps" => phases = workload::fs_phases(&target)?,
+        kind if is_file_kind(kind) => {
+            let run = || -> CliResult<Vec<(String, serde_json::Value)>> {
+                if checked.plan.workload.over_s3() {
+                    workload::io500_s3_phases(&target, &workload::cairn_s3(&target)?)
+                } else {
+                    workload::fs_phases(&target)
+                }
+            };
+            match checked.failures.get(kind) {
+                None => phases = run()?,
+                Some(failures) => {
+                    let load = || run().map_err(|e| e.to_string());
+                    let (ran, timeline) = failure::run(cluster, load, &[], failures)?;
+                    // The failures hit the phase the benchmark ran first.
+                    if let Some((first, _)) = ran.first() {
+                        timelines.insert(first.clone(), timeline);
+                    }
+                    phases = ran;
+                }
+            }
+        }
         kind => {
             // object: `bench object` on the pool; s3: `bench s3` on the
             // point's gateway. Both keep the same per-second series.
@@ -1247,15 +1311,34 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
                         workload::clients(&target, &command, cluster.point.clients, &reports)?
                     }
                     Some(failures) => {
-                        let series =
-                            failure::series_file(raw.points_dir, raw.index, raw.repeat, phase);
-                        // One client (the plan check sees to it): rank 0.
-                        let mut command: Vec<String> = command
-                            .iter()
-                            .map(|a| a.replace(crate::launch::RANK_PLACEHOLDER, "0"))
-                            .collect();
-                        command.extend(["--series".to_owned(), path(&series)]);
-                        let (value, timeline) = failure::run(cluster, &command, &series, failures)?;
+                        let count = cluster.point.clients;
+                        let file = |client: Option<&str>| {
+                            failure::series_file(
+                                raw.points_dir,
+                                raw.index,
+                                raw.repeat,
+                                phase,
+                                client,
+                            )
+                        };
+                        // One series per client, their figures added up.
+                        let (series, argument) = if count <= 1 {
+                            (vec![file(None)], file(None))
+                        } else {
+                            let each = (0..count).map(|r| file(Some(&r.to_string())));
+                            (each.collect(), file(Some(crate::launch::RANK_PLACEHOLDER)))
+                        };
+                        let mut command = command.clone();
+                        command.extend(["--series".to_owned(), path(&argument)]);
+                        let reports = cluster
+                            .data
+                            .join(format!("reports-{}-{phase}", phases.len()));
+                        let target = &target;
+                        let load = || {
+                            workload::clients(target, &command, count, &reports)
+                                .map_err(|e| e.to_string())
+                        };
+                        let (value, timeline) = failure::run(cluster, load, &series, failures)?;
                         timelines.insert(phase.clone(), timeline);
                         value
                     }
@@ -1389,16 +1472,13 @@ fn failure_spread(timelines: &[&failure::Timeline]) -> Option<FailureSpread> {
         let values: Vec<f64> = timelines.iter().filter_map(|t| f(t)).collect();
         (!values.is_empty()).then(|| median(&values))
     };
-    let all = |f: fn(&failure::Timeline) -> f64| -> f64 {
-        median(&timelines.iter().map(|t| f(t)).collect::<Vec<_>>())
-    };
     Some(FailureSpread {
         median_detection_secs: some(|t| t.detection_secs),
         median_clean_secs: some(|t| t.clean_secs),
         not_clean: timelines.iter().filter(|t| t.clean_secs.is_none()).count(),
-        median_before_mib_per_sec: all(|t| t.before_mib_per_sec),
-        median_during_mib_per_sec: all(|t| t.during_mib_per_sec),
-        median_after_mib_per_sec: all(|t| t.after_mib_per_sec),
+        median_before_mib_per_sec: some(|t| t.before_mib_per_sec),
+        median_during_mib_per_sec: some(|t| t.during_mib_per_sec),
+        median_after_mib_per_sec: some(|t| t.after_mib_per_sec),
     })
 }
 
@@ -1521,7 +1601,13 @@ fn report(summary: &Summary, checked: &Checked) -> CliResult<String> {
                 bar_chart(&title, "ms", &latency)?
             ));
         }
-        if checked.failures.contains_key(phase) {
+        // The phase the failures hit: named by the plan (object, s3), or
+        // the first a file workload ran.
+        let hit = summary
+            .points
+            .iter()
+            .any(|p| p.timelines.iter().any(|t| t.contains_key(phase)));
+        if hit {
             body.push_str(&failure_section(summary, phase)?);
         }
         for setting in &checked.swept {
@@ -1653,16 +1739,30 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
                 })
                 .collect()
         };
-        let title = format!("{}: {phase} MiB/s around the failures", p.label);
-        html.push_str(&format!(
-            "<figure>{}</figure>\n",
-            series_chart(&title, "MiB/s", &line(|k| k.mib_per_sec), &marks)?
-        ));
-        let title = format!("{}: {phase} mean latency around the failures", p.label);
-        html.push_str(&format!(
-            "<figure>{}</figure>\n",
-            series_chart(&title, "ms", &line(|k| k.latency_avg_secs * 1000.0), &marks)?
-        ));
+        if repeats.iter().any(|(_, t)| !t.ticks.is_empty()) {
+            let title = format!("{}: {phase} MiB/s around the failures", p.label);
+            html.push_str(&format!(
+                "<figure>{}</figure>\n",
+                series_chart(&title, "MiB/s", &line(|k| k.mib_per_sec), &marks)?
+            ));
+            let title = format!("{}: {phase} mean latency around the failures", p.label);
+            html.push_str(&format!(
+                "<figure>{}</figure>\n",
+                series_chart(&title, "ms", &line(|k| k.latency_avg_secs * 1000.0), &marks)?
+            ));
+        } else if let Some((_, t)) = repeats.first() {
+            // A file workload keeps no per-second series: the events.
+            let events: Vec<String> = t
+                .events
+                .iter()
+                .map(|e| format!("{} at {:.1} s", e.what, e.at_secs))
+                .collect();
+            html.push_str(&format!(
+                "<p>{}: {}.</p>\n",
+                escape(&p.label),
+                escape(&events.join("; "))
+            ));
+        }
         if let Some(f) = p
             .phases
             .iter()
@@ -1675,9 +1775,9 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
                 secs(f.median_detection_secs),
                 secs(f.median_clean_secs),
                 f.not_clean.to_string(),
-                fixed(f.median_before_mib_per_sec, 1),
-                fixed(f.median_during_mib_per_sec, 1),
-                fixed(f.median_after_mib_per_sec, 1),
+                secs(f.median_before_mib_per_sec),
+                secs(f.median_during_mib_per_sec),
+                secs(f.median_after_mib_per_sec),
             ]);
         }
     }
@@ -1909,6 +2009,15 @@ duration = "1s"
         assert!(empty.contains("no values"), "{empty}");
         let kind = refused(&PLAN.replace("\"object\"", "\"tape\""));
         assert!(kind.contains("tape"), "{kind}");
+        let via = refused(&PLAN.replace("duration = \"1s\"", "duration = \"1s\"\nvia = \"s3\""));
+        assert!(via.contains("via is for kind io500"), "{via}");
+        let hosts = refused(&PLAN.replace("size = 1", "size = 1\nhosts = 3"));
+        assert!(
+            hosts.contains("hosts = 3") && hosts.contains("osds=1"),
+            "{hosts}"
+        );
+        let rate = refused(&PLAN.replace("size = 1", "size = 1\nnet_rate = \"1gbit\""));
+        assert!(rate.contains("give hosts"), "{rate}");
     }
 
     #[test]

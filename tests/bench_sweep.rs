@@ -562,6 +562,7 @@ name = "an OSD killed under S3 PUTs"
 mirrors = "a test"
 [cluster]
 osds = 3
+clients = 2
 size = 2
 pg_num = 16
 concurrency = 4
@@ -608,9 +609,33 @@ osd = 2
         phases[1]["median_iops"].as_f64() > Some(0.0),
         "GETs after the failure: {summary}"
     );
-    let series = out.join("points").join("p0000-r001-put.csv");
-    let lines = std::fs::read_to_string(&series).expect("the S3 client's series");
-    assert!(lines.lines().count() > 4, "a line a second: {lines}");
+    // Each of the two clients (started by mpirun) kept its series; the
+    // timeline adds them up second by second.
+    let mut first_seconds = 0.0;
+    for client in 0..2 {
+        let series = out
+            .join("points")
+            .join(format!("p0000-r001-put-c{client}.csv"));
+        let lines = std::fs::read_to_string(&series).expect("each S3 client's series");
+        assert!(lines.lines().count() > 4, "a line a second: {lines}");
+        let second: Vec<&str> = lines.lines().nth(1).expect("a second").split(',').collect();
+        let header: Vec<&str> = lines.lines().next().expect("a header").split(',').collect();
+        let at = header
+            .iter()
+            .position(|h| *h == "mib_per_sec")
+            .expect("mib_per_sec");
+        first_seconds += second[at].parse::<f64>().expect("a rate");
+    }
+    let sample: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("points").join("p0000-r001.json")).expect("a sample"),
+    )
+    .expect("sample JSON");
+    let ticks = &sample["timelines"]["put"]["ticks"];
+    let summed = ticks[0]["mib_per_sec"].as_f64().expect("a first tick");
+    assert!(
+        (summed - first_seconds).abs() < 0.01,
+        "the first second is both clients' together: {summed} against {first_seconds}"
+    );
     drop(std::fs::remove_dir_all(&dir));
 }
 
@@ -734,5 +759,98 @@ host = 2
             "refused before anything ran"
         );
     }
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+/// IO500's S3 variant as a sweep workload (`via = "s3"`): the point's
+/// gateway serves `bench io500 --endpoint`, whose twelve phases and score
+/// land in the summary, with an OSD killed and restarted under its first
+/// phase (a file workload's failures count from its start and have no
+/// per-second series); `via` on another kind, and a file workload's
+/// failure naming a phase, are refused.
+#[test]
+fn io500_over_s3_is_a_sweep_workload() {
+    let _serial = common::serial();
+    let dir = common::test_dir("bench-sweep-io500-s3");
+    let plan = dir.join("plan.toml");
+    let text = r#"
+name = "IO500 over S3"
+mirrors = "a test"
+[cluster]
+osds = 2
+size = 2
+pg_num = 8
+clients = 2
+down_grace = "1s"
+[workload]
+kind = "io500"
+via = "s3"
+duration = "3s"
+max_bytes = "256M"
+clean_wait = "60s"
+[[failure]]
+at = "500ms"
+action = "kill"
+osd = 1
+[[failure]]
+at = "2s"
+action = "restart"
+osd = 1
+"#;
+    std::fs::write(&plan, text).expect("write plan");
+    let summary = common::ok_json(
+        sweep_on(&plan, &dir.join("out"), &dir.join("data"), "17600"),
+        "bench sweep io500 over s3",
+    );
+    let phases = summary["points"][0]["phases"].as_array().expect("phases");
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
+    for wanted in ["ior-easy-write", "mdtest-hard-read", "find", "io500 score"] {
+        assert!(
+            names.iter().any(|n| n.starts_with(wanted)),
+            "{wanted} in {names:?}"
+        );
+    }
+    let easy = phases
+        .iter()
+        .find(|p| {
+            p["phase"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ior-easy-write"))
+        })
+        .expect("ior-easy-write");
+    assert!(easy["median_mib_per_sec"].as_f64() > Some(0.0), "{easy}");
+    let failures = &easy["failures"];
+    let detection = failures["median_detection_secs"]
+        .as_f64()
+        .expect("the killed OSD marked down");
+    let clean = failures["median_clean_secs"].as_f64().expect("clean again");
+    assert!(detection > 0.0 && detection < clean, "{failures}");
+    assert!(
+        failures["median_before_mib_per_sec"].is_null(),
+        "no per-second series: {failures}"
+    );
+    let html = std::fs::read_to_string(dir.join("out").join("report.html")).expect("report");
+    assert!(
+        html.contains("kill osd.1 at"),
+        "the report lists the events"
+    );
+    let phased = text.replace("at = \"500ms\"", "phase = \"ior-easy\"\nat = \"500ms\"");
+    std::fs::write(&plan, phased).expect("plan");
+    let refused = sweep_on(&plan, &dir.join("refused"), &dir.join("data"), "17600");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("give no phase"),
+        "{stderr}"
+    );
+    let fs = text
+        .replace("kind = \"io500\"", "kind = \"fs\"\nphases = [\"ior-easy\"]")
+        .replace("max_bytes = \"256M\"\n", "");
+    std::fs::write(&plan, fs).expect("plan");
+    let refused = sweep_on(&plan, &dir.join("refused"), &dir.join("data"), "17600");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("via is for kind io500"),
+        "{stderr}"
+    );
     drop(std::fs::remove_dir_all(&dir));
 }

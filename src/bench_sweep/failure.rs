@@ -12,7 +12,6 @@ use crate::units::{parse_duration, parse_size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -222,9 +221,11 @@ pub(super) struct Timeline {
     pub detection_secs: Option<f64>,
     /// First failure to every PG `active+clean` again.
     pub clean_secs: Option<f64>,
-    pub before_mib_per_sec: f64,
-    pub during_mib_per_sec: f64,
-    pub after_mib_per_sec: f64,
+    /// The clients' mean MiB/s before, during (to clean) and after; none
+    /// for a workload that keeps no per-second series (the file ones).
+    pub before_mib_per_sec: Option<f64>,
+    pub during_mib_per_sec: Option<f64>,
+    pub after_mib_per_sec: Option<f64>,
 }
 
 /// What a phase with failures runs on.
@@ -241,46 +242,63 @@ pub(super) struct Cluster<'a> {
     pub clean_wait: Duration,
 }
 
-/// Runs the bench `command` (a `cairn bench object` with `--series
-/// series`), taking `failures` at their times, polling the cluster; the
-/// bench's JSON and the timeline.
-pub(super) fn run(
+/// How long the clients may take to start their clocks (a launcher
+/// starting its copies, each connecting) before the failures' clock
+/// starts anyway.
+const START_WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `load` (the phase's clients, each writing a `--series` file of
+/// `series` as its clock starts; a file workload keeps none, and its
+/// clock is the load's start) while taking `failures` at their times from
+/// that start and polling the cluster; what the load answered and the
+/// timeline, with the clients' per-second figures added up.
+pub(super) fn run<T: Send>(
     cluster: &Cluster<'_>,
-    command: &[String],
-    series: &Path,
+    load: impl FnOnce() -> Result<T, String> + Send,
+    series: &[PathBuf],
     failures: &[(Duration, Failure)],
-) -> CliResult<(serde_json::Value, Timeline)> {
+) -> CliResult<(T, Timeline)> {
+    for file in series {
+        drop(std::fs::remove_file(file));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let polls = Arc::new(Mutex::new(Vec::new()));
-    let started = Instant::now();
+    let launched = Instant::now();
     let poller = {
         let (stop, polls) = (stop.clone(), polls.clone());
         let (cairn, conf) = (cluster.cairn.to_path_buf(), cluster.conf.to_owned());
-        std::thread::spawn(move || poll_until(&cairn, &conf, started, &stop, &polls))
+        std::thread::spawn(move || poll_until(&cairn, &conf, launched, &stop, &polls))
     };
-    let child = Command::new(cluster.cairn)
-        .args(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting the client: {e}"))?;
-    let mut events = Vec::new();
-    let mut acted = Ok(());
-    for (at, failure) in failures {
-        std::thread::sleep(at.saturating_sub(started.elapsed()));
-        let at_secs = started.elapsed().as_secs_f64();
-        acted = act(cluster, failure).map_err(|e| format!("{}: {e}", failure.describe()));
-        if acted.is_err() {
-            break;
+    let (report, events, acted, started) = std::thread::scope(|scope| {
+        let load = scope.spawn(load);
+        // The clients' clocks start once each made its series file.
+        while !series.iter().all(|f| f.exists())
+            && !load.is_finished()
+            && launched.elapsed() < START_WAIT
+        {
+            std::thread::sleep(Duration::from_millis(20));
         }
-        events.push(Event {
-            what: failure.describe(),
-            at_secs,
-        });
-    }
-    let out = child.wait_with_output()?;
-    let ended_secs = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let mut events = Vec::new();
+        let mut acted = Ok(());
+        for (at, failure) in failures {
+            std::thread::sleep(at.saturating_sub(started.elapsed()));
+            let at_secs = started.elapsed().as_secs_f64();
+            acted = act(cluster, failure).map_err(|e| format!("{}: {e}", failure.describe()));
+            if acted.is_err() {
+                break;
+            }
+            events.push(Event {
+                what: failure.describe(),
+                at_secs,
+            });
+        }
+        let report = load
+            .join()
+            .unwrap_or_else(|_| Err("the clients' thread panicked".into()));
+        (report, events, acted, started)
+    });
+    let ended_secs = launched.elapsed().as_secs_f64();
     // The cluster is watched on after the load until it is clean again.
     let deadline = Instant::now() + cluster.clean_wait;
     while acted.is_ok() && Instant::now() < deadline && !settled(&polls, ended_secs) {
@@ -289,18 +307,53 @@ pub(super) fn run(
     stop.store(true, Ordering::Relaxed);
     drop(poller.join());
     acted?;
-    if !out.status.success() {
-        return Err(format!(
-            "the client failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-        .into());
+    let report = report.map_err(|e| format!("the clients failed: {e}"))?;
+    let mut per_client = Vec::with_capacity(series.len());
+    for file in series {
+        per_client.push(read_series(file)?);
     }
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("the client's report is not JSON: {e}"))?;
-    let ticks = read_series(series)?;
-    let polls = polls.lock().map(|p| p.clone()).unwrap_or_default();
-    Ok((report, timeline(ticks, polls, events)))
+    // Polls on the clients' clock.
+    let shift = started.duration_since(launched).as_secs_f64();
+    let polls = polls
+        .lock()
+        .map(|p| p.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| Poll {
+            at_secs: p.at_secs - shift,
+            ..p
+        })
+        .collect();
+    Ok((report, timeline(add_series(per_client), polls, events)))
+}
+
+/// The clients' series added up, second by second (their clocks started
+/// together): rates, operations and errors summed, latency averaged over
+/// the operations.
+fn add_series(mut per_client: Vec<Vec<Tick>>) -> Vec<Tick> {
+    if per_client.len() <= 1 {
+        return per_client.pop().unwrap_or_default();
+    }
+    let longest = per_client.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .map(|i| {
+            let ticks: Vec<&Tick> = per_client.iter().filter_map(|c| c.get(i)).collect();
+            let ops: u64 = ticks.iter().map(|t| t.ops).sum();
+            let weighted: f64 = ticks
+                .iter()
+                .map(|t| t.latency_avg_secs * t.ops as f64)
+                .sum();
+            Tick {
+                elapsed_secs: ticks.iter().map(|t| t.elapsed_secs).fold(0.0, f64::max),
+                interval_secs: ticks.iter().map(|t| t.interval_secs).sum::<f64>()
+                    / ticks.len() as f64,
+                mib_per_sec: ticks.iter().map(|t| t.mib_per_sec).sum(),
+                ops,
+                errors: ticks.iter().map(|t| t.errors).sum(),
+                latency_avg_secs: if ops == 0 { 0.0 } else { weighted / ops as f64 },
+            }
+        })
+        .collect()
 }
 
 /// Whether a poll after `after_secs` found the cluster clean.
@@ -525,10 +578,11 @@ fn timeline(ticks: Vec<Tick>, polls: Vec<Poll>, mut events: Vec<Event>) -> Timel
         }
     };
     let end = ticks.last().map_or(0.0, |t| t.elapsed_secs);
+    let series = !ticks.is_empty();
     Timeline {
-        before_mib_per_sec: mean(0.0, first.min(end)),
-        during_mib_per_sec: mean(first, clean_at.unwrap_or(end)),
-        after_mib_per_sec: clean_at.map_or(0.0, |c| mean(c, end)),
+        before_mib_per_sec: series.then(|| mean(0.0, first.min(end))),
+        during_mib_per_sec: series.then(|| mean(first, clean_at.unwrap_or(end))),
+        after_mib_per_sec: series.then(|| clean_at.map_or(0.0, |c| mean(c, end))),
         detection_secs: down.map(|p| p.at_secs - first),
         clean_secs: clean_at.map(|c| c - first),
         ticks,
@@ -537,9 +591,19 @@ fn timeline(ticks: Vec<Tick>, polls: Vec<Poll>, mut events: Vec<Event>) -> Timel
     }
 }
 
-/// The raw series file of a phase of a sample.
-pub(super) fn series_file(points_dir: &Path, index: usize, repeat: u32, phase: &str) -> PathBuf {
-    points_dir.join(format!("p{index:04}-r{repeat:03}-{phase}.csv"))
+/// The raw series file of a phase of a sample; with several clients,
+/// one per client (`-cRANK`, `{rank}` for the clients to fill in).
+pub(super) fn series_file(
+    points_dir: &Path,
+    index: usize,
+    repeat: u32,
+    phase: &str,
+    client: Option<&str>,
+) -> PathBuf {
+    match client {
+        None => points_dir.join(format!("p{index:04}-r{repeat:03}-{phase}.csv")),
+        Some(rank) => points_dir.join(format!("p{index:04}-r{repeat:03}-{phase}-c{rank}.csv")),
+    }
 }
 
 /// Failures of the plan grouped by phase, with their times, in time order.
@@ -620,10 +684,10 @@ mod tests {
         let t = timeline(ticks, polls, events);
         assert_eq!(t.detection_secs, Some(0.5));
         assert_eq!(t.clean_secs, Some(4.0));
-        assert_eq!(t.before_mib_per_sec, 100.0);
+        assert_eq!(t.before_mib_per_sec, Some(100.0));
         // Ticks whose seconds' middles fall from 2.5 to 6.5 s: 50 each.
-        assert_eq!(t.during_mib_per_sec, 50.0);
-        assert_eq!(t.after_mib_per_sec, 100.0);
+        assert_eq!(t.during_mib_per_sec, Some(50.0));
+        assert_eq!(t.after_mib_per_sec, Some(100.0));
         let whats: Vec<&str> = t.events.iter().map(|e| e.what.as_str()).collect();
         assert_eq!(
             whats,

@@ -98,9 +98,10 @@ pub(super) struct Target<'a> {
     pub launcher: &'a Launcher,
 }
 
-/// The gateway port of a point's cluster (0: none).
-pub(super) fn s3_port(kind: &str, base_port: u16) -> u16 {
-    if kind == "s3" {
+/// The gateway port of a point's cluster (0: none, for workloads that
+/// do not speak S3).
+pub(super) fn s3_port(over_s3: bool, base_port: u16) -> u16 {
+    if over_s3 {
         base_port.saturating_add(S3_PORT_OFFSET)
     } else {
         0
@@ -151,7 +152,7 @@ pub(super) fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
     )?;
     let field = |name: &str| keys[name].as_str().unwrap_or_default().to_owned();
     Ok(S3Access {
-        endpoint: format!("http://127.0.0.1:{}", s3_port("s3", target.base_port)),
+        endpoint: format!("http://127.0.0.1:{}", s3_port(true, target.base_port)),
         access_key: field("access_key"),
         secret_key: field("secret_key"),
         region: Some(POOL.into()),
@@ -444,6 +445,42 @@ pub(super) fn s3_phases_on(
         results.push((phase.clone(), value));
     }
     Ok(results)
+}
+
+/// IO500's S3 variant (`bench io500 --endpoint`) on `access`, the
+/// point's `clients` as its worker processes: each phase's figures and
+/// the score, as on a mount.
+pub(super) fn io500_s3_phases(
+    target: &Target<'_>,
+    access: &S3Access,
+) -> CliResult<Vec<(String, Value)>> {
+    let mut command: Vec<String> = vec![
+        "bench".into(),
+        "io500".into(),
+        "--endpoint".into(),
+        access.endpoint.clone(),
+        "--access-key".into(),
+        access.access_key.clone(),
+        "--secret-key".into(),
+        access.secret_key.clone(),
+        "--bucket".into(),
+        access.bucket.clone(),
+        "--procs".into(),
+        target.point.clients.to_string(),
+        "--stonewall".into(),
+        format!("{}ms", target.duration.as_millis()),
+        "--json".into(),
+    ];
+    if let Some(region) = &access.region {
+        command.extend(["--region".into(), region.clone()]);
+    }
+    if let Some(max) = &target.workload.max_bytes {
+        command.extend(["--max-bytes".into(), max.clone()]);
+    }
+    let borrowed: Vec<&str> = command.iter().map(String::as_str).collect();
+    let report: Value = serde_json::from_slice(&quiet(target.cairn, &borrowed)?)
+        .map_err(|e| format!("bench io500 over S3: not JSON: {e}"))?;
+    Ok(fs_report_phases(&report))
 }
 
 /// The file system a point's file workloads measure: its data in the
