@@ -122,6 +122,7 @@ fn enter_netns(command: &Command) -> Result<(), String> {
         | Command::Down(_)
         | Command::Daemon(_) => false,
         Command::Osd(top) => top.admin.is_some(),
+        Command::S3(args) => !args.is_serve(),
         Command::Bench(command) => matches!(command, bench_cmd::BenchCommand::Object(_)),
         _ => true,
     };

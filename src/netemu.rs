@@ -138,6 +138,19 @@ impl Layout {
         if !rustix::process::geteuid().is_root() {
             return Err("emulated hosts in network namespaces need root".into());
         }
+        // What an earlier run left goes, unless something still runs in
+        // it (another cluster on this port, in another data dir).
+        for ns in std::iter::once(self.tag.clone()).chain((0..self.hosts).map(|h| self.host_ns(h)))
+        {
+            let out = Command::new("ip").args(["netns", "pids", &ns]).output();
+            if let Ok(out) = out
+                && !out.stdout.is_empty()
+            {
+                return Err(format!(
+                    "network namespace {ns} has processes in it: another cluster runs on this port; stop it (`cairn down`) or give another --base-port"
+                ));
+            }
+        }
         self.destroy();
         let result = self.build();
         if result.is_err() {

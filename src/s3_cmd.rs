@@ -16,6 +16,14 @@ pub struct S3Args {
     command: S3Command,
 }
 
+impl S3Args {
+    /// Whether it runs a gateway (a daemon, given `--mon`, not a client
+    /// config).
+    pub fn is_serve(&self) -> bool {
+        matches!(self.command, S3Command::Serve(_))
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum S3Command {
     /// Run an S3 gateway in the foreground (until Ctrl-C or SIGTERM).

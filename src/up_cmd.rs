@@ -377,13 +377,13 @@ pub fn run_up(mut args: UpArgs) -> CliResult {
     }
     drop(std::fs::remove_file(ready_file(&args.data_dir)));
     if !args.supervise {
-        args.layout.save(&args.data_dir)?;
         if let Some(hub) = args.layout.hub() {
             // Made once, by the `up` the operator ran; its supervisor and
             // every daemon start inside (this thread is the only one yet).
             args.layout.create()?;
             crate::netemu::enter(&hub)?;
         }
+        args.layout.save(&args.data_dir)?;
     }
     // Checked here too, not only by the supervisor, so `--detach` reports
     // a bad roster itself instead of pointing at the supervisor's log.

@@ -5,8 +5,9 @@
 //! the client config names the hub namespace, and plain `cairn` commands
 //! with it (run from the caller's namespace) store and read an object
 //! across the links; `tc` shows the rate on both ends of each link; `cairn
-//! down` removes every namespace. Flags that make no sense together are
-//! refused before anything starts.
+//! down` removes every namespace, and a second cluster on the same port
+//! may not take them over meanwhile. Flags that make no sense together
+//! are refused before anything starts.
 //!
 //! Needs root and iproute2 (both are on the CI machines).
 
@@ -132,6 +133,30 @@ fn osds_run_on_emulated_hosts_behind_limited_links() {
         "the hub's ends: {outer}"
     );
 
+    // A second cluster on the same port would take these namespaces over:
+    // refused while anything runs in them.
+    let other = common::test_dir("emulated-hosts-other");
+    let other_data = other.display().to_string();
+    let port = PORT.to_string();
+    let out = common::cairn(
+        &other.join("cairn.toml"),
+        &[
+            "up",
+            "--data",
+            &other_data,
+            "--base-port",
+            &port,
+            "--hosts",
+            "3",
+            "--netns",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("another cluster runs on this port"),
+        "{stderr}"
+    );
+    drop(std::fs::remove_dir_all(&other));
     ok(
         cluster.cairn(&["down", "--data", &cluster.dir.display().to_string()]),
         "down",
