@@ -190,20 +190,9 @@ pub fn run(args: &ObjectArgs) -> CliResult {
         return Err("--objects applies to --mode write only".into());
     }
     let rank = crate::launch::Rank::from_env()?;
-    let series_path = match &args.series_file {
-        Some(file) => Some(PathBuf::from(crate::launch::expand(
-            "--series",
-            &file.to_string_lossy(),
-            rank,
-        )?)),
-        None => None,
-    };
-    let list_path = match &args.list_file {
-        Some(file) => PathBuf::from(crate::launch::expand(
-            "--list",
-            &file.to_string_lossy(),
-            rank,
-        )?),
+    let series_path = crate::launch::expand_path("--series", args.series_file.as_deref(), rank)?;
+    let list_path = match crate::launch::expand_path("--list", args.list_file.as_deref(), rank)? {
+        Some(file) => file,
         None => {
             let conf = args.conf.path();
             let dir = conf.parent().map(PathBuf::from).unwrap_or_default();

@@ -682,14 +682,7 @@ impl Summary {
 pub fn run(args: &S3Args) -> CliResult {
     let rank = crate::launch::Rank::from_env()?;
     let prefix = crate::launch::expand("--prefix", &args.prefix, rank)?;
-    let series_file = match &args.series_file {
-        Some(file) => Some(PathBuf::from(crate::launch::expand(
-            "--series",
-            &file.to_string_lossy(),
-            rank,
-        )?)),
-        None => None,
-    };
+    let series_file = crate::launch::expand_path("--series", args.series_file.as_deref(), rank)?;
     let ranked = S3Args {
         prefix,
         series_file,

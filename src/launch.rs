@@ -97,6 +97,16 @@ pub(crate) fn expand(flag: &str, text: &str, rank: Option<Rank>) -> Result<Strin
     }
 }
 
+/// [`expand`] for a flag naming a file, if it was given.
+pub(crate) fn expand_path(
+    flag: &str,
+    path: Option<&Path>,
+    rank: Option<Rank>,
+) -> Result<Option<PathBuf>, String> {
+    path.map(|p| expand(flag, &p.to_string_lossy(), rank).map(PathBuf::from))
+        .transpose()
+}
+
 /// Waits until every copy reached this point, through marker files in
 /// `dir` (shared by all copies: one machine's disk, or a shared file system
 /// across machines), so the copies start their timed work together.
