@@ -10,8 +10,8 @@
 //! back from the kernel, the CPU quota and the cores measured on a busy
 //! process in the group, and the disk limits measured with fio, so a limit
 //! that did not take effect is an error before a benchmark runs on it.
-//! CPU hot-plug is not used: it would take cores from everything else on
-//! the machine, and cpuset gives the OSDs the same view of fewer cores.
+//! CPU hot-plug, which takes CPUs from the whole machine rather than from
+//! the OSDs alone, is `crate::hotplug`.
 
 use crate::output::CliResult;
 use serde::{Deserialize, Serialize};

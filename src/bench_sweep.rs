@@ -40,7 +40,7 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 20] = [
+const SETTINGS: [&str; 21] = [
     "hosts",
     "net_rate",
     "net_delay",
@@ -58,6 +58,7 @@ const SETTINGS: [&str; 20] = [
     "disk_iops",
     "cpu",
     "cores",
+    "online_cpus",
     "memory",
     "down_grace",
     "down_out",
@@ -233,6 +234,10 @@ struct Point {
     /// The cores every OSD together may run on (the first N).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cores: Option<u32>,
+    /// The CPUs the whole machine keeps online while the point runs (CPU
+    /// hot-plug): the OSDs, the monitor and the clients share them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    online_cpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     memory: Option<String>,
     /// Emulated hosts, each in a network namespace of its own (`cairn up
@@ -291,6 +296,7 @@ impl Point {
                 "disk_iops" => shown(&self.disk_iops),
                 "cpu" => shown(&self.cpu),
                 "cores" => shown(&self.cores),
+                "online_cpus" => shown(&self.online_cpus),
                 "memory" => shown(&self.memory),
                 "down_grace" => shown(&self.down_grace),
                 "hosts" => shown(&self.hosts),
@@ -374,6 +380,8 @@ struct FailureSpread {
     median_before_mib_per_sec: Option<f64>,
     median_during_mib_per_sec: Option<f64>,
     median_after_mib_per_sec: Option<f64>,
+    /// What recovery pushed per second of pushing.
+    median_recovery_mib_per_sec: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -505,10 +513,19 @@ pub fn run(args: &SweepArgs) -> CliResult {
                 index,
                 repeat,
             };
-            let measured = match (&point.system[..], anchor.as_mut()) {
-                ("ceph", Some(anchor)) => ceph_point(&cairn, args, &checked, point, &raw, anchor),
-                _ => run_point(&cairn, args, &checked, point, &raw),
-            };
+            // The machine's CPUs past online_cpus are offline for the
+            // point, the cluster's start and end included.
+            let measured = point
+                .online_cpus
+                .map(crate::hotplug::Offline::leave)
+                .transpose()
+                .map_err(Into::into)
+                .and_then(|_offline| match (&point.system[..], anchor.as_mut()) {
+                    ("ceph", Some(anchor)) => {
+                        ceph_point(&cairn, args, &checked, point, &raw, anchor)
+                    }
+                    _ => run_point(&cairn, args, &checked, point, &raw),
+                });
             let (phases, timelines) =
                 measured.map_err(|e| format!("point {index} ({label}): {e}"))?;
             let sample = Sample {
@@ -569,15 +586,17 @@ struct Runs {
 /// group (and a probe link) and checks it took effect.
 fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
     let slowed = slows_disks(checked);
-    type Key = (Limits, Option<String>, Option<String>);
+    crate::hotplug::restore_leftovers();
+    type Key = (Limits, Option<String>, Option<String>, Option<u32>);
     let mut sets: Vec<(Key, LimitSet)> = Vec::new();
     for point in &checked.points {
         let key = (
             point.limits(slowed),
             point.net_rate.clone(),
             point.net_delay.clone(),
+            point.online_cpus,
         );
-        if key.0.is_empty() && key.1.is_none() && key.2.is_none() {
+        if key.0.is_empty() && key.1.is_none() && key.2.is_none() && key.3.is_none() {
             continue;
         }
         let label = point.label(&checked.swept);
@@ -593,6 +612,12 @@ fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
         checks.extend(
             check_network(point).map_err(|e| format!("emulated network of point {label}: {e}"))?,
         );
+        if let Some(keep) = point.online_cpus {
+            checks.push(
+                crate::hotplug::check(keep)
+                    .map_err(|e| format!("emulated CPUs of point {label}: {e}"))?,
+            );
+        }
         sets.push((
             key,
             LimitSet {
@@ -761,6 +786,14 @@ fn check_plan(plan: Plan) -> CliResult<Checked> {
         for (_, f) in failures.values().flatten() {
             f.check_point(point)?;
         }
+    }
+    if w.kind == "object" && w.phases.iter().any(|p| p == "idle") && !failures.contains_key("idle")
+    {
+        return Err(
+            "workload phase \"idle\" runs no clients: it times the recovery of a failure in it \
+             (give a [[failure]] with phase = \"idle\")"
+                .into(),
+        );
     }
     let clean_wait = plan
         .workload
@@ -949,6 +982,15 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
     {
         return Err(format!("cpu = {cpu}: 0.01 to 1024 cores"));
     }
+    let cores = optional_int("cores")?;
+    let online_cpus = optional_int("online_cpus")?;
+    if let (Some(cores), Some(online)) = (cores, online_cpus)
+        && cores > online
+    {
+        return Err(format!(
+            "cores = {cores}: more than the CPUs online_cpus = {online} leaves online"
+        ));
+    }
     Ok(Point {
         system,
         osds,
@@ -963,7 +1005,8 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         disk_bw: size_of("disk_bw", 65_536)?,
         disk_iops: optional_int("disk_iops")?,
         cpu,
-        cores: optional_int("cores")?,
+        cores,
+        online_cpus,
         memory: size_of("memory", 64 << 20)?,
         hosts,
         net_rate,
@@ -1299,6 +1342,26 @@ fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> C
                 if phase != "write" && phase != "put" {
                     crate::bench_cmd::drop_caches();
                 }
+                if phase == "idle" {
+                    // No clients: the failures' recovery alone (the plan
+                    // gives the phase one at least).
+                    let failures = checked.failures.get(phase).map_or(&[][..], Vec::as_slice);
+                    let wait = || {
+                        std::thread::sleep(checked.duration);
+                        Ok(())
+                    };
+                    let ((), timeline) = failure::run(cluster, wait, &[], failures)?;
+                    let value = serde_json::json!({
+                        "workload": "idle",
+                        "secs": checked.duration.as_secs_f64(),
+                        "recovered_bytes": timeline.recovered_bytes,
+                        // The phase's throughput is recovery's.
+                        "bandwidth_mib_per_sec": timeline.recovery_mib_per_sec.unwrap_or(0.0),
+                    });
+                    timelines.insert(phase.clone(), timeline);
+                    phases.push((phase.clone(), value));
+                    continue;
+                }
                 let command = match &access {
                     Some(access) => workload::s3_command(&target, access, phase),
                     None => workload::object_command(&target, phase),
@@ -1479,6 +1542,7 @@ fn failure_spread(timelines: &[&failure::Timeline]) -> Option<FailureSpread> {
         median_before_mib_per_sec: some(|t| t.before_mib_per_sec),
         median_during_mib_per_sec: some(|t| t.during_mib_per_sec),
         median_after_mib_per_sec: some(|t| t.after_mib_per_sec),
+        median_recovery_mib_per_sec: some(|t| t.recovery_mib_per_sec),
     })
 }
 
@@ -1491,6 +1555,9 @@ fn resources(
     let osds = f64::from(point.osds);
     let limits = point.limits(false);
     let mut cores = machine.cpus as f64;
+    if let Some(online) = point.online_cpus {
+        cores = cores.min(f64::from(online));
+    }
     if let Some(allowed) = limits.cores {
         cores = cores.min(f64::from(allowed));
     }
@@ -1709,9 +1776,15 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
         .map(|f| format!("{} at {}", f.describe(), f.at))
         .collect();
     html.push_str(&format!(
-        "<p>Failures in {}: {}.</p>\n",
+        "<p>Failures in {}: {}.{}</p>\n",
         escape(phase),
-        escape(&failures.join("; "))
+        escape(&failures.join("; ")),
+        if phase == "idle" {
+            " No client load in this phase: recovery alone, its MiB/s against the disk as fio \
+             measured it."
+        } else {
+            ""
+        }
     ));
     let mut rows = Vec::new();
     for p in &summary.points {
@@ -1770,6 +1843,10 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
             .and_then(|s| s.failures.as_ref())
         {
             let secs = |v: Option<f64>| v.map_or("-".into(), |v| fixed(v, 1));
+            let to_disk = f
+                .median_recovery_mib_per_sec
+                .zip(summary.disk_baseline_mib_per_sec)
+                .map_or("-".into(), |(r, d)| fixed(r / d, 2));
             rows.push(vec![
                 p.label.clone(),
                 secs(f.median_detection_secs),
@@ -1778,6 +1855,8 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
                 secs(f.median_before_mib_per_sec),
                 secs(f.median_during_mib_per_sec),
                 secs(f.median_after_mib_per_sec),
+                secs(f.median_recovery_mib_per_sec),
+                to_disk,
             ]);
         }
     }
@@ -1790,6 +1869,8 @@ fn failure_section(summary: &Summary, phase: &str) -> CliResult<String> {
             "MiB/s before",
             "during",
             "after",
+            "recovery MiB/s",
+            "recovery ÷ disk (fio)",
         ],
         &rows,
     ));
@@ -1812,8 +1893,8 @@ fn limits_section(summary: &Summary) -> String {
         return html;
     }
     html.push_str(&format!(
-        "<p>Emulated per OSD, each checked before any point ran. CPU hot-plug was not used \
-         (cores are emulated with cpuset). {}</p>\n",
+        "<p>Emulated per OSD (cgroups), per host link (tc) or for the whole machine (CPU \
+         hot-plug), each checked before any point ran. {}</p>\n",
         escape("Limits not listed were not applied.")
     ));
     let rows: Vec<Vec<String>> = summary
@@ -2018,6 +2099,32 @@ duration = "1s"
         );
         let rate = refused(&PLAN.replace("size = 1", "size = 1\nnet_rate = \"1gbit\""));
         assert!(rate.contains("give hosts"), "{rate}");
+        let no_cpu = refused(&PLAN.replace("size = 1", "size = 1\nonline_cpus = 0"));
+        assert!(
+            no_cpu.contains("online_cpus must be more than 0"),
+            "{no_cpu}"
+        );
+        let cores = refused(&PLAN.replace("size = 1", "size = 1\nonline_cpus = 1\ncores = 2"));
+        assert!(
+            cores.contains("cores = 2") && cores.contains("online_cpus = 1"),
+            "{cores}"
+        );
+        let idle = PLAN.replace("[\"write\", \"rand\"]", "[\"write\", \"idle\"]");
+        let lonely = refused(&idle);
+        assert!(
+            lonely.contains("give a [[failure]] with phase = \"idle\""),
+            "{lonely}"
+        );
+        let kill = "\n[[failure]]\nphase = \"idle\"\nat = \"0s\"\naction = \"kill\"\nosd = 0\n";
+        assert!(check(&format!("{idle}{kill}")).is_ok());
+        let first = refused(&format!(
+            "{}{kill}",
+            PLAN.replace("[\"write\", \"rand\"]", "[\"idle\"]")
+        ));
+        assert!(
+            first.contains("recovery of what a write before it wrote"),
+            "{first}"
+        );
     }
 
     #[test]

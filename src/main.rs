@@ -14,6 +14,7 @@ mod conn;
 mod daemon_cmd;
 mod df_cmd;
 mod fs_cmd;
+mod hotplug;
 mod launch;
 mod mon_cmd;
 mod netemu;

@@ -854,3 +854,207 @@ osd = 1
     );
     drop(std::fs::remove_dir_all(&dir));
 }
+
+/// The CPUs online, as the kernel lists them ("0-1" is two).
+fn cpus_online() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("cpu list");
+    text.trim()
+        .split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>().expect("a CPU") - a.parse::<usize>().expect("a CPU") + 1
+            }
+            None => 1,
+        })
+        .sum()
+}
+
+/// The processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<u32> {
+    let needle = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .collect()
+}
+
+const ONE_CPU_PLAN: &str = r#"
+name = "recovery with no client load, on one CPU"
+mirrors = "a test"
+[cluster]
+# Four: `cairn up`'s own pool keeps three copies, on the three left.
+osds = 4
+size = 2
+pg_num = 16
+concurrency = 4
+object_size = "64K"
+down_grace = "1s"
+down_out = "2s"
+online_cpus = 1
+[workload]
+kind = "object"
+phases = ["write", "idle"]
+duration = "4s"
+clean_wait = "60s"
+[[failure]]
+phase = "idle"
+at = "500ms"
+action = "kill"
+osd = 2
+"#;
+
+/// A point on one CPU (the machine's others taken offline by CPU
+/// hot-plug) whose idle phase times an OSD's recovery with no client
+/// load: the CPUs were offline while it ran, checked with busy processes
+/// before, and online again after; recovery pushed bytes and its rate is
+/// the phase's. A sweep killed with SIGKILL mid-point leaves no CPU
+/// offline: its guardian brings them back.
+#[test]
+fn cpus_go_offline_for_a_point_and_recovery_is_timed_with_no_load() {
+    let _serial = common::serial();
+    let machine = cpus_online();
+    if machine < 2 {
+        eprintln!("one CPU online: nothing to take offline, skipped");
+        return;
+    }
+    let dir = common::test_dir("bench-sweep-cpus");
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, ONE_CPU_PLAN).expect("write plan");
+    let (out, data) = (dir.join("out"), dir.join("data"));
+    let sweep_child = |out: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["bench", "sweep", "--plan"])
+            .arg(&plan)
+            .arg("--out")
+            .arg(out)
+            .arg("--data")
+            .arg(&data)
+            .args(["--base-port", "17600", "--json"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cairn bench sweep")
+    };
+    // Watched while it runs: the point's cluster up on fewer CPUs.
+    let child = sweep_child(&out);
+    let conf = data.join("point").join("cairn.toml");
+    let mut fewest_with_cluster = machine;
+    let started = std::time::Instant::now();
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    while !waiter.is_finished() {
+        if conf.exists() {
+            fewest_with_cluster = fewest_with_cluster.min(cpus_online());
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "the sweep took over 5 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let output = waiter.join().expect("waiter").expect("sweep output");
+    let summary = common::ok_json(output, "bench sweep on one CPU");
+    assert_eq!(fewest_with_cluster, 1, "the point ran on one CPU");
+    assert_eq!(cpus_online(), machine, "every CPU online again");
+    let check = summary["limits"][0]["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["limit"] == "online_cpus")
+        .cloned()
+        .expect("the hot-plug limit checked");
+    assert_eq!(check["applied"], true, "{check}");
+    assert!(
+        check["mechanism"]
+            .as_str()
+            .is_some_and(|m| m.contains("CPU hot-plug")),
+        "{check}"
+    );
+    let used: f64 = check["checked"]
+        .as_str()
+        .and_then(|c| c.split(" used ").nth(1))
+        .and_then(|c| c.split(' ').next())
+        .and_then(|c| c.parse().ok())
+        .expect("a measured figure");
+    assert!(
+        used > 0.5 && used < 1.2,
+        "two busy processes on one CPU: {check}"
+    );
+    let point = &summary["points"][0];
+    assert_eq!(point["resources"]["cores"].as_f64(), Some(1.0), "{point}");
+    let idle = &point["phases"][1];
+    assert_eq!(idle["phase"], "idle", "{point}");
+    let failures = &idle["failures"];
+    assert!(
+        failures["median_clean_secs"].as_f64() > Some(0.0),
+        "clean again: {failures}"
+    );
+    let recovery = failures["median_recovery_mib_per_sec"]
+        .as_f64()
+        .expect("recovery timed");
+    assert!(recovery > 0.0, "{failures}");
+    assert_eq!(
+        idle["median_mib_per_sec"].as_f64(),
+        Some(recovery),
+        "{idle}"
+    );
+    assert!(
+        failures["median_before_mib_per_sec"].is_null(),
+        "no clients, no series: {failures}"
+    );
+    let sample: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("points").join("p0000-r001.json")).expect("a sample"),
+    )
+    .expect("sample JSON");
+    assert!(
+        sample["timelines"]["idle"]["recovered_bytes"].as_u64() > Some(0),
+        "{sample}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(html.contains("recovery ÷ disk") && html.contains("CPU hot-plug"));
+
+    // Killed with SIGKILL while its point runs on one CPU: the CPUs come
+    // back online without it.
+    std::fs::write(&plan, ONE_CPU_PLAN.replace("\"4s\"", "\"60s\"")).expect("write plan");
+    let killed_out = dir.join("killed");
+    let child = sweep_child(&killed_out);
+    let started = std::time::Instant::now();
+    while !(conf.exists() && cpus_online() == 1) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the point never started on one CPU"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    common::kill(child.id());
+    drop(child.wait_with_output());
+    let killed_at = std::time::Instant::now();
+    // The guardian brings the CPUs online, then removes its marker.
+    while cpus_online() < machine || Path::new("/var/tmp/cairn-offline-cpus").exists() {
+        assert!(
+            killed_at.elapsed() < std::time::Duration::from_secs(10),
+            "the CPUs stayed offline after the sweep was killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    common::ok(
+        common::cairn(
+            Path::new("/dev/null"),
+            &["down", "--data", &data.join("point").display().to_string()],
+        ),
+        "down the killed sweep's cluster",
+    );
+    // The killed sweep's client, orphaned: it names the test's directory.
+    for pid in processes_naming(&dir) {
+        drop(
+            std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status(),
+        );
+    }
+    drop(std::fs::remove_dir_all(&dir));
+}

@@ -208,6 +208,10 @@ pub(super) struct Poll {
     /// Objects some copy lacks.
     pub missing_objects: u64,
     pub clean: bool,
+    /// Bytes the live OSDs' recovery has pushed, in total (their
+    /// counters: one restarted starts again from 0).
+    #[serde(default)]
+    pub recovered_bytes: u64,
 }
 
 /// A phase with failures, as a sample keeps it.
@@ -226,6 +230,13 @@ pub(super) struct Timeline {
     pub before_mib_per_sec: Option<f64>,
     pub during_mib_per_sec: Option<f64>,
     pub after_mib_per_sec: Option<f64>,
+    /// Bytes recovery pushed from the first failure to clean, and over
+    /// how long it pushed (the first poll that saw a push to the last,
+    /// from the poll before it): recovery's MiB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_mib_per_sec: Option<f64>,
 }
 
 /// What a phase with failures runs on.
@@ -409,6 +420,7 @@ fn poll_of(status: &serde_json::Value, at_secs: f64) -> Poll {
         pgs_not_clean: pgs.saturating_sub(clean_pgs),
         missing_objects,
         clean,
+        recovered_bytes: n(&status["recovery"]["recovered_bytes"]),
     }
 }
 
@@ -579,7 +591,10 @@ fn timeline(ticks: Vec<Tick>, polls: Vec<Poll>, mut events: Vec<Event>) -> Timel
     };
     let end = ticks.last().map_or(0.0, |t| t.elapsed_secs);
     let series = !ticks.is_empty();
+    let pushed = clean_at.and_then(|c| recovery_push(&polls, first, c));
     Timeline {
+        recovered_bytes: pushed.map(|(bytes, _)| bytes),
+        recovery_mib_per_sec: pushed.map(|(bytes, secs)| bytes as f64 / 1_048_576.0 / secs),
         before_mib_per_sec: series.then(|| mean(0.0, first.min(end))),
         during_mib_per_sec: series.then(|| mean(first, clean_at.unwrap_or(end))),
         after_mib_per_sec: series.then(|| clean_at.map_or(0.0, |c| mean(c, end))),
@@ -589,6 +604,37 @@ fn timeline(ticks: Vec<Tick>, polls: Vec<Poll>, mut events: Vec<Event>) -> Timel
         polls,
         events,
     }
+}
+
+/// What recovery pushed from `from` (the first failure) to `clean`:
+/// bytes, and the seconds from the last poll before the first push to the
+/// poll that saw the last (half a second at least). The counters' growth
+/// between polls is added up: a counter that falls (an OSD gone from the
+/// sum, or restarted from 0) adds nothing. `None` if nothing was pushed.
+fn recovery_push(polls: &[Poll], from: f64, clean: f64) -> Option<(u64, f64)> {
+    // The poll before the failure is the base; the window ends at the
+    // first poll that saw the cluster clean.
+    let start = polls.iter().rposition(|p| p.at_secs < from)?;
+    let end = polls.iter().position(|p| p.at_secs >= clean)?;
+    if end <= start {
+        return None;
+    }
+    let window = &polls[start..=end];
+    let mut bytes = 0u64;
+    let (mut first, mut last) = (None, None);
+    for (i, pair) in window.windows(2).enumerate() {
+        let grew = pair[1]
+            .recovered_bytes
+            .saturating_sub(pair[0].recovered_bytes);
+        if grew > 0 {
+            bytes += grew;
+            first.get_or_insert(i);
+            last = Some(i + 1);
+        }
+    }
+    let (first, last) = (first?, last?);
+    let secs = (window[last].at_secs - window[first].at_secs).max(0.5);
+    Some((bytes, secs))
 }
 
 /// The raw series file of a phase of a sample; with several clients,
@@ -638,6 +684,7 @@ mod tests {
             pgs_not_clean: u64::from(!clean) * 4,
             missing_objects: 0,
             clean,
+            recovered_bytes: 0,
         }
     }
 
@@ -699,6 +746,43 @@ mod tests {
                 "active+clean"
             ]
         );
+    }
+
+    #[test]
+    fn recovery_is_timed_over_the_polls_that_saw_it_push() {
+        let at = |at_secs: f64, recovered_bytes: u64, clean: bool| Poll {
+            recovered_bytes,
+            ..poll(at_secs, 3, clean)
+        };
+        let mib = 1_048_576;
+        let polls = vec![
+            at(0.0, 5 * mib, true),
+            // The failure at 1.0; the killed OSD's 5 MiB leave the sum.
+            at(1.5, 0, false),
+            at(2.0, 0, false),
+            at(3.0, 10 * mib, false),
+            at(4.0, 30 * mib, false),
+            at(5.0, 40 * mib, false),
+            at(6.0, 40 * mib, true),
+            at(7.0, 45 * mib, true),
+        ];
+        // Pushed from 2.0 (the poll before the first growth) to 5.0.
+        let (bytes, secs) = recovery_push(&polls, 1.0, 6.0).expect("pushed");
+        assert_eq!(bytes, 40 * mib);
+        assert_eq!(secs, 3.0);
+        let events = vec![Event {
+            what: "kill osd.1".into(),
+            at_secs: 1.0,
+        }];
+        let t = timeline(Vec::new(), polls.clone(), events);
+        assert_eq!(t.clean_secs, Some(5.0));
+        assert_eq!(t.recovered_bytes, Some(40 * mib));
+        assert!((t.recovery_mib_per_sec.expect("a rate") - 40.0 / 3.0).abs() < 1e-9);
+        // Nothing pushed: no rate.
+        let still: Vec<Poll> = polls.iter().map(|p| at(p.at_secs, 0, p.clean)).collect();
+        assert_eq!(recovery_push(&still, 1.0, 6.0), None);
+        // Never clean: no window.
+        assert_eq!(recovery_push(&polls, 1.0, 99.0), None);
     }
 
     #[test]

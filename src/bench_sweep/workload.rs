@@ -42,7 +42,8 @@ pub(super) fn check_phases(kind: &str, phases: &[String]) -> Result<(), String> 
         ));
     }
     let known: &[&str] = match kind {
-        "object" => &["write", "seq", "rand"],
+        // idle: no clients, a failure's recovery timed alone.
+        "object" => &["write", "seq", "rand", "idle"],
         "s3" => &S3_PHASES,
         "fs" => &FS_PHASES,
         _ => &[],
@@ -81,6 +82,11 @@ pub(super) fn check_phases(kind: &str, phases: &[String]) -> Result<(), String> 
             return Err(format!(
                 "workload phase {phase:?} reads what a write before it wrote"
             ));
+        }
+        if phase == "idle" && !wrote {
+            return Err(
+                "workload phase \"idle\" times the recovery of what a write before it wrote".into(),
+            );
         }
     }
     Ok(())
@@ -144,6 +150,26 @@ pub(super) struct S3Access {
     pub bucket: String,
 }
 
+impl S3Access {
+    /// The flags `bench s3` and `bench io500` take to reach it.
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--endpoint".to_owned(),
+            self.endpoint.clone(),
+            "--access-key".into(),
+            self.access_key.clone(),
+            "--secret-key".into(),
+            self.secret_key.clone(),
+            "--bucket".into(),
+            self.bucket.clone(),
+        ];
+        if let Some(region) = &self.region {
+            flags.extend(["--region".into(), region.clone()]);
+        }
+        flags
+    }
+}
+
 /// The point's own gateway, its bucket in the swept pool.
 pub(super) fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
     let keys: Value = serde_json::from_slice(
@@ -162,21 +188,8 @@ pub(super) fn cairn_s3(target: &Target<'_>) -> CliResult<S3Access> {
 
 /// An S3 phase's command, `{rank}` in its prefix (each client its own).
 pub(super) fn s3_command(target: &Target<'_>, access: &S3Access, phase: &str) -> Vec<String> {
-    let mut command = vec![
-        "bench".to_owned(),
-        "s3".into(),
-        "--endpoint".into(),
-        access.endpoint.clone(),
-        "--access-key".into(),
-        access.access_key.clone(),
-        "--secret-key".into(),
-        access.secret_key.clone(),
-        "--bucket".into(),
-        access.bucket.clone(),
-    ];
-    if let Some(region) = &access.region {
-        command.extend(["--region".into(), region.clone()]);
-    }
+    let mut command = vec!["bench".to_owned(), "s3".into()];
+    command.extend(access.flags());
     command.extend([
         "--prefix".into(),
         format!("c{RANK}"),
@@ -454,26 +467,15 @@ pub(super) fn io500_s3_phases(
     target: &Target<'_>,
     access: &S3Access,
 ) -> CliResult<Vec<(String, Value)>> {
-    let mut command: Vec<String> = vec![
-        "bench".into(),
-        "io500".into(),
-        "--endpoint".into(),
-        access.endpoint.clone(),
-        "--access-key".into(),
-        access.access_key.clone(),
-        "--secret-key".into(),
-        access.secret_key.clone(),
-        "--bucket".into(),
-        access.bucket.clone(),
+    let mut command: Vec<String> = vec!["bench".into(), "io500".into()];
+    command.extend(access.flags());
+    command.extend([
         "--procs".into(),
         target.point.clients.to_string(),
         "--stonewall".into(),
         format!("{}ms", target.duration.as_millis()),
         "--json".into(),
-    ];
-    if let Some(region) = &access.region {
-        command.extend(["--region".into(), region.clone()]);
-    }
+    ]);
     if let Some(max) = &target.workload.max_bytes {
         command.extend(["--max-bytes".into(), max.clone()]);
     }
