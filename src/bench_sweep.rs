@@ -40,7 +40,7 @@ const POINTS_MAX: usize = 1000;
 /// The most repeats of a point.
 const REPEATS_MAX: u32 = 100;
 /// The settings a point has, as `[cluster]` and `[matrix]` name them.
-const SETTINGS: [&str; 21] = [
+const SETTINGS: [&str; 22] = [
     "hosts",
     "net_rate",
     "net_delay",
@@ -60,6 +60,7 @@ const SETTINGS: [&str; 21] = [
     "cores",
     "online_cpus",
     "memory",
+    "limits_per",
     "down_grace",
     "down_out",
 ];
@@ -240,6 +241,10 @@ struct Point {
     online_cpus: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     memory: Option<String>,
+    /// `"osd"` (the default): each OSD has the limits above to itself;
+    /// `"host"`: each emulated host has them, its OSDs sharing one group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limits_per: Option<String>,
     /// Emulated hosts, each in a network namespace of its own (`cairn up
     /// --hosts N --netns`): OSD N on host N mod `hosts`, the pool's copies
     /// or shards on distinct hosts.
@@ -272,6 +277,28 @@ impl Point {
         }
     }
 
+    /// The emulated hosts whose OSDs share their limits' groups (with
+    /// `limits_per = "host"`).
+    fn shared_by_hosts(&self) -> Option<u32> {
+        self.hosts
+            .filter(|_| self.limits_per.as_deref() == Some("host"))
+    }
+
+    /// The limits' groups: one per host with `limits_per = "host"`, else
+    /// one per OSD.
+    fn group_count(&self) -> u32 {
+        self.shared_by_hosts().unwrap_or(self.osds)
+    }
+
+    /// The group of OSD `index` (`cairn up` puts OSD N on host N mod
+    /// hosts).
+    fn group_of(&self, index: u32) -> usize {
+        match self.shared_by_hosts() {
+            Some(hosts) => (index % hosts) as usize,
+            None => index as usize,
+        }
+    }
+
     /// "osds=3 pg_num=64 size=3": the settings the matrix sweeps.
     fn label(&self, swept: &[String]) -> String {
         fn shown<T: std::fmt::Display>(v: &Option<T>) -> String {
@@ -297,6 +324,7 @@ impl Point {
                 "cpu" => shown(&self.cpu),
                 "cores" => shown(&self.cores),
                 "online_cpus" => shown(&self.online_cpus),
+                "limits_per" => shown(&self.limits_per),
                 "memory" => shown(&self.memory),
                 "down_grace" => shown(&self.down_grace),
                 "hosts" => shown(&self.hosts),
@@ -346,6 +374,10 @@ struct Sample {
     /// The phases with failures: what the client and the cluster showed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     timelines: BTreeMap<String, failure::Timeline>,
+    /// The OSDs in each emulated-hardware group (`osd.N`, or `host.N`
+    /// with `limits_per = "host"`) at the end of the phases.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    groups: BTreeMap<String, Vec<String>>,
     secs: f64,
 }
 
@@ -526,7 +558,7 @@ pub fn run(args: &SweepArgs) -> CliResult {
                     }
                     _ => run_point(&cairn, args, &checked, point, &raw),
                 });
-            let (phases, timelines) =
+            let (phases, timelines, groups) =
                 measured.map_err(|e| format!("point {index} ({label}): {e}"))?;
             let sample = Sample {
                 point: index,
@@ -535,6 +567,7 @@ pub fn run(args: &SweepArgs) -> CliResult {
                 order: phases.iter().map(|(name, _)| name.clone()).collect(),
                 phases: phases.into_iter().collect(),
                 timelines,
+                groups,
                 secs: started.elapsed().as_secs_f64(),
             };
             // Written whole, then renamed: a run stopped mid-write leaves
@@ -984,6 +1017,16 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
     }
     let cores = optional_int("cores")?;
     let online_cpus = optional_int("online_cpus")?;
+    let limits_per = text("limits_per")?;
+    match (limits_per.as_deref(), hosts) {
+        (None | Some("osd"), _) | (Some("host"), Some(_)) => {}
+        (Some("host"), None) => {
+            return Err("limits_per = \"host\": the limits of emulated hosts; give hosts".into());
+        }
+        (Some(other), _) => {
+            return Err(format!("limits_per = {other:?}: \"osd\" or \"host\""));
+        }
+    }
     if let (Some(cores), Some(online)) = (cores, online_cpus)
         && cores > online
     {
@@ -1007,6 +1050,7 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
         cpu,
         cores,
         online_cpus,
+        limits_per,
         memory: size_of("memory", 64 << 20)?,
         hosts,
         net_rate,
@@ -1018,9 +1062,17 @@ fn point(settings: &BTreeMap<String, toml::Value>) -> Result<Point, String> {
 
 /// The phases' JSON in the order they ran, and the timelines of those
 /// with failures.
+type Ran = (
+    Vec<(String, serde_json::Value)>,
+    BTreeMap<String, failure::Timeline>,
+);
+
+/// A repeat's phases and timelines, and the OSDs in each emulated-hardware
+/// group.
 type Measured = (
     Vec<(String, serde_json::Value)>,
     BTreeMap<String, failure::Timeline>,
+    BTreeMap<String, Vec<String>>,
 );
 
 /// One repeat of a point on a fresh cluster.
@@ -1131,7 +1183,7 @@ fn ceph_point(
     drop(std::fs::remove_dir_all(&data));
     let phases = result?;
     removed?;
-    Ok((phases, BTreeMap::new()))
+    Ok((phases, BTreeMap::new(), BTreeMap::new()))
 }
 
 /// `cairn up` with the point's OSDs and monitor timings, and its pool.
@@ -1201,15 +1253,16 @@ fn start_cluster(
 
 /// Keeps every OSD of the cluster in `data` in its group: a restarted OSD
 /// is a new process. Stops when `stop` is set.
-fn watch_groups(data: PathBuf, groups: Arc<Mutex<Vec<Group>>>, stop: Arc<AtomicBool>) {
+fn watch_groups(data: &Path, point: &Point, groups: &Mutex<Vec<Group>>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        if let Ok(groups) = groups.lock() {
-            for (index, group) in groups.iter().enumerate() {
-                let pid_file = crate::up_cmd::daemon_pid_file(&data, &format!("osd.{index}"));
-                let Some(pid) = crate::up_cmd::read_pid(&pid_file)
-                    .and_then(|p| u32::try_from(p).ok())
-                    .filter(|p| crate::up_cmd::is_live_cairn(*p as i32))
-                else {
+        if let Ok(groups) = groups.lock()
+            && !groups.is_empty()
+        {
+            for index in 0..point.osds {
+                let Some(group) = groups.get(point.group_of(index)) else {
+                    continue;
+                };
+                let Some(pid) = live_osd(data, index) else {
                     continue;
                 };
                 if !group.pids().contains(&pid) {
@@ -1219,6 +1272,41 @@ fn watch_groups(data: PathBuf, groups: Arc<Mutex<Vec<Group>>>, stop: Arc<AtomicB
         }
         std::thread::sleep(GROUP_WATCH_INTERVAL);
     }
+}
+
+/// The process of `osd.INDEX` of the cluster in `data`, if it runs.
+fn live_osd(data: &Path, index: u32) -> Option<u32> {
+    let pid_file = crate::up_cmd::daemon_pid_file(data, &format!("osd.{index}"));
+    crate::up_cmd::read_pid(&pid_file)
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|p| crate::up_cmd::is_live_cairn(*p as i32))
+}
+
+/// The OSDs in each emulated-hardware group now (`osd.N` or `host.N`):
+/// what the sample keeps to show which limits each OSD ran under.
+fn group_members(
+    data: &Path,
+    point: &Point,
+    groups: &Mutex<Vec<Group>>,
+) -> BTreeMap<String, Vec<String>> {
+    let Ok(groups) = groups.lock() else {
+        return BTreeMap::new();
+    };
+    let kind = if point.shared_by_hosts().is_some() {
+        "host"
+    } else {
+        "osd"
+    };
+    let mut members = BTreeMap::new();
+    for (g, group) in groups.iter().enumerate() {
+        let pids = group.pids();
+        let osds = (0..point.osds)
+            .filter(|i| live_osd(data, *i).is_some_and(|pid| pids.contains(&pid)))
+            .map(|i| format!("osd.{i}"))
+            .collect();
+        members.insert(format!("{kind}.{g}"), osds);
+    }
+    members
 }
 
 fn measure(
@@ -1238,14 +1326,20 @@ fn measure(
     let groups = Arc::new(Mutex::new(Vec::new()));
     if let Some(disk) = disk {
         let mut made = groups.lock().map_err(|_| "groups poisoned")?;
-        for index in 0..point.osds {
-            made.push(Group::new(&format!("osd.{index}"), &limits, disk)?.0);
+        let kind = if point.shared_by_hosts().is_some() {
+            "host"
+        } else {
+            "osd"
+        };
+        for index in 0..point.group_count() {
+            made.push(Group::new(&format!("{kind}.{index}"), &limits, disk)?.0);
         }
     }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (data, groups, stop) = (data.to_path_buf(), groups.clone(), stop.clone());
-        std::thread::spawn(move || watch_groups(data, groups, stop))
+        let point = point.clone();
+        std::thread::spawn(move || watch_groups(&data, &point, &groups, &stop))
     };
     let result = start_cluster(cairn, args, checked, point, data).and_then(|()| {
         // With emulated hosts, the clients run in the hub namespace, with
@@ -1262,7 +1356,8 @@ fn measure(
             disk,
             clean_wait: checked.clean_wait,
         };
-        phases(&cluster, checked, raw)
+        let (phases, timelines) = phases(&cluster, checked, raw)?;
+        Ok((phases, timelines, group_members(data, point, &groups)))
     });
     stop.store(true, Ordering::Relaxed);
     drop(watcher.join());
@@ -1297,7 +1392,7 @@ impl Drop for InHub {
 }
 
 /// The workload's phases on a running cluster.
-fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> CliResult<Measured> {
+fn phases(cluster: &failure::Cluster<'_>, checked: &Checked, raw: &Raw<'_>) -> CliResult<Ran> {
     let target = workload::Target {
         cairn: cluster.cairn,
         conf: cluster.conf,
@@ -1552,7 +1647,8 @@ fn resources(
     machine: &crate::bench_report::Machine,
     disk_mib: Option<f64>,
 ) -> Resources {
-    let osds = f64::from(point.osds);
+    // The groups the limits apply to: each OSD, or each host.
+    let groups = f64::from(point.group_count());
     let limits = point.limits(false);
     let mut cores = machine.cpus as f64;
     if let Some(online) = point.online_cpus {
@@ -1562,7 +1658,7 @@ fn resources(
         cores = cores.min(f64::from(allowed));
     }
     if let Some(quota) = limits.cpu_cores {
-        cores = cores.min(quota * osds);
+        cores = cores.min(quota * groups);
     }
     let data_fraction = match (&point.erasure, point.size) {
         (Some(spec), _) => spec
@@ -1580,11 +1676,11 @@ fn resources(
         cores,
         disk_mib_per_sec: limits
             .disk_bytes_per_sec
-            .map(|b| b as f64 * osds / 1_048_576.0)
+            .map(|b| b as f64 * groups / 1_048_576.0)
             .or(disk_mib),
-        disk_iops: limits.disk_iops.map(|n| n as f64 * osds),
+        disk_iops: limits.disk_iops.map(|n| n as f64 * groups),
         memory_bytes: limits.memory_bytes.map_or(machine.memory_bytes, |b| {
-            b.saturating_mul(u64::from(point.osds))
+            b.saturating_mul(u64::from(point.group_count()))
         }),
         net_mib_per_sec: point
             .net_rate
@@ -2125,6 +2221,29 @@ duration = "1s"
             first.contains("recovery of what a write before it wrote"),
             "{first}"
         );
+    }
+
+    #[test]
+    fn limits_per_host_make_one_group_per_host() {
+        let plan = PLAN.replace("size = 1", "size = 1\nmemory = \"1G\"");
+        let per_osd = check(&plan).expect("a good plan");
+        let point = per_osd.points.last().expect("a point");
+        assert_eq!((point.group_count(), point.group_of(1)), (2, 1));
+        let hosts = plan
+            .replace("osds = [1, 2]", "osds = [4]")
+            .replace("size = 1", "size = 1\nhosts = 2\nlimits_per = \"host\"");
+        let per_host = check(&hosts).expect("a good plan");
+        let point = &per_host.points[0];
+        assert_eq!(point.group_count(), 2);
+        let groups: Vec<usize> = (0..4).map(|i| point.group_of(i)).collect();
+        assert_eq!(groups, [0, 1, 0, 1], "OSD N on host N mod 2");
+        let machine = crate::bench_report::Machine::here();
+        let r = resources(point, &machine, None);
+        assert_eq!(r.memory_bytes, 2 << 30, "two hosts' memory");
+        let no_hosts = refused(&plan.replace("size = 1", "size = 1\nlimits_per = \"host\""));
+        assert!(no_hosts.contains("give hosts"), "{no_hosts}");
+        let rack = refused(&hosts.replace("\"host\"", "\"rack\""));
+        assert!(rack.contains("\"osd\" or \"host\""), "{rack}");
     }
 
     #[test]

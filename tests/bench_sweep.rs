@@ -639,11 +639,12 @@ osd = 2
     drop(std::fs::remove_dir_all(&dir));
 }
 
-/// Three emulated hosts behind 200 Mbit/s links, one cut off under the
+/// Two emulated hosts of two OSDs each behind 200 Mbit/s links, each
+/// host's OSDs sharing one memory limit, one host cut off under the
 /// writes and joined again: the link's rate was measured before the run
-/// and held, the partition is timed from detection to clean, the point's
-/// resources count hosts and their links, and nothing of the namespaces
-/// is left. Points and failures that cannot work with hosts are refused
+/// and held, each host's OSDs ran in its group, the partition is timed
+/// from detection to clean, the point's resources count hosts, their
+/// links and their memory, and nothing of the namespaces is left. Points and failures that cannot work with hosts are refused
 /// before anything runs, as is a link delay where the kernel has no
 /// netem (where it has, the delay is measured instead).
 #[test]
@@ -655,8 +656,11 @@ fn a_host_cut_off_under_writes_behind_limited_links() {
 name = "a host cut off under writes"
 mirrors = "a test"
 [cluster]
-osds = 3
-hosts = 3
+osds = 4
+hosts = 2
+# Each host's two OSDs share one group's memory.
+limits_per = "host"
+memory = "1G"
 size = 2
 pg_num = 16
 concurrency = 4
@@ -671,11 +675,11 @@ clean_wait = "60s"
 [[failure]]
 at = "1500ms"
 action = "partition"
-host = 2
+host = 1
 [[failure]]
 at = "4s"
 action = "heal"
-host = 2
+host = 1
 "#;
     std::fs::write(&plan, text).expect("write plan");
     let out = dir.join("out");
@@ -689,12 +693,34 @@ host = 2
         .find(|c| c["limit"] == "net_rate")
         .expect("the link rate was checked");
     assert_eq!(rate["applied"], true, "{rate}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["limit"] == "memory" && c["applied"] == true),
+        "{summary}"
+    );
     let point = &summary["points"][0];
-    assert_eq!(point["resources"]["hosts"], 3, "{point}");
+    assert_eq!(point["resources"]["hosts"], 2, "{point}");
     let net = point["resources"]["net_mib_per_sec"].as_f64().expect("net");
     assert!(
-        (net - 3.0 * 200e6 / 8.0 / 1_048_576.0).abs() < 0.01,
+        (net - 2.0 * 200e6 / 8.0 / 1_048_576.0).abs() < 0.01,
         "{net}"
+    );
+    // Memory is the hosts' (two of 1 GiB), not the OSDs' (four).
+    assert_eq!(
+        point["resources"]["memory_bytes"].as_u64(),
+        Some(2 << 30),
+        "{point}"
+    );
+    // Each host's OSDs ran in its one group: OSD N is on host N mod 2.
+    let sample: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("points").join("p0000-r001.json")).expect("a sample"),
+    )
+    .expect("sample JSON");
+    assert_eq!(
+        sample["groups"],
+        serde_json::json!({"host.0": ["osd.0", "osd.2"], "host.1": ["osd.1", "osd.3"]}),
+        "{sample}"
     );
     let phases = point["phases"].as_array().expect("phases");
     let failures = &phases[0]["failures"];
@@ -709,7 +735,7 @@ host = 2
         "reads after the heal: {summary}"
     );
     let html = std::fs::read_to_string(out.join("report.html")).expect("report");
-    assert!(html.contains("partition host2"), "the report names the cut");
+    assert!(html.contains("partition host1"), "the report names the cut");
     let listed = std::process::Command::new("ip")
         .args(["netns", "list"])
         .output()
@@ -724,18 +750,17 @@ host = 2
         assert!(!out.status.success(), "refused: {plan_text}");
         assert!(stderr.contains(says), "{says:?} in {stderr}");
     };
+    refused(&text.replace("size = 2", "size = 3"), "different hosts");
     refused(
-        &text
-            .replace("size = 2", "size = 3")
-            .replace("hosts = 3", "hosts = 2"),
-        "different hosts",
-    );
-    refused(
-        &text.replace("host = 2\n[[failure]]", "osd = 2\n[[failure]]"),
+        &text.replace("host = 1\n[[failure]]", "osd = 1\n[[failure]]"),
         "give host",
     );
-    refused(&text.replace("host = 2", "host = 5"), "only 3 hosts");
-    refused(&text.replace("hosts = 3\n", ""), "give hosts");
+    refused(&text.replace("host = 1", "host = 5"), "only 2 hosts");
+    refused(&text.replace("hosts = 2\n", ""), "give hosts");
+    refused(
+        &text.replace("limits_per = \"host\"", "limits_per = \"rack\""),
+        "\"osd\" or \"host\"",
+    );
     let delayed = text.replace("net_rate = \"200mbit\"", "net_delay = \"2ms\"");
     std::fs::write(&plan, &delayed).expect("write plan");
     let run = sweep_on(&plan, &dir.join("delayed"), &dir.join("data"), "17600");

@@ -68,6 +68,7 @@ pub(super) fn check_point(point: &Point, kind: &str) -> Result<(), String> {
         ("cpu", point.cpu.is_some()),
         ("cores", point.cores.is_some()),
         ("memory", point.memory.is_some()),
+        ("limits_per", point.limits_per.is_some()),
         ("down_grace", point.down_grace.is_some()),
         ("down_out", point.down_out.is_some()),
         ("stripe_unit", point.stripe_unit.is_some()),

@@ -463,8 +463,9 @@ fn act_on(cluster: &Cluster<'_>, failure: &Failure, index: u32) -> CliResult {
                 None => None,
             };
             let mut groups = cluster.groups.lock().map_err(|_| "groups poisoned")?;
+            // The OSD's own group, or its host's (`limits_per = "host"`).
             let group = groups
-                .get_mut(index as usize)
+                .get_mut(cluster.point.group_of(index))
                 .ok_or_else(|| format!("no group for {name}"))?;
             group.set_disk(bytes, disk).map_err(Into::into)
         }
