@@ -459,7 +459,7 @@ duration = "2s"
 fn a_sweep_runs_the_same_point_on_cairn_and_on_ceph() {
     let _serial = common::serial();
     let dir = common::test_dir("bench-sweep-ceph");
-    let anchor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/anchors/ceph");
+    let anchor = common::repo().join("../shared/anchors/ceph");
     let plan = dir.join("plan.toml");
     let side_by_side = r#"
 name = "Cairn against Ceph"

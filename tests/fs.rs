@@ -137,7 +137,7 @@ fn python(args: &[&str]) -> std::process::Output {
 }
 
 fn script(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    common::repo()
         .join("tests/fs")
         .join(name)
         .display()

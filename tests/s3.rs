@@ -7,6 +7,11 @@
 
 mod common;
 
+/// A script of `tests/s3/`.
+fn s3_script(name: &str) -> PathBuf {
+    common::repo().join("tests/s3").join(name)
+}
+
 use common::{Cluster, ok, ok_json};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -95,14 +100,7 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
     let port = base_port + 50;
     let _gateway = start_gateway(&cluster, port);
     // Versioning first, in its own bucket: it leaves nothing behind.
-    let versioning: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "tests",
-        "s3",
-        "boto3_versioning.py",
-    ]
-    .iter()
-    .collect();
+    let versioning: PathBuf = s3_script("boto3_versioning.py");
     let out = Command::new(python())
         .arg(&versioning)
         .env("S3_ENDPOINT", format!("http://127.0.0.1:{port}"))
@@ -128,9 +126,7 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
         Some(0),
         "versions left behind: {left}"
     );
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "boto3_basic.py"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("boto3_basic.py");
     let out = Command::new(python())
         .arg(&script)
         .env("S3_ENDPOINT", format!("http://127.0.0.1:{port}"))
@@ -171,9 +167,7 @@ fn boto3_drives_buckets_objects_listings_and_errors() {
     // A second gateway on the same cluster, holding a bucket's record
     // while versioning is turned on through the first.
     let _second = start_gateway(&cluster, port + 1);
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "two_gateways.py"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("two_gateways.py");
     let out = Command::new(python())
         .arg(&script)
         .env("S3_ENDPOINT", format!("http://127.0.0.1:{port}"))
@@ -651,9 +645,7 @@ fn a_gateway_killed_mid_upload_leaves_nothing_visible_and_gc_reclaims_the_rest()
     let cluster = Cluster::up("s3-crash", 3, base_port, &[]);
     let (key, secret) = user(&cluster, "alice");
     let port = base_port + 30;
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "crash_upload.py"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("crash_upload.py");
     let endpoint = format!("http://127.0.0.1:{port}");
     let mut gateway = start_gateway(&cluster, port);
     let mut stage = Command::new(python())
@@ -767,14 +759,7 @@ fn versioned_writes_cut_at_every_step_recover_to_whole_versions() {
     let (key, secret) = user(&cluster, "alice");
     let port = base_port + 30;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let script: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "tests",
-        "s3",
-        "versioning_crash.py",
-    ]
-    .iter()
-    .collect();
+    let script: PathBuf = s3_script("versioning_crash.py");
     let run = |args: &[&str]| {
         let out = Command::new(python())
             .arg(&script)
@@ -892,9 +877,7 @@ fn the_gateway_serves_https_with_a_given_certificate() {
             cert_key.to_str().expect("utf-8"),
         ],
     );
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "tls.py"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("tls.py");
     let out = Command::new(python())
         .arg(&script)
         .env("E", format!("https://127.0.0.1:{port}"))
@@ -922,9 +905,7 @@ fn s3cmd_and_an_s3fs_mount_work_on_the_gateway() {
     let (key, secret) = user(&cluster, "alice");
     let port = base_port + 30;
     let _gateway = start_gateway(&cluster, port);
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "s3cmd_s3fs.sh"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("s3cmd_s3fs.sh");
     let work = cluster.dir.join("tools");
     std::fs::create_dir_all(&work).expect("scratch dir");
     let out = Command::new("bash")
@@ -966,9 +947,7 @@ fn the_orphan_scan_removes_only_what_nothing_names() {
     let (key, secret) = user(&cluster, "alice");
     let port = base_port + 30;
     let _gateway = start_gateway(&cluster, port);
-    let script: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "s3", "orphans.py"]
-        .iter()
-        .collect();
+    let script: PathBuf = s3_script("orphans.py");
     let run = |args: &[&str]| -> String {
         let out = Command::new(python())
             .arg(&script)

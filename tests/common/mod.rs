@@ -145,6 +145,14 @@ impl Drop for Cluster {
     }
 }
 
+/// The repository: cargo's `CARGO_MANIFEST_DIR` as it runs the test, so a
+/// test binary cargo found fresh from a build in another clone (same
+/// sources, same target directory) reads this clone's files.
+pub fn repo() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 pub fn test_dir(name: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
