@@ -459,11 +459,20 @@ struct Resources {
 }
 
 /// The limits of some points, and how each was checked before they ran.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct LimitSet {
     /// The points with these limits.
     points: Vec<String>,
     checks: Vec<LimitCheck>,
+}
+
+/// What a run measured before its points (`--out`'s `checks.json`): a
+/// run resumed on the same plan checks again only the points it has left
+/// to run, and keeps these for the ones done.
+#[derive(Debug, Serialize, Deserialize)]
+struct Checks {
+    disk_baseline_mib_per_sec: Option<f64>,
+    limits: Vec<LimitSet>,
 }
 
 #[derive(Debug, Serialize)]
@@ -504,25 +513,11 @@ pub fn run(args: &SweepArgs) -> CliResult {
         )
         .into());
     }
-    // Every limit is set and measured before anything else: one the kernel
-    // refuses stops the run here.
-    let limits = check_limits(&checked, &args.data)?;
-    let mut anchor = if checked.points.iter().any(|p| p.system == "ceph") {
-        let scripts = ceph::locate(args.ceph_anchor.as_deref())?;
-        let rgw_port = args.base_port.saturating_add(workload::S3_PORT_OFFSET);
-        Some(ceph::Anchor::new(scripts, &args.data, rgw_port))
-    } else {
-        None
-    };
-    let disk_baseline = crate::bench_emulate::disk_baseline_mib_per_sec(&args.data);
-    let points_dir = args.out.join("points");
-    std::fs::create_dir_all(&points_dir)
-        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
     // A directory holds one plan's run: going on with another would mix
     // their results.
     let kept = args.out.join("plan.json");
     let plan_json = serde_json::to_string_pretty(&checked.plan)?;
-    match std::fs::read_to_string(&kept) {
+    let same_plan = match std::fs::read_to_string(&kept) {
         Ok(old) if old != plan_json => {
             return Err(format!(
                 "--out {} holds the run of another plan; give another directory",
@@ -530,9 +525,72 @@ pub fn run(args: &SweepArgs) -> CliResult {
             )
             .into());
         }
-        Ok(_) => {}
-        Err(_) => std::fs::write(&kept, &plan_json)?,
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    let points_dir = args.out.join("points");
+    let checks_file = args.out.join("checks.json");
+    let earlier: Option<Checks> = same_plan
+        .then(|| std::fs::read(&checks_file).ok())
+        .flatten()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    // The points with a repeat left (all of them without an earlier run's
+    // checks).
+    let pending: Vec<bool> = (0..checked.points.len())
+        .map(|index| {
+            earlier.is_none()
+                || (1..=checked.plan.repeats)
+                    .any(|repeat| !sample_file(&points_dir, index, repeat).exists())
+        })
+        .collect();
+    // Every limit is set and measured before anything else: one the kernel
+    // refuses stops the run here.
+    let mut limits = check_limits(&checked, &args.data, &pending)?;
+    if let Some(earlier) = &earlier {
+        let done: Vec<String> = checked
+            .points
+            .iter()
+            .zip(&pending)
+            .filter(|(_, pending)| !**pending)
+            .map(|(point, _)| point.label(&checked.swept))
+            .collect();
+        for set in &earlier.limits {
+            let points: Vec<String> = set
+                .points
+                .iter()
+                .filter(|p| done.contains(p))
+                .cloned()
+                .collect();
+            if !points.is_empty() {
+                limits.push(LimitSet {
+                    points,
+                    checks: set.checks.clone(),
+                });
+            }
+        }
     }
+    let mut anchor = if checked.points.iter().any(|p| p.system == "ceph") {
+        let scripts = ceph::locate(args.ceph_anchor.as_deref())?;
+        let rgw_port = args.base_port.saturating_add(workload::S3_PORT_OFFSET);
+        Some(ceph::Anchor::new(scripts, &args.data, rgw_port))
+    } else {
+        None
+    };
+    let disk_baseline = match &earlier {
+        Some(earlier) if !pending.contains(&true) => earlier.disk_baseline_mib_per_sec,
+        _ => crate::bench_emulate::disk_baseline_mib_per_sec(&args.data),
+    };
+    std::fs::create_dir_all(&points_dir)
+        .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
+    if !same_plan {
+        std::fs::write(&kept, &plan_json)?;
+    }
+    let checks = Checks {
+        disk_baseline_mib_per_sec: disk_baseline,
+        limits,
+    };
+    std::fs::write(&checks_file, serde_json::to_vec_pretty(&checks)?)?;
+    let Checks { limits, .. } = checks;
     let cairn = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
     let total = checked.points.len() * checked.plan.repeats as usize;
     let mut progress = Progress::new(total, !args.json);
@@ -623,14 +681,15 @@ struct Runs {
     disk_baseline: Option<f64>,
 }
 
-/// Sets each distinct emulated hardware of the plan's points on a probe
-/// group (and a probe link) and checks it took effect.
-fn check_limits(checked: &Checked, data: &Path) -> CliResult<Vec<LimitSet>> {
+/// Sets each distinct emulated hardware of the plan's `pending` points on
+/// a probe group (and a probe link, and by hot-plug) and checks it took
+/// effect.
+fn check_limits(checked: &Checked, data: &Path, pending: &[bool]) -> CliResult<Vec<LimitSet>> {
     let slowed = slows_disks(checked);
     crate::hotplug::restore_leftovers();
     type Key = (Limits, Option<String>, Option<String>, Option<u32>);
     let mut sets: Vec<(Key, LimitSet)> = Vec::new();
-    for point in &checked.points {
+    for (point, _) in checked.points.iter().zip(pending).filter(|(_, p)| **p) {
         let key = (
             point.limits(slowed),
             point.net_rate.clone(),

@@ -283,6 +283,10 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
         "{again}"
     );
     assert_eq!(again["points"], summary["points"], "the same results");
+    assert_eq!(
+        again["limits"], summary["limits"],
+        "the earlier run's checks kept, not measured again"
+    );
 
     // An interrupted run: one result missing, and only it runs.
     std::fs::remove_file(out.join("points").join("p0002-r001.json")).expect("remove one");
@@ -293,6 +297,18 @@ fn a_two_by_two_sweep_runs_resumes_and_refuses_bad_plans() {
         (Some(1), Some(3)),
         "{resumed}"
     );
+    // Its limit checked again, the others' kept: each point's once.
+    let mut checked_points: Vec<&str> = resumed["limits"]
+        .as_array()
+        .expect("limits")
+        .iter()
+        .flat_map(|set| set["points"].as_array().expect("points").iter())
+        .map(|p| p.as_str().expect("a label"))
+        .collect();
+    checked_points.sort_unstable();
+    let mut all = labels.clone();
+    all.sort_unstable();
+    assert_eq!(checked_points, all, "{resumed}");
 
     // Another plan on the same directory is refused.
     std::fs::write(&plan, PLAN.replace("repeats = 1", "repeats = 2")).expect("write plan");
