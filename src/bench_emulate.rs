@@ -624,7 +624,7 @@ fn group_script(n: usize) -> String {
 }
 
 /// CPU time process `pid` has used, from `/proc/PID/schedstat`.
-fn cpu_ns(pid: u32) -> u64 {
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())

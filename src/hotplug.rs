@@ -10,7 +10,7 @@
 //! process is gone. A marker file names them too, for the next sweep to
 //! bring back should the guardian have died as well.
 
-use crate::bench_emulate::LimitCheck;
+use crate::bench_emulate::{LimitCheck, cpu_ns};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -268,14 +268,6 @@ fn stop(children: Vec<Child>) {
         drop(child.kill());
         drop(child.wait());
     }
-}
-
-/// CPU time process `pid` has used, from `/proc/PID/schedstat`.
-fn cpu_ns(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// "0-1,3" for the report.
